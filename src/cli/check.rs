@@ -1,0 +1,180 @@
+//! `transcriptd check`: validate transcripts and report findings.
+
+use super::output::{human_bytes, FindingRecord};
+use super::{Exit, OutputFormat};
+use crate::sources::batch::{self, Input};
+use crate::transcript::{checker, Checker, Finding, Format, Kind, Options, Severity, Stats, StrictStop};
+use anyhow::Context;
+use rayon::prelude::*;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Arguments of `transcriptd check`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
+    /// standard locations, ~/.claude/projects and ~/.codex/sessions.
+    pub paths: Vec<PathBuf>,
+    /// The transcript format; detected per file from its first lines when not given.
+    #[arg(long)]
+    pub format: Option<Format>,
+    /// Stop at the first line that cannot be read and exit 2, naming file and line.
+    #[arg(long)]
+    pub strict: bool,
+    /// Lines longer than this are reported as line_too_long and skipped (e.g. 64MiB).
+    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
+    pub max_line_bytes: usize,
+    /// Worker threads (default: every core). One large file uses all of them too.
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Findings as readable lines, or one JSON object per line.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// No summary on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// What checking one input produced.
+#[derive(Debug)]
+pub struct FileReport {
+    /// The input.
+    pub input: Input,
+    /// Its format, when detected.
+    pub format: Option<Format>,
+    /// Findings, sorted by line, demotions applied.
+    pub findings: Vec<Finding>,
+    /// Counters.
+    pub stats: Stats,
+    /// Why the file could not be checked (IO error, or the strict policy stopped).
+    pub error: Option<String>,
+}
+
+/// Size of each read. With several jobs a read is cut into pieces parsed in parallel.
+pub const READ_CHUNK: usize = 1 << 20;
+
+/// Checks one input.
+pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileReport {
+    let mut c = Checker::new(opts.clone());
+    let mut stop: Option<StrictStop> = None;
+    let read = batch::read_chunks(input, buf, |chunk| match c.feed(chunk) {
+        Ok(()) => true,
+        Err(s) => {
+            stop = Some(s);
+            false
+        }
+    });
+    let report = |format, findings, stats, error| FileReport { input: input.clone(), format, findings, stats, error };
+    if let Err(e) = read {
+        return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}: {e}", input.display())));
+    }
+    if let Some(s) = stop {
+        return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}:{s}", input.display())));
+    }
+    match c.finish() {
+        Ok((outputs, stats, format)) => report(format, checker::collect(outputs), stats, None),
+        Err(s) => report(None, Vec::new(), Stats::default(), Some(format!("{}:{s}", input.display()))),
+    }
+}
+
+/// Checks every input, `jobs` at a time, in path order.
+pub fn check_all(inputs: &[Input], opts: &Options, jobs: usize) -> Vec<FileReport> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().expect("thread pool");
+    let opts = Options { jobs, ..opts.clone() };
+    pool.install(|| {
+        inputs
+            .par_iter()
+            .with_max_len(1)
+            .map_init(|| Vec::with_capacity(READ_CHUNK * jobs.min(4)), |buf, input| check_input(input, &opts, buf))
+            .collect()
+    })
+}
+
+/// Runs the verb.
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let started = Instant::now();
+    let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
+    if paths.is_empty() {
+        anyhow::bail!("no paths given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
+    }
+    let (inputs, missing) = batch::expand(&paths)?;
+    let jobs = super::jobs(args.jobs);
+    let opts = Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: args.strict, jobs };
+    let reports = check_all(&inputs, &opts, jobs);
+
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
+    let (mut errors, mut warnings, mut failed) = (0u64, 0u64, 0u64);
+    let mut bad_files = 0u64;
+    for m in &missing {
+        let f = Finding::new(0, Kind::MissingTranscript, format!("meta sidecar {} exists but its transcript is missing: the session's data is gone", m.meta.display()));
+        errors += 1;
+        bad_files += 1;
+        write_finding(&mut out, args.output, &m.transcript.display().to_string(), None, &f)?;
+    }
+    for r in &reports {
+        if let Some(e) = &r.error {
+            failed += 1;
+            out.flush()?;
+            eprintln!("transcriptd: error: {e}");
+            continue;
+        }
+        let name = r.input.display();
+        let mut file_errors = false;
+        for f in &r.findings {
+            match f.severity {
+                Severity::Error => {
+                    errors += 1;
+                    file_errors = true;
+                }
+                Severity::Warning => warnings += 1,
+            }
+            write_finding(&mut out, args.output, &name, r.format, f)?;
+        }
+        bad_files += u64::from(file_errors);
+    }
+    out.flush()?;
+    if !args.quiet {
+        let lines: u64 = reports.iter().map(|r| r.stats.lines).sum();
+        let bytes: u64 = reports.iter().map(|r| r.stats.bytes).sum();
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "checked {} file{} ({} lines, {}) in {secs:.2}s: {errors} error{}, {warnings} warning{} in {bad_files} file{}{}",
+            reports.len(),
+            plural(reports.len() as u64),
+            lines,
+            human_bytes(bytes),
+            plural(errors),
+            plural(warnings),
+            plural(bad_files),
+            if failed > 0 { format!("; {failed} could not be checked") } else { String::new() },
+        );
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} input{} could not be checked", plural(failed));
+    }
+    Ok(if errors > 0 { Exit::Findings } else { Exit::Clean })
+}
+
+fn write_finding(out: &mut impl Write, format: OutputFormat, file: &str, fmt: Option<Format>, f: &Finding) -> anyhow::Result<()> {
+    match format {
+        OutputFormat::Json => {
+            serde_json::to_writer(&mut *out, &FindingRecord::new(file, fmt, f)).context("writing output")?;
+            out.write_all(b"\n")?;
+        }
+        OutputFormat::Text => {
+            let call = f.call_id.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
+            writeln!(out, "{file}:{}: {}: {}: {}{call}", f.line, f.severity.as_str(), f.kind, f.message)?;
+        }
+    }
+    Ok(())
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

@@ -1,0 +1,134 @@
+//! The command line: one module per verb, and the exit-code contract shared by all of them.
+
+pub mod check;
+pub mod output;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+/// Check, repair and watch the JSONL transcripts AI coding agents write.
+#[derive(Debug, Parser)]
+#[command(name = "transcriptd", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The verb.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Output format of a verb's results on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// One readable line per result.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The verbs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate transcripts and report findings.
+    Check(check::Args),
+}
+
+/// How a verb ended, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Nothing wrong: exit 0.
+    Clean,
+    /// Findings (or orphans, or files not fully repaired): exit 1.
+    Findings,
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    let result = match cli.command {
+        Command::Check(a) => check::run(a),
+    };
+    match result {
+        Ok(Exit::Clean) => ExitCode::SUCCESS,
+        Ok(Exit::Findings) => ExitCode::from(1),
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("transcriptd: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("TRANSCRIPTD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => b.try_init(),
+        LogFormat::Json => b.json().try_init(),
+    };
+}
+
+/// Parses a byte size: a number with an optional unit (`k`, `M`, `G`, `KiB`, `MiB`, `GiB`:
+/// binary; `kB`, `MB`, `GB`: decimal).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("invalid size `{s}`"))?;
+    let mult: usize = match unit.trim() {
+        "" | "B" | "b" => 1,
+        "k" | "K" | "KiB" | "kiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        u => return Err(format!("unknown size unit `{u}` in `{s}`")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size `{s}` is too large"))
+}
+
+/// Number of worker threads: `--jobs`, or every core.
+pub fn jobs(requested: Option<usize>) -> usize {
+    requested.filter(|&j| j > 0).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The standard transcript locations that exist on this machine: `~/.claude/projects` and
+/// `~/.codex/sessions`.
+pub fn default_roots() -> Vec<std::path::PathBuf> {
+    let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
+    [home.join(".claude/projects"), home.join(".codex/sessions")].into_iter().filter(|p| p.is_dir()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert_eq!(parse_size("2k"), Ok(2048));
+        assert_eq!(parse_size("1MB"), Ok(1_000_000));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

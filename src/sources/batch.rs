@@ -1,0 +1,138 @@
+//! Batch sources: turn command-line paths into an ordered list of inputs, and read an input in
+//! chunks into a reused buffer.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// One thing to read.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Input {
+    /// A file on disk.
+    File(PathBuf),
+    /// Standard input (`-`).
+    Stdin,
+}
+
+impl Input {
+    /// How the input is named in output.
+    pub fn display(&self) -> String {
+        match self {
+            Input::File(p) => p.display().to_string(),
+            Input::Stdin => "-".to_owned(),
+        }
+    }
+
+    /// The path, when the input is a file.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Input::File(p) => Some(p),
+            Input::Stdin => None,
+        }
+    }
+}
+
+/// A meta sidecar found while walking whose transcript is missing (the data-loss guard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingTranscript {
+    /// The sidecar.
+    pub meta: PathBuf,
+    /// Where its transcript should be.
+    pub transcript: PathBuf,
+}
+
+/// The inputs named by `paths`, sorted by path: files as given, directories walked recursively
+/// for `*.jsonl`, `-` for stdin. Also returns meta sidecars whose transcript is missing.
+pub fn expand(paths: &[PathBuf]) -> io::Result<(Vec<Input>, Vec<MissingTranscript>)> {
+    let mut inputs = Vec::new();
+    let mut missing = Vec::new();
+    for p in paths {
+        if p.as_os_str() == "-" {
+            inputs.push(Input::Stdin);
+            continue;
+        }
+        let meta = std::fs::metadata(p).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+        if !meta.is_dir() {
+            inputs.push(Input::File(p.clone()));
+            continue;
+        }
+        for entry in walkdir::WalkDir::new(p).follow_links(true).sort_by_file_name() {
+            let entry = entry.map_err(|e| io::Error::other(e.to_string()))?;
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy();
+            if name.ends_with(".jsonl") {
+                inputs.push(Input::File(path.to_path_buf()));
+            } else if let Some(transcript) = transcript_of_meta(path) {
+                if !transcript.exists() {
+                    missing.push(MissingTranscript { meta: path.to_path_buf(), transcript });
+                }
+            }
+        }
+    }
+    inputs.sort();
+    inputs.dedup();
+    missing.sort_by(|a, b| a.transcript.cmp(&b.transcript));
+    Ok((inputs, missing))
+}
+
+/// The transcript a meta sidecar describes: `<dir>/.meta.json` → `<dir>/transcript.jsonl`
+/// (session directories), `<id>.meta.json` → `<id>.jsonl` (flat layout).
+pub fn transcript_of_meta(meta: &Path) -> Option<PathBuf> {
+    let name = meta.file_name()?.to_str()?;
+    if name == ".meta.json" {
+        return Some(meta.with_file_name("transcript.jsonl"));
+    }
+    let stem = name.strip_suffix(".meta.json")?;
+    Some(meta.with_file_name(format!("{stem}.jsonl")))
+}
+
+/// Reads `input` to the end in chunks of the buffer's capacity, handing each to `f`.
+pub fn read_chunks(input: &Input, buf: &mut Vec<u8>, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
+    let mut reader: Box<dyn Read> = match input {
+        Input::File(p) => Box::new(File::open(p)?),
+        Input::Stdin => Box::new(io::stdin().lock()),
+    };
+    let cap = buf.capacity().max(64 << 10);
+    buf.resize(cap, 0);
+    let mut total = 0u64;
+    loop {
+        let n = match reader.read(&mut buf[..]) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        total += n as u64;
+        if !f(&buf[..n]) {
+            return Ok(total);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_sidecar_names() {
+        assert_eq!(transcript_of_meta(Path::new("/w/s1/.meta.json")), Some(PathBuf::from("/w/s1/transcript.jsonl")));
+        assert_eq!(transcript_of_meta(Path::new("/w/abc.meta.json")), Some(PathBuf::from("/w/abc.jsonl")));
+        assert_eq!(transcript_of_meta(Path::new("/w/abc.json")), None);
+    }
+
+    #[test]
+    fn expand_walks_sorted_and_guards_data_loss() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("b")).unwrap();
+        std::fs::write(d.path().join("b/z.jsonl"), "").unwrap();
+        std::fs::write(d.path().join("a.jsonl"), "").unwrap();
+        std::fs::write(d.path().join("notes.txt"), "").unwrap();
+        std::fs::write(d.path().join("gone.meta.json"), "{}").unwrap();
+        let (inputs, missing) = expand(&[d.path().to_path_buf()]).unwrap();
+        assert_eq!(inputs, vec![Input::File(d.path().join("a.jsonl")), Input::File(d.path().join("b/z.jsonl"))]);
+        assert_eq!(missing[0].transcript, d.path().join("gone.jsonl"));
+    }
+}

@@ -1,0 +1,351 @@
+//! The check pipeline for one stream: framing → format detection → adapter → validation.
+//!
+//! Fed byte chunks (never the whole file), it produces [`Output`]s and [`Stats`]. Both shells
+//! drive it: `transcriptd check` over whole files, the daemon over tailed ones, so the two agree
+//! by construction. With `jobs > 1`, a large block of complete lines is cut at line boundaries and
+//! parsed on several threads; pairing stays in file order, so the outputs are identical.
+//!
+//! Calling order: [`Checker::feed`] any number of times, then [`Checker::finish`] once.
+
+use super::finding::{Finding, Kind, Output};
+use super::formats::{Detector, Format};
+use super::json::Shape;
+use super::lines::{self, Block, LineSplitter};
+use super::model::{Entry, Parsed, Usage};
+use super::stages::validate::{Pending, Validator};
+use std::collections::BTreeMap;
+
+/// How a checker reads its input.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The format, or `None` to detect it from the first lines.
+    pub format: Option<Format>,
+    /// Lines longer than this are `line_too_long`.
+    pub max_line_bytes: usize,
+    /// Stop at the first line that cannot be read (`load_strict`) instead of reporting it and
+    /// going on (`load`).
+    pub strict: bool,
+    /// Threads to parse one large stream with.
+    pub jobs: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { format: None, max_line_bytes: lines::DEFAULT_MAX_LINE_BYTES, strict: false, jobs: 1 }
+    }
+}
+
+/// The strict policy met a line it cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {kind}: {message}")]
+pub struct StrictStop {
+    /// The line.
+    pub line: u64,
+    /// What is wrong with it.
+    pub kind: Kind,
+    /// Details.
+    pub message: String,
+}
+
+/// Counters over what was read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Non-blank lines read (complete ones).
+    pub lines: u64,
+    /// Bytes framed into complete lines, blank ones included.
+    pub bytes: u64,
+    /// Conversation entries.
+    pub messages: u64,
+    /// Known records that are not conversation.
+    pub other_records: u64,
+    /// Records of unknown types (skipped).
+    pub unknown_records: u64,
+    /// Tool calls.
+    pub calls: u64,
+    /// Tool results.
+    pub results: u64,
+    /// Compactions.
+    pub compactions: u64,
+    /// Lines that could not be read (framing findings).
+    pub bad_lines: u64,
+    /// Token usage by model, each report counted once.
+    pub tokens: BTreeMap<String, Usage>,
+}
+
+/// What one line turned into, before pairing.
+#[derive(Debug)]
+pub enum Outcome<'a> {
+    /// A readable line.
+    Parsed(u64, Parsed<'a>),
+    /// A line that cannot be read.
+    Fault(Finding),
+    /// Valid JSON, but the format is not known yet.
+    Undetected(u64),
+}
+
+/// Reads one line (no newline, not blank). Pure and thread-safe: the parallel path calls it from
+/// several threads.
+pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) -> Outcome<'_> {
+    if bytes.len() > max {
+        return Outcome::Fault(Finding::new(number, Kind::LineTooLong, format!("line of {} bytes is over the limit of {max}", bytes.len())));
+    }
+    if let Err(e) = simdutf8::compat::from_utf8(bytes) {
+        return Outcome::Fault(Finding::new(number, Kind::InvalidUtf8, format!("invalid UTF-8 at byte {}", e.valid_up_to())));
+    }
+    match format {
+        Some(f) => match f.parse(bytes) {
+            Ok(p) => Outcome::Parsed(number, p),
+            Err(e) => Outcome::Fault(malformed(number, &e)),
+        },
+        None => match serde_json::from_slice::<Shape>(bytes) {
+            Ok(Shape::Object) => Outcome::Undetected(number),
+            Ok(_) => Outcome::Fault(Finding::new(number, Kind::MalformedLine, "JSON that is not an object")),
+            Err(e) => Outcome::Fault(malformed(number, &e)),
+        },
+    }
+}
+
+fn malformed(number: u64, e: &serde_json::Error) -> Finding {
+    let msg = e.to_string();
+    // serde_json names the line and column of the one-line input; the column is what helps.
+    let msg = match msg.rfind(" at line ") {
+        Some(i) => format!("not JSON: {} (column {})", &msg[..i], e.column()),
+        None => format!("not JSON: {msg}"),
+    };
+    Finding::new(number, Kind::MalformedLine, msg)
+}
+
+/// The check pipeline for one stream. See the module docs.
+#[derive(Debug)]
+pub struct Checker {
+    opts: Options,
+    splitter: LineSplitter,
+    detector: Detector,
+    validator: Option<Validator>,
+    outputs: Vec<Output>,
+    stats: Stats,
+    stopped: Option<StrictStop>,
+    codex_model: Option<String>,
+    last_usage_key: Option<u64>,
+}
+
+/// Blocks at least this big are parsed in parallel when `jobs > 1`.
+const PARALLEL_MIN: usize = 256 << 10;
+
+impl Checker {
+    /// A checker at the start of a stream.
+    pub fn new(opts: Options) -> Self {
+        let splitter = LineSplitter::new(opts.max_line_bytes);
+        Self::with_splitter(opts, splitter)
+    }
+
+    /// A checker that continues a stream at `line` / `offset` (both at a line start). The
+    /// pairing state starts empty, so use it only where earlier lines do not matter.
+    pub fn with_splitter(opts: Options, splitter: LineSplitter) -> Self {
+        let detector = opts.format.map_or_else(Detector::new, Detector::fixed);
+        let validator = opts.format.map(Validator::new);
+        Checker {
+            opts,
+            splitter,
+            detector,
+            validator,
+            outputs: Vec::new(),
+            stats: Stats::default(),
+            stopped: None,
+            codex_model: None,
+            last_usage_key: None,
+        }
+    }
+
+    /// The format, once known.
+    pub fn format(&self) -> Option<Format> {
+        self.detector.format()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Outputs produced since the last call.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Output> {
+        self.outputs.drain(..)
+    }
+
+    /// Calls waiting for a result at this point of the stream.
+    pub fn pending(&self) -> Vec<&Pending> {
+        self.validator.as_ref().map(|v| v.pending()).unwrap_or_default()
+    }
+
+    /// The line splitter (offsets for checkpoints, the partial line held).
+    pub fn splitter(&self) -> &LineSplitter {
+        &self.splitter
+    }
+
+    /// Feeds the next chunk. With the strict policy, returns the first unreadable line and
+    /// ignores everything after it.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), StrictStop> {
+        if let Some(s) = &self.stopped {
+            return Err(s.clone());
+        }
+        let mut splitter = std::mem::replace(&mut self.splitter, LineSplitter::new(1));
+        splitter.feed(chunk, &mut |b| self.block(b));
+        self.splitter = splitter;
+        match &self.stopped {
+            Some(s) => Err(s.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the stream: a last line without a newline is `torn_line`; pending calls become
+    /// `orphan_call`. Returns the remaining outputs.
+    pub fn finish(mut self) -> Result<(Vec<Output>, Stats, Option<Format>), StrictStop> {
+        if let Some(s) = self.stopped.take() {
+            return Err(s);
+        }
+        if let Some(t) = self.splitter.finish() {
+            let f = Finding::new(t.line, Kind::TornLine, format!("last line ({} bytes) has no newline: an interrupted write", t.len));
+            self.fault(f);
+            if let Some(s) = self.stopped.take() {
+                return Err(s);
+            }
+        }
+        let mut outputs = std::mem::take(&mut self.outputs);
+        if let Some(v) = self.validator.take() {
+            v.finish(&mut |o| outputs.push(o));
+        }
+        Ok((outputs, self.stats, self.detector.format()))
+    }
+
+    fn block(&mut self, b: Block<'_>) {
+        if self.stopped.is_some() {
+            return;
+        }
+        match b {
+            Block::TooLong { line, len, .. } => {
+                self.stats.bytes += len + 1;
+                let f = Finding::new(line, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {}", self.opts.max_line_bytes));
+                self.fault(f);
+            }
+            Block::Lines { first_line, offset, bytes } => {
+                self.stats.bytes += bytes.len() as u64;
+                if self.opts.jobs > 1 && bytes.len() >= PARALLEL_MIN && !self.detector.wants_more() {
+                    self.parallel(first_line, offset, bytes);
+                } else {
+                    for l in lines::lines(first_line, offset, bytes) {
+                        if self.stopped.is_some() {
+                            return;
+                        }
+                        self.observe(l.bytes);
+                        let o = read_line(l.number, l.bytes, self.opts.max_line_bytes, self.detector.format());
+                        self.apply(o);
+                    }
+                }
+            }
+        }
+    }
+
+    fn parallel(&mut self, first_line: u64, offset: u64, bytes: &[u8]) {
+        use rayon::prelude::*;
+        let (max, format) = (self.opts.max_line_bytes, self.detector.format());
+        let pieces = lines::split_block(first_line, offset, bytes, self.opts.jobs * 2);
+        let parsed: Vec<Vec<Outcome<'_>>> = pieces
+            .par_iter()
+            .map(|&(l, o, p)| lines::lines(l, o, p).map(|x| read_line(x.number, x.bytes, max, format)).collect())
+            .collect();
+        for o in parsed.into_iter().flatten() {
+            if self.stopped.is_some() {
+                return;
+            }
+            self.apply(o);
+        }
+    }
+
+    /// Lets the detector look at a line while it still wants to.
+    fn observe(&mut self, line: &[u8]) {
+        if !self.detector.wants_more() {
+            return;
+        }
+        self.detector.observe(line);
+        if let (None, Some(f)) = (&self.validator, self.detector.format()) {
+            self.validator = Some(Validator::new(f));
+        }
+    }
+
+    fn apply(&mut self, o: Outcome<'_>) {
+        match o {
+            Outcome::Fault(f) => self.fault(f),
+            Outcome::Undetected(_) => {
+                self.stats.lines += 1;
+                self.stats.unknown_records += 1;
+            }
+            Outcome::Parsed(line, p) => {
+                self.stats.lines += 1;
+                self.count(&p);
+                if let Some(v) = self.validator.as_mut() {
+                    let outputs = &mut self.outputs;
+                    v.push(line, &p, &mut |o| outputs.push(o));
+                }
+            }
+        }
+    }
+
+    fn count(&mut self, p: &Parsed<'_>) {
+        let s = &mut self.stats;
+        match &p.entry {
+            Entry::Message(m) => {
+                s.messages += 1;
+                s.calls += m.calls.len() as u64;
+                s.results += m.results.len() as u64;
+            }
+            Entry::Compaction { .. } => s.compactions += 1,
+            Entry::Other => s.other_records += 1,
+            Entry::Unknown => s.unknown_records += 1,
+        }
+        if self.detector.format() == Some(Format::Codex) {
+            if let Some(m) = &p.model {
+                self.codex_model = Some(m.to_string());
+            }
+        }
+        if let Some(u) = p.usage {
+            if self.last_usage_key != Some(u.key) || u.key == 0 {
+                self.last_usage_key = Some(u.key);
+                let model = p.model.as_deref().or(self.codex_model.as_deref()).unwrap_or("unknown");
+                let t = s.tokens.entry(model.to_owned()).or_default();
+                t.input += u.input;
+                t.output += u.output;
+                t.cache_read += u.cache_read;
+                t.cache_creation += u.cache_creation;
+            }
+        }
+    }
+
+    fn fault(&mut self, f: Finding) {
+        self.stats.bad_lines += 1;
+        if self.opts.strict {
+            self.stopped = Some(StrictStop { line: f.line, kind: f.kind, message: f.message });
+        } else {
+            self.outputs.push(Output::Finding(f));
+        }
+    }
+}
+
+/// Checks a whole in-memory transcript: the findings (demotions applied, sorted by line), the
+/// stats and the format. A convenience for tests and small inputs.
+pub fn check_bytes(input: &[u8], opts: Options) -> Result<(Vec<Finding>, Stats, Option<Format>), StrictStop> {
+    let mut c = Checker::new(opts);
+    c.feed(input)?;
+    let (outputs, stats, format) = c.finish()?;
+    Ok((collect(outputs), stats, format))
+}
+
+/// Applies a stream of outputs and sorts the findings by line (stable: same-line findings keep
+/// their emission order).
+pub fn collect(outputs: impl IntoIterator<Item = Output>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for o in outputs {
+        super::finding::apply(&mut findings, o);
+    }
+    findings.sort_by_key(|f| f.line);
+    findings
+}

@@ -1,0 +1,196 @@
+//! Findings: what is wrong with a transcript, as data.
+//!
+//! The kind names are the public contract (README "Finding kinds"): they appear in JSON output,
+//! in metrics labels and in repair plans, and never change meaning.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How bad a finding is: errors make the API reject the history or lose data; warnings do not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing; the transcript still resumes.
+    Warning,
+    /// The transcript will not resume as it is, or data is damaged.
+    Error,
+}
+
+impl Severity {
+    /// The name used in JSON and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// The closed set of finding kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Not JSON, or JSON that is not an object.
+    MalformedLine,
+    /// Bytes that are not UTF-8.
+    InvalidUtf8,
+    /// Longer than the line limit; skipped unread.
+    LineTooLong,
+    /// The last line has no newline: an interrupted write.
+    TornLine,
+    /// A call whose result is missing although the conversation moved on.
+    UnansweredCall,
+    /// A call still without a result at the end of the transcript.
+    OrphanCall,
+    /// A result with no pending call.
+    OrphanResult,
+    /// A second result for a call that already has one.
+    DuplicateResult,
+    /// Two assistant turns with no user turn between them.
+    ConsecutiveAssistant,
+    /// An assistant turn whose parts are all blank.
+    EmptyAssistantTurn,
+    /// Call arguments that are not a JSON object.
+    InvalidArguments,
+    /// Two calls with one id.
+    DuplicateCallId,
+    /// A session meta sidecar whose transcript file is missing (data-loss guard).
+    MissingTranscript,
+}
+
+impl Kind {
+    /// Every kind, in documentation order.
+    pub const ALL: [Kind; 13] = [
+        Kind::MalformedLine,
+        Kind::InvalidUtf8,
+        Kind::LineTooLong,
+        Kind::TornLine,
+        Kind::UnansweredCall,
+        Kind::OrphanCall,
+        Kind::OrphanResult,
+        Kind::DuplicateResult,
+        Kind::ConsecutiveAssistant,
+        Kind::EmptyAssistantTurn,
+        Kind::InvalidArguments,
+        Kind::DuplicateCallId,
+        Kind::MissingTranscript,
+    ];
+
+    /// The public name of the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::MalformedLine => "malformed_line",
+            Kind::InvalidUtf8 => "invalid_utf8",
+            Kind::LineTooLong => "line_too_long",
+            Kind::TornLine => "torn_line",
+            Kind::UnansweredCall => "unanswered_call",
+            Kind::OrphanCall => "orphan_call",
+            Kind::OrphanResult => "orphan_result",
+            Kind::DuplicateResult => "duplicate_result",
+            Kind::ConsecutiveAssistant => "consecutive_assistant",
+            Kind::EmptyAssistantTurn => "empty_assistant_turn",
+            Kind::InvalidArguments => "invalid_arguments",
+            Kind::DuplicateCallId => "duplicate_call_id",
+            Kind::MissingTranscript => "missing_transcript",
+        }
+    }
+
+    /// The severity a finding of this kind has unless a rule lowers it (an abandoned branch).
+    pub fn default_severity(self) -> Severity {
+        match self {
+            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId => Severity::Warning,
+            _ => Severity::Error,
+        }
+    }
+
+    /// Whether the kind is about framing (the line could not be read at all).
+    pub fn is_framing(self) -> bool {
+        matches!(self, Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One finding in one transcript. File and format are added by whoever knows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// 1-based physical line the finding points at (a call's line for call findings, a result's
+    /// line for result findings).
+    pub line: u64,
+    /// What is wrong.
+    pub kind: Kind,
+    /// How bad it is.
+    pub severity: Severity,
+    /// The call id involved, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub call_id: Option<String>,
+    /// The tool name of the call involved, when known.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tool: Option<String>,
+    /// A sentence for people.
+    pub message: String,
+}
+
+impl Finding {
+    /// A finding with the kind's default severity.
+    pub fn new(line: u64, kind: Kind, message: impl Into<String>) -> Self {
+        Finding { line, kind, severity: kind.default_severity(), call_id: None, tool: None, message: message.into() }
+    }
+
+    /// Adds the call id.
+    pub fn with_call(mut self, call_id: &str, tool: Option<&str>) -> Self {
+        self.call_id = Some(call_id.to_owned());
+        self.tool = tool.filter(|t| !t.is_empty()).map(str::to_owned);
+        self
+    }
+
+    /// Lowers the severity to a warning, saying why.
+    pub fn demote(&mut self, why: &str) {
+        if self.severity == Severity::Error {
+            self.severity = Severity::Warning;
+            self.message.push_str(" (");
+            self.message.push_str(why);
+            self.message.push(')');
+        }
+    }
+}
+
+/// What a validator emits: a new finding, or a later correction of one already emitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// A new finding.
+    Finding(Finding),
+    /// A finding emitted earlier turned out to lie on a branch the user abandoned by rewinding
+    /// (Claude Code): it is a warning now. Identified by line, kind and call id.
+    Demoted {
+        /// Line of the earlier finding.
+        line: u64,
+        /// Kind of the earlier finding.
+        kind: Kind,
+        /// Call id of the earlier finding.
+        call_id: Option<String>,
+        /// Why it was demoted.
+        reason: String,
+    },
+}
+
+/// Applies a stream of outputs to a list of findings: what a consumer that wants the final
+/// state (the `check` verb, the daemon/batch equivalence test) does.
+pub fn apply(findings: &mut Vec<Finding>, out: Output) {
+    match out {
+        Output::Finding(f) => findings.push(f),
+        Output::Demoted { line, kind, call_id, reason } => {
+            if let Some(f) = findings
+                .iter_mut()
+                .rev()
+                .find(|f| f.line == line && f.kind == kind && f.call_id == call_id && f.severity == Severity::Error)
+            {
+                f.demote(&reason);
+            }
+        }
+    }
+}

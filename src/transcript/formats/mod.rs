@@ -1,0 +1,214 @@
+//! Format adapters: one module per transcript format, each turning a line into an
+//! [`Entry`](crate::transcript::model::Entry), plus detection of a file's format from its first
+//! lines.
+
+pub mod blocks;
+pub mod chat;
+pub mod claude_code;
+pub mod codex;
+
+use crate::transcript::model::Parsed;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The transcript formats transcriptd reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Format {
+    /// Claude Code session and subagent files.
+    #[serde(rename = "claude-code")]
+    ClaudeCode,
+    /// OpenAI Codex CLI rollouts.
+    #[serde(rename = "codex")]
+    Codex,
+    /// One OpenAI Chat Completions message per line.
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    /// One Anthropic Messages API message per line.
+    #[serde(rename = "anthropic")]
+    Anthropic,
+}
+
+impl Format {
+    /// Every format.
+    pub const ALL: [Format; 4] = [Format::ClaudeCode, Format::Codex, Format::OpenAiChat, Format::Anthropic];
+
+    /// Its public name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::ClaudeCode => "claude-code",
+            Format::Codex => "codex",
+            Format::OpenAiChat => "openai-chat",
+            Format::Anthropic => "anthropic",
+        }
+    }
+
+    /// Parses one line of this format. The line is valid UTF-8 and not blank; `Err` means it is
+    /// not a JSON object.
+    pub fn parse(self, line: &[u8]) -> Result<Parsed<'_>, serde_json::Error> {
+        // serde reads a struct from an array too; a line must be an object.
+        if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(<serde_json::Error as serde::de::Error>::custom("not a JSON object"));
+        }
+        match self {
+            Format::ClaudeCode => claude_code::parse(line),
+            Format::Codex => codex::parse(line),
+            Format::OpenAiChat | Format::Anthropic => chat::parse(line),
+        }
+    }
+
+    /// Whether the OpenAI and Anthropic flavours can still be told apart by later lines.
+    fn is_chat(self) -> bool {
+        matches!(self, Format::OpenAiChat | Format::Anthropic)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or_else(|| format!("unknown format `{s}` (expected one of: claude-code, codex, openai-chat, anthropic)"))
+    }
+}
+
+/// How many lines detection looks at before it settles.
+pub const DETECT_LINES: u32 = 256;
+
+/// Record types only Claude Code writes at the top level.
+const CLAUDE_TYPES: &[&str] = &["user", "assistant", "system", "summary", "progress", "file-history-snapshot", "queue-operation"];
+/// Top-level types of the Codex rollout envelope.
+const CODEX_ENVELOPE: &[&str] = &["session_meta", "response_item", "event_msg", "turn_context", "compacted"];
+/// Response item types that appear at the top level of legacy Codex rollouts.
+const CODEX_LEGACY_ITEMS: &[&str] = &["message", "function_call", "function_call_output", "reasoning", "local_shell_call", "custom_tool_call", "custom_tool_call_output", "web_search_call"];
+
+/// Detects a file's format from its first lines, one line at a time.
+///
+/// Claude Code and Codex files say what they are on their first record. The two chat formats
+/// only differ once tools or provider-specific parts appear, so a chat file is `openai-chat`
+/// until a line shows Anthropic blocks; both are parsed by one adapter, so a late decision only
+/// changes the name.
+#[derive(Debug, Default, Clone)]
+pub struct Detector {
+    decided: Option<Format>,
+    settled: bool,
+    seen: u32,
+}
+
+impl Detector {
+    /// A detector that has seen nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A detector fixed to `format` (the `--format` override).
+    pub fn fixed(format: Format) -> Self {
+        Detector { decided: Some(format), settled: true, seen: 0 }
+    }
+
+    /// The format decided so far.
+    pub fn format(&self) -> Option<Format> {
+        self.decided
+    }
+
+    /// Whether more lines can still change the answer.
+    pub fn wants_more(&self) -> bool {
+        !self.settled
+    }
+
+    /// Looks at one valid JSON line. After [`DETECT_LINES`] lines the answer is final.
+    pub fn observe(&mut self, line: &[u8]) {
+        if self.settled {
+            return;
+        }
+        self.seen += 1;
+        if self.seen > DETECT_LINES {
+            self.settled = true;
+            return;
+        }
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else { return };
+        match self.decided {
+            None => {
+                self.decided = classify(&v);
+                if let Some(f) = self.decided {
+                    self.settled = !f.is_chat() || chat::flavour_evidence(&v).is_some();
+                    if f.is_chat() {
+                        self.decided = Some(chat::flavour_evidence(&v).unwrap_or(Format::OpenAiChat));
+                    }
+                }
+            }
+            Some(f) if f.is_chat() => {
+                if let Some(flavour) = chat::flavour_evidence(&v) {
+                    self.decided = Some(flavour);
+                    self.settled = true;
+                }
+            }
+            Some(_) => self.settled = true,
+        }
+    }
+}
+
+/// The format a single line suggests.
+fn classify(v: &serde_json::Value) -> Option<Format> {
+    let obj = v.as_object()?;
+    let ty = obj.get("type").and_then(|t| t.as_str());
+    if let Some(t) = ty {
+        if CODEX_ENVELOPE.contains(&t) && obj.contains_key("payload") {
+            return Some(Format::Codex);
+        }
+        let claude_keys = ["uuid", "sessionId", "leafUuid", "messageId", "parentUuid"];
+        if CLAUDE_TYPES.contains(&t) && claude_keys.iter().any(|k| obj.contains_key(*k)) {
+            return Some(Format::ClaudeCode);
+        }
+        if CODEX_LEGACY_ITEMS.contains(&t) && !obj.contains_key("message") {
+            let codex_parts = obj
+                .get("content")
+                .and_then(|c| c.as_array())
+                .is_some_and(|a| a.iter().any(|p| matches!(p.get("type").and_then(|t| t.as_str()), Some("input_text" | "output_text"))));
+            if t != "message" || codex_parts {
+                return Some(Format::Codex);
+            }
+        }
+    }
+    if obj.contains_key("record_type") || (obj.contains_key("instructions") && obj.contains_key("id")) {
+        return Some(Format::Codex);
+    }
+    if obj.get("role").is_some_and(|r| r.is_string()) {
+        return Some(Format::OpenAiChat);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detect(lines: &[&str]) -> Option<Format> {
+        let mut d = Detector::new();
+        for l in lines {
+            d.observe(l.as_bytes());
+        }
+        d.format()
+    }
+
+    #[test]
+    fn detects_each_format() {
+        assert_eq!(detect(&[r#"{"type":"summary","summary":"x","leafUuid":"u"}"#]), Some(Format::ClaudeCode));
+        assert_eq!(detect(&[r#"{"timestamp":"t","type":"session_meta","payload":{}}"#]), Some(Format::Codex));
+        assert_eq!(detect(&[r#"{"id":"x","timestamp":"t","instructions":null}"#]), Some(Format::Codex));
+        assert_eq!(detect(&[r#"{"role":"system","content":"x"}"#]), Some(Format::OpenAiChat));
+        assert_eq!(
+            detect(&[r#"{"role":"user","content":"x"}"#, r#"{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"n","input":{}}]}"#]),
+            Some(Format::Anthropic)
+        );
+        assert_eq!(detect(&[r#"{"role":"user","content":"x"}"#]), Some(Format::OpenAiChat));
+        assert_eq!(detect(&["{}", "[1]"]), None);
+    }
+}

@@ -1,0 +1,352 @@
+//! Line framing: byte chunks in, complete lines out.
+//!
+//! The splitter is fed the file in chunks of any size (one chunk, one byte at a time, or whatever a
+//! `read` returned) and hands out [`Block`]s of complete lines that borrow from the chunk whenever
+//! they can. Only a line that spans two chunks is copied, into a carry buffer that never grows past
+//! the line limit: a longer line is skipped and reported as [`Block::TooLong`] without being held.
+//!
+//! *Invariant:* the lines and their 1-based physical numbers do not depend on how the input was
+//! cut into chunks (a property test in this module proves it).
+
+use memchr::{memchr, memchr_iter, memrchr};
+
+/// Lines longer than this (in bytes, without the newline) are skipped as `line_too_long`.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
+
+/// A piece of framed input handed to the consumer of a [`LineSplitter`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Block<'a> {
+    /// One or more complete lines. `bytes` ends with `\n`; `first_line` is the 1-based physical
+    /// number of its first line and `offset` the byte offset of its first byte in the stream.
+    Lines {
+        /// Number of the first line in `bytes`.
+        first_line: u64,
+        /// Stream offset of `bytes[0]`.
+        offset: u64,
+        /// Complete lines, each terminated by `\n`.
+        bytes: &'a [u8],
+    },
+    /// A line longer than the limit; its bytes were dropped as they arrived.
+    TooLong {
+        /// Its 1-based physical line number.
+        line: u64,
+        /// Stream offset of its first byte.
+        offset: u64,
+        /// Its length in bytes, without the newline.
+        len: u64,
+    },
+}
+
+/// A last line without its newline, reported by [`LineSplitter::finish`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Torn<'a> {
+    /// Its 1-based physical line number.
+    pub line: u64,
+    /// Stream offset of its first byte.
+    pub offset: u64,
+    /// Its bytes, or `None` when it was longer than the limit and not kept.
+    pub bytes: Option<&'a [u8]>,
+    /// Its length in bytes.
+    pub len: u64,
+}
+
+/// Splits a byte stream into lines. See the module docs.
+#[derive(Debug)]
+pub struct LineSplitter {
+    max: usize,
+    carry: Vec<u8>,
+    carry_line: u64,
+    carry_offset: u64,
+    /// Bytes of an over-long line seen so far, while it is being skipped.
+    skipping: Option<u64>,
+    /// Whether the last byte of the line being skipped was `\r`.
+    skip_last_cr: bool,
+    next_line: u64,
+    offset: u64,
+}
+
+impl LineSplitter {
+    /// A splitter that starts at line 1, offset 0.
+    pub fn new(max_line_bytes: usize) -> Self {
+        Self::resume(max_line_bytes, 1, 0)
+    }
+
+    /// A splitter that continues a stream at `line` and byte `offset`, both at a line start
+    /// (used when tailing resumes from a checkpoint).
+    pub fn resume(max_line_bytes: usize, line: u64, offset: u64) -> Self {
+        LineSplitter {
+            max: max_line_bytes.max(1),
+            carry: Vec::new(),
+            carry_line: line,
+            carry_offset: offset,
+            skipping: None,
+            skip_last_cr: false,
+            next_line: line,
+            offset,
+        }
+    }
+
+    /// Number of the next line that has not been completed yet.
+    pub fn next_line(&self) -> u64 {
+        self.next_line
+    }
+
+    /// Stream offset just after the last complete line handed out: where a reader that restarts
+    /// must resume so that a partial line is read again, whole.
+    pub fn committed_offset(&self) -> u64 {
+        if self.skipping.is_some() || !self.carry.is_empty() {
+            self.carry_offset
+        } else {
+            self.offset
+        }
+    }
+
+    /// Bytes of an incomplete last line currently held (or being skipped).
+    pub fn pending_bytes(&self) -> u64 {
+        self.skipping.unwrap_or(self.carry.len() as u64)
+    }
+
+    /// Feeds the next chunk of the stream; `out` receives every block it completes, in order.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Block<'_>)) {
+        let mut pos = 0;
+        // 1. Complete the line in progress, if any.
+        if self.skipping.is_some() || !self.carry.is_empty() {
+            let Some(i) = memchr(b'\n', chunk) else {
+                self.hold(chunk);
+                self.offset += chunk.len() as u64;
+                return;
+            };
+            self.hold(&chunk[..i]);
+            let len = self.pending_bytes() - u64::from(self.held_cr());
+            if self.skipping.is_some() || len > self.max as u64 {
+                out(Block::TooLong { line: self.carry_line, offset: self.carry_offset, len });
+            } else {
+                self.carry.push(b'\n');
+                out(Block::Lines { first_line: self.carry_line, offset: self.carry_offset, bytes: &self.carry });
+            }
+            self.skipping = None;
+            self.release_carry();
+            self.next_line += 1;
+            pos = i + 1;
+        }
+        // 2. The complete lines inside this chunk, as one block.
+        let rest = &chunk[pos..];
+        if let Some(last) = memrchr(b'\n', rest) {
+            let region = &rest[..=last];
+            let first_line = self.next_line;
+            self.next_line += memchr_iter(b'\n', region).count() as u64;
+            out(Block::Lines { first_line, offset: self.offset + pos as u64, bytes: region });
+            pos += last + 1;
+        }
+        // 3. The start of a line that continues in the next chunk.
+        let tail = &chunk[pos..];
+        if !tail.is_empty() {
+            self.carry_line = self.next_line;
+            self.carry_offset = self.offset + pos as u64;
+            self.hold(tail);
+        }
+        self.offset += chunk.len() as u64;
+    }
+
+    /// Adds bytes of the line in progress: kept while the line can still fit the limit (one
+    /// byte more is allowed for a `\r` before the newline), counted only once it cannot.
+    fn hold(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if let Some(seen) = self.skipping.as_mut() {
+            *seen += bytes.len() as u64;
+            self.skip_last_cr = bytes.last() == Some(&b'\r');
+        } else if self.carry.len() + bytes.len() > self.max + 1 {
+            self.skipping = Some((self.carry.len() + bytes.len()) as u64);
+            self.skip_last_cr = bytes.last() == Some(&b'\r');
+            self.release_carry();
+        } else {
+            self.carry.extend_from_slice(bytes);
+        }
+    }
+
+    /// Whether the line in progress ends with `\r` (not part of its content if a `\n` follows).
+    fn held_cr(&self) -> bool {
+        if self.skipping.is_some() {
+            self.skip_last_cr
+        } else {
+            self.carry.last() == Some(&b'\r')
+        }
+    }
+
+    /// Ends the stream: returns the last line if it had no newline (a torn line). A torn line
+    /// made only of whitespace is a blank line and is ignored.
+    pub fn finish(&mut self) -> Option<Torn<'_>> {
+        if let Some(len) = self.skipping.take() {
+            return Some(Torn { line: self.carry_line, offset: self.carry_offset, bytes: None, len });
+        }
+        if self.carry.is_empty() || is_blank(&self.carry) {
+            return None;
+        }
+        Some(Torn { line: self.carry_line, offset: self.carry_offset, bytes: Some(&self.carry), len: self.carry.len() as u64 })
+    }
+
+    fn release_carry(&mut self) {
+        if self.carry.capacity() > (1 << 20) {
+            self.carry = Vec::new();
+        } else {
+            self.carry.clear();
+        }
+    }
+}
+
+/// Whether a line holds only ASCII whitespace (such lines are ignored).
+pub fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'\x0b' | b'\x0c'))
+}
+
+/// One line of a [`Block::Lines`] block, without its `\n` (and without a `\r` before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line<'a> {
+    /// 1-based physical line number.
+    pub number: u64,
+    /// Stream offset of its first byte.
+    pub offset: u64,
+    /// Its content.
+    pub bytes: &'a [u8],
+    /// Its length on disk including the line terminator.
+    pub raw_len: usize,
+}
+
+/// Iterates the non-blank lines of a block of complete lines.
+pub fn lines(first_line: u64, offset: u64, bytes: &[u8]) -> impl Iterator<Item = Line<'_>> {
+    let mut start = 0usize;
+    let mut number = first_line;
+    memchr_iter(b'\n', bytes).filter_map(move |nl| {
+        let raw = &bytes[start..nl];
+        let line = Line {
+            number,
+            offset: offset + start as u64,
+            bytes: raw.strip_suffix(b"\r").unwrap_or(raw),
+            raw_len: nl + 1 - start,
+        };
+        start = nl + 1;
+        number += 1;
+        (!is_blank(line.bytes)).then_some(line)
+    })
+}
+
+/// Cuts a block of complete lines into at most `parts` pieces at line boundaries, each with its
+/// first line number and offset, so that the pieces can be parsed in parallel.
+pub fn split_block(first_line: u64, offset: u64, bytes: &[u8], parts: usize) -> Vec<(u64, u64, &[u8])> {
+    let mut out = Vec::with_capacity(parts);
+    let mut start = 0usize;
+    let mut line = first_line;
+    for k in 1..parts {
+        let target = bytes.len() * k / parts;
+        if target <= start {
+            continue;
+        }
+        let Some(nl) = memchr(b'\n', &bytes[target..]).map(|i| target + i) else { break };
+        let piece = &bytes[start..=nl];
+        out.push((line, offset + start as u64, piece));
+        line += memchr_iter(b'\n', piece).count() as u64;
+        start = nl + 1;
+    }
+    if start < bytes.len() {
+        out.push((line, offset + start as u64, &bytes[start..]));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a consumer sees: (line, offset, content) or a skipped/torn marker.
+    fn frame(input: &[u8], cuts: &[usize], max: usize) -> Vec<(u64, u64, String)> {
+        let mut s = LineSplitter::new(max);
+        let mut got = Vec::new();
+        let mut push = |b: Block<'_>| match b {
+            Block::Lines { first_line, offset, bytes } => {
+                for l in lines(first_line, offset, bytes) {
+                    let text = if l.bytes.len() > max {
+                        format!("<too long {}>", l.bytes.len())
+                    } else {
+                        String::from_utf8_lossy(l.bytes).into_owned()
+                    };
+                    got.push((l.number, l.offset, text));
+                }
+            }
+            Block::TooLong { line, offset, len } => got.push((line, offset, format!("<too long {len}>"))),
+        };
+        let mut start = 0;
+        for &c in cuts {
+            let c = c.min(input.len()).max(start);
+            s.feed(&input[start..c], &mut push);
+            start = c;
+        }
+        s.feed(&input[start..], &mut push);
+        if let Some(t) = s.finish() {
+            got.push((t.line, t.offset, format!("<torn {}>", t.len)));
+        }
+        got
+    }
+
+    #[test]
+    fn numbers_physical_lines_and_skips_blank_ones() {
+        let got = frame(b"a\n\n  \r\nb\r\nc", &[], 100);
+        assert_eq!(
+            got,
+            vec![(1, 0, "a".into()), (4, 7, "b".into()), (5, 10, "<torn 1>".into())]
+        );
+    }
+
+    #[test]
+    fn over_long_line_is_skipped_across_chunks() {
+        let input = b"ok\n0123456789\nnext\n";
+        let got = frame(input, &[4, 6, 8], 5);
+        assert_eq!(got, vec![(1, 0, "ok".into()), (2, 3, "<too long 10>".into()), (3, 14, "next".into())]);
+    }
+
+    #[test]
+    fn over_long_torn_line() {
+        assert_eq!(frame(b"x\n0123456789", &[3], 4), vec![(1, 0, "x".into()), (2, 2, "<torn 10>".into())]);
+    }
+
+    #[test]
+    fn committed_offset_excludes_partial_line() {
+        let mut s = LineSplitter::new(100);
+        s.feed(b"one\ntw", &mut |_| {});
+        assert_eq!(s.committed_offset(), 4);
+        s.feed(b"o\n", &mut |_| {});
+        assert_eq!(s.committed_offset(), 8);
+    }
+
+    #[test]
+    fn split_block_keeps_numbers() {
+        let b = b"a\nbb\nccc\nd\n";
+        let parts = split_block(7, 100, b, 3);
+        let joined: Vec<_> = parts
+            .iter()
+            .flat_map(|(l, o, p)| lines(*l, *o, p).map(|x| (x.number, x.offset)).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(joined, vec![(7, 100), (8, 102), (9, 105), (10, 109)]);
+    }
+
+    proptest! {
+        #[test]
+        fn chunking_does_not_change_lines(
+            lines in proptest::collection::vec("[a-z \\r]{0,12}", 0..12),
+            torn in proptest::option::of("[a-z]{1,5}"),
+            mut cuts in proptest::collection::vec(0usize..200, 0..20),
+            max in 3usize..16,
+        ) {
+            let mut input = lines.join("\n").into_bytes();
+            if !lines.is_empty() { input.push(b'\n'); }
+            if let Some(t) = torn { input.extend_from_slice(t.as_bytes()); }
+            cuts.sort();
+            let whole = frame(&input, &[], max);
+            let each: Vec<usize> = (0..input.len()).collect();
+            prop_assert_eq!(&whole, &frame(&input, &cuts, max));
+            prop_assert_eq!(&whole, &frame(&input, &each, max));
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The pure core: transcript lines in, canonical entries, findings and plans out.
+//!
+//! *Boundary:* nothing in this module does IO, reads a clock or knows a path. Shells (the CLI
+//! verbs, the daemon) own files, time and threads of control, and feed bytes in. A test
+//! (`tests/architecture.rs`) fails if this rule is broken.
+
+pub mod checker;
+pub mod finding;
+pub mod formats;
+pub mod json;
+pub mod lines;
+pub mod model;
+pub mod stages;
+
+pub use checker::{check_bytes, Checker, Options, Stats, StrictStop};
+pub use finding::{Finding, Kind, Output, Severity};
+pub use formats::Format;

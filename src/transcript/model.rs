@@ -1,0 +1,166 @@
+//! The canonical turn model every format adapter produces, one [`Entry`] per line.
+//!
+//! An entry borrows from the line it was parsed from; ids that contain JSON escapes are the only
+//! owned strings. The validator, the compaction scans and the repair planner all work on entries,
+//! never on a format's own JSON.
+
+use smallvec::SmallVec;
+use std::borrow::Cow;
+
+/// Who speaks in a conversation entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A person, or the host speaking for them (tool results in Claude and Anthropic formats).
+    User,
+    /// The model.
+    Assistant,
+    /// System instructions.
+    System,
+    /// Developer instructions (OpenAI, Codex).
+    Developer,
+    /// A tool result message (OpenAI `role: "tool"`, Codex `*_output` items).
+    Tool,
+}
+
+impl Role {
+    /// Lower-case name, as the APIs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// Whether a call's arguments are a JSON object, as every API requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Args {
+    /// A JSON object (or arguments a format does not carry as JSON, such as Codex's freeform
+    /// `custom_tool_call` input).
+    Object,
+    /// JSON that is not an object.
+    NotObject,
+    /// A string that does not parse as JSON.
+    Unparseable,
+}
+
+/// A tool call made by the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call<'a> {
+    /// The id results refer to.
+    pub id: Cow<'a, str>,
+    /// Tool name.
+    pub name: Cow<'a, str>,
+    /// Shape of the arguments.
+    pub args: Args,
+}
+
+/// A tool result, answering the call with `id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult<'a> {
+    /// The call it answers.
+    pub id: Cow<'a, str>,
+}
+
+/// Token usage reported on a line (Claude `message.usage`, Codex `token_count`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Lines that repeat one usage report share a key (Claude: the message id, Codex: the
+    /// running total); count a report once per key.
+    pub key: u64,
+    /// Input tokens not read from the cache.
+    pub input: u64,
+    /// Output tokens (reasoning included).
+    pub output: u64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read: u64,
+    /// Input tokens written to the prompt cache.
+    pub cache_creation: u64,
+}
+
+/// Where a Claude Code line sits in the session's uuid tree. Uuids are kept as 64-bit hashes:
+/// the tree is only asked "is this an ancestor of that".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Node {
+    /// Hash of `uuid`.
+    pub id: u64,
+    /// Hash of `parentUuid`, when not null.
+    pub parent: Option<u64>,
+}
+
+/// One message, or for Claude Code one line of a message split over several lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// Who speaks.
+    pub role: Role,
+    /// Lines that share this key are one turn (Claude `message.id`); `None`: the line is a turn.
+    pub turn: Option<Cow<'a, str>>,
+    /// Tool calls it makes.
+    pub calls: SmallVec<[Call<'a>; 1]>,
+    /// Tool results it carries.
+    pub results: SmallVec<[ToolResult<'a>; 1]>,
+    /// Whether any part is not blank (text with non-whitespace, a call, an image, ...).
+    pub has_content: bool,
+    /// A user message that starts a user turn (not only tool results, not a compact summary).
+    pub prompt: bool,
+}
+
+impl<'a> Message<'a> {
+    /// An empty message of `role`.
+    pub fn new(role: Role) -> Self {
+        Message {
+            role,
+            turn: None,
+            calls: SmallVec::new(),
+            results: SmallVec::new(),
+            has_content: false,
+            prompt: false,
+        }
+    }
+}
+
+/// What one line of a transcript means, in any format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry<'a> {
+    /// Part of the conversation the model sees.
+    Message(Message<'a>),
+    /// A compaction: the history before it is replaced. `carried` lists calls the replacement
+    /// history still leaves pending (Codex `replacement_history`), which results after the
+    /// compaction may answer.
+    Compaction {
+        /// Calls left pending by the replacement history.
+        carried: Vec<Call<'a>>,
+    },
+    /// A record of a known type that is not conversation (progress, events, snapshots, meta).
+    Other,
+    /// A record of a type this build does not know: skipped, counted, never an error.
+    Unknown,
+}
+
+/// A parsed line: its entry plus what the metrics and the session tree want from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed<'a> {
+    /// Its meaning.
+    pub entry: Entry<'a>,
+    /// Claude Code tree position.
+    pub node: Option<Node>,
+    /// Token usage on the line.
+    pub usage: Option<Usage>,
+    /// Model that produced the usage.
+    pub model: Option<Cow<'a, str>>,
+}
+
+impl<'a> Parsed<'a> {
+    /// A line that carries only `entry`.
+    pub fn of(entry: Entry<'a>) -> Self {
+        Parsed { entry, node: None, usage: None, model: None }
+    }
+}
+
+/// Stable 64-bit hash of an id (uuid), used for the Claude Code tree.
+pub fn id_hash(s: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(s.as_bytes())
+}

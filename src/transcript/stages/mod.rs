@@ -1,0 +1,4 @@
+//! Pipeline stages: pure state machines fed entries in order.
+
+pub mod branches;
+pub mod validate;
