@@ -58,13 +58,20 @@ pub const READ_CHUNK: usize = 1 << 20;
 pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileReport {
     let mut c = Checker::new(opts.clone());
     let mut stop: Option<StrictStop> = None;
-    let read = batch::read_chunks(input, buf, |chunk| match c.feed(chunk) {
+    let mut feed = |chunk: &[u8]| match c.feed(chunk) {
         Ok(()) => true,
         Err(s) => {
             stop = Some(s);
             false
         }
-    });
+    };
+    // A large file parsed by several threads: read ahead on one more, so reading overlaps.
+    let large = input.path().and_then(|p| std::fs::metadata(p).ok()).is_some_and(|m| m.len() > (READ_CHUNK * 4) as u64);
+    let read = if opts.jobs > 1 && large {
+        batch::read_chunks_ahead(input, READ_CHUNK * opts.jobs.min(4), 2, &mut feed)
+    } else {
+        batch::read_chunks(input, buf, &mut feed)
+    };
     let report = |format, findings, stats, error| FileReport { input: input.clone(), format, findings, stats, error };
     if let Err(e) = read {
         return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}: {e}", input.display())));
@@ -86,7 +93,7 @@ pub fn check_all(inputs: &[Input], opts: &Options, jobs: usize) -> Vec<FileRepor
         inputs
             .par_iter()
             .with_max_len(1)
-            .map_init(|| Vec::with_capacity(READ_CHUNK * jobs.min(4)), |buf, input| check_input(input, &opts, buf))
+            .map_init(|| Vec::with_capacity(READ_CHUNK), |buf, input| check_input(input, &opts, buf))
             .collect()
     })
 }

@@ -9,7 +9,7 @@
 
 use super::finding::{Finding, Kind, Output};
 use super::formats::{Detector, Format};
-use super::json::Shape;
+use super::scan;
 use super::lines::{self, Block, LineSplitter};
 use super::model::{Entry, Parsed, Usage};
 use super::stages::validate::{Pending, Validator};
@@ -89,28 +89,34 @@ pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) 
     if bytes.len() > max {
         return Outcome::Fault(Finding::new(number, Kind::LineTooLong, format!("line of {} bytes is over the limit of {max}", bytes.len())));
     }
-    if let Err(e) = simdutf8::compat::from_utf8(bytes) {
+    if simdutf8::basic::from_utf8(bytes).is_err() {
+        let e = simdutf8::compat::from_utf8(bytes).unwrap_err();
         return Outcome::Fault(Finding::new(number, Kind::InvalidUtf8, format!("invalid UTF-8 at byte {}", e.valid_up_to())));
     }
-    match format {
-        Some(f) => match f.parse(bytes) {
-            Ok(p) => Outcome::Parsed(number, p),
-            Err(e) => Outcome::Fault(malformed(number, &e)),
-        },
-        None => match serde_json::from_slice::<Shape>(bytes) {
-            Ok(Shape::Object) => Outcome::Undetected(number),
-            Ok(_) => Outcome::Fault(Finding::new(number, Kind::MalformedLine, "JSON that is not an object")),
-            Err(e) => Outcome::Fault(malformed(number, &e)),
-        },
+    let parsed = match format {
+        Some(f) => f.parse(bytes),
+        None => scan::object_line(bytes, |s, _| s.skip()).map(|_| Parsed::of(crate::transcript::model::Entry::Unknown)),
+    };
+    match parsed {
+        Ok(_) if format.is_none() => Outcome::Undetected(number),
+        Ok(p) => Outcome::Parsed(number, p),
+        Err(_) => Outcome::Fault(malformed(number, bytes)),
     }
 }
 
-fn malformed(number: u64, e: &serde_json::Error) -> Finding {
-    let msg = e.to_string();
-    // serde_json names the line and column of the one-line input; the column is what helps.
-    let msg = match msg.rfind(" at line ") {
-        Some(i) => format!("not JSON: {} (column {})", &msg[..i], e.column()),
-        None => format!("not JSON: {msg}"),
+/// The finding for a line that is not a JSON object. The scanner decided; serde_json, which
+/// agrees on validity, says what is wrong in words.
+fn malformed(number: u64, bytes: &[u8]) -> Finding {
+    let msg = match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        Ok(_) => "JSON that is not an object".to_owned(),
+        Err(e) => {
+            let msg = e.to_string();
+            // serde_json names line and column of the one-line input; the column is what helps.
+            match msg.rfind(" at line ") {
+                Some(i) => format!("not JSON: {} (column {})", &msg[..i], e.column()),
+                None => format!("not JSON: {msg}"),
+            }
+        }
     };
     Finding::new(number, Kind::MalformedLine, msg)
 }

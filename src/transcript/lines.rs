@@ -61,6 +61,8 @@ pub struct LineSplitter {
     skipping: Option<u64>,
     /// Whether the last byte of the line being skipped was `\r`.
     skip_last_cr: bool,
+    /// Whether the line being skipped is whitespace so far.
+    skip_blank: bool,
     next_line: u64,
     offset: u64,
 }
@@ -81,6 +83,7 @@ impl LineSplitter {
             carry_offset: offset,
             skipping: None,
             skip_last_cr: false,
+            skip_blank: false,
             next_line: line,
             offset,
         }
@@ -118,7 +121,10 @@ impl LineSplitter {
             };
             self.hold(&chunk[..i]);
             let len = self.pending_bytes() - u64::from(self.held_cr());
-            if self.skipping.is_some() || len > self.max as u64 {
+            let blank = if self.skipping.is_some() { self.skip_blank } else { is_blank(&self.carry) };
+            if blank {
+                // A blank line, however long, is ignored.
+            } else if self.skipping.is_some() || len > self.max as u64 {
                 out(Block::TooLong { line: self.carry_line, offset: self.carry_offset, len });
             } else {
                 self.carry.push(b'\n');
@@ -157,9 +163,11 @@ impl LineSplitter {
         if let Some(seen) = self.skipping.as_mut() {
             *seen += bytes.len() as u64;
             self.skip_last_cr = bytes.last() == Some(&b'\r');
+            self.skip_blank &= is_blank(bytes);
         } else if self.carry.len() + bytes.len() > self.max + 1 {
             self.skipping = Some((self.carry.len() + bytes.len()) as u64);
             self.skip_last_cr = bytes.last() == Some(&b'\r');
+            self.skip_blank = is_blank(&self.carry) && is_blank(bytes);
             self.release_carry();
         } else {
             self.carry.extend_from_slice(bytes);
@@ -179,6 +187,9 @@ impl LineSplitter {
     /// made only of whitespace is a blank line and is ignored.
     pub fn finish(&mut self) -> Option<Torn<'_>> {
         if let Some(len) = self.skipping.take() {
+            if self.skip_blank {
+                return None;
+            }
             return Some(Torn { line: self.carry_line, offset: self.carry_offset, bytes: None, len });
         }
         if self.carry.is_empty() || is_blank(&self.carry) {

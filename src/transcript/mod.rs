@@ -7,9 +7,9 @@
 pub mod checker;
 pub mod finding;
 pub mod formats;
-pub mod json;
 pub mod lines;
 pub mod model;
+pub mod scan;
 pub mod stages;
 
 pub use checker::{check_bytes, Checker, Options, Stats, StrictStop};

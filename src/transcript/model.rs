@@ -96,8 +96,9 @@ pub struct Node {
 pub struct Message<'a> {
     /// Who speaks.
     pub role: Role,
-    /// Lines that share this key are one turn (Claude `message.id`); `None`: the line is a turn.
-    pub turn: Option<Cow<'a, str>>,
+    /// Lines that share this key are one turn (a hash of Claude's `message.id`); `None`: the
+    /// line is a turn of its own.
+    pub turn: Option<u64>,
     /// Tool calls it makes.
     pub calls: SmallVec<[Call<'a>; 1]>,
     /// Tool results it carries.

@@ -2,151 +2,120 @@
 //! typed parts (`text`, `thinking`, `tool_use`, `tool_result`, `image`, ...). Shared by the Claude
 //! Code, Anthropic and OpenAI chat adapters.
 
-use crate::transcript::json::{Shape, Str, Text};
 use crate::transcript::model::{Args, Call, Message, Role, ToolResult};
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
-use smallvec::SmallVec;
-use std::fmt;
+use crate::transcript::scan::{self, Kind, Scanner};
 
-/// One content part. Only the fields validation needs are read.
-#[derive(Debug, Default, Deserialize)]
-pub struct Part<'a> {
-    /// Part type (`text`, `tool_use`, ...).
-    #[serde(rename = "type", default, borrow)]
-    pub ty: Str<'a>,
-    /// Call id of a `tool_use`.
-    #[serde(default, borrow)]
-    pub id: Str<'a>,
-    /// Call a `tool_result` answers.
-    #[serde(default, borrow)]
-    pub tool_use_id: Str<'a>,
-    /// Tool name of a `tool_use`.
-    #[serde(default, borrow)]
-    pub name: Str<'a>,
-    /// Text of a `text` part.
-    #[serde(default)]
-    pub text: Text,
-    /// Text of a `thinking` part.
-    #[serde(default)]
-    pub thinking: Text,
-    /// Arguments of a `tool_use`.
-    #[serde(default)]
-    pub input: Shape,
-}
-
-/// Message content: a string, an array of parts, or something else (ignored).
+/// What message content holds, before the role is known (Claude Code writes `type` after
+/// `message`).
 #[derive(Debug, Default)]
-pub enum Content<'a> {
-    /// Absent or of an unexpected shape.
-    #[default]
-    None,
-    /// A plain string; `true` when it has a non-whitespace character.
-    Text(bool),
-    /// An array of parts.
-    Parts(SmallVec<[Part<'a>; 2]>),
+pub struct Parts<'a> {
+    calls: smallvec::SmallVec<[Call<'a>; 1]>,
+    results: smallvec::SmallVec<[ToolResult<'a>; 1]>,
+    has_content: bool,
+    /// A part that is neither a call nor a result (text, image, ...).
+    other: bool,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = Content<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("message content")
+impl<'a> Parts<'a> {
+    /// The message these parts make for `role`: `tool_use` parts are calls of an assistant,
+    /// `tool_result` parts are results in a user message. A user message is a prompt when it
+    /// has a part that is not a tool result and no tool result.
+    pub fn into_message(self, role: Role) -> Message<'a> {
+        let mut m = Message::new(role);
+        m.has_content = self.has_content;
+        match role {
+            Role::Assistant => m.calls = self.calls,
+            Role::User => {
+                m.prompt = self.other && self.results.is_empty();
+                m.results = self.results;
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Content::Text(!v.trim().is_empty()))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut parts = SmallVec::new();
-                while let Some(p) = seq.next_element::<crate::transcript::json::Obj<Part<'a>>>()? {
-                    // A part that is not an object is kept as an unknown part.
-                    parts.push(p.0.unwrap_or_default());
-                }
-                Ok(Content::Parts(parts))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Content::None)
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> { Ok(Content::None) }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> { Ok(Content::None) }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> { Ok(Content::None) }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> { Ok(Content::None) }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> { Ok(Content::None) }
+            _ => {}
         }
-        d.deserialize_any(V(std::marker::PhantomData))
+        m
     }
 }
 
-/// Shape of call arguments given as a JSON value (Anthropic `input`).
-pub fn args_of_value(shape: Shape) -> Args {
-    match shape {
-        Shape::Object => Args::Object,
-        // A missing input is treated as `{}` by the API.
-        Shape::Missing => Args::Object,
-        _ => Args::NotObject,
+/// Reads message `content` (the scanner is at its value): a string, an array of parts, or
+/// anything else (ignored). Server tools (`server_tool_use`, `web_search_tool_result`, MCP
+/// connector blocks) are paired inside the assistant message and need no result.
+pub fn read_content<'a>(s: &mut Scanner<'a>) -> scan::Result<Parts<'a>> {
+    let mut parts = Parts::default();
+    match s.peek() {
+        Some(Kind::String) => {
+            parts.has_content = !s.string()?.is_blank();
+            parts.other = true;
+        }
+        Some(Kind::Array) => s.array(|s| read_part(s, &mut parts))?,
+        _ => s.skip()?,
+    }
+    Ok(parts)
+}
+
+fn read_part<'a>(s: &mut Scanner<'a>, parts: &mut Parts<'a>) -> scan::Result<()> {
+    let (mut ty, mut id, mut tool_use_id, mut name) = (None, None, None, None);
+    let (mut text, mut thinking, mut input) = (false, false, None);
+    let is_object = s.opt_object(|s, k| {
+        match &*k.key() {
+            b"type" => ty = s.opt_string()?,
+            b"id" => id = s.opt_string()?,
+            b"tool_use_id" => tool_use_id = s.opt_string()?,
+            b"name" => name = s.opt_string()?,
+            b"text" => text = s.opt_string()?.is_some_and(|t| !t.is_blank()),
+            b"thinking" => thinking = s.opt_string()?.is_some_and(|t| !t.is_blank()),
+            b"input" => input = s.shape()?,
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    let ty = ty.map(|t| t.key());
+    match ty.as_deref() {
+        _ if !is_object => {
+            parts.has_content = true;
+            parts.other = true;
+        }
+        Some(b"text") => {
+            parts.has_content |= text;
+            parts.other = true;
+        }
+        Some(b"thinking") => parts.has_content |= thinking,
+        Some(b"tool_use") => {
+            parts.has_content = true;
+            if let Some(id) = id {
+                let name = name.map(|n| n.decode()).unwrap_or_default();
+                parts.calls.push(Call { id: id.decode(), name, args: args_of_value(input) });
+            }
+        }
+        Some(b"tool_result") => {
+            parts.has_content = true;
+            if let Some(id) = tool_use_id {
+                parts.results.push(ToolResult { id: id.decode() });
+            }
+        }
+        _ => {
+            parts.has_content = true;
+            parts.other = true;
+        }
+    }
+    Ok(())
+}
+
+/// Shape of call arguments given as a JSON value (Anthropic `input`). A missing input is
+/// treated as `{}` by the API.
+pub fn args_of_value(kind: Option<Kind>) -> Args {
+    match kind {
+        Some(Kind::Object) | None => Args::Object,
+        Some(_) => Args::NotObject,
     }
 }
 
 /// Shape of call arguments given as a JSON-encoded string (OpenAI and Codex `arguments`).
 pub fn args_of_string(s: Option<&str>) -> Args {
-    match s {
-        None => Args::Object,
-        Some(s) if s.trim().is_empty() => Args::Object,
-        Some(s) => match crate::transcript::json::json_text_shape(s) {
-            Some(Shape::Object) => Args::Object,
-            Some(_) => Args::NotObject,
-            None => Args::Unparseable,
-        },
-    }
-}
-
-/// Adds the parts of `content` to `msg`: calls (`tool_use`), results (`tool_result`, only when
-/// `results` is allowed for the role) and whether anything is non-blank.
-///
-/// A user message is a prompt when it has a part that is not a tool result and no tool result.
-pub fn add_parts<'a>(msg: &mut Message<'a>, content: Content<'a>, results: bool) {
-    let mut other = false;
-    match content {
-        Content::None => {}
-        Content::Text(non_blank) => {
-            msg.has_content |= non_blank;
-            other = true;
-        }
-        Content::Parts(parts) => {
-            for p in parts {
-                match p.ty.get() {
-                    Some("text") => {
-                        msg.has_content |= p.text.non_blank();
-                        other = true;
-                    }
-                    Some("thinking") => msg.has_content |= p.thinking.non_blank(),
-                    Some("tool_use") if !results => {
-                        msg.has_content = true;
-                        if let Some(id) = p.id.0 {
-                            msg.calls.push(Call { id, name: p.name.0.unwrap_or_default(), args: args_of_value(p.input) });
-                        }
-                    }
-                    Some("tool_result") if results => {
-                        msg.has_content = true;
-                        if let Some(id) = p.tool_use_id.0 {
-                            msg.results.push(ToolResult { id });
-                        }
-                    }
-                    // Server tools (`server_tool_use`, `web_search_tool_result`, MCP connector
-                    // blocks) are paired inside the assistant message and need no result; images,
-                    // documents and unknown parts are content too.
-                    _ => {
-                        msg.has_content = true;
-                        other = true;
-                    }
-                }
-            }
-        }
-    }
-    if msg.role == Role::User {
-        msg.prompt = other && msg.results.is_empty();
+    let Some(s) = s.filter(|s| !s.trim().is_empty()) else { return Args::Object };
+    let mut sc = Scanner::new(s.as_bytes());
+    let kind = sc.peek();
+    match sc.skip().and_then(|_| sc.end()) {
+        Ok(()) if kind == Some(Kind::Object) => Args::Object,
+        Ok(()) => Args::NotObject,
+        Err(_) => Args::Unparseable,
     }
 }

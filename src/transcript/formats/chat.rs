@@ -7,43 +7,28 @@
 //! message. Both shapes are read by one parser, so a line means the same whichever of the two the
 //! file was detected as; the flavour only names the format and shapes repairs.
 
-use super::blocks::{add_parts, args_of_string, Content};
-use crate::transcript::json::{Arr, Obj, Str};
-use crate::transcript::model::{Call, Entry, Message, Parsed, Role, ToolResult};
-use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct Line<'a> {
-    #[serde(default, borrow)]
-    role: Str<'a>,
-    #[serde(default, borrow)]
-    content: Content<'a>,
-    #[serde(default, borrow)]
-    tool_calls: Arr<Obj<ToolCall<'a>>>,
-    #[serde(default, borrow)]
-    tool_call_id: Str<'a>,
-}
-
-#[derive(Deserialize)]
-struct ToolCall<'a> {
-    #[serde(default, borrow)]
-    id: Str<'a>,
-    #[serde(default, borrow)]
-    function: Obj<Function<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Function<'a> {
-    #[serde(default, borrow)]
-    name: Str<'a>,
-    #[serde(default, borrow)]
-    arguments: Str<'a>,
-}
+use super::blocks::{args_of_string, read_content, Parts};
+use crate::transcript::model::{Call, Entry, Parsed, Role, ToolResult};
+use crate::transcript::scan::{self, object_line, RawStr, Scanner};
 
 /// Parses one line (valid UTF-8, not blank). `Err` means the line is not a JSON object.
-pub fn parse(line: &[u8]) -> Result<Parsed<'_>, serde_json::Error> {
-    let l: Line<'_> = serde_json::from_slice(line)?;
-    let role = match l.role.get() {
+pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
+    let (mut role, mut tool_call_id) = (None, None);
+    let mut parts = Parts::default();
+    let mut calls = Vec::new();
+    object_line(line, |s, k| {
+        match &*k.key() {
+            b"role" => role = s.opt_string()?,
+            b"content" => parts = read_content(s)?,
+            b"tool_calls" => {
+                s.opt_array(|s| read_tool_call(s).map(|c| calls.extend(c)))?;
+            }
+            b"tool_call_id" => tool_call_id = s.opt_string()?,
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    let role = match role.map(|r| r.decode()).as_deref() {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
         Some("system") => Role::System,
@@ -51,28 +36,45 @@ pub fn parse(line: &[u8]) -> Result<Parsed<'_>, serde_json::Error> {
         Some("tool") => Role::Tool,
         _ => return Ok(Parsed::of(Entry::Unknown)),
     };
-    let mut m = Message::new(role);
-    add_parts(&mut m, l.content, role == Role::User);
-    if role == Role::Assistant {
-        for tc in l.tool_calls.0.into_iter().filter_map(|t| t.0) {
-            m.has_content = true;
-            let f = tc.function.0;
-            let (name, args) = match f {
-                Some(f) => (f.name.0.unwrap_or_default(), args_of_string(f.arguments.get())),
-                None => (Default::default(), args_of_string(None)),
-            };
-            if let Some(id) = tc.id.0 {
-                m.calls.push(Call { id, name, args });
-            }
-        }
+    let mut m = parts.into_message(role);
+    if role == Role::Assistant && !calls.is_empty() {
+        m.has_content = true;
+        m.calls.extend(calls);
     }
     if role == Role::Tool {
         m.has_content = true;
-        if let Some(id) = l.tool_call_id.0 {
-            m.results.push(ToolResult { id });
+        if let Some(id) = tool_call_id {
+            m.results.push(ToolResult { id: id.decode() });
         }
     }
     Ok(Parsed::of(Entry::Message(m)))
+}
+
+/// One entry of `tool_calls`: `{"id", "function": {"name", "arguments"}}`.
+fn read_tool_call<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<Call<'a>>> {
+    let (mut id, mut name, mut arguments): (Option<RawStr<'a>>, _, _) = (None, None, None);
+    s.opt_object(|s, k| {
+        match &*k.key() {
+            b"id" => id = s.opt_string()?,
+            b"function" => {
+                s.opt_object(|s, k| {
+                    match &*k.key() {
+                        b"name" => name = s.opt_string()?,
+                        b"arguments" => arguments = s.opt_string()?,
+                        _ => s.skip()?,
+                    }
+                    Ok(())
+                })?;
+            }
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(id.map(|id| Call {
+        id: id.decode(),
+        name: name.map(|n| n.decode()).unwrap_or_default(),
+        args: args_of_string(arguments.map(|a| a.decode()).as_deref()),
+    }))
 }
 
 /// What a line says about which of the two flavours a file is, if anything.

@@ -8,10 +8,9 @@
 //! `system` record with `subtype: "compact_boundary"` starts a new segment. Lines form a tree
 //! through `uuid`/`parentUuid`; a rewind leaves an abandoned branch in the file.
 
-use super::blocks::{add_parts, Content};
-use crate::transcript::json::{Count, Flag, Obj, Str};
-use crate::transcript::model::{id_hash, Entry, Message, Node, Parsed, Role, Usage};
-use serde::Deserialize;
+use super::blocks::{read_content, Parts};
+use crate::transcript::model::{Entry, Node, Parsed, Role, Usage};
+use crate::transcript::scan::{self, object_line, RawStr, Scanner};
 
 /// Record types Claude Code writes that are not conversation.
 pub const KNOWN_OTHER_TYPES: &[&str] = &[
@@ -27,103 +26,95 @@ pub const KNOWN_OTHER_TYPES: &[&str] = &[
     "pr-link",
 ];
 
-#[derive(Deserialize)]
-struct Line<'a> {
-    #[serde(rename = "type", default, borrow)]
-    ty: Str<'a>,
-    #[serde(default, borrow)]
-    subtype: Str<'a>,
-    #[serde(default, borrow)]
-    message: Obj<Msg<'a>>,
-    #[serde(default, borrow)]
-    uuid: Str<'a>,
-    #[serde(rename = "parentUuid", default, borrow)]
-    parent_uuid: Str<'a>,
-    #[serde(rename = "logicalParentUuid", default, borrow)]
-    logical_parent_uuid: Str<'a>,
-    #[serde(rename = "isCompactSummary", default)]
-    compact_summary: Flag,
-}
-
-#[derive(Deserialize)]
+/// The parts of a `message` object we read.
+#[derive(Default)]
 struct Msg<'a> {
-    #[serde(default, borrow)]
-    id: Str<'a>,
-    #[serde(default, borrow)]
-    model: Str<'a>,
-    #[serde(default, borrow)]
-    content: Content<'a>,
-    #[serde(default)]
-    usage: Obj<ApiUsage>,
-}
-
-/// Messages API `usage`, as Claude Code logs it.
-#[derive(Deserialize, Default)]
-pub struct ApiUsage {
-    #[serde(default)]
-    input_tokens: Count,
-    #[serde(default)]
-    output_tokens: Count,
-    #[serde(default)]
-    cache_read_input_tokens: Count,
-    #[serde(default)]
-    cache_creation_input_tokens: Count,
-}
-
-impl ApiUsage {
-    /// In the canonical form.
-    pub fn canonical(&self, key: u64) -> Usage {
-        Usage {
-            key,
-            input: self.input_tokens.0,
-            output: self.output_tokens.0,
-            cache_read: self.cache_read_input_tokens.0,
-            cache_creation: self.cache_creation_input_tokens.0,
-        }
-    }
+    id: Option<RawStr<'a>>,
+    model: Option<RawStr<'a>>,
+    parts: Parts<'a>,
+    usage: Option<Usage>,
 }
 
 /// Parses one line (valid UTF-8, not blank). `Err` means the line is not a JSON object.
-pub fn parse(line: &[u8]) -> Result<Parsed<'_>, serde_json::Error> {
-    let l: Line<'_> = serde_json::from_slice(line)?;
-    let node = l.uuid.0.as_deref().map(|u| Node {
-        id: id_hash(u),
-        parent: l.parent_uuid.get().or(l.logical_parent_uuid.get()).map(id_hash),
-    });
-    let ty = l.ty.get().unwrap_or("");
-    let role = match ty {
-        "user" => Role::User,
-        "assistant" => Role::Assistant,
-        "system" if l.subtype.is("compact_boundary") => {
-            return Ok(Parsed { entry: Entry::Compaction { carried: Vec::new() }, node, usage: None, model: None })
+pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
+    let (mut ty, mut subtype, mut uuid, mut parent, mut logical_parent) = (None, None, None, None, None);
+    let mut compact_summary = false;
+    let mut msg: Option<Msg<'_>> = None;
+    object_line(line, |s, k| {
+        match &*k.key() {
+            b"type" => ty = s.opt_string()?,
+            b"subtype" => subtype = s.opt_string()?,
+            b"uuid" => uuid = s.opt_string()?,
+            b"parentUuid" => parent = s.opt_string()?,
+            b"logicalParentUuid" => logical_parent = s.opt_string()?,
+            b"isCompactSummary" => compact_summary = s.opt_true()?,
+            b"message" => msg = read_message(s)?,
+            _ => s.skip()?,
         }
+        Ok(())
+    })?;
+    let node = uuid.map(|u| Node { id: u.hash(), parent: parent.or(logical_parent).map(|p| p.hash()) });
+    let of = |entry| Parsed { entry, node, usage: None, model: None };
+    let ty = ty.map(|t| t.key()).unwrap_or_default();
+    let role = match &*ty {
+        b"user" => Role::User,
+        b"assistant" => Role::Assistant,
+        b"system" if subtype.is_some_and(|s| s.is("compact_boundary")) => return Ok(of(Entry::Compaction { carried: Vec::new() })),
         // Claude Code's own `system` records (local commands, hook summaries, API errors, turn
         // durations) are never sent to the model.
-        "system" => return Ok(Parsed { entry: Entry::Other, node, usage: None, model: None }),
-        t if KNOWN_OTHER_TYPES.contains(&t) => return Ok(Parsed { entry: Entry::Other, node, usage: None, model: None }),
-        _ => return Ok(Parsed { entry: Entry::Unknown, node, usage: None, model: None }),
+        b"system" => return Ok(of(Entry::Other)),
+        t if KNOWN_OTHER_TYPES.iter().any(|k| k.as_bytes() == t) => return Ok(of(Entry::Other)),
+        _ => return Ok(of(Entry::Unknown)),
     };
-    let Some(msg) = l.message.0 else {
-        // A user/assistant record without a message object carries nothing the API sees.
-        return Ok(Parsed { entry: Entry::Other, node, usage: None, model: None });
-    };
-    let mut m = Message::new(role);
-    if role == Role::Assistant {
-        m.turn = msg.id.0;
-    }
-    add_parts(&mut m, msg.content, role == Role::User);
-    if l.compact_summary.0 {
+    // A user/assistant record without a message object carries nothing the API sees.
+    let Some(msg) = msg else { return Ok(of(Entry::Other)) };
+    let mut m = msg.parts.into_message(role);
+    if compact_summary {
         m.prompt = false;
     }
-    let key = m.turn.as_deref().map_or(0, id_hash);
-    let usage = if role == Role::Assistant { msg.usage.0.map(|u| u.canonical(key)) } else { None };
-    Ok(Parsed { entry: Entry::Message(m), node, usage, model: msg.model.0 })
+    if role == Role::User {
+        return Ok(Parsed { entry: Entry::Message(m), node, usage: None, model: None });
+    }
+    m.turn = msg.id.map(|i| i.hash());
+    let key = m.turn.unwrap_or(0);
+    let usage = msg.usage.map(|u| Usage { key, ..u });
+    Ok(Parsed { entry: Entry::Message(m), node, usage, model: msg.model.map(|m| m.decode()) })
+}
+
+fn read_message<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<Msg<'a>>> {
+    let mut m = Msg::default();
+    let is_object = s.opt_object(|s, k| {
+        match &*k.key() {
+            b"id" => m.id = s.opt_string()?,
+            b"model" => m.model = s.opt_string()?,
+            b"content" => m.parts = read_content(s)?,
+            b"usage" => m.usage = read_usage(s)?,
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(is_object.then_some(m))
+}
+
+fn read_usage(s: &mut Scanner<'_>) -> scan::Result<Option<Usage>> {
+    let mut u = Usage::default();
+    let is_object = s.opt_object(|s, k| {
+        match &*k.key() {
+            b"input_tokens" => u.input = s.opt_count()?,
+            b"output_tokens" => u.output = s.opt_count()?,
+            b"cache_read_input_tokens" => u.cache_read = s.opt_count()?,
+            b"cache_creation_input_tokens" => u.cache_creation = s.opt_count()?,
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(is_object.then_some(u))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::model::Args;
+    use crate::transcript::model::{id_hash, Args, Message};
 
     fn msg(line: &str) -> Message<'_> {
         match parse(line.as_bytes()).unwrap().entry {
@@ -135,7 +126,7 @@ mod tests {
     #[test]
     fn assistant_line_with_call() {
         let m = msg(r#"{"message":{"id":"msg_1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},"type":"assistant","uuid":"u1","parentUuid":null}"#);
-        assert_eq!(m.turn.as_deref(), Some("msg_1"));
+        assert_eq!(m.turn, Some(id_hash("msg_1")));
         assert_eq!(m.calls.len(), 1);
         assert_eq!(m.calls[0].id, "toolu_1");
         assert_eq!(m.calls[0].args, Args::Object);

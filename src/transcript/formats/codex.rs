@@ -11,146 +11,162 @@
 //! then the response items themselves, with `{"record_type": "state"}` lines between.
 
 use super::blocks::args_of_string;
-use crate::transcript::json::{Arr, Count, Obj, Str, Text};
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, ToolResult, Usage};
-use serde::Deserialize;
+use crate::transcript::scan::{self, object_line, RawStr, Scanner};
 
 /// Top-level record types of the current layout that are not conversation.
 const ENVELOPE_OTHER: &[&str] = &["session_meta", "turn_context", "event_msg"];
 
-/// One rollout line, or one item inside `payload` / `replacement_history` (same fields).
-#[derive(Deserialize, Default)]
+/// One rollout line, or one item inside `payload` / `replacement_history`: the fields we read.
+#[derive(Debug, Default)]
 pub struct Item<'a> {
     /// Record or item type.
-    #[serde(rename = "type", default, borrow)]
-    pub ty: Str<'a>,
+    pub ty: Option<RawStr<'a>>,
     /// Message role.
-    #[serde(default, borrow)]
-    pub role: Str<'a>,
+    pub role: Option<RawStr<'a>>,
     /// Call id of calls and outputs.
-    #[serde(default, borrow)]
-    pub call_id: Str<'a>,
+    pub call_id: Option<RawStr<'a>>,
     /// Tool name of a call.
-    #[serde(default, borrow)]
-    pub name: Str<'a>,
+    pub name: Option<RawStr<'a>>,
     /// JSON-encoded arguments of a `function_call` (may not parse).
-    #[serde(default, borrow)]
-    pub arguments: Str<'a>,
-    /// Message content parts.
-    #[serde(default, borrow)]
-    pub content: Arr<Obj<TextPart<'a>>>,
+    pub arguments: Option<RawStr<'a>>,
+    /// Whether message content has a non-blank part.
+    pub has_content: bool,
     /// `compacted`: the history that replaces everything before.
-    #[serde(default, borrow)]
-    pub replacement_history: Arr<Obj<Box<Item<'a>>>>,
+    pub replacement_history: Vec<Item<'a>>,
     /// The envelope's payload.
-    #[serde(default, borrow)]
-    pub payload: Obj<Box<Item<'a>>>,
-    /// `event_msg` `token_count`: token usage.
-    #[serde(default)]
-    pub info: Obj<TokenInfo>,
+    pub payload: Option<Box<Item<'a>>>,
+    /// `token_count`: last usage, and the running total (Codex repeats unchanged events).
+    pub usage: Option<(Usage, u64)>,
     /// `turn_context`: the model in use.
-    #[serde(default, borrow)]
-    pub model: Str<'a>,
-    /// Legacy layout: state lines.
-    #[serde(default, borrow)]
-    pub record_type: Str<'a>,
-    /// Legacy layout: the session meta line.
-    #[serde(default, borrow)]
-    pub instructions: Str<'a>,
+    pub model: Option<RawStr<'a>>,
+    /// Legacy layout: a state line or the session meta line.
+    pub legacy_meta: bool,
 }
 
-/// A content part of a message item.
-#[derive(Deserialize, Default)]
-pub struct TextPart<'a> {
-    #[serde(rename = "type", default, borrow)]
-    ty: Str<'a>,
-    #[serde(default)]
-    text: Text,
+/// Reads an item object (the scanner is at its value; anything else reads as an empty item).
+pub fn read_item<'a>(s: &mut Scanner<'a>) -> scan::Result<Item<'a>> {
+    let mut it = Item::default();
+    s.opt_object(|s, k| item_field(s, k, &mut it))?;
+    Ok(it)
 }
 
-/// `token_count` info.
-#[derive(Deserialize, Default)]
-pub struct TokenInfo {
-    #[serde(default)]
-    total_token_usage: Obj<TokenUsage>,
-    #[serde(default)]
-    last_token_usage: Obj<TokenUsage>,
-}
-
-/// Codex token usage. `input_tokens` includes the cached ones; `output_tokens` includes
-/// reasoning.
-#[derive(Deserialize, Default, Clone, Copy)]
-pub struct TokenUsage {
-    #[serde(default)]
-    input_tokens: Count,
-    #[serde(default)]
-    cached_input_tokens: Count,
-    #[serde(default)]
-    output_tokens: Count,
-    #[serde(default)]
-    total_tokens: Count,
-}
-
-impl TokenUsage {
-    fn canonical(&self, key: u64) -> Usage {
-        Usage {
-            key,
-            input: self.input_tokens.0.saturating_sub(self.cached_input_tokens.0),
-            output: self.output_tokens.0,
-            cache_read: self.cached_input_tokens.0,
-            cache_creation: 0,
+fn item_field<'a>(s: &mut Scanner<'a>, k: RawStr<'a>, it: &mut Item<'a>) -> scan::Result<()> {
+    match &*k.key() {
+        b"type" => it.ty = s.opt_string()?,
+        b"role" => it.role = s.opt_string()?,
+        b"call_id" => it.call_id = s.opt_string()?,
+        b"name" => it.name = s.opt_string()?,
+        b"arguments" => it.arguments = s.opt_string()?,
+        b"content" => it.has_content = read_parts(s)?,
+        b"replacement_history" => {
+            s.opt_array(|s| read_item(s).map(|i| it.replacement_history.push(i)))?;
         }
+        b"payload" => it.payload = Some(Box::new(read_item(s)?)),
+        b"info" => it.usage = read_info(s)?,
+        b"model" => it.model = s.opt_string()?,
+        b"record_type" | b"instructions" => {
+            s.skip()?;
+            it.legacy_meta = true;
+        }
+        _ => s.skip()?,
     }
+    Ok(())
+}
+
+/// Message content parts: non-blank when a text part has text or a part is not text.
+fn read_parts(s: &mut Scanner<'_>) -> scan::Result<bool> {
+    let mut any = false;
+    s.opt_array(|s| {
+        let (mut ty, mut text) = (None, false);
+        let is_object = s.opt_object(|s, k| {
+            match &*k.key() {
+                b"type" => ty = s.opt_string()?,
+                b"text" => text = s.opt_string()?.is_some_and(|t| !t.is_blank()),
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        let is_text = ty.is_some_and(|t| t.is("input_text") || t.is("output_text") || t.is("text"));
+        any |= !is_object || !is_text || text;
+        Ok(())
+    })?;
+    Ok(any)
+}
+
+fn read_info(s: &mut Scanner<'_>) -> scan::Result<Option<(Usage, u64)>> {
+    let (mut total, mut last) = (None, None);
+    s.opt_object(|s, k| {
+        match &*k.key() {
+            b"total_token_usage" => total = read_usage(s)?,
+            b"last_token_usage" => last = read_usage(s)?,
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    // Codex repeats the event with unchanged totals: the running total is the dedupe key.
+    let key = total.map_or(0, |(_, t)| t);
+    Ok(last.or(total).map(|(u, _)| (Usage { key, ..u }, key)))
+}
+
+/// Codex token usage: `input_tokens` includes the cached ones, `output_tokens` includes
+/// reasoning. Returns the canonical usage and `total_tokens`.
+fn read_usage(s: &mut Scanner<'_>) -> scan::Result<Option<(Usage, u64)>> {
+    let (mut input, mut cached, mut output, mut total) = (0, 0, 0, 0);
+    let is_object = s.opt_object(|s, k| {
+        match &*k.key() {
+            b"input_tokens" => input = s.opt_count()?,
+            b"cached_input_tokens" => cached = s.opt_count()?,
+            b"output_tokens" => output = s.opt_count()?,
+            b"total_tokens" => total = s.opt_count()?,
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    let u = Usage { key: 0, input: input.saturating_sub(cached), output, cache_read: cached, cache_creation: 0 };
+    Ok(is_object.then_some((u, total)))
 }
 
 /// Parses one line (valid UTF-8, not blank). `Err` means the line is not a JSON object.
-pub fn parse(line: &[u8]) -> Result<Parsed<'_>, serde_json::Error> {
-    let item: Item<'_> = serde_json::from_slice(line)?;
-    Ok(interpret(item))
+pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
+    let mut it = Item::default();
+    object_line(line, |s, k| item_field(s, k, &mut it))?;
+    Ok(interpret(it))
 }
 
 fn interpret(item: Item<'_>) -> Parsed<'_> {
-    match item.ty.get() {
-        Some("response_item") => match item.payload.0 {
+    let ty = item.ty.map(|t| t.decode());
+    match ty.as_deref() {
+        Some("response_item") => match item.payload {
             Some(p) => Parsed::of(response_item(*p)),
             None => Parsed::of(Entry::Other),
         },
         Some("compacted") => {
-            let history = item.payload.0.map(|p| p.replacement_history.0).unwrap_or_default();
-            Parsed::of(Entry::Compaction { carried: pending_calls(history.into_iter().filter_map(|o| o.0.map(|b| *b))) })
+            let history = item.payload.map(|p| p.replacement_history).unwrap_or_default();
+            Parsed::of(Entry::Compaction { carried: pending_calls(history) })
         }
         Some("event_msg") => {
-            let usage = item
-                .payload
-                .0
-                .as_ref()
-                .filter(|p| p.ty.is("token_count"))
-                .and_then(|p| p.info.0.as_ref())
-                .and_then(|i| {
-                    // Codex repeats the event with unchanged totals: the running total is the key.
-                    let key = i.total_token_usage.0.map_or(0, |t| t.total_tokens.0);
-                    i.last_token_usage.0.or(i.total_token_usage.0).map(|u| u.canonical(key))
-                });
+            let usage = item.payload.filter(|p| p.ty.is_some_and(|t| t.is("token_count"))).and_then(|p| p.usage).map(|(u, _)| u);
             Parsed { entry: Entry::Other, node: None, usage, model: None }
         }
         Some("turn_context") => {
-            let model = item.payload.0.and_then(|p| p.model.0);
+            let model = item.payload.and_then(|p| p.model).map(|m| m.decode());
             Parsed { entry: Entry::Other, node: None, usage: None, model }
         }
         Some(t) if ENVELOPE_OTHER.contains(&t) => Parsed::of(Entry::Other),
         // The legacy layout: the line is the item.
         Some(_) => Parsed::of(response_item(item)),
-        None if item.record_type.0.is_some() || item.instructions.0.is_some() => Parsed::of(Entry::Other),
+        None if item.legacy_meta => Parsed::of(Entry::Other),
         None => Parsed::of(Entry::Unknown),
     }
 }
 
 /// The meaning of one response item.
 pub fn response_item(p: Item<'_>) -> Entry<'_> {
-    let ty = p.ty.get().unwrap_or("");
-    match ty {
+    let ty = p.ty.map(|t| t.decode()).unwrap_or_default();
+    match ty.as_ref() {
         "message" => {
-            let role = match p.role.get() {
+            let role = match p.role.map(|r| r.decode()).as_deref() {
                 Some("user") => Role::User,
                 Some("assistant") => Role::Assistant,
                 Some("system") => Role::System,
@@ -159,30 +175,27 @@ pub fn response_item(p: Item<'_>) -> Entry<'_> {
             };
             let mut m = Message::new(role);
             m.prompt = role == Role::User;
-            m.has_content = p.content.0.iter().any(|part| match part.0.as_ref() {
-                Some(tp) if matches!(tp.ty.get(), Some("input_text" | "output_text" | "text")) => tp.text.non_blank(),
-                _ => true,
-            });
+            m.has_content = p.has_content;
             Entry::Message(m)
         }
         t if t.ends_with("_call_output") => {
             let mut m = Message::new(Role::Tool);
             m.has_content = true;
-            if let Some(id) = p.call_id.0 {
-                m.results.push(ToolResult { id });
+            if let Some(id) = p.call_id {
+                m.results.push(ToolResult { id: id.decode() });
             }
             Entry::Message(m)
         }
         t if t.ends_with("_call") => {
             let mut m = Message::new(Role::Assistant);
             m.has_content = true;
-            if let Some(id) = p.call_id.0 {
+            if let Some(id) = p.call_id {
                 let args = match t {
-                    "function_call" => args_of_string(p.arguments.get()),
+                    "function_call" => args_of_string(p.arguments.map(|a| a.decode()).as_deref()),
                     _ => Args::Object,
                 };
-                let name = p.name.0.unwrap_or_else(|| t.trim_end_matches("_call").to_owned().into());
-                m.calls.push(Call { id, name, args });
+                let name = p.name.map(|n| n.decode()).unwrap_or_else(|| t.trim_end_matches("_call").to_owned().into());
+                m.calls.push(Call { id: id.decode(), name, args });
             }
             Entry::Message(m)
         }
@@ -197,8 +210,8 @@ pub fn response_item(p: Item<'_>) -> Entry<'_> {
 }
 
 /// Calls in a replacement history that the history itself does not answer.
-fn pending_calls<'a>(items: impl Iterator<Item = Item<'a>>) -> Vec<Call<'a>> {
-    let mut calls: Vec<Call<'a>> = Vec::new();
+fn pending_calls(items: Vec<Item<'_>>) -> Vec<Call<'_>> {
+    let mut calls: Vec<Call<'_>> = Vec::new();
     for it in items {
         if let Entry::Message(m) = response_item(it) {
             for r in &m.results {

@@ -45,11 +45,7 @@ impl Format {
 
     /// Parses one line of this format. The line is valid UTF-8 and not blank; `Err` means it is
     /// not a JSON object.
-    pub fn parse(self, line: &[u8]) -> Result<Parsed<'_>, serde_json::Error> {
-        // serde reads a struct from an array too; a line must be an object.
-        if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(<serde_json::Error as serde::de::Error>::custom("not a JSON object"));
-        }
+    pub fn parse(self, line: &[u8]) -> Result<Parsed<'_>, crate::transcript::scan::Invalid> {
         match self {
             Format::ClaudeCode => claude_code::parse(line),
             Format::Codex => codex::parse(line),

@@ -11,6 +11,27 @@
 
 use crate::transcript::model::Node;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The keys are already 64-bit hashes of uuids: hashing them again would only cost time.
+#[derive(Default)]
+struct Identity(u64);
+
+impl Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type Map = HashMap<u64, u64, BuildHasherDefault<Identity>>;
 
 /// Upper bound on the parent walk, against cycles in corrupted files.
 const MAX_WALK: usize = 1 << 20;
@@ -18,8 +39,8 @@ const MAX_WALK: usize = 1 << 20;
 /// The tree, fed in file order.
 #[derive(Debug, Default)]
 pub struct Branches {
-    parent: HashMap<u64, u64>,
-    conversation_child: HashMap<u64, u64>,
+    parent: Map,
+    conversation_child: Map,
 }
 
 impl Branches {

@@ -40,7 +40,8 @@ pub struct Pending {
 /// The assistant turn in progress.
 #[derive(Debug)]
 struct Turn {
-    key: Option<String>,
+    /// Hash of the turn key (Claude `message.id`).
+    key: Option<u64>,
     line: u64,
     has_content: bool,
 }
@@ -129,7 +130,8 @@ impl Validator {
     }
 
     fn assistant(&mut self, line: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
-        let same_turn = matches!((&self.turn, &m.turn), (Some(Turn { key: Some(k), .. }), Some(t)) if k == t);
+        let key = m.turn;
+        let same_turn = key.is_some() && self.turn.as_ref().is_some_and(|t| t.key == key);
         if !same_turn {
             self.close_turn(out);
             if self.format != Format::Codex {
@@ -139,7 +141,7 @@ impl Validator {
                 }
                 self.moved_on(line, out);
             }
-            self.turn = Some(Turn { key: m.turn.as_deref().map(str::to_owned), line, has_content: false });
+            self.turn = Some(Turn { key, line, has_content: false });
         }
         if let Some(t) = self.turn.as_mut() {
             t.has_content |= m.has_content;

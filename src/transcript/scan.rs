@@ -1,0 +1,672 @@
+//! A validating, borrowing JSON scanner for the hot path.
+//!
+//! `check` must read every line in full (a line that is not JSON is a finding) but needs only a
+//! handful of fields from it, while most of a line is long strings (tool output) full of escapes.
+//! serde_json validates such strings at well under 1 GB/s; this scanner skips them 16 bytes at a
+//! time with SSE2, validates the grammar completely (RFC 8259: strings, escapes, numbers, literals,
+//! nesting) and hands the fields a caller asks for back as borrowed raw strings.
+//!
+//! The line must already be valid UTF-8 (the caller checks it once, with SIMD). Validity agrees
+//! with serde_json on every input (a differential property test in this module proves it); for
+//! the *message* of a malformed line, the caller asks serde_json, which names what it saw.
+//!
+//! Usage: callers walk an object with [`Scanner::object`], deciding per key whether to read the
+//! value ([`Scanner::string`], a nested [`Scanner::object`], ...) or skip it
+//! ([`Scanner::skip`]). Every value must be consumed exactly once.
+
+use std::borrow::Cow;
+
+/// Nesting deeper than this is rejected (serde_json's limit is 128).
+pub const MAX_DEPTH: u32 = 128;
+
+/// The input is not valid JSON. Carries only where; serde_json says what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invalid {
+    /// Byte offset where the scanner gave up.
+    pub at: usize,
+}
+
+/// Result of a scanning step.
+pub type Result<T> = std::result::Result<T, Invalid>;
+
+/// The JSON type of the next value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `{`
+    Object,
+    /// `[`
+    Array,
+    /// `"`
+    String,
+    /// A number.
+    Number,
+    /// `true` / `false`
+    Bool,
+    /// `null`
+    Null,
+}
+
+/// A JSON string as it appears in the input, escapes not decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawStr<'a> {
+    raw: &'a [u8],
+    escaped: bool,
+}
+
+impl<'a> RawStr<'a> {
+    /// Whether the string equals `s` (escapes decoded).
+    pub fn is(&self, s: &str) -> bool {
+        if self.escaped {
+            self.decode() == s
+        } else {
+            self.raw == s.as_bytes()
+        }
+    }
+
+    /// The decoded string, borrowed when it has no escapes.
+    pub fn decode(&self) -> Cow<'a, str> {
+        if !self.escaped {
+            // The caller validated the line as UTF-8, and a string body without escapes is a
+            // sub-slice of it that starts and ends at ASCII quotes.
+            return Cow::Borrowed(std::str::from_utf8(self.raw).unwrap_or(""));
+        }
+        Cow::Owned(unescape(self.raw))
+    }
+
+    /// Whether the decoded string is whitespace only, judged without decoding it.
+    pub fn is_blank(&self) -> bool {
+        raw_string_is_blank(self.raw)
+    }
+
+    /// [`id_hash`](crate::transcript::model::id_hash) of the decoded string, without decoding
+    /// it when it has no escapes.
+    pub fn hash(&self) -> u64 {
+        if self.escaped {
+            crate::transcript::model::id_hash(&self.decode())
+        } else {
+            xxhash_rust::xxh3::xxh3_64(self.raw)
+        }
+    }
+
+    /// The string as a key to match on: the raw bytes, decoded only if it has escapes.
+    #[inline]
+    pub fn key(&self) -> Cow<'a, [u8]> {
+        if self.escaped {
+            Cow::Owned(unescape(self.raw).into_bytes())
+        } else {
+            Cow::Borrowed(self.raw)
+        }
+    }
+
+    /// The raw bytes between the quotes.
+    pub fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+}
+
+/// The scanner. See the module docs.
+#[derive(Debug)]
+pub struct Scanner<'a> {
+    b: &'a [u8],
+    pos: usize,
+    depth: u32,
+}
+
+impl<'a> Scanner<'a> {
+    /// A scanner at the start of `input` (valid UTF-8).
+    pub fn new(input: &'a [u8]) -> Self {
+        Scanner { b: input, pos: 0, depth: 0 }
+    }
+
+    fn err<T>(&self) -> Result<T> {
+        Err(Invalid { at: self.pos })
+    }
+
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(&c) = self.b.get(self.pos) {
+            if matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The type of the next value, or `None` at the end of input or on a byte that starts none.
+    #[inline]
+    pub fn peek(&mut self) -> Option<Kind> {
+        self.ws();
+        Some(match *self.b.get(self.pos)? {
+            b'{' => Kind::Object,
+            b'[' => Kind::Array,
+            b'"' => Kind::String,
+            b'-' | b'0'..=b'9' => Kind::Number,
+            b't' | b'f' => Kind::Bool,
+            b'n' => Kind::Null,
+            _ => return None,
+        })
+    }
+
+    /// Succeeds when only whitespace is left.
+    pub fn end(&mut self) -> Result<()> {
+        self.ws();
+        if self.pos == self.b.len() {
+            Ok(())
+        } else {
+            self.err()
+        }
+    }
+
+    #[inline]
+    fn eat(&mut self, c: u8) -> Result<()> {
+        self.ws();
+        if self.b.get(self.pos) == Some(&c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            self.err()
+        }
+    }
+
+    fn enter(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.err();
+        }
+        Ok(())
+    }
+
+    /// Reads an object, calling `field` with each key; `field` must consume the value.
+    pub fn object(&mut self, mut field: impl FnMut(&mut Self, RawStr<'a>) -> Result<()>) -> Result<()> {
+        self.eat(b'{')?;
+        self.enter()?;
+        self.ws();
+        if self.b.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            let key = self.string()?;
+            self.eat(b':')?;
+            field(self, key)?;
+            self.ws();
+            match self.b.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return self.err(),
+            }
+        }
+    }
+
+    /// Reads an array, calling `elem` for each element; `elem` must consume it.
+    pub fn array(&mut self, mut elem: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+        self.eat(b'[')?;
+        self.enter()?;
+        self.ws();
+        if self.b.get(self.pos) == Some(&b']') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            elem(self)?;
+            self.ws();
+            match self.b.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return self.err(),
+            }
+        }
+    }
+
+    /// Reads a string.
+    pub fn string(&mut self) -> Result<RawStr<'a>> {
+        self.eat(b'"')?;
+        let b = self.b;
+        let start = self.pos;
+        let mut i = start;
+        let mut escaped = false;
+        let mut blocks = 0u32;
+        loop {
+            // 16 bytes at a time at first (most strings are short keys and ids), then 64 at a
+            // time; only the special bytes of a block are visited, and long strings (tool
+            // output) are dense with escapes.
+            let width = if blocks == 0 { 16 } else { 64 };
+            blocks += 1;
+            if i + width <= b.len() {
+                let base = i;
+                let mut mask = if width == 16 { u64::from(special_mask16(b, base)) } else { special_mask64(b, base) };
+                i = base + width;
+                while mask != 0 {
+                    let at = base + mask.trailing_zeros() as usize;
+                    match b[at] {
+                        b'"' => {
+                            self.pos = at + 1;
+                            return Ok(RawStr { raw: &b[start..at], escaped });
+                        }
+                        b'\\' => {
+                            escaped = true;
+                            let after = at + escape_len(b, at).ok_or(Invalid { at })?;
+                            if after >= base + width {
+                                i = after;
+                                break;
+                            }
+                            mask &= u64::MAX << (after - base);
+                        }
+                        _ => return Err(Invalid { at }),
+                    }
+                }
+            } else if i + 16 <= b.len() {
+                // Near the end of the input: back to 16-byte blocks.
+                blocks = 0;
+            } else {
+                match b.get(i) {
+                    Some(b'"') => {
+                        self.pos = i + 1;
+                        return Ok(RawStr { raw: &b[start..i], escaped });
+                    }
+                    Some(b'\\') => {
+                        escaped = true;
+                        i += escape_len(b, i).ok_or(Invalid { at: i })?;
+                    }
+                    Some(0x20..) => i += 1,
+                    // A raw control character, or the end of input.
+                    _ => return Err(Invalid { at: i }),
+                }
+            }
+        }
+    }
+
+    /// Skips any value, validating it.
+    pub fn skip(&mut self) -> Result<()> {
+        match self.peek() {
+            Some(Kind::Object) => self.object(|s, _| s.skip()),
+            Some(Kind::Array) => self.array(|s| s.skip()),
+            Some(Kind::String) => self.string().map(drop),
+            Some(Kind::Number) => self.number().map(drop),
+            Some(Kind::Bool) => self.boolean().map(drop),
+            Some(Kind::Null) => self.literal(b"null"),
+            None => self.err(),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<()> {
+        if self.b[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            self.err()
+        }
+    }
+
+    /// Reads `true` or `false`.
+    pub fn boolean(&mut self) -> Result<bool> {
+        self.ws();
+        if self.b.get(self.pos) == Some(&b't') {
+            self.literal(b"true").map(|_| true)
+        } else {
+            self.literal(b"false").map(|_| false)
+        }
+    }
+
+    /// Reads a number; returns its text.
+    pub fn number(&mut self) -> Result<&'a [u8]> {
+        self.ws();
+        let start = self.pos;
+        let b = self.b;
+        let digits = |p: &mut usize| {
+            let s = *p;
+            while b.get(*p).is_some_and(u8::is_ascii_digit) {
+                *p += 1;
+            }
+            *p > s
+        };
+        let mut p = self.pos;
+        if b.get(p) == Some(&b'-') {
+            p += 1;
+        }
+        match b.get(p) {
+            Some(b'0') => p += 1,
+            Some(b'1'..=b'9') => {
+                digits(&mut p);
+            }
+            _ => {
+                self.pos = p;
+                return self.err();
+            }
+        }
+        if b.get(p) == Some(&b'.') {
+            p += 1;
+            if !digits(&mut p) {
+                self.pos = p;
+                return self.err();
+            }
+        }
+        if matches!(b.get(p), Some(b'e' | b'E')) {
+            p += 1;
+            if matches!(b.get(p), Some(b'+' | b'-')) {
+                p += 1;
+            }
+            if !digits(&mut p) {
+                self.pos = p;
+                return self.err();
+            }
+        }
+        self.pos = p;
+        Ok(&b[start..p])
+    }
+
+    // Lenient readers: any JSON value is accepted and consumed; the shape asked for is
+    // returned when the value has it.
+
+    /// A string, if the next value is one.
+    pub fn opt_string(&mut self) -> Result<Option<RawStr<'a>>> {
+        if self.peek() == Some(Kind::String) {
+            self.string().map(Some)
+        } else {
+            self.skip().map(|_| None)
+        }
+    }
+
+    /// Walks the next value with `field` if it is an object; returns whether it was.
+    pub fn opt_object(&mut self, field: impl FnMut(&mut Self, RawStr<'a>) -> Result<()>) -> Result<bool> {
+        if self.peek() == Some(Kind::Object) {
+            self.object(field).map(|_| true)
+        } else {
+            self.skip().map(|_| false)
+        }
+    }
+
+    /// Walks the next value with `elem` if it is an array; returns whether it was.
+    pub fn opt_array(&mut self, elem: impl FnMut(&mut Self) -> Result<()>) -> Result<bool> {
+        if self.peek() == Some(Kind::Array) {
+            self.array(elem).map(|_| true)
+        } else {
+            self.skip().map(|_| false)
+        }
+    }
+
+    /// `true` only for the literal `true`.
+    pub fn opt_true(&mut self) -> Result<bool> {
+        if self.peek() == Some(Kind::Bool) {
+            self.boolean()
+        } else {
+            self.skip().map(|_| false)
+        }
+    }
+
+    /// A non-negative integer (fractions truncated, negatives 0), or 0 for other values.
+    pub fn opt_count(&mut self) -> Result<u64> {
+        if self.peek() != Some(Kind::Number) {
+            return self.skip().map(|_| 0);
+        }
+        let text = self.number()?;
+        if text.iter().all(u8::is_ascii_digit) && text.len() <= 19 {
+            return Ok(text.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')));
+        }
+        let f: f64 = std::str::from_utf8(text).ok().and_then(|s| s.parse().ok()).unwrap_or(0.0);
+        Ok(if f.is_finite() && f > 0.0 { f as u64 } else { 0 })
+    }
+
+    /// The type of the next value, consuming it.
+    pub fn shape(&mut self) -> Result<Option<Kind>> {
+        let k = self.peek();
+        self.skip().map(|_| k)
+    }
+}
+
+/// Validates a whole line as one JSON object and walks its members with `field`.
+pub fn object_line<'a>(line: &'a [u8], field: impl FnMut(&mut Scanner<'a>, RawStr<'a>) -> Result<()>) -> Result<()> {
+    let mut s = Scanner::new(line);
+    s.object(field)?;
+    s.end()
+}
+
+/// Whether `line` (valid UTF-8) is one valid JSON value.
+pub fn is_valid(line: &[u8]) -> bool {
+    let mut s = Scanner::new(line);
+    s.skip().and_then(|_| s.end()).is_ok()
+}
+
+/// Bit `k` is set when `b[at + k]` is `"`, `\\` or a control byte, for `k` in `0..16`.
+/// Requires `at + 16 <= b.len()`.
+#[inline]
+fn special_mask16(b: &[u8], at: usize) -> u32 {
+    let block = &b[at..at + 16];
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of the x86_64 baseline, so its intrinsics are always available; the
+    // load reads `block[0..16]`, which exists, and `loadu` needs no alignment.
+    unsafe {
+        use std::arch::x86_64::*;
+        let v = _mm_loadu_si128(block.as_ptr() as *const __m128i);
+        let special = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)), _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8))),
+            _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
+        );
+        _mm_movemask_epi8(special) as u32
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut mask = 0u32;
+        for (k, &c) in block.iter().enumerate() {
+            if matches!(c, b'"' | b'\\' | 0..=0x1f) {
+                mask |= 1 << k;
+            }
+        }
+        mask
+    }
+}
+
+/// Bit `k` is set when `b[at + k]` is `"`, `\\` or a control byte, for `k` in `0..64`.
+/// Requires `at + 64 <= b.len()`.
+#[inline]
+fn special_mask64(b: &[u8], at: usize) -> u64 {
+    let m = |k: usize| u64::from(special_mask16(b, at + 16 * k)) << (16 * k);
+    m(0) | m(1) | m(2) | m(3)
+}
+
+/// Length of the valid escape sequence starting with the backslash at `at`, if it is one.
+#[inline(always)]
+fn escape_len(b: &[u8], at: usize) -> Option<usize> {
+    match b.get(at + 1)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(2),
+        b'u' => b.get(at + 2..at + 6).filter(|h| h.iter().all(u8::is_ascii_hexdigit)).map(|_| 6),
+        _ => None,
+    }
+}
+
+/// Whether the body of a JSON string literal (between the quotes, escapes not decoded) decodes
+/// to whitespace only.
+pub fn raw_string_is_blank(body: &[u8]) -> bool {
+    let mut i = 0;
+    while i < body.len() {
+        match body[i] {
+            b' ' => i += 1,
+            b'\\' => match body.get(i + 1) {
+                Some(b'n' | b't' | b'r' | b'f') => i += 2,
+                Some(b'u') => {
+                    let hex = body.get(i + 2..i + 6).and_then(|h| std::str::from_utf8(h).ok());
+                    match hex.and_then(|h| u32::from_str_radix(h, 16).ok()).and_then(char::from_u32) {
+                        Some(c) if c.is_whitespace() => i += 6,
+                        _ => return false,
+                    }
+                }
+                _ => return false,
+            },
+            c if c < 0x80 => return false,
+            _ => {
+                // A multi-byte character: blank only if it is Unicode whitespace.
+                let rest = &body[i..];
+                let len = utf8_len(rest[0]).min(rest.len());
+                match std::str::from_utf8(&rest[..len]).ok().and_then(|s| s.chars().next()) {
+                    Some(c) if c.is_whitespace() => i += len,
+                    _ => return false,
+                }
+            }
+        }
+    }
+    true
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0xF0..=0xFF => 4,
+        0xE0..=0xEF => 3,
+        _ => 2,
+    }
+}
+
+/// Decodes the escapes of a string body known to be valid.
+fn unescape(raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut i = 0;
+    let hex = |at: usize| -> u32 { std::str::from_utf8(&raw[at..at + 4]).ok().and_then(|h| u32::from_str_radix(h, 16).ok()).unwrap_or(0xFFFD) };
+    while i < raw.len() {
+        let next = memchr::memchr(b'\\', &raw[i..]).map_or(raw.len(), |k| i + k);
+        out.push_str(std::str::from_utf8(&raw[i..next]).unwrap_or("\u{FFFD}"));
+        i = next;
+        if i >= raw.len() {
+            break;
+        }
+        let c = raw.get(i + 1).copied().unwrap_or(b'\\');
+        i += 2;
+        match c {
+            b'n' => out.push('\n'),
+            b't' => out.push('\t'),
+            b'r' => out.push('\r'),
+            b'b' => out.push('\u{8}'),
+            b'f' => out.push('\u{c}'),
+            b'u' if i + 4 <= raw.len() => {
+                let hi = hex(i);
+                i += 4;
+                let ch = if (0xD800..0xDC00).contains(&hi) && raw.get(i..i + 2) == Some(b"\\u") && i + 6 <= raw.len() {
+                    let lo = hex(i + 2);
+                    if (0xDC00..0xE000).contains(&lo) {
+                        i += 6;
+                        char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+                    } else {
+                        None
+                    }
+                } else {
+                    char::from_u32(hi)
+                };
+                out.push(ch.unwrap_or('\u{FFFD}'));
+            }
+            other => out.push(other as char),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn serde_valid(s: &[u8]) -> bool {
+        serde_json::from_slice::<serde::de::IgnoredAny>(s).is_ok()
+    }
+
+    #[test]
+    fn agrees_with_serde_on_edge_cases() {
+        let cases: &[&str] = &[
+            r#"{}"#, r#"{"a":1}"#, r#" { "a" : [ 1 , 2.5e-3 , -0 , true , null , "x\u00e9\n" ] } "#,
+            r#"{"a":01}"#, r#"{"a":1.}"#, r#"{"a":.5}"#, r#"{"a":-}"#, r#"{"a":1e}"#, r#"{"a":1e+}"#,
+            r#"{"a":tru}"#, r#"{"a":nul}"#, r#"{"a",}"#, r#"{"a":1,}"#, r#"[1,]"#, r#"{"a":"\x"}"#,
+            r#"{"a":"\u12"}"#, r#"{"a":"\ud800"}"#, "{\"a\":\"tab\there\"}", r#"{"a":1}{"b":2}"#, r#"{"a":1} x"#,
+            r#"{1:2}"#, r#"{"a" 1}"#, r#""str""#, r#"[]"#, r#"{"#, r#"{"a":"unterminated}"#, "", "   ",
+            "\u{0}\u{0}", r#"{"a":[[[[]]]]}"#, r#"{"a":-12.5E+10}"#, r#"{"a":1E5}"#, r#"{"a":"\/"}"#,
+        ];
+        for c in cases {
+            assert_eq!(is_valid(c.as_bytes()), serde_valid(c.as_bytes()), "{c:?}");
+        }
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(!is_valid(deep.as_bytes()));
+    }
+
+    #[test]
+    fn blankness_from_raw_json() {
+        assert!(raw_string_is_blank(br#" \n\t\r \u0020\u3000"#));
+        assert!(raw_string_is_blank("\u{a0} ".as_bytes()));
+        assert!(!raw_string_is_blank(br#"\n a"#));
+        assert!(!raw_string_is_blank(br#"\u0041"#));
+        assert!(!raw_string_is_blank(br#"\""#));
+        assert!(!raw_string_is_blank("é".as_bytes()));
+    }
+
+    #[test]
+    fn walks_fields_and_decodes() {
+        let line = br#"{"type":"user","n":{"x":[1,"s"]},"id":"a\"b\u00e9\ud83e\udd80","t":true}"#;
+        let (mut ty, mut id, mut t) = (None, None, false);
+        object_line(line, |s, k| {
+            if k.is("type") {
+                ty = s.opt_string()?.map(|r| r.decode());
+            } else if k.is("id") {
+                id = s.opt_string()?.map(|r| r.decode());
+            } else if k.is("t") {
+                t = s.opt_true()?;
+            } else {
+                s.skip()?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(ty.as_deref(), Some("user"));
+        assert_eq!(id.as_deref(), Some("a\"bé🦀"));
+        assert!(t);
+    }
+
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(|n| serde_json::json!(n)),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| serde_json::json!(f)),
+            "(\\PC|[\"\\\\\n\u{1b}]){0,200}".prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+                prop::collection::btree_map("\\PC{0,8}", inner, 0..6).prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn valid_json_is_valid(v in json_value()) {
+            let s = serde_json::to_vec(&v).unwrap();
+            prop_assert!(is_valid(&s));
+        }
+
+        #[test]
+        fn mutations_agree_with_serde(v in json_value(), at in any::<prop::sample::Index>(), byte in prop_oneof![Just(b'"'), Just(b'\\'), Just(b','), Just(b'}'), Just(b']'), Just(b'e'), Just(b'-'), Just(b'.'), Just(0u8), Just(b'\t'), Just(b'u'), Just(b'0'), Just(b' ')], delete in any::<bool>()) {
+            let mut s = serde_json::to_vec(&v).unwrap();
+            let i = at.index(s.len());
+            if delete { s.remove(i); } else { s.insert(i, byte); }
+            if std::str::from_utf8(&s).is_ok() {
+                prop_assert_eq!(is_valid(&s), serde_valid(&s), "{:?}", String::from_utf8_lossy(&s));
+            }
+        }
+
+        #[test]
+        fn strings_decode_like_serde(text in "(\\PC|[\"\\\\\n\t\u{1b}]){0,300}") {
+            let enc = serde_json::to_vec(&text).unwrap();
+            let mut s = Scanner::new(&enc);
+            let raw = s.string().unwrap();
+            prop_assert_eq!(raw.decode(), text);
+        }
+    }
+}
