@@ -1,0 +1,10 @@
+//! The one integration test binary: data-driven rules, real transcripts, generated corpora,
+//! the CLI contract and the architecture guard.
+
+mod architecture;
+mod chunking;
+mod cli;
+mod generated;
+mod real;
+mod rules;
+mod support;

@@ -1,0 +1,34 @@
+//! Data-driven rule tests: `tests/data/check/<format>/NNNN_name.jsonl` is checked and its error
+//! and warning findings compared with `NNNN_name.expected` beside it (`line kind severity
+//! [call_id]`, one per line). The directory names the format detection must find.
+
+use super::support::{data, expect_file};
+use transcriptd::transcript::{check_bytes, Options};
+
+#[test]
+fn every_case_matches_its_expectation() {
+    let mut count = 0;
+    for dir in std::fs::read_dir(data("check")).unwrap() {
+        let dir = dir.unwrap().path();
+        let format = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        let mut cases: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
+        cases.sort();
+        for case in cases {
+            let input = std::fs::read(&case).unwrap();
+            let (findings, _, detected) = check_bytes(&input, Options::default()).unwrap();
+            assert_eq!(detected.map(|f| f.to_string()).as_deref(), Some(format.as_str()), "{}: detected format", case.display());
+            let mut actual = String::new();
+            for f in &findings {
+                actual.push_str(&format!("{} {} {}", f.line, f.kind, f.severity.as_str()));
+                if let Some(c) = &f.call_id {
+                    actual.push(' ');
+                    actual.push_str(c);
+                }
+                actual.push('\n');
+            }
+            expect_file(&case.with_extension("expected"), &actual);
+            count += 1;
+        }
+    }
+    assert!(count >= 40, "only {count} cases found");
+}
