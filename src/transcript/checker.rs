@@ -83,6 +83,16 @@ pub enum Outcome<'a> {
     Undetected(u64),
 }
 
+impl Outcome<'_> {
+    /// Adds `base` to the line number (lines of a piece parsed on its own start at 0).
+    fn renumber(&mut self, base: u64) {
+        match self {
+            Outcome::Parsed(line, _) | Outcome::Undetected(line) => *line += base,
+            Outcome::Fault(f) => f.line += base,
+        }
+    }
+}
+
 /// Reads one line (no newline, not blank). Pure and thread-safe: the parallel path calls it from
 /// several threads.
 pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) -> Outcome<'_> {
@@ -133,6 +143,8 @@ pub struct Checker {
     stopped: Option<StrictStop>,
     codex_model: Option<String>,
     last_usage_key: Option<u64>,
+    /// Number of the next physical line.
+    next_line: u64,
 }
 
 /// Blocks at least this big are parsed in parallel when `jobs > 1`.
@@ -145,8 +157,8 @@ impl Checker {
         Self::with_splitter(opts, splitter)
     }
 
-    /// A checker that continues a stream at `line` / `offset` (both at a line start). The
-    /// pairing state starts empty, so use it only where earlier lines do not matter.
+    /// A checker over a splitter that may continue a stream at some offset (lines are still
+    /// numbered from 1). The pairing state starts empty.
     pub fn with_splitter(opts: Options, splitter: LineSplitter) -> Self {
         let detector = opts.format.map_or_else(Detector::new, Detector::fixed);
         let validator = opts.format.map(Validator::new);
@@ -160,6 +172,7 @@ impl Checker {
             stopped: None,
             codex_model: None,
             last_usage_key: None,
+            next_line: 1,
         }
     }
 
@@ -209,8 +222,9 @@ impl Checker {
         if let Some(s) = self.stopped.take() {
             return Err(s);
         }
+        let line = self.next_line;
         if let Some(t) = self.splitter.finish() {
-            let f = Finding::new(t.line, Kind::TornLine, format!("last line ({} bytes) has no newline: an interrupted write", t.len));
+            let f = Finding::new(line, Kind::TornLine, format!("last line ({} bytes) has no newline: an interrupted write", t.len));
             self.fault(f);
             if let Some(s) = self.stopped.take() {
                 return Err(s);
@@ -228,42 +242,56 @@ impl Checker {
             return;
         }
         match b {
-            Block::TooLong { line, len, .. } => {
+            Block::TooLong { len, .. } => {
                 self.stats.bytes += len + 1;
-                let f = Finding::new(line, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {}", self.opts.max_line_bytes));
+                let f = Finding::new(self.next_line, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {}", self.opts.max_line_bytes));
+                self.next_line += 1;
                 self.fault(f);
             }
-            Block::Lines { first_line, offset, bytes } => {
+            Block::Lines { offset, bytes } => {
                 self.stats.bytes += bytes.len() as u64;
                 if self.opts.jobs > 1 && bytes.len() >= PARALLEL_MIN && !self.detector.wants_more() {
-                    self.parallel(first_line, offset, bytes);
-                } else {
-                    for l in lines::lines(first_line, offset, bytes) {
-                        if self.stopped.is_some() {
-                            return;
-                        }
-                        self.observe(l.bytes);
-                        let o = read_line(l.number, l.bytes, self.opts.max_line_bytes, self.detector.format());
-                        self.apply(o);
-                    }
+                    self.parallel(offset, bytes);
+                    return;
                 }
+                let mut it = lines::lines(self.next_line, offset, bytes);
+                for l in it.by_ref() {
+                    if self.stopped.is_some() {
+                        return;
+                    }
+                    self.observe(l.bytes);
+                    let o = read_line(l.number, l.bytes, self.opts.max_line_bytes, self.detector.format());
+                    self.apply(o);
+                }
+                self.next_line = it.next_number();
             }
         }
     }
 
-    fn parallel(&mut self, first_line: u64, offset: u64, bytes: &[u8]) {
+    /// Parses the pieces of a large block on several threads, numbering lines from 0 in each
+    /// piece, then renumbers and pairs them in order.
+    fn parallel(&mut self, offset: u64, bytes: &[u8]) {
         use rayon::prelude::*;
         let (max, format) = (self.opts.max_line_bytes, self.detector.format());
-        let pieces = lines::split_block(first_line, offset, bytes, self.opts.jobs * 2);
-        let parsed: Vec<Vec<Outcome<'_>>> = pieces
+        let pieces = lines::split_block(offset, bytes, self.opts.jobs * 2);
+        let parsed: Vec<(u64, Vec<Outcome<'_>>)> = pieces
             .par_iter()
-            .map(|&(l, o, p)| lines::lines(l, o, p).map(|x| read_line(x.number, x.bytes, max, format)).collect())
+            .map(|&(o, p)| {
+                let mut it = lines::lines(0, o, p);
+                let outcomes = it.by_ref().map(|x| read_line(x.number, x.bytes, max, format)).collect();
+                (it.next_number(), outcomes)
+            })
             .collect();
-        for o in parsed.into_iter().flatten() {
-            if self.stopped.is_some() {
-                return;
+        for (count, outcomes) in parsed {
+            let base = self.next_line;
+            for mut o in outcomes {
+                if self.stopped.is_some() {
+                    return;
+                }
+                o.renumber(base);
+                self.apply(o);
             }
-            self.apply(o);
+            self.next_line = base + count;
         }
     }
 

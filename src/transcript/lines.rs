@@ -8,28 +8,28 @@
 //! *Invariant:* the lines and their 1-based physical numbers do not depend on how the input was
 //! cut into chunks (a property test in this module proves it).
 
-use memchr::{memchr, memchr_iter, memrchr};
+use memchr::{memchr, memrchr};
 
 /// Lines longer than this (in bytes, without the newline) are skipped as `line_too_long`.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
 
-/// A piece of framed input handed to the consumer of a [`LineSplitter`].
+/// A piece of framed input handed to the consumer of a [`LineSplitter`], in stream order.
+///
+/// Blocks carry byte offsets, not line numbers: the consumer numbers lines as it walks them
+/// (every `\n` ends one physical line, a [`Block::TooLong`] is one line), which spares a pass
+/// over the bytes just to count newlines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Block<'a> {
-    /// One or more complete lines. `bytes` ends with `\n`; `first_line` is the 1-based physical
-    /// number of its first line and `offset` the byte offset of its first byte in the stream.
+    /// One or more complete lines. `bytes` ends with `\n`; `offset` is the stream offset of its
+    /// first byte.
     Lines {
-        /// Number of the first line in `bytes`.
-        first_line: u64,
         /// Stream offset of `bytes[0]`.
         offset: u64,
         /// Complete lines, each terminated by `\n`.
         bytes: &'a [u8],
     },
-    /// A line longer than the limit; its bytes were dropped as they arrived.
+    /// One line longer than the limit; its bytes were dropped as they arrived.
     TooLong {
-        /// Its 1-based physical line number.
-        line: u64,
         /// Stream offset of its first byte.
         offset: u64,
         /// Its length in bytes, without the newline.
@@ -40,8 +40,6 @@ pub enum Block<'a> {
 /// A last line without its newline, reported by [`LineSplitter::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Torn<'a> {
-    /// Its 1-based physical line number.
-    pub line: u64,
     /// Stream offset of its first byte.
     pub offset: u64,
     /// Its bytes, or `None` when it was longer than the limit and not kept.
@@ -55,7 +53,6 @@ pub struct Torn<'a> {
 pub struct LineSplitter {
     max: usize,
     carry: Vec<u8>,
-    carry_line: u64,
     carry_offset: u64,
     /// Bytes of an over-long line seen so far, while it is being skipped.
     skipping: Option<u64>,
@@ -63,35 +60,27 @@ pub struct LineSplitter {
     skip_last_cr: bool,
     /// Whether the line being skipped is whitespace so far.
     skip_blank: bool,
-    next_line: u64,
     offset: u64,
 }
 
 impl LineSplitter {
-    /// A splitter that starts at line 1, offset 0.
+    /// A splitter at offset 0.
     pub fn new(max_line_bytes: usize) -> Self {
-        Self::resume(max_line_bytes, 1, 0)
+        Self::resume(max_line_bytes, 0)
     }
 
-    /// A splitter that continues a stream at `line` and byte `offset`, both at a line start
-    /// (used when tailing resumes from a checkpoint).
-    pub fn resume(max_line_bytes: usize, line: u64, offset: u64) -> Self {
+    /// A splitter that continues a stream at byte `offset`, a line start (used when tailing
+    /// resumes from a checkpoint).
+    pub fn resume(max_line_bytes: usize, offset: u64) -> Self {
         LineSplitter {
             max: max_line_bytes.max(1),
             carry: Vec::new(),
-            carry_line: line,
             carry_offset: offset,
             skipping: None,
             skip_last_cr: false,
             skip_blank: false,
-            next_line: line,
             offset,
         }
-    }
-
-    /// Number of the next line that has not been completed yet.
-    pub fn next_line(&self) -> u64 {
-        self.next_line
     }
 
     /// Stream offset just after the last complete line handed out: where a reader that restarts
@@ -122,32 +111,29 @@ impl LineSplitter {
             self.hold(&chunk[..i]);
             let len = self.pending_bytes() - u64::from(self.held_cr());
             let blank = if self.skipping.is_some() { self.skip_blank } else { is_blank(&self.carry) };
-            if blank {
-                // A blank line, however long, is ignored.
-            } else if self.skipping.is_some() || len > self.max as u64 {
-                out(Block::TooLong { line: self.carry_line, offset: self.carry_offset, len });
+            if (self.skipping.is_some() && !blank) || len > self.max as u64 && !blank {
+                out(Block::TooLong { offset: self.carry_offset, len });
             } else {
+                // A blank line, however long, still counts as a line: hand it on as one.
+                if self.skipping.is_some() {
+                    self.carry.clear();
+                }
                 self.carry.push(b'\n');
-                out(Block::Lines { first_line: self.carry_line, offset: self.carry_offset, bytes: &self.carry });
+                out(Block::Lines { offset: self.carry_offset, bytes: &self.carry });
             }
             self.skipping = None;
             self.release_carry();
-            self.next_line += 1;
             pos = i + 1;
         }
         // 2. The complete lines inside this chunk, as one block.
         let rest = &chunk[pos..];
         if let Some(last) = memrchr(b'\n', rest) {
-            let region = &rest[..=last];
-            let first_line = self.next_line;
-            self.next_line += memchr_iter(b'\n', region).count() as u64;
-            out(Block::Lines { first_line, offset: self.offset + pos as u64, bytes: region });
+            out(Block::Lines { offset: self.offset + pos as u64, bytes: &rest[..=last] });
             pos += last + 1;
         }
         // 3. The start of a line that continues in the next chunk.
         let tail = &chunk[pos..];
         if !tail.is_empty() {
-            self.carry_line = self.next_line;
             self.carry_offset = self.offset + pos as u64;
             self.hold(tail);
         }
@@ -190,12 +176,12 @@ impl LineSplitter {
             if self.skip_blank {
                 return None;
             }
-            return Some(Torn { line: self.carry_line, offset: self.carry_offset, bytes: None, len });
+            return Some(Torn { offset: self.carry_offset, bytes: None, len });
         }
         if self.carry.is_empty() || is_blank(&self.carry) {
             return None;
         }
-        Some(Torn { line: self.carry_line, offset: self.carry_offset, bytes: Some(&self.carry), len: self.carry.len() as u64 })
+        Some(Torn { offset: self.carry_offset, bytes: Some(&self.carry), len: self.carry.len() as u64 })
     }
 
     fn release_carry(&mut self) {
@@ -225,43 +211,68 @@ pub struct Line<'a> {
     pub raw_len: usize,
 }
 
-/// Iterates the non-blank lines of a block of complete lines.
-pub fn lines(first_line: u64, offset: u64, bytes: &[u8]) -> impl Iterator<Item = Line<'_>> {
-    let mut start = 0usize;
-    let mut number = first_line;
-    memchr_iter(b'\n', bytes).filter_map(move |nl| {
-        let raw = &bytes[start..nl];
-        let line = Line {
-            number,
-            offset: offset + start as u64,
-            bytes: raw.strip_suffix(b"\r").unwrap_or(raw),
-            raw_len: nl + 1 - start,
-        };
-        start = nl + 1;
-        number += 1;
-        (!is_blank(line.bytes)).then_some(line)
-    })
+/// Iterates the non-blank lines of a block of complete lines, numbering them from
+/// `first_line`. After the loop, [`Lines::next_number`] is the number of the line that follows
+/// the block (blank lines count).
+pub fn lines(first_line: u64, offset: u64, bytes: &[u8]) -> Lines<'_> {
+    Lines { bytes, start: 0, number: first_line, offset }
+}
+
+/// See [`lines`].
+#[derive(Debug, Clone)]
+pub struct Lines<'a> {
+    bytes: &'a [u8],
+    start: usize,
+    number: u64,
+    offset: u64,
+}
+
+impl Lines<'_> {
+    /// The number the next line would get: after exhaustion, the line after the block.
+    pub fn next_number(&self) -> u64 {
+        self.number
+    }
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = Line<'a>;
+
+    fn next(&mut self) -> Option<Line<'a>> {
+        loop {
+            let rest = &self.bytes[self.start..];
+            let nl = memchr(b'\n', rest)?;
+            let raw = &rest[..nl];
+            let line = Line {
+                number: self.number,
+                offset: self.offset + self.start as u64,
+                bytes: raw.strip_suffix(b"\r").unwrap_or(raw),
+                raw_len: nl + 1,
+            };
+            self.start += nl + 1;
+            self.number += 1;
+            if !is_blank(line.bytes) {
+                return Some(line);
+            }
+        }
+    }
 }
 
 /// Cuts a block of complete lines into at most `parts` pieces at line boundaries, each with its
-/// first line number and offset, so that the pieces can be parsed in parallel.
-pub fn split_block(first_line: u64, offset: u64, bytes: &[u8], parts: usize) -> Vec<(u64, u64, &[u8])> {
+/// stream offset, so that the pieces can be parsed in parallel.
+pub fn split_block(offset: u64, bytes: &[u8], parts: usize) -> Vec<(u64, &[u8])> {
     let mut out = Vec::with_capacity(parts);
     let mut start = 0usize;
-    let mut line = first_line;
     for k in 1..parts {
         let target = bytes.len() * k / parts;
-        if target <= start {
+        if target < start {
             continue;
         }
         let Some(nl) = memchr(b'\n', &bytes[target..]).map(|i| target + i) else { break };
-        let piece = &bytes[start..=nl];
-        out.push((line, offset + start as u64, piece));
-        line += memchr_iter(b'\n', piece).count() as u64;
+        out.push((offset + start as u64, &bytes[start..=nl]));
         start = nl + 1;
     }
     if start < bytes.len() {
-        out.push((line, offset + start as u64, &bytes[start..]));
+        out.push((offset + start as u64, &bytes[start..]));
     }
     out
 }
@@ -275,9 +286,11 @@ mod tests {
     fn frame(input: &[u8], cuts: &[usize], max: usize) -> Vec<(u64, u64, String)> {
         let mut s = LineSplitter::new(max);
         let mut got = Vec::new();
+        let mut next = 1u64;
         let mut push = |b: Block<'_>| match b {
-            Block::Lines { first_line, offset, bytes } => {
-                for l in lines(first_line, offset, bytes) {
+            Block::Lines { offset, bytes } => {
+                let mut it = lines(next, offset, bytes);
+                for l in it.by_ref() {
                     let text = if l.bytes.len() > max {
                         format!("<too long {}>", l.bytes.len())
                     } else {
@@ -285,8 +298,12 @@ mod tests {
                     };
                     got.push((l.number, l.offset, text));
                 }
+                next = it.next_number();
             }
-            Block::TooLong { line, offset, len } => got.push((line, offset, format!("<too long {len}>"))),
+            Block::TooLong { offset, len } => {
+                got.push((next, offset, format!("<too long {len}>")));
+                next += 1;
+            }
         };
         let mut start = 0;
         for &c in cuts {
@@ -296,7 +313,7 @@ mod tests {
         }
         s.feed(&input[start..], &mut push);
         if let Some(t) = s.finish() {
-            got.push((t.line, t.offset, format!("<torn {}>", t.len)));
+            got.push((next, t.offset, format!("<torn {}>", t.len)));
         }
         got
     }
@@ -332,14 +349,13 @@ mod tests {
     }
 
     #[test]
-    fn split_block_keeps_numbers() {
+    fn split_block_cuts_at_line_starts() {
         let b = b"a\nbb\nccc\nd\n";
-        let parts = split_block(7, 100, b, 3);
-        let joined: Vec<_> = parts
-            .iter()
-            .flat_map(|(l, o, p)| lines(*l, *o, p).map(|x| (x.number, x.offset)).collect::<Vec<_>>())
-            .collect();
-        assert_eq!(joined, vec![(7, 100), (8, 102), (9, 105), (10, 109)]);
+        for parts in 1..6 {
+            let pieces = split_block(100, b, parts);
+            let offsets: Vec<_> = pieces.iter().flat_map(|(o, p)| lines(0, *o, p).map(|x| x.offset).collect::<Vec<_>>()).collect();
+            assert_eq!(offsets, vec![100, 102, 105, 109], "{parts} parts");
+        }
     }
 
     proptest! {
