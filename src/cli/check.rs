@@ -80,7 +80,7 @@ pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileRepo
         return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}:{s}", input.display())));
     }
     match c.finish() {
-        Ok((outputs, stats, format)) => report(format, checker::collect(outputs), stats, None),
+        Ok(done) => report(done.format, checker::collect(done.outputs), done.stats, None),
         Err(s) => report(None, Vec::new(), Stats::default(), Some(format!("{}:{s}", input.display()))),
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod output;
+pub mod repair;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -41,6 +42,8 @@ pub enum OutputFormat {
 pub enum Command {
     /// Validate transcripts and report findings.
     Check(check::Args),
+    /// Repair transcripts so the agent can resume them, keeping every removed line.
+    Repair(repair::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -58,6 +61,7 @@ pub fn main() -> ExitCode {
     init_tracing(cli.log_format);
     let result = match cli.command {
         Command::Check(a) => check::run(a),
+        Command::Repair(a) => repair::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,

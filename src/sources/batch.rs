@@ -63,6 +63,10 @@ pub fn expand(paths: &[PathBuf]) -> io::Result<(Vec<Input>, Vec<MissingTranscrip
             }
             let path = entry.path();
             let name = entry.file_name().to_string_lossy();
+            if name.ends_with(".rejects.jsonl") {
+                // What `repair` removed: kept for people, not a transcript.
+                continue;
+            }
             if name.ends_with(".jsonl") {
                 inputs.push(Input::File(path.to_path_buf()));
             } else if let Some(transcript) = transcript_of_meta(path) {

@@ -131,9 +131,39 @@ fn malformed(number: u64, bytes: &[u8]) -> Finding {
     Finding::new(number, Kind::MalformedLine, msg)
 }
 
+/// Something that watches the pipeline line by line, in order: the repair planner does.
+///
+/// For each readable line, the outputs the validator produced while taking the line come first
+/// (they describe the state *before* the line), then [`Observer::line`] with the line itself.
+/// Framing findings and the findings of [`Checker::finish`] arrive through [`Observer::output`].
+pub trait Observer {
+    /// The format, once it is known (before the first line in that format).
+    fn format(&mut self, _format: Format) {}
+    /// A readable line and its meaning.
+    fn line(&mut self, _number: u64, _parsed: &Parsed<'_>) {}
+    /// An output, as it is produced.
+    fn output(&mut self, _output: &Output) {}
+}
+
+/// No observer.
+impl Observer for () {}
+
+/// What a finished stream produced.
+#[derive(Debug)]
+pub struct Finished<O = ()> {
+    /// Outputs not drained yet.
+    pub outputs: Vec<Output>,
+    /// Counters.
+    pub stats: Stats,
+    /// The format, if known.
+    pub format: Option<Format>,
+    /// The observer, with what it gathered.
+    pub observer: O,
+}
+
 /// The check pipeline for one stream. See the module docs.
 #[derive(Debug)]
-pub struct Checker {
+pub struct Checker<O = ()> {
     opts: Options,
     splitter: LineSplitter,
     detector: Detector,
@@ -145,23 +175,35 @@ pub struct Checker {
     last_usage_key: Option<u64>,
     /// Number of the next physical line.
     next_line: u64,
+    observer: O,
 }
 
 /// Blocks at least this big are parsed in parallel when `jobs > 1`.
 const PARALLEL_MIN: usize = 256 << 10;
 
-impl Checker {
+impl Checker<()> {
     /// A checker at the start of a stream.
     pub fn new(opts: Options) -> Self {
+        Checker::observed(opts, ())
+    }
+}
+
+impl<O: Observer> Checker<O> {
+    /// A checker at the start of a stream, watched by `observer`.
+    pub fn observed(opts: Options, observer: O) -> Self {
         let splitter = LineSplitter::new(opts.max_line_bytes);
-        Self::with_splitter(opts, splitter)
+        Self::with_splitter(opts, splitter, observer)
     }
 
     /// A checker over a splitter that may continue a stream at some offset (lines are still
     /// numbered from 1). The pairing state starts empty.
-    pub fn with_splitter(opts: Options, splitter: LineSplitter) -> Self {
+    pub fn with_splitter(opts: Options, splitter: LineSplitter, observer: O) -> Self {
         let detector = opts.format.map_or_else(Detector::new, Detector::fixed);
         let validator = opts.format.map(Validator::new);
+        let mut observer = observer;
+        if let Some(f) = opts.format {
+            observer.format(f);
+        }
         Checker {
             opts,
             splitter,
@@ -173,6 +215,7 @@ impl Checker {
             codex_model: None,
             last_usage_key: None,
             next_line: 1,
+            observer,
         }
     }
 
@@ -217,8 +260,8 @@ impl Checker {
     }
 
     /// Ends the stream: a last line without a newline is `torn_line`; pending calls become
-    /// `orphan_call`. Returns the remaining outputs.
-    pub fn finish(mut self) -> Result<(Vec<Output>, Stats, Option<Format>), StrictStop> {
+    /// `orphan_call`.
+    pub fn finish(mut self) -> Result<Finished<O>, StrictStop> {
         if let Some(s) = self.stopped.take() {
             return Err(s);
         }
@@ -230,11 +273,15 @@ impl Checker {
                 return Err(s);
             }
         }
-        let mut outputs = std::mem::take(&mut self.outputs);
         if let Some(v) = self.validator.take() {
+            let start = self.outputs.len();
+            let outputs = &mut self.outputs;
             v.finish(&mut |o| outputs.push(o));
+            for o in &self.outputs[start..] {
+                self.observer.output(o);
+            }
         }
-        Ok((outputs, self.stats, self.detector.format()))
+        Ok(Finished { outputs: self.outputs, stats: self.stats, format: self.detector.format(), observer: self.observer })
     }
 
     fn block(&mut self, b: Block<'_>) {
@@ -242,6 +289,7 @@ impl Checker {
             return;
         }
         match b {
+            Block::LongBytes(_) => {}
             Block::TooLong { len, .. } => {
                 self.stats.bytes += len + 1;
                 let f = Finding::new(self.next_line, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {}", self.opts.max_line_bytes));
@@ -303,6 +351,7 @@ impl Checker {
         self.detector.observe(line);
         if let (None, Some(f)) = (&self.validator, self.detector.format()) {
             self.validator = Some(Validator::new(f));
+            self.observer.format(f);
         }
     }
 
@@ -317,9 +366,14 @@ impl Checker {
                 self.stats.lines += 1;
                 self.count(&p);
                 if let Some(v) = self.validator.as_mut() {
+                    let start = self.outputs.len();
                     let outputs = &mut self.outputs;
                     v.push(line, &p, &mut |o| outputs.push(o));
+                    for o in &self.outputs[start..] {
+                        self.observer.output(o);
+                    }
                 }
+                self.observer.line(line, &p);
             }
         }
     }
@@ -359,7 +413,9 @@ impl Checker {
         if self.opts.strict {
             self.stopped = Some(StrictStop { line: f.line, kind: f.kind, message: f.message });
         } else {
-            self.outputs.push(Output::Finding(f));
+            let o = Output::Finding(f);
+            self.observer.output(&o);
+            self.outputs.push(o);
         }
     }
 }
@@ -369,8 +425,8 @@ impl Checker {
 pub fn check_bytes(input: &[u8], opts: Options) -> Result<(Vec<Finding>, Stats, Option<Format>), StrictStop> {
     let mut c = Checker::new(opts);
     c.feed(input)?;
-    let (outputs, stats, format) = c.finish()?;
-    Ok((collect(outputs), stats, format))
+    let done = c.finish()?;
+    Ok((collect(done.outputs), done.stats, done.format))
 }
 
 /// Applies a stream of outputs and sorts the findings by line (stable: same-line findings keep

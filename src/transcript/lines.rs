@@ -28,6 +28,10 @@ pub enum Block<'a> {
         /// Complete lines, each terminated by `\n`.
         bytes: &'a [u8],
     },
+    /// Bytes of a line that has grown over the limit, as they arrive (only with
+    /// [`LineSplitter::keep_long`]; the line then ends with a [`Block::TooLong`], or for a blank
+    /// line with a `Lines` block holding its newline).
+    LongBytes(&'a [u8]),
     /// One line longer than the limit; its bytes were dropped as they arrived.
     TooLong {
         /// Stream offset of its first byte.
@@ -60,6 +64,8 @@ pub struct LineSplitter {
     skip_last_cr: bool,
     /// Whether the line being skipped is whitespace so far.
     skip_blank: bool,
+    /// Hand on the bytes of over-long lines instead of dropping them.
+    keep_long: bool,
     offset: u64,
 }
 
@@ -79,8 +85,16 @@ impl LineSplitter {
             skipping: None,
             skip_last_cr: false,
             skip_blank: false,
+            keep_long: false,
             offset,
         }
+    }
+
+    /// Hands on the bytes of over-long lines as [`Block::LongBytes`] (the repair rewriter keeps
+    /// them in the rejects file) instead of dropping them.
+    pub fn keep_long(mut self) -> Self {
+        self.keep_long = true;
+        self
     }
 
     /// Stream offset just after the last complete line handed out: where a reader that restarts
@@ -104,11 +118,11 @@ impl LineSplitter {
         // 1. Complete the line in progress, if any.
         if self.skipping.is_some() || !self.carry.is_empty() {
             let Some(i) = memchr(b'\n', chunk) else {
-                self.hold(chunk);
+                self.hold(chunk, out);
                 self.offset += chunk.len() as u64;
                 return;
             };
-            self.hold(&chunk[..i]);
+            self.hold(&chunk[..i], out);
             let len = self.pending_bytes() - u64::from(self.held_cr());
             let blank = if self.skipping.is_some() { self.skip_blank } else { is_blank(&self.carry) };
             if (self.skipping.is_some() && !blank) || len > self.max as u64 && !blank {
@@ -135,14 +149,14 @@ impl LineSplitter {
         let tail = &chunk[pos..];
         if !tail.is_empty() {
             self.carry_offset = self.offset + pos as u64;
-            self.hold(tail);
+            self.hold(tail, out);
         }
         self.offset += chunk.len() as u64;
     }
 
     /// Adds bytes of the line in progress: kept while the line can still fit the limit (one
     /// byte more is allowed for a `\r` before the newline), counted only once it cannot.
-    fn hold(&mut self, bytes: &[u8]) {
+    fn hold(&mut self, bytes: &[u8], out: &mut impl FnMut(Block<'_>)) {
         if bytes.is_empty() {
             return;
         }
@@ -150,10 +164,17 @@ impl LineSplitter {
             *seen += bytes.len() as u64;
             self.skip_last_cr = bytes.last() == Some(&b'\r');
             self.skip_blank &= is_blank(bytes);
+            if self.keep_long {
+                out(Block::LongBytes(bytes));
+            }
         } else if self.carry.len() + bytes.len() > self.max + 1 {
             self.skipping = Some((self.carry.len() + bytes.len()) as u64);
             self.skip_last_cr = bytes.last() == Some(&b'\r');
             self.skip_blank = is_blank(&self.carry) && is_blank(bytes);
+            if self.keep_long {
+                out(Block::LongBytes(&self.carry));
+                out(Block::LongBytes(bytes));
+            }
             self.release_carry();
         } else {
             self.carry.extend_from_slice(bytes);
@@ -304,6 +325,7 @@ mod tests {
                 got.push((next, offset, format!("<too long {len}>")));
                 next += 1;
             }
+            Block::LongBytes(_) => {}
         };
         let mut start = 0;
         for &c in cuts {
@@ -337,6 +359,26 @@ mod tests {
     #[test]
     fn over_long_torn_line() {
         assert_eq!(frame(b"x\n0123456789", &[3], 4), vec![(1, 0, "x".into()), (2, 2, "<torn 10>".into())]);
+    }
+
+    #[test]
+    fn keep_long_hands_on_every_byte() {
+        let input = b"ok\n0123456789\r\nnext\n";
+        for cut in 0..input.len() {
+            let mut s = LineSplitter::new(5).keep_long();
+            let mut out = Vec::new();
+            let mut push = |b: Block<'_>| match b {
+                Block::Lines { bytes, .. } => out.extend_from_slice(bytes),
+                Block::LongBytes(bytes) => out.extend_from_slice(bytes),
+                Block::TooLong { .. } => out.extend_from_slice(b"<end>\n"),
+            };
+            s.feed(&input[..cut], &mut push);
+            s.feed(&input[cut..], &mut push);
+            let text = String::from_utf8(out).unwrap();
+            // An over-long line that spans chunks arrives as LongBytes; one inside a chunk is a
+            // plain line the consumer measures.
+            assert!(text == "ok\n0123456789\r<end>\nnext\n" || text == "ok\n0123456789\r\nnext\n", "cut {cut}: {text:?}");
+        }
     }
 
     #[test]

@@ -12,6 +12,6 @@ pub mod model;
 pub mod scan;
 pub mod stages;
 
-pub use checker::{check_bytes, Checker, Options, Stats, StrictStop};
+pub use checker::{check_bytes, Checker, Finished, Observer, Options, Stats, StrictStop};
 pub use finding::{Finding, Kind, Output, Severity};
 pub use formats::Format;

@@ -56,6 +56,9 @@ pub struct Call<'a> {
     pub name: Cow<'a, str>,
     /// Shape of the arguments.
     pub args: Args,
+    /// The item type of the call where the format has several (Codex `function_call`,
+    /// `custom_tool_call`, ...): its result is the `<type>_output` item.
+    pub item: Option<Cow<'a, str>>,
 }
 
 /// A tool result, answering the call with `id`.

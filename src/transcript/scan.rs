@@ -148,6 +148,17 @@ impl<'a> Scanner<'a> {
         })
     }
 
+    /// Offset of the next byte to read.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Skips whitespace and returns the offset where the next value starts.
+    pub fn value_start(&mut self) -> usize {
+        self.ws();
+        self.pos
+    }
+
     /// Succeeds when only whitespace is left.
     pub fn end(&mut self) -> Result<()> {
         self.ws();

@@ -14,8 +14,7 @@ fn run(input: &[u8], cuts: &[usize], jobs: usize) -> Vec<Finding> {
         start = cut;
     }
     c.feed(&input[start..]).unwrap();
-    let (outputs, _, _) = c.finish().unwrap();
-    checker::collect(outputs)
+    checker::collect(c.finish().unwrap().outputs)
 }
 
 #[test]

@@ -6,5 +6,6 @@ mod chunking;
 mod cli;
 mod generated;
 mod real;
+mod repair;
 mod rules;
 mod support;

@@ -82,7 +82,7 @@ fn read_part<'a>(s: &mut Scanner<'a>, parts: &mut Parts<'a>) -> scan::Result<()>
             parts.has_content = true;
             if let Some(id) = id {
                 let name = name.map(|n| n.decode()).unwrap_or_default();
-                parts.calls.push(Call { id: id.decode(), name, args: args_of_value(input) });
+                parts.calls.push(Call { id: id.decode(), name, args: args_of_value(input), item: None });
             }
         }
         Some(b"tool_result") => {

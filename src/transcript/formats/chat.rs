@@ -74,6 +74,7 @@ fn read_tool_call<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<Call<'a>>> {
         id: id.decode(),
         name: name.map(|n| n.decode()).unwrap_or_default(),
         args: args_of_string(arguments.map(|a| a.decode()).as_deref()),
+        item: None,
     }))
 }
 

@@ -164,7 +164,7 @@ fn interpret(item: Item<'_>) -> Parsed<'_> {
 /// The meaning of one response item.
 pub fn response_item(p: Item<'_>) -> Entry<'_> {
     let ty = p.ty.map(|t| t.decode()).unwrap_or_default();
-    match ty.as_ref() {
+    match &*ty {
         "message" => {
             let role = match p.role.map(|r| r.decode()).as_deref() {
                 Some("user") => Role::User,
@@ -195,7 +195,7 @@ pub fn response_item(p: Item<'_>) -> Entry<'_> {
                     _ => Args::Object,
                 };
                 let name = p.name.map(|n| n.decode()).unwrap_or_else(|| t.trim_end_matches("_call").to_owned().into());
-                m.calls.push(Call { id: id.decode(), name, args });
+                m.calls.push(Call { id: id.decode(), name, args, item: Some(ty.clone()) });
             }
             Entry::Message(m)
         }

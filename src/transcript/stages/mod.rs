@@ -2,3 +2,4 @@
 
 pub mod branches;
 pub mod validate;
+pub mod repair;

@@ -1,0 +1,4 @@
+//! Sinks: where results go. `atomic` for files written whole (repaired transcripts, checkpoints)
+//! and appended whole lines (rejects).
+
+pub mod atomic;

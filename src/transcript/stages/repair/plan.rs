@@ -1,0 +1,404 @@
+//! Planning a repair: an [`Observer`] of the check pipeline that turns each finding into edits
+//! of the file, in the file's own format.
+//!
+//! | finding | edit |
+//! |---|---|
+//! | `unanswered_call` | insert a synthetic error result after the call's exchange (the last line of its message and of the results it got): [`ResultText::NotExecuted`], or [`ResultText::InvalidPeer`] for the other calls of a turn with an invalid call |
+//! | `orphan_call` | [`OrphanPolicy::Answer`]: insert [`ResultText::Interrupted`]; `Drop`: remove the call; `Keep`: nothing |
+//! | `orphan_result`, `duplicate_result` | remove those results (the first result of a call stays) |
+//! | `consecutive_assistant` | Claude Code: the second turn joins the first (same `message.id`) when the first made no calls; OpenAI/Anthropic: the messages merge. When the first turn made calls, the results inserted for them separate the turns. |
+//! | `empty_assistant_turn` | remove the turn's lines |
+//! | framing findings | remove the line (kept in the rejects file) |
+//!
+//! Removing a user line can leave two assistant turns side by side; the plan says when that may
+//! have happened ([`Plan::recheck`]), so that the shell checks the output again.
+
+use super::synth::ResultText;
+use crate::transcript::checker::Observer;
+use crate::transcript::finding::{Kind, Output, Severity};
+use crate::transcript::formats::Format;
+use crate::transcript::model::{Args, Entry, Parsed, Role};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// What to do with calls still pending at the end of a transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrphanPolicy {
+    /// Insert an "interrupted, did not complete" error result.
+    #[default]
+    Answer,
+    /// Remove the calls (and a message left empty).
+    Drop,
+    /// Leave them: the file stays not fully repaired.
+    Keep,
+}
+
+impl std::str::FromStr for OrphanPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "answer" => Ok(OrphanPolicy::Answer),
+            "drop" => Ok(OrphanPolicy::Drop),
+            "keep" => Ok(OrphanPolicy::Keep),
+            _ => Err(format!("unknown orphan policy `{s}` (expected answer, drop or keep)")),
+        }
+    }
+}
+
+/// One edit of the file. Lines are 1-based physical lines of the input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Edit {
+    /// Remove the line; it is kept in the rejects file.
+    Remove {
+        /// The line.
+        line: u64,
+        /// The finding it repairs.
+        reason: Kind,
+    },
+    /// Insert a synthetic error result for a call after line `after`.
+    Insert {
+        /// The line it follows.
+        after: u64,
+        /// The call it answers.
+        call_id: String,
+        /// The call's tool.
+        tool: String,
+        /// Codex item type of the call.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+        /// Which text.
+        text: ResultText,
+        /// The finding it repairs.
+        reason: Kind,
+    },
+    /// Remove the results for `call_id` from the line (all but the first one if `keep_first`).
+    DropResults {
+        /// The line.
+        line: u64,
+        /// The call.
+        call_id: String,
+        /// Keep the first result for the call in this line.
+        keep_first: bool,
+        /// The finding it repairs.
+        reason: Kind,
+    },
+    /// Remove the call `call_id` from the line.
+    DropCall {
+        /// The line.
+        line: u64,
+        /// The call.
+        call_id: String,
+        /// The finding it repairs.
+        reason: Kind,
+    },
+    /// Claude Code: give the line the `message.id` of line `like`, joining that turn.
+    JoinTurn {
+        /// The line.
+        line: u64,
+        /// A line of the turn to join.
+        like: u64,
+        /// The finding it repairs.
+        reason: Kind,
+    },
+    /// OpenAI chat, Anthropic: merge the line's message into the assistant message at `into`.
+    MergeInto {
+        /// The line.
+        line: u64,
+        /// The message it merges into.
+        into: u64,
+        /// The finding it repairs.
+        reason: Kind,
+    },
+}
+
+impl Edit {
+    /// The line the edit acts on (for an insertion, the line it follows).
+    pub fn line(&self) -> u64 {
+        match self {
+            Edit::Remove { line, .. }
+            | Edit::DropResults { line, .. }
+            | Edit::DropCall { line, .. }
+            | Edit::JoinTurn { line, .. }
+            | Edit::MergeInto { line, .. } => *line,
+            Edit::Insert { after, .. } => *after,
+        }
+    }
+}
+
+/// A finding the plan leaves as it is, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unrepaired {
+    /// Its line.
+    pub line: u64,
+    /// Its kind.
+    pub kind: Kind,
+    /// Its call, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// Why it is left.
+    pub why: String,
+}
+
+/// The edits for one file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The file's format.
+    pub format: Option<Format>,
+    /// Edits, sorted by line (insertions after the other edits of their line).
+    pub edits: Vec<Edit>,
+    /// Error findings left as they are.
+    pub unrepaired: Vec<Unrepaired>,
+    /// Whether the edits may leave new findings (a removed user line between two assistant
+    /// turns): the output must be checked again.
+    pub recheck: bool,
+}
+
+impl Plan {
+    /// Whether the plan changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.edits.is_empty()
+    }
+}
+
+#[derive(Debug)]
+struct Turn {
+    first_line: u64,
+    key: Option<u64>,
+    lines: Vec<u64>,
+    exchange_end: u64,
+    has_calls: bool,
+    invalid_call: bool,
+    /// Claude: the line of the turn this turn joins (a consecutive turn merged by id).
+    join: Option<u64>,
+    /// Chat formats: the line this message merges into.
+    merge_into: Option<u64>,
+}
+
+#[derive(Debug)]
+struct PendingCall {
+    turn: u64,
+    args_ok: bool,
+    tool: String,
+    item: Option<String>,
+}
+
+/// The planner: watch a [`Checker`](crate::transcript::Checker) with it, then take the
+/// [`Plan`] with [`Planner::into_plan`].
+#[derive(Debug, Default)]
+pub struct Planner {
+    format: Option<Format>,
+    policy: OrphanPolicy,
+    seq: u64,
+    turns: HashMap<u64, Turn>,
+    current: Option<u64>,
+    calls: HashMap<String, PendingCall>,
+    answered_at: HashMap<String, u64>,
+    /// Role of the last conversation line that stays in the output.
+    prev_kept: Option<Role>,
+    /// Results planned away from the line being read, by call id.
+    dropped_here: Vec<String>,
+    join_next: Option<u64>,
+    merge_next: Option<u64>,
+    plan: Plan,
+}
+
+impl Planner {
+    /// A planner with an orphan policy.
+    pub fn new(policy: OrphanPolicy) -> Self {
+        Planner { policy, ..Planner::default() }
+    }
+
+    /// The plan, edits sorted and deduplicated (a removed line gets no other edit).
+    pub fn into_plan(mut self, format: Option<Format>) -> Plan {
+        self.plan.format = format.or(self.format);
+        let removed: std::collections::HashSet<u64> =
+            self.plan.edits.iter().filter_map(|e| matches!(e, Edit::Remove { .. }).then(|| e.line())).collect();
+        let mut seen_remove = std::collections::HashSet::new();
+        self.plan.edits.retain(|e| match e {
+            Edit::Remove { line, .. } => seen_remove.insert(*line),
+            Edit::Insert { .. } => true,
+            other => !removed.contains(&other.line()),
+        });
+        self.plan.edits.sort_by_key(|e| (e.line(), matches!(e, Edit::Insert { .. })));
+        self.plan
+    }
+
+    /// The observer needs the format to choose between joining and merging.
+    pub fn set_format(&mut self, format: Format) {
+        self.format = Some(format);
+    }
+
+    fn edit(&mut self, e: Edit) {
+        self.plan.edits.push(e);
+    }
+
+    fn unrepaired(&mut self, line: u64, kind: Kind, call_id: Option<&str>, why: &str) {
+        self.plan.unrepaired.push(Unrepaired { line, kind, call_id: call_id.map(str::to_owned), why: why.to_owned() });
+    }
+
+    fn answer(&mut self, kind: Kind, line: u64, call_id: &str, text: Option<ResultText>) {
+        let Some(call) = self.calls.remove(call_id) else {
+            return self.unrepaired(line, kind, Some(call_id), "the call's turn was not seen");
+        };
+        let Some(turn) = self.turns.get(&call.turn) else {
+            return self.unrepaired(line, kind, Some(call_id), "the call's turn was not seen");
+        };
+        let text = text.unwrap_or(if turn.invalid_call && call.args_ok { ResultText::InvalidPeer } else { ResultText::NotExecuted });
+        let e = Edit::Insert { after: turn.exchange_end, call_id: call_id.to_owned(), tool: call.tool, item: call.item, text, reason: kind };
+        self.edit(e);
+    }
+
+    fn finding(&mut self, f: &crate::transcript::Finding) {
+        let id = f.call_id.as_deref().unwrap_or("");
+        match f.kind {
+            k if k.is_framing() => self.edit(Edit::Remove { line: f.line, reason: k }),
+            Kind::UnansweredCall => self.answer(f.kind, f.line, id, None),
+            Kind::OrphanCall => match self.policy {
+                OrphanPolicy::Answer => self.answer(f.kind, f.line, id, Some(ResultText::Interrupted)),
+                OrphanPolicy::Drop => {
+                    self.calls.remove(id);
+                    self.plan.recheck = true;
+                    self.edit(Edit::DropCall { line: f.line, call_id: id.to_owned(), reason: f.kind });
+                }
+                OrphanPolicy::Keep => self.unrepaired(f.line, f.kind, Some(id), "kept (--orphans keep)"),
+            },
+            Kind::OrphanResult | Kind::DuplicateResult => {
+                let keep_first = f.kind == Kind::DuplicateResult && self.answered_at.get(id) == Some(&f.line);
+                self.dropped_here.push(id.to_owned());
+                self.edit(Edit::DropResults { line: f.line, call_id: id.to_owned(), keep_first, reason: f.kind });
+            }
+            Kind::ConsecutiveAssistant => self.consecutive(f.line),
+            Kind::EmptyAssistantTurn => {
+                self.plan.recheck = true;
+                let turn = self.current.and_then(|c| self.turns.get(&c)).filter(|t| t.first_line == f.line);
+                let lines = turn.map_or_else(|| vec![f.line], |t| t.lines.clone());
+                for line in lines {
+                    self.edit(Edit::Remove { line, reason: f.kind });
+                }
+            }
+            // Missing transcripts are not lines; argument and id warnings need no edit.
+            _ => {}
+        }
+    }
+
+    fn consecutive(&mut self, line: u64) {
+        let Some(prev) = self.current.and_then(|c| self.turns.get(&c)) else {
+            return self.unrepaired(line, Kind::ConsecutiveAssistant, None, "no earlier assistant turn was seen");
+        };
+        if prev.has_calls {
+            // Its calls are unanswered: the results inserted for them separate the two turns.
+            return;
+        }
+        match self.format {
+            Some(Format::ClaudeCode) => self.join_next = Some(prev.join.unwrap_or(prev.first_line)),
+            Some(Format::OpenAiChat | Format::Anthropic) => self.merge_next = Some(prev.merge_into.unwrap_or(prev.first_line)),
+            _ => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
+        }
+    }
+
+    fn assistant_line(&mut self, line: u64, m: &crate::transcript::model::Message<'_>) {
+        let same = m.turn.is_some() && self.current.and_then(|c| self.turns.get(&c)).is_some_and(|t| t.key == m.turn);
+        if !same {
+            self.seq += 1;
+            let join = self.join_next.take();
+            let merge_into = self.merge_next.take();
+            if let Some(into) = merge_into {
+                self.edit(Edit::MergeInto { line, into, reason: Kind::ConsecutiveAssistant });
+            }
+            // Turns are kept while calls of theirs are pending.
+            let live: std::collections::HashSet<u64> = self.calls.values().map(|c| c.turn).collect();
+            self.turns.retain(|seq, _| live.contains(seq));
+            self.turns.insert(
+                self.seq,
+                Turn { first_line: line, key: m.turn, lines: Vec::new(), exchange_end: line, has_calls: false, invalid_call: false, join, merge_into },
+            );
+            self.current = Some(self.seq);
+            if self.format != Some(Format::Codex) {
+                self.answered_at.clear();
+            }
+        }
+        let seq = self.current.expect("a current turn");
+        let turn = self.turns.get_mut(&seq).expect("current turn is kept");
+        turn.lines.push(line);
+        turn.exchange_end = line;
+        let join = turn.join;
+        for c in &m.calls {
+            turn.has_calls = true;
+            turn.invalid_call |= c.args != Args::Object;
+            let call = PendingCall { turn: seq, args_ok: c.args == Args::Object, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
+            self.calls.entry(c.id.to_string()).or_insert(call);
+        }
+        if let Some(like) = join {
+            self.edit(Edit::JoinTurn { line, like, reason: Kind::ConsecutiveAssistant });
+        }
+        self.prev_kept = Some(Role::Assistant);
+    }
+
+    fn result_line(&mut self, line: u64, m: &crate::transcript::model::Message<'_>) {
+        for r in &m.results {
+            if let Some(call) = self.calls.remove(r.id.as_ref()) {
+                if let Some(t) = self.turns.get_mut(&call.turn) {
+                    t.exchange_end = line;
+                }
+                self.answered_at.insert(r.id.to_string(), line);
+            }
+        }
+        // A line whose every result is planned away, and nothing else, disappears.
+        let gone = !m.results.is_empty() && !m.prompt && m.results.iter().all(|r| self.dropped_here.iter().any(|d| d == r.id.as_ref()));
+        if gone {
+            if self.prev_kept == Some(Role::Assistant) {
+                self.plan.recheck = true;
+            }
+        } else {
+            self.prev_kept = Some(m.role);
+        }
+        if self.format == Some(Format::Codex) && m.prompt {
+            self.answered_at.clear();
+        }
+    }
+}
+
+impl Observer for Planner {
+    fn format(&mut self, format: Format) {
+        self.set_format(format);
+    }
+
+    fn line(&mut self, number: u64, parsed: &Parsed<'_>) {
+        match &parsed.entry {
+            Entry::Message(m) => match m.role {
+                Role::Assistant => self.assistant_line(number, m),
+                Role::User | Role::Tool => self.result_line(number, m),
+                Role::System | Role::Developer => self.prev_kept = Some(m.role),
+            },
+            Entry::Compaction { carried } => {
+                self.calls.clear();
+                self.turns.clear();
+                self.current = None;
+                self.answered_at.clear();
+                self.prev_kept = None;
+                if !carried.is_empty() {
+                    // Calls the replacement history leaves open belong to the compaction line.
+                    self.seq += 1;
+                    let t = Turn { first_line: number, key: None, lines: Vec::new(), exchange_end: number, has_calls: true, invalid_call: false, join: None, merge_into: None };
+                    self.turns.insert(self.seq, t);
+                    for c in carried {
+                        let call = PendingCall { turn: self.seq, args_ok: true, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
+                        self.calls.insert(c.id.to_string(), call);
+                    }
+                }
+            }
+            Entry::Other | Entry::Unknown => {}
+        }
+        self.dropped_here.clear();
+    }
+
+    fn output(&mut self, output: &Output) {
+        if let Output::Finding(f) = output {
+            if f.severity == Severity::Error || f.kind == Kind::EmptyAssistantTurn {
+                self.finding(f);
+            }
+        }
+    }
+}

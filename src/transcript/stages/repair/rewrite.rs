@@ -1,0 +1,403 @@
+//! Applying a plan: the second pass over the file.
+//!
+//! The rewriter is fed the same bytes again, in chunks, and emits the repaired transcript and
+//! the rejects stream. Runs of lines the plan does not touch are handed on as one slice of the
+//! input, unchanged; only edited lines (and, in a Claude Code file after a removal, lines whose
+//! parent must be re-pointed) are looked at one by one. Over-long lines are streamed into the
+//! rejects stream without being held.
+//!
+//! Rejects are JSON lines: `{"line", "action": "removed"|"modified"|"merged", "reason", "text"}`,
+//! with `"base64"` instead of `"text"` for bytes that are not UTF-8 (and for over-long lines). A
+//! modified line's original is kept there too: nothing the repair changes is lost.
+
+use super::plan::{Edit, Plan};
+use super::synth::{self, CallRef};
+use crate::transcript::finding::Kind;
+use crate::transcript::formats::Format;
+use crate::transcript::lines::{is_blank, Block, LineSplitter};
+use base64::Engine;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+/// What the rewriter produces.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Emit<'a> {
+    /// Bytes of the repaired transcript.
+    Out(&'a [u8]),
+    /// Bytes of the rejects stream (whole JSON lines, or pieces of one while an over-long line
+    /// streams).
+    Reject(&'a [u8]),
+}
+
+/// Counters of what the rewrite did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RewriteStats {
+    /// Lines removed.
+    pub removed: u64,
+    /// Lines changed in place (blocks removed, parent re-pointed, message id joined, merged).
+    pub modified: u64,
+    /// Lines inserted.
+    pub inserted: u64,
+}
+
+#[derive(Debug)]
+struct Held {
+    line: u64,
+    bytes: Vec<u8>,
+    original: Vec<u8>,
+    term: &'static [u8],
+    merged: bool,
+}
+
+/// Applies a [`Plan`] to a stream. Calling order: [`Rewriter::feed`] the whole input, then
+/// [`Rewriter::finish`].
+#[derive(Debug)]
+pub struct Rewriter {
+    format: Format,
+    edits: HashMap<u64, Vec<Edit>>,
+    inserts: HashMap<u64, Vec<Edit>>,
+    interesting: Vec<u64>,
+    cursor: usize,
+    like_lines: HashSet<u64>,
+    merge_targets: HashSet<u64>,
+    splitter: Option<LineSplitter>,
+    next_line: u64,
+    repoint: HashMap<String, Option<String>>,
+    next_repoint: Option<(Option<String>, String)>,
+    message_ids: HashMap<u64, String>,
+    held: Option<Held>,
+    long_open: bool,
+    long_rest: Vec<u8>,
+    stats: RewriteStats,
+}
+
+impl Rewriter {
+    /// A rewriter for `plan`; `max_line_bytes` must be the limit the plan was made with.
+    pub fn new(plan: &Plan, max_line_bytes: usize) -> Self {
+        let mut edits: HashMap<u64, Vec<Edit>> = HashMap::new();
+        let mut inserts: HashMap<u64, Vec<Edit>> = HashMap::new();
+        let mut interesting = Vec::new();
+        let (mut like_lines, mut merge_targets) = (HashSet::new(), HashSet::new());
+        for e in &plan.edits {
+            interesting.push(e.line());
+            match e {
+                Edit::Insert { after, .. } => inserts.entry(*after).or_default().push(e.clone()),
+                other => {
+                    if let Edit::JoinTurn { like, .. } = other {
+                        like_lines.insert(*like);
+                        interesting.push(*like);
+                    }
+                    if let Edit::MergeInto { into, .. } = other {
+                        merge_targets.insert(*into);
+                        interesting.push(*into);
+                    }
+                    edits.entry(other.line()).or_default().push(other.clone());
+                }
+            }
+        }
+        interesting.sort_unstable();
+        interesting.dedup();
+        Rewriter {
+            format: plan.format.unwrap_or(Format::ClaudeCode),
+            edits,
+            inserts,
+            interesting,
+            cursor: 0,
+            like_lines,
+            merge_targets,
+            splitter: Some(LineSplitter::new(max_line_bytes).keep_long()),
+            next_line: 1,
+            repoint: HashMap::new(),
+            next_repoint: None,
+            message_ids: HashMap::new(),
+            held: None,
+            long_open: false,
+            long_rest: Vec::new(),
+            stats: RewriteStats::default(),
+        }
+    }
+
+    /// What was done so far.
+    pub fn stats(&self) -> RewriteStats {
+        self.stats
+    }
+
+    /// Feeds the next chunk of the original file.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        let mut splitter = self.splitter.take().expect("not finished");
+        splitter.feed(chunk, &mut |b| self.block(b, out));
+        self.splitter = Some(splitter);
+    }
+
+    /// Ends the stream: handles a torn last line and flushes what is held.
+    pub fn finish(mut self, out: &mut impl FnMut(Emit<'_>)) -> RewriteStats {
+        let mut splitter = self.splitter.take().expect("not finished");
+        let line = self.next_line;
+        let removing = self.removes(line);
+        match splitter.finish() {
+            Some(t) if removing => match t.bytes {
+                Some(bytes) => {
+                    let bytes = bytes.to_vec();
+                    self.reject(line, "removed", Some(Kind::TornLine), &bytes, out);
+                    self.stats.removed += 1;
+                }
+                None => self.close_long(out),
+            },
+            Some(t) => {
+                if let Some(bytes) = t.bytes {
+                    let bytes = bytes.to_vec();
+                    self.flush_held(out);
+                    out(Emit::Out(&bytes));
+                }
+            }
+            None => {}
+        }
+        self.flush_held(out);
+        self.stats
+    }
+
+    fn removes(&self, line: u64) -> bool {
+        self.edits.get(&line).is_some_and(|es| es.iter().any(|e| matches!(e, Edit::Remove { .. })))
+    }
+
+    fn busy(&self) -> bool {
+        self.held.is_some() || self.next_repoint.is_some() || !self.repoint.is_empty()
+    }
+
+    fn block(&mut self, b: Block<'_>, out: &mut impl FnMut(Emit<'_>)) {
+        match b {
+            Block::LongBytes(bytes) => {
+                if self.removes(self.next_line) {
+                    self.stream_long(bytes, out);
+                } else {
+                    out(Emit::Out(bytes));
+                }
+            }
+            Block::TooLong { .. } => {
+                self.close_long(out);
+                self.next_line += 1;
+            }
+            Block::Lines { bytes, .. } => {
+                let count = memchr::memchr_iter(b'\n', bytes).count() as u64;
+                let last = self.next_line + count - 1;
+                while self.interesting.get(self.cursor).is_some_and(|&l| l < self.next_line) {
+                    self.cursor += 1;
+                }
+                let touched = self.interesting.get(self.cursor).is_some_and(|&l| l <= last);
+                if !touched && !self.busy() {
+                    out(Emit::Out(bytes));
+                    self.next_line += count;
+                    return;
+                }
+                let mut start = 0;
+                for nl in memchr::memchr_iter(b'\n', bytes) {
+                    let raw = &bytes[start..nl];
+                    let (content, term): (&[u8], &'static [u8]) = match raw.strip_suffix(b"\r") {
+                        Some(c) => (c, b"\r\n"),
+                        None => (raw, b"\n"),
+                    };
+                    let n = self.next_line;
+                    if is_blank(content) {
+                        self.flush_held(out);
+                        out(Emit::Out(&bytes[start..=nl]));
+                    } else {
+                        self.line(n, content, term, out);
+                    }
+                    self.next_line += 1;
+                    start = nl + 1;
+                }
+            }
+        }
+    }
+
+    fn line(&mut self, n: u64, content: &[u8], term: &'static [u8], out: &mut impl FnMut(Emit<'_>)) {
+        let edits = self.edits.remove(&n).unwrap_or_default();
+        let merges_into_held = edits.iter().any(|e| matches!(e, Edit::MergeInto { into, .. } if self.held.as_ref().is_some_and(|h| h.line == *into)));
+        if !merges_into_held {
+            self.flush_held(out);
+        }
+        let claude = self.format == Format::ClaudeCode;
+        let mut bytes: Cow<'_, [u8]> = Cow::Borrowed(content);
+        let mut modified = None;
+        let mut removed = None;
+        if claude && (self.next_repoint.is_some() || !self.repoint.is_empty()) {
+            if let Some(b) = self.repoint_parent(&bytes) {
+                bytes = Cow::Owned(b);
+                modified = Some(None);
+            }
+        }
+        if self.like_lines.contains(&n) {
+            if let Some((_, id)) = synth::message_id_span(content) {
+                self.message_ids.insert(n, id);
+            }
+        }
+        for e in &edits {
+            match e {
+                Edit::Remove { reason, .. } => removed = Some(*reason),
+                Edit::DropResults { call_id, keep_first, reason, .. } => match synth::drop_results(self.format, &bytes, call_id, *keep_first) {
+                    Some(b) => {
+                        bytes = Cow::Owned(b);
+                        modified = Some(Some(*reason));
+                    }
+                    None => removed = Some(*reason),
+                },
+                Edit::DropCall { call_id, reason, .. } => match synth::drop_call(self.format, &bytes, call_id) {
+                    Some(b) => {
+                        bytes = Cow::Owned(b);
+                        modified = Some(Some(*reason));
+                    }
+                    None => removed = Some(*reason),
+                },
+                Edit::JoinTurn { like, reason, .. } => {
+                    if let Some(b) = self.message_ids.get(like).and_then(|id| synth::set_message_id(&bytes, id)) {
+                        bytes = Cow::Owned(b);
+                        modified = Some(Some(*reason));
+                    }
+                }
+                Edit::MergeInto { reason, .. } => {
+                    if let Some(h) = self.held.as_mut().filter(|_| merges_into_held) {
+                        if let Some(m) = synth::merge_messages(self.format, &h.bytes, &bytes) {
+                            h.bytes = m;
+                            h.merged = true;
+                            let original = content.to_vec();
+                            self.reject(n, "merged", Some(*reason), &original, out);
+                            self.stats.removed += 1;
+                            return;
+                        }
+                    }
+                }
+                Edit::Insert { .. } => {}
+            }
+        }
+        // The uuid the next lines hang under if this line goes, and the one inserted lines
+        // follow.
+        let (mut own_uuid, mut own_parent) = (None, None);
+        if claude && (removed.is_some() || self.inserts.contains_key(&n)) {
+            let (uuid, parent) = synth::claude_ids(&bytes);
+            own_uuid = uuid;
+            own_parent = parent.map(|p| self.repoint.get(&p).cloned().unwrap_or(Some(p))).unwrap_or(None);
+        }
+        if let Some(reason) = removed {
+            self.reject(n, "removed", Some(reason), content, out);
+            self.stats.removed += 1;
+            if let (true, Some(u)) = (claude, own_uuid.as_ref()) {
+                self.repoint.insert(u.clone(), own_parent.clone());
+            }
+        } else {
+            if let Some(reason) = modified {
+                self.reject(n, "modified", reason, content, out);
+                self.stats.modified += 1;
+            }
+            if self.merge_targets.contains(&n) {
+                self.held = Some(Held { line: n, bytes: bytes.into_owned(), original: content.to_vec(), term, merged: false });
+                return;
+            }
+            out(Emit::Out(&bytes));
+            out(Emit::Out(term));
+        }
+        self.insert_after(n, &bytes, removed.is_some(), own_uuid, own_parent, term, out);
+    }
+
+    /// Writes the synthetic results planned after line `n`.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_after(
+        &mut self,
+        n: u64,
+        follows: &[u8],
+        follows_removed: bool,
+        own_uuid: Option<String>,
+        own_parent: Option<String>,
+        term: &'static [u8],
+        out: &mut impl FnMut(Emit<'_>),
+    ) {
+        let Some(inserts) = self.inserts.remove(&n) else { return };
+        // Inserted lines chain: the first hangs under the line it follows (or, if that line was
+        // removed, under its parent), each next one under the previous.
+        let mut parent = if follows_removed { own_parent } else { own_uuid.clone() };
+        for e in inserts {
+            let Edit::Insert { call_id, tool, item, text, .. } = e else { continue };
+            let call = CallRef { id: call_id, tool, item };
+            let mut seed = follows.to_vec();
+            seed.extend_from_slice(call.id.as_bytes());
+            let uuid = synth::derived_uuid(&seed);
+            let line = synth::synthetic_result(self.format, follows, &call, text, parent.as_deref(), &uuid);
+            out(Emit::Out(&line));
+            out(Emit::Out(term));
+            self.stats.inserted += 1;
+            parent = Some(uuid);
+        }
+        if self.format == Format::ClaudeCode {
+            if let (Some(last), Some(followed)) = (parent, own_uuid) {
+                // The line that hung under the followed line now hangs under the last insert.
+                self.next_repoint = Some((Some(followed), last));
+            }
+        }
+    }
+
+    /// The line with its parent re-pointed, when it must be: after an insertion (the next line
+    /// only), or under a removed line.
+    fn repoint_parent(&mut self, line: &[u8]) -> Option<Vec<u8>> {
+        let (_, parent) = synth::parent_span(line)?;
+        let next = self.next_repoint.take();
+        let target = match next {
+            Some((expect, new)) if expect == parent => Some(Some(new)),
+            _ => parent.as_ref().and_then(|p| self.repoint.get(p).cloned()),
+        }?;
+        synth::set_parent(line, target.as_deref())
+    }
+
+    fn flush_held(&mut self, out: &mut impl FnMut(Emit<'_>)) {
+        if let Some(h) = self.held.take() {
+            if h.merged {
+                self.reject(h.line, "modified", Some(Kind::ConsecutiveAssistant), &h.original, out);
+                self.stats.modified += 1;
+            }
+            out(Emit::Out(&h.bytes));
+            out(Emit::Out(h.term));
+        }
+    }
+
+    fn reject(&mut self, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        let mut rec = serde_json::Map::new();
+        rec.insert("line".into(), line.into());
+        rec.insert("action".into(), action.into());
+        if let Some(r) = reason {
+            rec.insert("reason".into(), r.as_str().into());
+        }
+        match std::str::from_utf8(original) {
+            Ok(text) => rec.insert("text".into(), text.into()),
+            Err(_) => rec.insert("base64".into(), base64::engine::general_purpose::STANDARD.encode(original).into()),
+        };
+        let mut bytes = serde_json::to_vec(&serde_json::Value::Object(rec)).expect("a Value always serializes");
+        bytes.push(b'\n');
+        out(Emit::Reject(&bytes));
+    }
+
+    /// Streams a removed over-long line into the rejects, base64-encoded as it arrives.
+    fn stream_long(&mut self, bytes: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        if !self.long_open {
+            self.long_open = true;
+            let head = format!("{{\"line\":{},\"action\":\"removed\",\"reason\":\"{}\",\"base64\":\"", self.next_line, Kind::LineTooLong.as_str());
+            out(Emit::Reject(head.as_bytes()));
+        }
+        self.long_rest.extend_from_slice(bytes);
+        let whole = self.long_rest.len() / 3 * 3;
+        if whole > 0 {
+            let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest[..whole]);
+            out(Emit::Reject(enc.as_bytes()));
+            self.long_rest.drain(..whole);
+        }
+    }
+
+    fn close_long(&mut self, out: &mut impl FnMut(Emit<'_>)) {
+        if !self.long_open {
+            return;
+        }
+        let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest);
+        out(Emit::Reject(enc.as_bytes()));
+        out(Emit::Reject(b"\"}\n"));
+        self.long_rest.clear();
+        self.long_open = false;
+        self.stats.removed += 1;
+    }
+}
