@@ -15,6 +15,9 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod config;
+pub mod daemon;
 pub mod sinks;
 pub mod sources;
+pub mod telemetry;
 pub mod transcript;

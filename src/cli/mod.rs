@@ -3,6 +3,7 @@
 pub mod check;
 pub mod output;
 pub mod repair;
+pub mod run;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -44,6 +45,10 @@ pub enum Command {
     Check(check::Args),
     /// Repair transcripts so the agent can resume them, keeping every removed line.
     Repair(repair::Args),
+    /// Run the daemon: tail transcripts, report findings, export metrics.
+    Run(run::Args),
+    /// Check a daemon configuration file.
+    ValidateConfig(run::ValidateArgs),
 }
 
 /// How a verb ended, when it did not fail.
@@ -62,6 +67,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(a) => check::run(a),
         Command::Repair(a) => repair::run(a),
+        Command::Run(a) => run::run(a),
+        Command::ValidateConfig(a) => run::validate(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,
@@ -75,13 +82,7 @@ pub fn main() -> ExitCode {
 }
 
 fn init_tracing(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("TRANSCRIPTD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => b.try_init(),
-        LogFormat::Json => b.json().try_init(),
-    };
+    crate::telemetry::init_tracing(format == LogFormat::Json);
 }
 
 /// Parses a byte size: a number with an optional unit (`k`, `M`, `G`, `KiB`, `MiB`, `GiB`:

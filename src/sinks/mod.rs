@@ -2,3 +2,4 @@
 //! and appended whole lines (rejects).
 
 pub mod atomic;
+pub mod outputs;

@@ -239,6 +239,30 @@ impl<O: Observer> Checker<O> {
         self.validator.as_ref().map(|v| v.pending()).unwrap_or_default()
     }
 
+    /// What [`Checker::finish`] would add if the stream ended now, without ending it: a torn
+    /// last line, an empty open turn, calls pending at the tail. Lenient policy only.
+    pub fn tail(&self) -> Vec<Finding> {
+        let mut v = Vec::new();
+        let held = self.splitter.pending_bytes();
+        if held > 0 && !self.splitter.pending_is_blank() {
+            v.push(Finding::new(self.next_line, Kind::TornLine, format!("last line ({held} bytes) has no newline: an interrupted write")));
+        }
+        if let Some(val) = &self.validator {
+            v.extend(val.tail());
+        }
+        v
+    }
+
+    /// The observer.
+    pub fn observer_mut(&mut self) -> &mut O {
+        &mut self.observer
+    }
+
+    /// Number of the next physical line.
+    pub fn next_line(&self) -> u64 {
+        self.next_line
+    }
+
     /// The line splitter (offsets for checkpoints, the partial line held).
     pub fn splitter(&self) -> &LineSplitter {
         &self.splitter

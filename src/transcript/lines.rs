@@ -107,6 +107,15 @@ impl LineSplitter {
         }
     }
 
+    /// Whether the incomplete last line held so far is whitespace only.
+    pub fn pending_is_blank(&self) -> bool {
+        if self.skipping.is_some() {
+            self.skip_blank
+        } else {
+            is_blank(&self.carry)
+        }
+    }
+
     /// Bytes of an incomplete last line currently held (or being skipped).
     pub fn pending_bytes(&self) -> u64 {
         self.skipping.unwrap_or(self.carry.len() as u64)

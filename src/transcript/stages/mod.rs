@@ -3,3 +3,4 @@
 pub mod branches;
 pub mod validate;
 pub mod repair;
+pub mod events;

@@ -123,10 +123,23 @@ impl Validator {
         self.close_turn(out);
         let pending: Vec<Pending> = self.pending().into_iter().cloned().collect();
         for p in pending {
-            let f = Finding::new(p.line, Kind::OrphanCall, format!("call to {} has no result at the end of the transcript", tool_name(&p.name)))
-                .with_call(&p.id, Some(&p.name));
+            let f = orphan(&p);
             self.emit(f, p.node, out);
         }
+    }
+
+    /// What [`Validator::finish`] would report if the stream ended now, without ending it: the
+    /// open turn if it is empty, then calls still pending as `orphan_call`. The daemon reports
+    /// these once a file has been quiet for the grace period.
+    pub fn tail(&self) -> Vec<Finding> {
+        let mut v = Vec::new();
+        if let Some(t) = self.turn.as_ref().filter(|t| !t.has_content) {
+            v.push(Finding::new(t.line, Kind::EmptyAssistantTurn, "assistant turn whose parts are all blank; it must not enter the history"));
+        }
+        for p in self.pending() {
+            v.push(orphan(p));
+        }
+        v
     }
 
     fn assistant(&mut self, line: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
@@ -254,6 +267,10 @@ impl Validator {
         }
         out(Output::Finding(f));
     }
+}
+
+fn orphan(p: &Pending) -> Finding {
+    Finding::new(p.line, Kind::OrphanCall, format!("call to {} has no result at the end of the transcript", tool_name(&p.name))).with_call(&p.id, Some(&p.name))
 }
 
 fn tool_name(name: &str) -> String {

@@ -1,0 +1,477 @@
+//! The daemon's configuration: TOML in, validated typed data out.
+//!
+//! Parse (serde, unknown keys are errors), then validate (values that parse but make no sense),
+//! then build (the daemon turns it into sources, stages and sinks). Errors name the key and the
+//! line. Stages and sinks are closed sets of typed configs (`type = "..."`), so a typo is an
+//! error at load time, never a silently ignored section. Every field's doc comment is its
+//! reference documentation; `config/transcriptd.toml` shows them all, commented.
+
+use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::Format;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Daemon-wide settings.
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+    /// Where transcripts and event logs are read from.
+    #[serde(default)]
+    pub sources: Vec<SourceConfig>,
+    /// What each file goes through, in order.
+    #[serde(default = "default_stages")]
+    pub stages: Vec<StageConfig>,
+    /// Where outputs go.
+    #[serde(default = "default_sinks")]
+    pub sinks: Vec<SinkConfig>,
+}
+
+/// Daemon-wide settings.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Directory for checkpoints (created if missing).
+    #[serde(default = "default_state_dir")]
+    pub state_dir: PathBuf,
+    /// Most files kept open at once; idle files are closed and reopened at their offset.
+    #[serde(default = "default_max_open_files")]
+    pub max_open_files: usize,
+    /// How long SIGTERM waits for the pipeline to drain before exiting anyway.
+    #[serde(default = "default_shutdown_timeout", with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
+    /// How often checkpoints are written while data flows.
+    #[serde(default = "default_checkpoint_interval", with = "humantime_serde")]
+    pub checkpoint_interval: Duration,
+    /// How files are noticed: `auto` (filesystem events, polling if they are unavailable),
+    /// `events`, or `poll` (for network filesystems without events).
+    #[serde(default)]
+    pub watch: WatchMode,
+    /// Interval of the polling watcher, and of the periodic rescan that catches what events
+    /// missed.
+    #[serde(default = "default_poll_interval", with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// A file idle this long has its pairing state dropped from memory (it is rebuilt from the
+    /// file if the file grows again). Keeps 10,000 watched files cheap.
+    #[serde(default = "default_evict_after", with = "humantime_serde")]
+    pub evict_after: Duration,
+    /// Lines longer than this are `line_too_long` (bytes, with units: "64MiB").
+    #[serde(default = "default_max_line_bytes")]
+    pub max_line_bytes: String,
+}
+
+/// How files are noticed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchMode {
+    /// Events, falling back to polling when the platform has none.
+    #[default]
+    Auto,
+    /// Filesystem events only.
+    Events,
+    /// Polling only.
+    Poll,
+}
+
+/// One source.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    /// A name for logs.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `transcripts` (agent conversations) or `events` (strict JSONL event logs, seed 003).
+    #[serde(default)]
+    pub kind: SourceKind,
+    /// Glob patterns of files to read (`~` is the home directory; `**` crosses directories).
+    pub include: Vec<String>,
+    /// Glob patterns of files to leave alone.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// `auto` to detect per file, or one of `claude-code`, `codex`, `openai-chat`, `anthropic`.
+    #[serde(default = "default_format")]
+    pub format: String,
+    /// Where to start in files found at startup with no checkpoint: `beginning` or `end`.
+    /// Files created later are always read from the beginning.
+    #[serde(default)]
+    pub read_from: ReadFrom,
+}
+
+/// Kinds of sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// Agent transcripts: the full stage pipeline.
+    #[default]
+    Transcripts,
+    /// Event logs: strict framing, events counted by type, tool calls without completion
+    /// counted as pending.
+    Events,
+}
+
+/// Where to start reading a file first seen at startup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadFrom {
+    /// From the first byte.
+    #[default]
+    Beginning,
+    /// From the current end (only new lines are read).
+    End,
+}
+
+/// A stage of the pipeline.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StageConfig {
+    /// Line framing and format adapters (always first).
+    Parse,
+    /// Compaction boundaries: reported as events and counted.
+    Compaction,
+    /// Calls pending at the tail become `orphan_call` after `grace` with no growth, unless a
+    /// `pending.json` beside the file lists them.
+    Orphans {
+        /// Quiet time before a pending call at the tail is an orphan.
+        #[serde(default = "default_grace", with = "humantime_serde")]
+        grace: Duration,
+        /// Tool registry (side effects per tool); the shipped one when absent.
+        #[serde(default)]
+        registry: Option<PathBuf>,
+    },
+    /// The canonical rules: every finding `check` reports.
+    Validate,
+    /// Writes a repaired copy of a file with error findings through the `repaired_files` sink,
+    /// once it has been idle for `min_idle`. Never writes the live file.
+    Repair {
+        /// `copy`: write the repaired copy; `plan`: only report the plan as events.
+        #[serde(default)]
+        mode: RepairMode,
+        /// Quiet time before a file is repaired.
+        #[serde(default = "default_min_idle", with = "humantime_serde")]
+        min_idle: Duration,
+        /// What to do with calls pending at the end: `answer`, `drop` or `keep`.
+        #[serde(default = "default_orphans")]
+        orphans: String,
+    },
+}
+
+/// What the repair stage does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepairMode {
+    /// Write repaired copies.
+    #[default]
+    Copy,
+    /// Report plans only.
+    Plan,
+}
+
+/// A sink.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SinkConfig {
+    /// One JSON object per output on standard output.
+    Stdout,
+    /// JSON lines appended to a file, rotated by size.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Rotate when the file grows past this ("100MiB").
+        #[serde(default = "default_rotate_bytes")]
+        max_bytes: String,
+        /// Rotated files kept (`path.1` newest ... `path.N`).
+        #[serde(default = "default_keep")]
+        keep: usize,
+    },
+    /// Repaired copies of transcripts, written atomically with the original's permissions.
+    RepairedFiles {
+        /// Directory; a file's copy keeps its path below the source root.
+        dir: PathBuf,
+    },
+    /// Prometheus exporter serving `/metrics` and `/health`.
+    Prometheus {
+        /// Listen address; loopback by default.
+        #[serde(default = "default_metrics_addr")]
+        address: String,
+    },
+}
+
+fn default_state_dir() -> PathBuf {
+    PathBuf::from("/var/lib/transcriptd")
+}
+fn default_max_open_files() -> usize {
+    1024
+}
+fn default_shutdown_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_checkpoint_interval() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_poll_interval() -> Duration {
+    Duration::from_secs(2)
+}
+fn default_evict_after() -> Duration {
+    Duration::from_secs(15 * 60)
+}
+fn default_max_line_bytes() -> String {
+    "64MiB".into()
+}
+fn default_format() -> String {
+    "auto".into()
+}
+fn default_grace() -> Duration {
+    Duration::from_secs(600)
+}
+fn default_min_idle() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_orphans() -> String {
+    "answer".into()
+}
+fn default_rotate_bytes() -> String {
+    "100MiB".into()
+}
+fn default_keep() -> usize {
+    5
+}
+fn default_metrics_addr() -> String {
+    "127.0.0.1:9464".into()
+}
+fn default_stages() -> Vec<StageConfig> {
+    vec![StageConfig::Parse, StageConfig::Compaction, StageConfig::Orphans { grace: default_grace(), registry: None }, StageConfig::Validate]
+}
+fn default_sinks() -> Vec<SinkConfig> {
+    vec![SinkConfig::Stdout]
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            state_dir: default_state_dir(),
+            max_open_files: default_max_open_files(),
+            shutdown_timeout: default_shutdown_timeout(),
+            checkpoint_interval: default_checkpoint_interval(),
+            watch: WatchMode::Auto,
+            poll_interval: default_poll_interval(),
+            evict_after: default_evict_after(),
+            max_line_bytes: default_max_line_bytes(),
+        }
+    }
+}
+
+/// A configuration error: what, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// TOML syntax, an unknown key, or a value of the wrong type.
+    #[error("{path}:{line}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong (naming the key).
+        message: String,
+    },
+    /// A value that parses but cannot be used.
+    #[error("{path}: `{key}`: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// The key, as a dotted path (`sources[0].format`).
+        key: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// The configuration, validated and resolved: what the daemon is built from.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The configuration as written.
+    pub config: Config,
+    /// Line limit in bytes.
+    pub max_line_bytes: usize,
+    /// Per source: its format (`None` to detect) and the orphan policy of the repair stage.
+    pub formats: Vec<Option<Format>>,
+    /// Orphan policy of the repair stage, if there is one.
+    pub repair_orphans: OrphanPolicy,
+    /// Prometheus listen address, if the sink is configured.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+impl Config {
+    /// Parses TOML text. `path` only names the file in errors.
+    pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
+        toml::from_str::<Config>(text).map_err(|e| {
+            let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            ConfigError::Parse { path: path.to_owned(), line, message: e.message().trim().to_owned() }
+        })
+    }
+
+    /// Reads and parses a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: path.display().to_string(), message: e.to_string() })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// Checks the values and resolves sizes, formats and addresses.
+    pub fn validate(self, path: &str) -> Result<Resolved, ConfigError> {
+        let invalid = |key: String, message: String| ConfigError::Invalid { path: path.to_owned(), key, message };
+        if self.sources.is_empty() {
+            return Err(invalid("sources".into(), "at least one source is needed".into()));
+        }
+        let max_line_bytes = crate::cli::parse_size(&self.daemon.max_line_bytes).map_err(|m| invalid("daemon.max_line_bytes".into(), m))?;
+        if self.daemon.max_open_files == 0 {
+            return Err(invalid("daemon.max_open_files".into(), "must be at least 1".into()));
+        }
+        let mut formats = Vec::new();
+        for (i, s) in self.sources.iter().enumerate() {
+            if s.include.is_empty() {
+                return Err(invalid(format!("sources[{i}].include"), "at least one pattern is needed".into()));
+            }
+            for (j, g) in s.include.iter().chain(&s.exclude).enumerate() {
+                globset::Glob::new(&expand_home(g)).map_err(|e| invalid(format!("sources[{i}].include/exclude[{j}]"), e.to_string()))?;
+            }
+            formats.push(match s.format.as_str() {
+                "auto" => None,
+                f => Some(f.parse::<Format>().map_err(|m| invalid(format!("sources[{i}].format"), m))?),
+            });
+        }
+        if !matches!(self.stages.first(), Some(StageConfig::Parse)) {
+            return Err(invalid("stages[0]".into(), "the first stage must be `parse`".into()));
+        }
+        let mut repair_orphans = OrphanPolicy::Answer;
+        let mut seen = std::collections::HashSet::new();
+        for (i, st) in self.stages.iter().enumerate() {
+            if !seen.insert(std::mem::discriminant(st)) {
+                return Err(invalid(format!("stages[{i}]"), "each stage may appear once".into()));
+            }
+            if let StageConfig::Repair { orphans, mode, .. } = st {
+                repair_orphans = orphans.parse().map_err(|m| invalid(format!("stages[{i}].orphans"), m))?;
+                if *mode == RepairMode::Copy && !self.sinks.iter().any(|s| matches!(s, SinkConfig::RepairedFiles { .. })) {
+                    return Err(invalid(format!("stages[{i}]"), "repair mode `copy` needs a `repaired_files` sink".into()));
+                }
+            }
+            if let StageConfig::Orphans { registry: Some(r), .. } = st {
+                if !r.exists() {
+                    return Err(invalid(format!("stages[{i}].registry"), format!("{} does not exist", r.display())));
+                }
+            }
+        }
+        let mut metrics_addr = None;
+        for (i, s) in self.sinks.iter().enumerate() {
+            match s {
+                SinkConfig::Prometheus { address } => {
+                    metrics_addr = Some(address.parse().map_err(|e| invalid(format!("sinks[{i}].address"), format!("{address}: {e}")))?);
+                }
+                SinkConfig::File { max_bytes, keep, .. } => {
+                    crate::cli::parse_size(max_bytes).map_err(|m| invalid(format!("sinks[{i}].max_bytes"), m))?;
+                    if *keep == 0 {
+                        return Err(invalid(format!("sinks[{i}].keep"), "must be at least 1".into()));
+                    }
+                }
+                SinkConfig::Stdout | SinkConfig::RepairedFiles { .. } => {}
+            }
+        }
+        Ok(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr })
+    }
+
+    /// The configuration of `transcriptd run` without a file: watch `dirs` for `*.jsonl`,
+    /// report on stdout, serve metrics on `metrics_addr` if given.
+    pub fn for_watch(dirs: &[PathBuf], metrics_addr: Option<&str>, state_dir: Option<&Path>) -> Config {
+        let mut sinks = vec![SinkConfig::Stdout];
+        if let Some(a) = metrics_addr {
+            sinks.push(SinkConfig::Prometheus { address: a.to_owned() });
+        }
+        Config {
+            daemon: DaemonConfig { state_dir: state_dir.map_or_else(default_user_state_dir, Path::to_path_buf), ..DaemonConfig::default() },
+            sources: vec![SourceConfig {
+                name: Some("watch".into()),
+                kind: SourceKind::Transcripts,
+                include: dirs.iter().map(|d| format!("{}/**/*.jsonl", d.display())).collect(),
+                exclude: vec!["**/*.rejects.jsonl".into()],
+                format: default_format(),
+                read_from: ReadFrom::Beginning,
+            }],
+            stages: default_stages(),
+            sinks,
+        }
+    }
+}
+
+/// `$XDG_STATE_HOME/transcriptd` or `~/.local/state/transcriptd`: where a user's daemon keeps
+/// its checkpoints when no state directory is given.
+pub fn default_user_state_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("transcriptd");
+    }
+    std::env::var_os("HOME").map_or_else(|| PathBuf::from(".transcriptd"), |h| PathBuf::from(h).join(".local/state/transcriptd"))
+}
+
+/// Replaces a leading `~` with the home directory.
+pub fn expand_home(pattern: &str) -> String {
+    match (pattern.strip_prefix("~/"), std::env::var("HOME")) {
+        (Some(rest), Ok(home)) => format!("{home}/{rest}"),
+        _ => pattern.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHIPPED: &str = include_str!("../../config/transcriptd.toml");
+
+    #[test]
+    fn shipped_config_is_valid() {
+        let c = Config::parse(SHIPPED, "config/transcriptd.toml").unwrap();
+        c.validate("config/transcriptd.toml").unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_naming_key_and_line() {
+        let text = "[daemon]\nstate_dir = \"/tmp/x\"\nbogus = 1\n\n[[sources]]\ninclude = [\"/x/*.jsonl\"]\n";
+        let e = Config::parse(text, "t.toml").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("t.toml:3:"), "{msg}");
+        assert!(msg.contains("bogus"), "{msg}");
+    }
+
+    #[test]
+    fn stages_and_sinks_are_closed_sets() {
+        let text = "[[sources]]\ninclude=[\"/x/*.jsonl\"]\n[[stages]]\ntype = \"parse\"\n[[stages]]\ntype = \"frobnicate\"\n";
+        let e = Config::parse(text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("t.toml:6") && e.contains("frobnicate"), "{e}");
+        let text = "[[sources]]\ninclude=[\"/x/*.jsonl\"]\n[[sinks]]\ntype = \"prometheus\"\nadress = \"x\"\n";
+        let e = Config::parse(text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("adress"), "{e}");
+    }
+
+    #[test]
+    fn values_are_validated() {
+        let bad = |text: &str, key: &str| {
+            let e = Config::parse(text, "t.toml").unwrap().validate("t.toml").unwrap_err().to_string();
+            assert!(e.contains(key), "{e} should name {key}");
+        };
+        bad("[[sources]]\ninclude=[\"/x/*.jsonl\"]\nformat=\"cobol\"\n", "sources[0].format");
+        bad("[[sources]]\ninclude=[]\n", "sources[0].include");
+        bad("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"prometheus\"\naddress=\"nowhere\"\n", "sinks[0].address");
+        bad("[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"validate\"\n", "stages[0]");
+        bad("[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"parse\"\n[[stages]]\ntype=\"repair\"\n", "repaired_files");
+        bad("[daemon]\nmax_line_bytes=\"lots\"\n[[sources]]\ninclude=[\"/x\"]\n", "daemon.max_line_bytes");
+        bad("sources = []\n", "sources");
+    }
+}

@@ -1,0 +1,113 @@
+//! Checkpoints: how far each file has been read and reported, and how far each sink had
+//! written, in one versioned JSON file in the state directory.
+//!
+//! Written atomically (temporary file, fsync, rename, fsync of the directory) and only after
+//! every sink has flushed the outputs of the lines it covers. After a crash, the daemon replays
+//! each file up to its offset without emitting (to rebuild the pairing state), cuts the file
+//! sinks back to their checkpointed length, and goes on: nothing is lost, nothing doubled.
+
+use crate::sinks::outputs::Position;
+use crate::transcript::Finding;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The checkpoint format this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// Name of the checkpoint file in the state directory.
+pub const FILE_NAME: &str = "checkpoints.json";
+
+/// One file's progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileCheckpoint {
+    /// The path.
+    pub path: PathBuf,
+    /// Device of the file.
+    pub dev: u64,
+    /// Inode of the file.
+    pub ino: u64,
+    /// Hash of the first `head_len` bytes: tells a file rewritten in place.
+    pub head_hash: u64,
+    /// How many bytes the hash covers.
+    pub head_len: u64,
+    /// Offset of the first line not fully read (outputs of every line before it were flushed).
+    pub offset: u64,
+    /// Tail findings reported for the file as it stood (retracted if it grows).
+    #[serde(default)]
+    pub tail: Vec<Finding>,
+}
+
+/// The whole checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Format version.
+    pub version: u32,
+    /// Files.
+    pub files: Vec<FileCheckpoint>,
+    /// Where stdout stood, when it is a regular file.
+    #[serde(default)]
+    pub stdout: Option<Position>,
+    /// Where the file sink stood.
+    #[serde(default)]
+    pub file_sink: Option<Position>,
+}
+
+/// Why a checkpoint could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// IO.
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    /// Not a checkpoint.
+    #[error("{0}: not a checkpoint: {1}")]
+    Parse(String, serde_json::Error),
+    /// Written by a newer build.
+    #[error("{0}: checkpoint version {1} is newer than this build supports ({VERSION}); refusing to guess")]
+    TooNew(String, u32),
+}
+
+/// Reads the checkpoint in `state_dir`; none yet is an empty one.
+pub fn load(state_dir: &Path) -> Result<Checkpoint, LoadError> {
+    let path = state_dir.join(FILE_NAME);
+    let name = path.display().to_string();
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Checkpoint { version: VERSION, ..Checkpoint::default() }),
+        Err(e) => return Err(LoadError::Io(name, e)),
+    };
+    let cp: Checkpoint = serde_json::from_slice(&bytes).map_err(|e| LoadError::Parse(name.clone(), e))?;
+    if cp.version > VERSION {
+        return Err(LoadError::TooNew(name, cp.version));
+    }
+    Ok(cp)
+}
+
+/// Writes the checkpoint atomically.
+pub fn store(state_dir: &Path, cp: &Checkpoint) -> std::io::Result<()> {
+    std::fs::create_dir_all(state_dir)?;
+    let bytes = serde_json::to_vec(cp).map_err(std::io::Error::other)?;
+    crate::sinks::atomic::write_file(&state_dir.join(FILE_NAME), &bytes, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_version_guard() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(load(d.path()).unwrap().files.len(), 0);
+        let cp = Checkpoint {
+            version: VERSION,
+            files: vec![FileCheckpoint { path: "/x.jsonl".into(), dev: 1, ino: 2, head_hash: 3, head_len: 4, offset: 5, tail: vec![] }],
+            stdout: None,
+            file_sink: Some(Position { dev: 1, ino: 9, len: 10 }),
+        };
+        store(d.path(), &cp).unwrap();
+        assert_eq!(load(d.path()).unwrap(), cp);
+        std::fs::write(d.path().join(FILE_NAME), r#"{"version":99,"files":[]}"#).unwrap();
+        assert!(matches!(load(d.path()), Err(LoadError::TooNew(_, 99))));
+        std::fs::write(d.path().join(FILE_NAME), "garbage").unwrap();
+        assert!(matches!(load(d.path()), Err(LoadError::Parse(..))));
+    }
+}

@@ -1,0 +1,108 @@
+//! Telemetry in one place: metric names, their help texts, and the Prometheus recorder.
+//!
+//! The core never touches metrics; the daemon reports what the core counted through the
+//! functions here. Names carry the `transcriptd_` prefix; no label holds a file or session
+//! (cardinality stays bounded by formats, kinds, models and tools).
+
+use metrics::{describe_counter, describe_gauge, Unit};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+
+/// Lines read, by format.
+pub const LINES_READ: &str = "transcriptd_lines_read_total";
+/// Bytes read.
+pub const BYTES_READ: &str = "transcriptd_bytes_read_total";
+/// Findings, by kind and severity.
+pub const FINDINGS: &str = "transcriptd_findings_total";
+/// Tool calls, by format.
+pub const TOOL_CALLS: &str = "transcriptd_tool_calls_total";
+/// Tool results, by format.
+pub const TOOL_RESULTS: &str = "transcriptd_tool_results_total";
+/// Calls waiting for their result now.
+pub const PENDING_TOOL_CALLS: &str = "transcriptd_pending_tool_calls";
+/// Orphan calls (pending past the grace period), by side effect.
+pub const ORPHAN_TOOL_CALLS: &str = "transcriptd_orphan_tool_calls_total";
+/// Compactions, by format.
+pub const COMPACTIONS: &str = "transcriptd_compactions_total";
+/// Repair edits, by action.
+pub const REPAIRS: &str = "transcriptd_repairs_total";
+/// Tokens, by model and type (input, output, cache_read, cache_creation).
+pub const TOKENS: &str = "transcriptd_tokens_total";
+/// Files being watched.
+pub const FILES_WATCHED: &str = "transcriptd_files_watched";
+/// Files open now.
+pub const OPEN_FILES: &str = "transcriptd_open_files";
+/// Checkpoint writes, by result (ok, error).
+pub const CHECKPOINT_WRITES: &str = "transcriptd_checkpoint_writes_total";
+/// Bytes written to watched files but not read yet.
+pub const SOURCE_LAG_BYTES: &str = "transcriptd_source_lag_bytes";
+/// Age of the oldest unread write.
+pub const OLDEST_UNREAD_SECONDS: &str = "transcriptd_oldest_unread_seconds";
+/// Events of event sources, by type.
+pub const EVENTS: &str = "transcriptd_events_total";
+/// Build information (value 1; labels version).
+pub const BUILD_INFO: &str = "transcriptd_build_info";
+
+/// Every metric name the exporter serves (the Grafana dashboard test checks against it).
+pub const ALL: &[&str] = &[
+    LINES_READ,
+    BYTES_READ,
+    FINDINGS,
+    TOOL_CALLS,
+    TOOL_RESULTS,
+    PENDING_TOOL_CALLS,
+    ORPHAN_TOOL_CALLS,
+    COMPACTIONS,
+    REPAIRS,
+    TOKENS,
+    FILES_WATCHED,
+    OPEN_FILES,
+    CHECKPOINT_WRITES,
+    SOURCE_LAG_BYTES,
+    OLDEST_UNREAD_SECONDS,
+    EVENTS,
+    BUILD_INFO,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the Prometheus recorder (once per process) and describes every metric. Returns the
+/// handle that renders the exposition text.
+pub fn install() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let handle = PrometheusBuilder::new().install_recorder().expect("no other metrics recorder is installed");
+            describe();
+            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    describe_counter!(LINES_READ, Unit::Count, "Transcript lines read, by format.");
+    describe_counter!(BYTES_READ, Unit::Bytes, "Bytes read from watched files.");
+    describe_counter!(FINDINGS, Unit::Count, "Findings reported, by kind and severity.");
+    describe_counter!(TOOL_CALLS, Unit::Count, "Tool calls seen, by format.");
+    describe_counter!(TOOL_RESULTS, Unit::Count, "Tool results seen, by format.");
+    describe_gauge!(PENDING_TOOL_CALLS, Unit::Count, "Tool calls waiting for their result.");
+    describe_counter!(ORPHAN_TOOL_CALLS, Unit::Count, "Calls still without a result after the grace period, by side effect of the tool.");
+    describe_counter!(COMPACTIONS, Unit::Count, "Compactions seen, by format.");
+    describe_counter!(REPAIRS, Unit::Count, "Repair edits written, by action.");
+    describe_counter!(TOKENS, Unit::Count, "Tokens reported by the agents, by model and type.");
+    describe_gauge!(FILES_WATCHED, Unit::Count, "Files being watched.");
+    describe_gauge!(OPEN_FILES, Unit::Count, "Watched files open now.");
+    describe_counter!(CHECKPOINT_WRITES, Unit::Count, "Checkpoint writes, by result.");
+    describe_gauge!(SOURCE_LAG_BYTES, Unit::Bytes, "Bytes written to watched files and not read yet.");
+    describe_gauge!(OLDEST_UNREAD_SECONDS, Unit::Seconds, "Age of the oldest write not read yet.");
+    describe_counter!(EVENTS, Unit::Count, "Events read from event sources, by type.");
+    describe_gauge!(BUILD_INFO, "Build information; the value is always 1.");
+}
+
+/// Sets up logging on stderr: human-readable or JSON lines, filtered by `TRANSCRIPTD_LOG`.
+pub fn init_tracing(json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("TRANSCRIPTD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if json { b.json().try_init() } else { b.try_init() };
+}
