@@ -150,7 +150,7 @@ mod tests {
     fn file_sink_rotates_and_recovers() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("f.jsonl");
-        let mut s = FileSink::open(&p, 100, 2).unwrap();
+        let mut s = FileSink::open(&p, 50, 2).unwrap();
         for i in 0..10 {
             s.write(format!("{{\"i\":{i}}}\n").as_bytes()).unwrap();
         }
