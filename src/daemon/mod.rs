@@ -29,6 +29,10 @@ use tracing::{info, warn};
 /// Bytes read per `read` call.
 pub const READ_CHUNK: usize = 1 << 20;
 
+/// How long the state of a file that vanished from its path is kept, in case it was renamed to
+/// another watched path.
+pub const DETACHED_FOR: Duration = Duration::from_secs(1);
+
 /// The stage settings the loop needs, from the configured stage list.
 #[derive(Debug, Clone)]
 struct Stages {
@@ -153,9 +157,11 @@ struct Daemon {
     stages: Stages,
     sources: Vec<Source>,
     files: HashMap<PathBuf, Tailed>,
-    /// States of files whose path now names another file, by device and inode, in case the
-    /// file shows up again under a watched name (rotation by rename).
-    detached: HashMap<(u64, u64), Tailed>,
+    /// States of files whose path is gone or names another file now, by device and inode, in
+    /// case the file shows up again under a watched name (a rename); with when and why they
+    /// were detached. Their handles are closed at once; they are forgotten after
+    /// [`DETACHED_FOR`].
+    detached: HashMap<(u64, u64), (Tailed, Instant, &'static str)>,
     sinks: Sinks,
     watch: watch::Watch,
     buf: Vec<u8>,
@@ -211,7 +217,17 @@ pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>)
         cfg,
     };
     d.restore(&cp);
+    // A checkpoint before anything is read: records written after it and not covered by a
+    // later checkpoint are cut off after a crash, and written again.
+    d.checkpoint()?;
     d.rescan(true)?;
+    // Files known from the checkpoint may have grown while the daemon was down.
+    let restored: Vec<PathBuf> = d.files.keys().cloned().collect();
+    let mut records = Vec::new();
+    for p in restored {
+        d.poll_path(&p, &mut records)?;
+    }
+    d.emit(records)?;
     info!(files = d.files.len(), roots = ?roots, "watching");
     tokio::pin!(shutdown);
     loop {
@@ -282,10 +298,16 @@ impl Daemon {
         let Some(si) = self.sources.iter().position(|s| s.matches(p)) else { return Ok(()) };
         let Ok(meta) = std::fs::metadata(p) else { return Ok(()) };
         use std::os::unix::fs::MetadataExt;
+        let id = (meta.dev(), meta.ino());
+        // A watched file renamed to this path: the same file goes on where it was.
+        let renamed = self.detached.remove(&id).map(|(t, _, _)| t).or_else(|| {
+            let old = self.files.iter().find(|(path, t)| t.id() == Some(id) && !path.exists()).map(|(path, _)| path.clone())?;
+            self.files.remove(&old)
+        });
         let src = &self.sources[si];
-        let t = if let Some(mut moved) = self.detached.remove(&(meta.dev(), meta.ino())) {
-            // A file renamed from a watched path to another watched path: same file, go on.
+        let t = if let Some(mut moved) = renamed {
             info!(from = %moved.path.display(), to = %p.display(), "file renamed");
+            records.push(Record::FileClosed { time: now(), file: moved.path.display().to_string(), reason: "renamed".into() });
             moved.path = p.to_path_buf();
             moved.rel = src.rel(p);
             moved.close();
@@ -318,26 +340,42 @@ impl Daemon {
         self.dirty = true;
         match t.poll(&mut self.buf, records, self.stages.compaction) {
             Ok(Polled::Ok) => {}
-            Ok(Polled::Gone) => {
-                let t = self.files.remove(p).expect("present");
-                records.push(Record::FileClosed { time: now(), file: p.display().to_string(), reason: "deleted".into() });
-                for f in &t.tail {
-                    records.push(tail::retracted(p, f, "the file was deleted"));
-                }
-            }
+            Ok(Polled::Gone) => self.detach(p, "deleted", records),
             Ok(Polled::Replaced) => {
-                let mut old = self.files.remove(p).expect("present");
-                records.push(Record::FileClosed { time: now(), file: p.display().to_string(), reason: "rotated".into() });
-                old.close();
-                if let Some(id) = old.id() {
-                    self.detached.insert(id, old);
-                }
+                self.detach(p, "rotated", records);
                 // The path now names a new file: read it from the start.
                 self.discover(p, false, records)?;
             }
             Err(e) => warn!(file = %p.display(), error = %e, "cannot read file"),
         }
         Ok(())
+    }
+
+    /// The file left its path: its handle is closed now; its state waits a moment in case it
+    /// shows up under another watched name.
+    fn detach(&mut self, p: &Path, reason: &'static str, records: &mut Vec<Record>) {
+        let Some(mut t) = self.files.remove(p) else { return };
+        t.close();
+        match t.id() {
+            Some(id) => {
+                self.detached.insert(id, (t, Instant::now(), reason));
+            }
+            None => records.push(Record::FileClosed { time: now(), file: p.display().to_string(), reason: reason.into() }),
+        }
+    }
+
+    /// Forgets detached files nobody renamed: they were deleted or rotated away.
+    fn expire_detached(&mut self, records: &mut Vec<Record>) {
+        let now_i = Instant::now();
+        let gone: Vec<(u64, u64)> = self.detached.iter().filter(|(_, (_, at, _))| *at + DETACHED_FOR <= now_i).map(|(id, _)| *id).collect();
+        for id in gone {
+            let (t, _, reason) = self.detached.remove(&id).expect("present");
+            records.push(Record::FileClosed { time: now(), file: t.path.display().to_string(), reason: reason.into() });
+            for f in &t.tail {
+                records.push(tail::retracted(&t.path, f, &format!("the file was {reason}")));
+            }
+            self.dirty = true;
+        }
     }
 
     fn on_changes(&mut self, changes: Vec<watch::Change>) -> anyhow::Result<()> {
@@ -377,6 +415,9 @@ impl Daemon {
         let now = Instant::now();
         let mut next = self.last_checkpoint + self.cfg.config.daemon.checkpoint_interval;
         next = next.min(self.last_rescan + self.rescan_interval());
+        for (_, at, _) in self.detached.values() {
+            next = next.min(*at + DETACHED_FOR);
+        }
         for t in self.files.values() {
             if !t.tail_done && t.is_loaded() {
                 next = next.min(t.last_growth + self.stages.grace);
@@ -432,6 +473,7 @@ impl Daemon {
             }
         }
         self.limit_open_files();
+        self.expire_detached(&mut records);
         self.emit(records)?;
         if self.last_rescan + self.rescan_interval() <= now {
             if self.cfg.config.daemon.watch == crate::config::WatchMode::Poll {

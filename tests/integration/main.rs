@@ -4,6 +4,7 @@
 mod architecture;
 mod chunking;
 mod cli;
+mod daemon;
 mod generated;
 mod real;
 mod repair;

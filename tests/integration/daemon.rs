@@ -1,0 +1,486 @@
+//! End-to-end tests of `transcriptd run`: real temp dirs, real appends in pieces, real
+//! rotation, a real HTTP scrape (and promtool), a real kill -9 and restart, real signals.
+//!
+//! The central property: folding the daemon's records (findings, minus retractions, with
+//! demotions applied) gives exactly what `transcriptd check --output json` reports on the final
+//! files.
+
+use super::support::{data, jsonl_files, transcriptd};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A daemon under test, with its directories.
+pub struct Daemon {
+    child: Option<Child>,
+    pub root: tempfile::TempDir,
+    pub port: u16,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Daemon {
+    pub fn watch_dir(&self) -> PathBuf {
+        self.root.path().join("watch")
+    }
+    pub fn out(&self) -> PathBuf {
+        self.root.path().join("out.jsonl")
+    }
+    pub fn config_path(&self) -> PathBuf {
+        self.root.path().join("transcriptd.toml")
+    }
+
+    /// A config: sources in `watch/`, grace 300 ms, stdout and Prometheus sinks, `extra`
+    /// appended (more stages or sinks).
+    pub fn config(root: &Path, port: u16, extra_daemon: &str, extra: &str) -> String {
+        format!(
+            r#"[daemon]
+state_dir = "{state}"
+checkpoint_interval = "100ms"
+poll_interval = "500ms"
+{extra_daemon}
+
+[[sources]]
+include = ["{watch}/**/*.jsonl"]
+exclude = ["**/*.rejects.jsonl"]
+
+[[stages]]
+type = "parse"
+[[stages]]
+type = "compaction"
+[[stages]]
+type = "orphans"
+grace = "300ms"
+[[stages]]
+type = "validate"
+{extra}
+[[sinks]]
+type = "stdout"
+[[sinks]]
+type = "prometheus"
+address = "127.0.0.1:{port}"
+"#,
+            state = root.join("state").display(),
+            watch = root.join("watch").display(),
+        )
+    }
+
+    pub fn new(extra_daemon: &str, extra: &str) -> Daemon {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("watch")).unwrap();
+        let port = free_port();
+        std::fs::write(root.path().join("transcriptd.toml"), Self::config(root.path(), port, extra_daemon, extra)).unwrap();
+        let mut d = Daemon { child: None, root, port };
+        d.start();
+        d
+    }
+
+    pub fn start(&mut self) {
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(self.out()).unwrap();
+        let err = std::fs::OpenOptions::new().create(true).append(true).open(self.root.path().join("err.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+            .args(["run", "--config", self.config_path().to_str().unwrap()])
+            .env("TRANSCRIPTD_LOG", "info")
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        assert!(wait(Duration::from_secs(20), || self.get("/health").as_deref() == Some("ok\n")), "daemon did not become healthy: {}", self.log());
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("err.log")).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(self.pid(), sig) };
+    }
+
+    /// SIGTERM and wait; returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        self.signal(libc::SIGTERM);
+        let status = self.child.take().unwrap().wait().unwrap();
+        status.code()
+    }
+
+    pub fn kill9(&mut self) {
+        self.signal(libc::SIGKILL);
+        self.child.take().unwrap().wait().unwrap();
+    }
+
+    pub fn get(&self, path: &str) -> Option<String> {
+        http_get(self.port, path)
+    }
+
+    pub fn records(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.out()).unwrap_or_default().lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l}: {e}"))).collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).ok()?;
+    let (head, body) = resp.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    // Bodies may be chunked.
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut out = String::new();
+        let mut rest = body;
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).ok()?;
+            if n == 0 {
+                break;
+            }
+            out.push_str(&after[..n]);
+            rest = &after[n + 2..];
+        }
+        return Some(out);
+    }
+    Some(body.to_owned())
+}
+
+pub fn wait(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+type Key = (String, u64, String, String, Option<String>);
+
+/// The daemon's findings, folded: retractions removed, demotions applied. Panics on a finding
+/// emitted twice while live.
+pub fn fold(records: &[Value]) -> BTreeMap<Key, usize> {
+    let mut live: BTreeMap<Key, usize> = BTreeMap::new();
+    let key = |r: &Value, sev: &str| -> Key {
+        (r["file"].as_str().unwrap().to_owned(), r["line"].as_u64().unwrap(), r["kind"].as_str().unwrap().to_owned(), sev.to_owned(), r["call_id"].as_str().map(str::to_owned))
+    };
+    for r in records {
+        match r["type"].as_str().unwrap() {
+            "finding" => {
+                let k = key(r, r["severity"].as_str().unwrap());
+                let n = live.entry(k.clone()).or_default();
+                *n += 1;
+                assert_eq!(*n, 1, "finding emitted twice: {k:?}");
+            }
+            "finding_retracted" => {
+                let k = key(r, "error");
+                let k2 = key(r, "warning");
+                assert!(live.remove(&k).is_some() || live.remove(&k2).is_some(), "retraction of an unknown finding: {r}");
+            }
+            "finding_demoted" => {
+                let k = key(r, "error");
+                assert!(live.remove(&k).is_some(), "demotion of an unknown finding: {r}");
+                live.insert(key(r, "warning"), 1);
+            }
+            _ => {}
+        }
+    }
+    live
+}
+
+/// What `check --output json` reports on `dir`.
+pub fn check_dir(dir: &Path) -> BTreeMap<Key, usize> {
+    let out = transcriptd(&["check", "--output", "json", "--quiet", dir.to_str().unwrap()]);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] != "missing_transcript")
+        .map(|r| ((r["file"].as_str().unwrap().to_owned(), r["line"].as_u64().unwrap(), r["kind"].as_str().unwrap().to_owned(), r["severity"].as_str().unwrap().to_owned(), r["call_id"].as_str().map(str::to_owned)), 1))
+        .collect()
+}
+
+/// Appends `bytes` to `path` in `pieces` writes, pausing between them.
+pub fn append_in_pieces(path: &Path, bytes: &[u8], pieces: usize, pause: Duration) {
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    let step = bytes.len().div_ceil(pieces.max(1)).max(1);
+    for chunk in bytes.chunks(step) {
+        f.write_all(chunk).unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(pause);
+    }
+}
+
+/// Waits until the fold equals check on the watch dir.
+fn settle(d: &Daemon) -> (BTreeMap<Key, usize>, BTreeMap<Key, usize>) {
+    let mut last = (BTreeMap::new(), BTreeMap::new());
+    wait(Duration::from_secs(20), || {
+        last = (fold(&d.records()), check_dir(&d.watch_dir()));
+        last.0 == last.1
+    });
+    last
+}
+
+#[test]
+fn daemon_findings_equal_check_on_the_final_files() {
+    let d = Daemon::new("", "");
+    let w = d.watch_dir();
+    let mut sources: Vec<PathBuf> = jsonl_files(&data("real")).into_iter().filter(|f| !f.ends_with("EXPECTED.jsonl")).collect();
+    sources.extend(jsonl_files(&data("check")));
+    std::thread::scope(|s| {
+        for (i, chunk) in sources.chunks(sources.len().div_ceil(4)).enumerate() {
+            let w = w.clone();
+            s.spawn(move || {
+                for (j, f) in chunk.iter().enumerate() {
+                    let bytes = std::fs::read(f).unwrap();
+                    let dest = w.join(format!("t{i}")).join(format!("{j}-{}", f.file_name().unwrap().to_string_lossy()));
+                    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+                    // Pieces cut anywhere, lines split across writes.
+                    append_in_pieces(&dest, &bytes, 1 + (j % 4), Duration::from_millis(15));
+                }
+            });
+        }
+    });
+    let (got, want) = settle(&d);
+    assert!(want.len() > 30, "the corpus has findings");
+    assert_eq!(got, want, "daemon vs check; log:\n{}", d.log());
+    let kinds: std::collections::BTreeSet<String> = d.records().iter().map(|r| r["type"].as_str().unwrap().to_owned()).collect();
+    assert!(kinds.contains("file_opened") && kinds.contains("compaction"), "{kinds:?}");
+}
+
+#[test]
+fn torn_line_is_held_and_completed_once_across_a_restart() {
+    let mut d = Daemon::new("", "");
+    let f = d.watch_dir().join("s.jsonl");
+    std::fs::write(&f, "{\"role\":\"user\",\"content\":\"q\"}\n{\"role\":\"tool\",\"tool_call_id\":\"c9\",\"con").unwrap();
+    // The torn line is reported once the file is quiet for the grace period...
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["kind"] == "torn_line")), "{}", d.log());
+    assert_eq!(d.stop(), Some(0));
+    // ... and after a restart, completing it retracts that and reports what the line holds.
+    append_in_pieces(&f, b"tent\":\"x\"}\n", 1, Duration::ZERO);
+    d.start();
+    let (got, want) = settle(&d);
+    assert_eq!(got, want, "{}", d.log());
+    assert!(got.keys().any(|k| k.2 == "orphan_result" && k.1 == 2));
+    let retracted = d.records().iter().filter(|r| r["type"] == "finding_retracted").count();
+    assert_eq!(retracted, 1);
+}
+
+#[test]
+fn kill_9_and_restart_lose_nothing_and_double_nothing() {
+    let mut d = Daemon::new("", "");
+    let w = d.watch_dir();
+    let cases = jsonl_files(&data("check"));
+    let (first, second) = cases.split_at(cases.len() / 2);
+    for (i, f) in first.iter().enumerate() {
+        std::fs::copy(f, w.join(format!("a{i}.jsonl"))).unwrap();
+    }
+    // Give it time to read some, not necessarily all, then kill it hard mid-way.
+    wait(Duration::from_secs(5), || d.records().iter().filter(|r| r["type"] == "finding").count() > 5);
+    d.kill9();
+    for (i, f) in second.iter().enumerate() {
+        std::fs::copy(f, w.join(format!("b{i}.jsonl"))).unwrap();
+    }
+    d.start();
+    let (got, want) = settle(&d);
+    assert_eq!(got, want, "{}", d.log());
+    assert_eq!(d.stop(), Some(0));
+}
+
+#[test]
+fn rotation_truncation_deletion_recreation() {
+    let d = Daemon::new("", "");
+    let w = d.watch_dir();
+    let line = |i: u32| format!("{{\"role\":\"tool\",\"tool_call_id\":\"c{i}\",\"content\":\"x\"}}\n");
+    let a = w.join("a.jsonl");
+    append_in_pieces(&a, line(1).as_bytes(), 1, Duration::ZERO);
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "c1")));
+
+    // Rename to another watched name: the same file goes on, nothing is reported twice.
+    let b = w.join("b.jsonl");
+    std::fs::rename(&a, &b).unwrap();
+    append_in_pieces(&b, line(2).as_bytes(), 1, Duration::ZERO);
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "c2" && r["file"] == b.to_str().unwrap())), "{}", d.log());
+    assert_eq!(d.records().iter().filter(|r| r["call_id"] == "c1" && r["type"] == "finding").count(), 1);
+
+    // copytruncate: the content is copied away (to a name not watched) and the file truncated.
+    std::fs::copy(&b, w.join("b.jsonl.1")).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&b).unwrap().set_len(0).unwrap();
+    append_in_pieces(&b, line(3).as_bytes(), 1, Duration::ZERO);
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["type"] == "file_truncated")), "{}", d.log());
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "c3")));
+
+    // Deletion releases the handle at once.
+    std::fs::remove_file(&b).unwrap();
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["type"] == "file_closed" && r["reason"] == "deleted")));
+    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", d.pid())).unwrap().filter_map(|e| std::fs::read_link(e.unwrap().path()).ok()).map(|p| p.display().to_string()).collect();
+    assert!(!fds.iter().any(|p| p.contains("b.jsonl")), "{fds:?}");
+
+    // Recreation: a new file under the old name is read from the start.
+    append_in_pieces(&b, line(4).as_bytes(), 1, Duration::ZERO);
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "c4")), "{}", d.log());
+}
+
+#[test]
+fn new_files_in_new_directories_are_picked_up() {
+    let d = Daemon::new("", "");
+    let deep = d.watch_dir().join("proj/session/subagents");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("agent-1.jsonl"), "{\"role\":\"tool\",\"tool_call_id\":\"z\",\"content\":\"x\"}\n").unwrap();
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "z")), "{}", d.log());
+}
+
+#[test]
+fn metrics_scrape_health_and_promtool() {
+    let d = Daemon::new("", "");
+    std::fs::copy(data("real/claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.slice-L1168-L1863.jsonl"), d.watch_dir().join("s.jsonl")).unwrap();
+    std::fs::copy(data("real/codex/localpush/rollout-2026-02-23T12-47-42-019c8a53-a0dd-7130-bcd7-95445d84846a.jsonl"), d.watch_dir().join("r.jsonl")).unwrap();
+    assert!(wait(Duration::from_secs(10), || d.get("/metrics").is_some_and(|m| m.contains("transcriptd_findings_total{"))));
+    let m = d.get("/metrics").unwrap();
+    for name in transcriptd::telemetry::ALL {
+        if *name == transcriptd::telemetry::ORPHAN_TOOL_CALLS || *name == transcriptd::telemetry::REPAIRS || *name == transcriptd::telemetry::EVENTS {
+            continue; // these count things this corpus does not have
+        }
+        assert!(m.contains(name), "{name} missing from:\n{m}");
+    }
+    assert!(m.contains("type=\"cache_read\""), "{m}");
+    assert!(!m.contains(".jsonl"), "no per-file labels");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("scrape.prom");
+    std::fs::write(&f, &m).unwrap();
+    let out = Command::new("promtool").args(["check", "metrics"]).stdin(std::fs::File::open(&f).unwrap()).output().expect("promtool is installed (.ci/run installs Debian's prometheus package)");
+    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "promtool: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn sighup_reloads_and_refuses_an_invalid_config() {
+    let d = Daemon::new("", "");
+    let good = std::fs::read_to_string(d.config_path()).unwrap();
+    std::fs::write(d.config_path(), format!("{good}\nbogus_key = 1\n")).unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(wait(Duration::from_secs(10), || d.log().contains("reload refused")), "{}", d.log());
+    assert!(d.log().contains("bogus_key"));
+    assert_eq!(d.get("/health").as_deref(), Some("ok\n"));
+    std::fs::write(d.config_path(), good.replace("grace = \"300ms\"", "grace = \"200ms\"")).unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(wait(Duration::from_secs(10), || d.log().contains("configuration reloaded")), "{}", d.log());
+    assert!(wait(Duration::from_secs(10), || d.get("/health").as_deref() == Some("ok\n")));
+    std::fs::write(d.watch_dir().join("x.jsonl"), "{\"role\":\"tool\",\"tool_call_id\":\"after-reload\",\"content\":\"x\"}\n").unwrap();
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "after-reload")));
+}
+
+#[test]
+fn sigterm_exits_zero_with_a_final_checkpoint() {
+    let mut d = Daemon::new("", "");
+    std::fs::write(d.watch_dir().join("x.jsonl"), "{\"role\":\"user\",\"content\":\"x\"}\n").unwrap();
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["type"] == "file_opened")));
+    let t = Instant::now();
+    assert_eq!(d.stop(), Some(0));
+    assert!(t.elapsed() < Duration::from_secs(10));
+    let cp: Value = serde_json::from_slice(&std::fs::read(d.root.path().join("state/checkpoints.json")).unwrap()).unwrap();
+    assert_eq!(cp["version"], 1);
+    assert_eq!(cp["files"][0]["offset"], std::fs::metadata(d.watch_dir().join("x.jsonl")).unwrap().len());
+}
+
+#[test]
+fn pending_json_pauses_calls_and_bounded_open_files() {
+    let d = Daemon::new("max_open_files = 3", "");
+    let w = d.watch_dir();
+    for i in 0..12 {
+        let dir = w.join(format!("s{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let call = format!("{{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{{\"id\":\"call{i}\",\"function\":{{\"name\":\"f\",\"arguments\":\"{{}}\"}}}}]}}\n");
+        if i % 2 == 0 {
+            std::fs::write(dir.join("pending.json"), format!("[{{\"call_id\":\"call{i}\"}}]")).unwrap();
+        }
+        std::fs::write(dir.join("t.jsonl"), call).unwrap();
+    }
+    assert!(wait(Duration::from_secs(10), || d.records().iter().filter(|r| r["kind"] == "orphan_call").count() == 6), "{}", d.log());
+    std::thread::sleep(Duration::from_millis(600));
+    let orphans: Vec<String> = d.records().iter().filter(|r| r["kind"] == "orphan_call").map(|r| r["call_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(orphans.len(), 6, "{orphans:?}");
+    assert!(orphans.iter().all(|c| c.trim_start_matches("call").parse::<u32>().unwrap() % 2 == 1));
+    let m = d.get("/metrics").unwrap();
+    let open: f64 = m.lines().find(|l| l.starts_with("transcriptd_open_files ")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(open <= 3.0, "{open}");
+    let watched: f64 = m.lines().find(|l| l.starts_with("transcriptd_files_watched ")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(watched, 12.0);
+}
+
+#[test]
+fn repair_stage_writes_a_repaired_copy_once_idle() {
+    let stage = "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"300ms\"\n";
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("watch")).unwrap();
+    let port = free_port();
+    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", root.path().join("repaired").display());
+    std::fs::write(root.path().join("transcriptd.toml"), Daemon::config(root.path(), port, "", &format!("{stage}{sink}"))).unwrap();
+    let mut d = Daemon { child: None, root, port };
+    d.start();
+    let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
+    std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
+    std::fs::write(d.watch_dir().join("proj/s.jsonl"), &src).unwrap();
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["type"] == "repaired")), "{}", d.log());
+    let copy = d.root.path().join("repaired/proj/s.jsonl");
+    let c = transcriptd(&["check", copy.to_str().unwrap()]);
+    assert_eq!(c.status.code(), Some(0));
+    // The live file is untouched.
+    assert_eq!(std::fs::read(d.watch_dir().join("proj/s.jsonl")).unwrap(), src);
+}
+
+#[test]
+fn event_sources_frame_strictly_and_count_types() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("events")).unwrap();
+    let port = free_port();
+    let text = format!(
+        "[daemon]\nstate_dir = \"{}\"\n[[sources]]\nkind = \"events\"\ninclude = [\"{}/*.jsonl\"]\n[[stages]]\ntype = \"parse\"\n[[stages]]\ntype = \"orphans\"\ngrace = \"300ms\"\n[[stages]]\ntype = \"validate\"\n[[sinks]]\ntype = \"stdout\"\n[[sinks]]\ntype = \"prometheus\"\naddress = \"127.0.0.1:{port}\"\n",
+        root.path().join("state").display(),
+        root.path().join("events").display()
+    );
+    std::fs::write(root.path().join("transcriptd.toml"), text).unwrap();
+    let mut d = Daemon { child: None, root, port };
+    d.start();
+    let f = d.root.path().join("events/turn-1.jsonl");
+    std::fs::write(&f, "{\"type\":\"tool_call\",\"call_id\":\"a\"}\n{\"type\":\"tool_call\",\"call_id\":\"b\"}\n{\"type\":\"tool_result\",\"call_id\":\"a\"}\nnot json\n{\"type\":\"text\"").unwrap();
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["kind"] == "torn_line" && r["line"] == 5)), "{}", d.log());
+    assert!(d.records().iter().any(|r| r["kind"] == "malformed_line" && r["line"] == 4));
+    let m = d.get("/metrics").unwrap();
+    assert!(m.contains("transcriptd_events_total{type=\"tool_call\"} 2"), "{m}");
+    assert!(m.contains("transcriptd_pending_tool_calls 1"), "{m}");
+}
+
+#[test]
+fn validate_config_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = super::support::root().join("config/transcriptd.toml");
+    let ok = transcriptd(&["validate-config", shipped.to_str().unwrap()]);
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[daemon]\nstate_dir = \"/tmp\"\nmax_open_filez = 3\n").unwrap();
+    let out = transcriptd(&["validate-config", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:3") && err.contains("max_open_filez"), "{err}");
+}
