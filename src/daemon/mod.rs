@@ -383,13 +383,16 @@ impl Daemon {
         let mut seen = HashSet::new();
         for c in changes {
             match c {
-                watch::Change::Path(p) => {
+                watch::Change::Path(p) | watch::Change::Created(p) if self.files.contains_key(&p) => {
+                    if seen.insert(p.clone()) {
+                        self.poll_path(&p, &mut records)?;
+                    }
+                }
+                watch::Change::Path(p) | watch::Change::Created(p) => {
                     if !seen.insert(p.clone()) {
                         continue;
                     }
-                    if self.files.contains_key(&p) {
-                        self.poll_path(&p, &mut records)?;
-                    } else if p.is_dir() {
+                    if p.is_dir() {
                         // A new directory: files may have been created in it before its watch.
                         for e in walkdir::WalkDir::new(&p).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()) {
                             if !self.files.contains_key(e.path()) {
@@ -413,8 +416,10 @@ impl Daemon {
     /// When the loop must wake up next.
     fn next_deadline(&self) -> Instant {
         let now = Instant::now();
-        let mut next = self.last_checkpoint + self.cfg.config.daemon.checkpoint_interval;
-        next = next.min(self.last_rescan + self.rescan_interval());
+        let mut next = self.last_rescan + self.rescan_interval();
+        if self.dirty {
+            next = next.min(self.last_checkpoint + self.cfg.config.daemon.checkpoint_interval);
+        }
         for (_, at, _) in self.detached.values() {
             next = next.min(*at + DETACHED_FOR);
         }

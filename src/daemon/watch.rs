@@ -15,8 +15,10 @@ use tracing::warn;
 /// Something to look at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// This path changed (created, written, renamed, removed).
+    /// This path changed (written, renamed, removed).
     Path(PathBuf),
+    /// This path was created (a directory created is searched for files).
+    Created(PathBuf),
     /// Events were lost: look at everything.
     Rescan,
 }
@@ -66,11 +68,20 @@ impl Watch {
 pub fn start(roots: &[PathBuf], mode: WatchMode, interval: Duration, tx: UnboundedSender<Change>) -> anyhow::Result<Watch> {
     let handler = move |res: notify::Result<notify::Event>| match res {
         Ok(ev) => {
+            use notify::event::{AccessKind, AccessMode, EventKind};
             if ev.need_rescan() {
                 let _ = tx.send(Change::Rescan);
             }
+            // Reads and opens (ours included) are not changes; only creation, writes, renames,
+            // removals and writers closing the file are.
+            let make: fn(PathBuf) -> Change = match ev.kind {
+                EventKind::Create(_) => Change::Created,
+                EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any | EventKind::Other => Change::Path,
+                EventKind::Access(AccessKind::Close(AccessMode::Write)) => Change::Path,
+                EventKind::Access(_) => return,
+            };
             for p in ev.paths {
-                let _ = tx.send(Change::Path(p));
+                let _ = tx.send(make(p));
             }
         }
         Err(e) => {

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Whole-process benchmarks of `transcriptd run` (stdlib only).
+
+  benches/daemon.py latency  [--samples N]        append -> finding on stdout, p50/p99
+  benches/daemon.py idle     [--files N] [--secs S] CPU and RSS with N idle watched files
+  benches/daemon.py ingest   [--mib M]             sustained ingest of appended lines, all sinks
+
+Each run starts the release binary with its own temp dirs and config, and prints one JSON
+object with the figures, the machine and the command line. See BENCHMARKS.md.
+"""
+
+import argparse
+import json
+import os
+import platform
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BIN = os.path.join(ROOT, "target", "release", "transcriptd")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def config(root, port, grace="10m", extra_sinks=""):
+    return f"""[daemon]
+state_dir = "{root}/state"
+checkpoint_interval = "1s"
+poll_interval = "2s"
+
+[[sources]]
+include = ["{root}/watch/**/*.jsonl"]
+
+[[stages]]
+type = "parse"
+[[stages]]
+type = "compaction"
+[[stages]]
+type = "orphans"
+grace = "{grace}"
+[[stages]]
+type = "validate"
+
+[[sinks]]
+type = "stdout"
+[[sinks]]
+type = "prometheus"
+address = "127.0.0.1:{port}"
+{extra_sinks}
+"""
+
+
+def scrape(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    text = data.split(b"\r\n\r\n", 1)[1].decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, val = line.rpartition(" ")
+            try:
+                out[name] = float(val)
+            except ValueError:
+                pass
+    return out
+
+
+def wait_health(port, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=1)
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            if b"ok" in s.recv(4096):
+                s.close()
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit("daemon did not become healthy")
+
+
+def start(root, port, stdout, **kw):
+    os.makedirs(f"{root}/watch", exist_ok=True)
+    with open(f"{root}/t.toml", "w") as f:
+        f.write(config(root, port, **kw))
+    p = subprocess.Popen([BIN, "run", "--config", f"{root}/t.toml"], stdout=stdout, stderr=open(f"{root}/err.log", "w"))
+    wait_health(port)
+    return p
+
+
+def proc_stat(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(parts[11]) + int(parts[12])) / tick
+
+
+def rss_kib(pid, key="VmRSS"):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def machine():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "cpu": model, "kernel": platform.release()}
+
+
+def latency(args):
+    root = tempfile.mkdtemp(prefix="td-lat-")
+    port = free_port()
+    p = start(root, port, subprocess.PIPE)
+    path = f"{root}/watch/s.jsonl"
+    with open(path, "w") as f:
+        f.write('{"role":"user","content":"hi"}\n')
+    time.sleep(0.5)
+    fd = p.stdout.fileno()
+    os.set_blocking(fd, False)
+    buf = b""
+    lat = []
+    with open(path, "a") as f:
+        for i in range(args.samples):
+            line = '{"role":"tool","tool_call_id":"lat%d","content":"x"}\n' % i
+            t0 = time.perf_counter()
+            f.write(line)
+            f.flush()
+            want = b'"call_id":"lat%d"' % i
+            while want not in buf:
+                select.select([fd], [], [], 1.0)
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    chunk = b""
+                buf += chunk
+            lat.append((time.perf_counter() - t0) * 1000)
+            buf = buf[buf.index(want):]
+            time.sleep(args.interval)
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+    lat.sort()
+    q = lambda x: lat[min(len(lat) - 1, int(x * len(lat)))]
+    return {"benchmark": "append->finding latency", "samples": len(lat), "p50_ms": round(q(0.5), 2), "p90_ms": round(q(0.9), 2), "p99_ms": round(q(0.99), 2), "max_ms": round(lat[-1], 2)}
+
+
+def idle(args):
+    root = tempfile.mkdtemp(prefix="td-idle-")
+    port = free_port()
+    body = open(os.path.join(ROOT, "tests/data/real/claude-code/spotter/short.jsonl"), "rb").read()
+    for i in range(args.files):
+        d = f"{root}/watch/p{i // 100}"
+        os.makedirs(d, exist_ok=True)
+        with open(f"{d}/s{i}.jsonl", "wb") as f:
+            f.write(body)
+    old = time.time() - 3600
+    for dp, _, fs in os.walk(f"{root}/watch"):
+        for fn in fs:
+            os.utime(os.path.join(dp, fn), (old, old))
+    t0 = time.time()
+    p = start(root, port, subprocess.DEVNULL)
+    while scrape(port).get("transcriptd_files_watched", 0) < args.files:
+        time.sleep(0.2)
+    startup = time.time() - t0
+    time.sleep(5)  # let the startup work settle (grace, eviction need no waiting: files are old)
+    c0, w0 = proc_stat(p.pid), time.time()
+    time.sleep(args.secs)
+    c1, w1 = proc_stat(p.pid), time.time()
+    out = {
+        "benchmark": "idle watched files",
+        "files": args.files,
+        "startup_s": round(startup, 2),
+        "cpu_percent_of_one_core": round(100 * (c1 - c0) / (w1 - w0), 3),
+        "rss_mib": round(rss_kib(p.pid) / 1024, 1),
+        "peak_rss_mib": round(rss_kib(p.pid, "VmHWM") / 1024, 1),
+        "open_files": scrape(port).get("transcriptd_open_files"),
+    }
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+    return out
+
+
+def ingest(args):
+    root = tempfile.mkdtemp(prefix="td-ing-")
+    port = free_port()
+    corpus = f"{root}/corpus.jsonl"
+    subprocess.run([sys.executable, os.path.join(HERE, "gen_transcripts.py"), "--bytes", f"{args.mib}MiB", "--seed", "5", "--faults", "0.01", "--split-assistant", "-o", corpus], check=True)
+    size = os.path.getsize(corpus)
+    sinks = f'[[sinks]]\ntype = "file"\npath = "{root}/findings.jsonl"\nmax_bytes = "64MiB"\nkeep = 3\n'
+    p = start(root, port, open(f"{root}/stdout.jsonl", "wb"), extra_sinks=sinks)
+    t0 = time.time()
+    with open(corpus, "rb") as src, open(f"{root}/watch/s.jsonl", "ab") as dst:
+        while True:
+            b = src.read(1 << 20)
+            if not b:
+                break
+            dst.write(b)
+            dst.flush()
+    written = time.time() - t0
+    while scrape(port).get("transcriptd_bytes_read_total", 0) < size:
+        time.sleep(0.01)
+    done = time.time() - t0
+    out = {
+        "benchmark": "sustained ingest (appended in 1 MiB writes; stdout file, file sink, prometheus)",
+        "bytes": size,
+        "append_s": round(written, 3),
+        "ingest_s": round(done, 3),
+        "mb_per_s": round(size / done / 1e6, 1),
+        "findings": int(sum(v for k, v in scrape(port).items() if k.startswith("transcriptd_findings_total"))),
+        "peak_rss_mib": round(rss_kib(p.pid, "VmHWM") / 1024, 1),
+    }
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("latency")
+    a.add_argument("--samples", type=int, default=500)
+    a.add_argument("--interval", type=float, default=0.01)
+    a = sub.add_parser("idle")
+    a.add_argument("--files", type=int, default=10000)
+    a.add_argument("--secs", type=float, default=60)
+    a = sub.add_parser("ingest")
+    a.add_argument("--mib", type=int, default=512)
+    args = ap.parse_args()
+    if not os.path.exists(BIN):
+        raise SystemExit("build first: cargo build --release")
+    res = {"latency": latency, "idle": idle, "ingest": ingest}[args.cmd](args)
+    res["machine"] = machine()
+    res["command"] = " ".join(["benches/daemon.py"] + sys.argv[1:])
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
