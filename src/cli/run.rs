@@ -18,7 +18,7 @@ pub struct Args {
     #[arg(long, short = 'c', conflicts_with = "watch")]
     pub config: Option<PathBuf>,
     /// Watch these directories for *.jsonl transcripts instead of using a configuration file.
-    /// With neither, ~/.claude/projects and ~/.codex/sessions are watched where they exist.
+    /// With neither, ~/.claude/projects and ~/.codex/sessions are watched (once they exist).
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub watch: Vec<PathBuf>,
     /// Serve Prometheus metrics and /health on this address (with --watch or the defaults).
@@ -58,10 +58,18 @@ fn load(args: &Args) -> anyhow::Result<Resolved> {
         let name = path.display().to_string();
         return Ok(Config::load(path).and_then(|c| c.validate(&name))?);
     }
-    let dirs = if args.watch.is_empty() { super::default_roots() } else { args.watch.clone() };
-    if dirs.is_empty() {
-        anyhow::bail!("nothing to watch: give --config FILE or --watch DIR (neither ~/.claude/projects nor ~/.codex/sessions exists)");
-    }
+    let dirs = if args.watch.is_empty() {
+        // The standard locations, also when they do not exist yet: a rescan picks them up
+        // when the agent creates them.
+        let home = std::env::var_os("HOME").map(PathBuf::from).context("HOME is not set; give --watch DIR or --config FILE")?;
+        let dirs = vec![home.join(".claude/projects"), home.join(".codex/sessions")];
+        for d in dirs.iter().filter(|d| !d.is_dir()) {
+            info!(dir = %d.display(), "does not exist yet; it is watched once it appears");
+        }
+        dirs
+    } else {
+        args.watch.clone()
+    };
     Ok(Config::for_watch(&dirs, args.metrics_addr.as_deref(), args.state_dir.as_deref()).validate("--watch")?)
 }
 
