@@ -136,7 +136,7 @@ fn malformed(number: u64, bytes: &[u8]) -> Finding {
 /// For each readable line, the outputs the validator produced while taking the line come first
 /// (they describe the state *before* the line), then [`Observer::line`] with the line itself.
 /// Framing findings and the findings of [`Checker::finish`] arrive through [`Observer::output`].
-pub trait Observer {
+pub trait Observer: Send {
     /// The format, once it is known (before the first line in that format).
     fn format(&mut self, _format: Format) {}
     /// A readable line and its meaning.
@@ -177,6 +177,9 @@ pub struct Checker<O = ()> {
     next_line: u64,
     observer: O,
 }
+
+/// Pieces a parallel block is cut into per job: more pieces let pairing start sooner.
+const PIECES_PER_JOB: usize = 4;
 
 /// Blocks at least this big are parsed in parallel when `jobs > 1`.
 const PARALLEL_MIN: usize = 256 << 10;
@@ -341,30 +344,44 @@ impl<O: Observer> Checker<O> {
     }
 
     /// Parses the pieces of a large block on several threads, numbering lines from 0 in each
-    /// piece, then renumbers and pairs them in order.
+    /// piece, and pairs them in order on this thread as soon as each piece is parsed, so that
+    /// pairing overlaps the parsing of the pieces after it.
     fn parallel(&mut self, offset: u64, bytes: &[u8]) {
-        use rayon::prelude::*;
+        use std::sync::Mutex;
         let (max, format) = (self.opts.max_line_bytes, self.detector.format());
-        let pieces = lines::split_block(offset, bytes, self.opts.jobs * 2);
-        let parsed: Vec<(u64, Vec<Outcome<'_>>)> = pieces
-            .par_iter()
-            .map(|&(o, p)| {
-                let mut it = lines::lines(0, o, p);
-                let outcomes = it.by_ref().map(|x| read_line(x.number, x.bytes, max, format)).collect();
-                (it.next_number(), outcomes)
-            })
-            .collect();
-        for (count, outcomes) in parsed {
-            let base = self.next_line;
-            for mut o in outcomes {
-                if self.stopped.is_some() {
-                    return;
-                }
-                o.renumber(base);
-                self.apply(o);
+        let pieces = lines::split_block(offset, bytes, self.opts.jobs * PIECES_PER_JOB);
+        type Slot<'a> = Mutex<Option<(u64, Vec<Outcome<'a>>)>>;
+        let slots: Vec<Slot<'_>> = pieces.iter().map(|_| Mutex::new(None)).collect();
+        rayon::scope(|scope| {
+            for (&(o, p), slot) in pieces.iter().zip(&slots) {
+                scope.spawn(move |_| {
+                    let mut it = lines::lines(0, o, p);
+                    let outcomes = it.by_ref().map(|x| read_line(x.number, x.bytes, max, format)).collect();
+                    *slot.lock().expect("no panics while holding it") = Some((it.next_number(), outcomes));
+                });
             }
-            self.next_line = base + count;
-        }
+            for slot in &slots {
+                // Help with the parsing while the next piece in order is not ready.
+                let (count, outcomes) = loop {
+                    if let Some(done) = slot.lock().expect("no panics while holding it").take() {
+                        break done;
+                    }
+                    if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                        std::thread::yield_now();
+                    }
+                };
+                let base = self.next_line;
+                for o in outcomes {
+                    if self.stopped.is_some() {
+                        break;
+                    }
+                    let mut o = o;
+                    o.renumber(base);
+                    self.apply(o);
+                }
+                self.next_line = base + count;
+            }
+        });
     }
 
     /// Lets the detector look at a line while it still wants to.
