@@ -20,13 +20,14 @@ pub struct AtomicFile {
 }
 
 impl AtomicFile {
-    /// Starts writing a replacement for `dest` (its directory must exist). `permissions`, when
+    /// Starts writing a replacement for `dest` (its directory must exist). Writes of 64 KiB or
+    /// more go straight to the file, unbuffered. `permissions`, when
     /// given, are set on the new file before it takes `dest`'s place.
     pub fn create(dest: &Path, permissions: Option<Permissions>) -> io::Result<Self> {
         let dir = parent_dir(dest);
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)?;
-        Ok(AtomicFile { tmp: BufWriter::with_capacity(1 << 20, tmp), dest: dest.to_path_buf(), permissions })
+        Ok(AtomicFile { tmp: BufWriter::with_capacity(64 << 10, tmp), dest: dest.to_path_buf(), permissions })
     }
 
     /// The temporary file's path (to read back what was written before committing).
