@@ -9,9 +9,12 @@ pub mod finding;
 pub mod formats;
 pub mod lines;
 pub mod model;
+pub mod progress;
+pub mod reverse;
 pub mod scan;
 pub mod stages;
 
 pub use checker::{check_bytes, Checker, Options, Stats, StrictStop};
 pub use finding::{Finding, Kind, Output, Severity};
 pub use formats::Format;
+pub use progress::Progress;
