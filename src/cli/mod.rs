@@ -1,6 +1,7 @@
 //! The command line: one module per verb, and the exit-code contract shared by all of them.
 
 pub mod check;
+pub mod context;
 pub mod output;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -41,6 +42,9 @@ pub enum OutputFormat {
 pub enum Command {
     /// Validate transcripts and report findings.
     Check(check::Args),
+    /// Print what the model sees on resume: the lines after the last compaction, read
+    /// backwards from the end of the file.
+    Context(context::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -58,6 +62,7 @@ pub fn main() -> ExitCode {
     init_tracing(cli.log_format);
     let result = match cli.command {
         Command::Check(a) => check::run(a),
+        Command::Context(a) => context::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@
 //! verbs, the daemon) own files, time and threads of control, and feed bytes in. A test
 //! (`tests/architecture.rs`) fails if this rule is broken.
 
+pub mod canonical;
 pub mod checker;
 pub mod finding;
 pub mod formats;

@@ -82,6 +82,22 @@ impl RevItem<'_> {
     }
 }
 
+/// An owned copy of a framed line, for stages that keep what they were fed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceLine {
+    /// Stream offset of its first byte.
+    pub offset: u64,
+    /// Its content, without the line terminator.
+    pub bytes: Vec<u8>,
+}
+
+impl SourceLine {
+    /// A copy of the line at `offset`.
+    pub fn new(offset: u64, bytes: &[u8]) -> Self {
+        SourceLine { offset, bytes: bytes.to_vec() }
+    }
+}
+
 /// Frames lines from pages fed back to front. See the module docs.
 #[derive(Debug)]
 pub struct ReverseSplitter {
