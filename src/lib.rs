@@ -15,5 +15,6 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod config;
 pub mod sources;
 pub mod transcript;

@@ -2,6 +2,8 @@
 
 pub mod check;
 pub mod context;
+pub mod history;
+pub mod orphans;
 pub mod output;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -45,6 +47,11 @@ pub enum Command {
     /// Print what the model sees on resume: the lines after the last compaction, read
     /// backwards from the end of the file.
     Context(context::Args),
+    /// Print the whole conversation for people and exports, each compaction marked in place.
+    History(history::Args),
+    /// List the calls of the last assistant turn that have no result, with what each tool does
+    /// and a suggested handling.
+    Orphans(orphans::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -63,6 +70,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(a) => check::run(a),
         Command::Context(a) => context::run(a),
+        Command::History(a) => history::run(a),
+        Command::Orphans(a) => orphans::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,

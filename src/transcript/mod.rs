@@ -8,6 +8,7 @@ pub mod canonical;
 pub mod checker;
 pub mod finding;
 pub mod formats;
+pub mod forward;
 pub mod lines;
 pub mod model;
 pub mod progress;

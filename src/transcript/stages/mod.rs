@@ -5,4 +5,5 @@ pub mod branches;
 pub mod compaction;
 pub mod context;
 pub mod model_context;
+pub mod orphans;
 pub mod validate;
