@@ -1,12 +1,14 @@
 //! Reading a transcript backwards, in pages from its end: the shell half of the reverse-paged
 //! reader (the framing is [`ReverseSplitter`], in the core).
 //!
-//! Pages start small and double up to [`MAX_PAGE`]: a context that ends a few kilobytes before
-//! the end of the file costs a few kilobytes, and one of megabytes costs a few large reads. With
-//! doubling, the bytes read stay within twice what the consumer needed plus the first page
-//! (every page but the last is needed, and the last is at most the sum of the others plus the
-//! first page). A [`PageSource`] is anything with a length and positioned reads: a file
-//! (`pread`, no seek state), a buffer (stdin read whole), an object store tomorrow.
+//! Pages start small and grow: each page is as large as everything read before it (up to
+//! [`MAX_PAGE`]), so a context that ends a few kilobytes before the end of the file costs a few
+//! kilobytes and one of megabytes costs a few large reads. That schedule bounds the waste:
+//! every page but the last is needed by the consumer, and the last is no larger than all the
+//! others together, so the bytes read stay within twice what the consumer needed (once that
+//! is at least half the first page; a smaller tail costs the first page). A [`PageSource`] is
+//! anything with a length and positioned reads: a file (`pread`, no seek state), a buffer
+//! (stdin read whole), an object store tomorrow.
 
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::{RevItem, ReverseSplitter};
@@ -16,7 +18,7 @@ use std::os::unix::fs::FileExt;
 
 /// Size of the first page read from the end.
 pub const FIRST_PAGE: usize = 16 << 10;
-/// Pages double up to this size.
+/// Pages grow up to this size.
 pub const MAX_PAGE: usize = 1 << 20;
 
 /// Something that can be read at any offset.
@@ -96,7 +98,8 @@ pub fn read_backwards(
     mut consume: impl FnMut(RevItem<'_>) -> Progress,
 ) -> io::Result<ReadStats> {
     let mut stats = ReadStats::default();
-    let mut page = first_page.max(1);
+    let first_page = first_page.max(1);
+    let mut page = first_page;
     let mut buf = Vec::new();
     while let Some(range) = splitter.next_page(page) {
         let n = (range.end - range.start) as usize;
@@ -107,7 +110,9 @@ pub fn read_backwards(
         if splitter.feed(&buf, &mut consume).is_complete() {
             return Ok(stats);
         }
-        page = (page * 2).min(MAX_PAGE.max(first_page));
+        // The next page is as large as everything read so far: the bytes read never exceed
+        // twice the bytes needed.
+        page = usize::try_from(stats.bytes_read).unwrap_or(usize::MAX).clamp(first_page, MAX_PAGE.max(first_page));
     }
     stats.reached_start = true;
     let _ = splitter.finish(&mut consume);
@@ -145,7 +150,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pages_double_and_reading_stops_when_told() {
+    fn pages_grow_and_reading_stops_when_told() {
         let data: Vec<u8> = (0..10_000).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
         let mut src: &[u8] = &data;
         let mut s = ReverseSplitter::new(data.len() as u64, 1000);
@@ -161,10 +166,12 @@ mod tests {
         .unwrap();
         assert_eq!(n, 100);
         assert!(!stats.reached_start);
-        // 100 lines of ~10 bytes: about 1 kB needed; doubling from 16 bytes reads less than
-        // twice that plus the first page.
-        let needed = data.len() as u64 - s.pos();
-        assert!(stats.bytes_read <= 2 * 1000 + 16, "{stats:?} needed {needed}");
+        // 100 lines of ~10 bytes: what the consumer needed, at most twice over.
+        let needed: u64 = data.iter().rev().scan(0, |nl, b| {
+            *nl += u64::from(*b == b'\n');
+            (*nl <= 100).then_some(1)
+        }).sum();
+        assert!(stats.bytes_read <= 2 * needed, "{stats:?} needed {needed}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod architecture;
 mod chunking;
 mod cli;
+mod context;
 mod generated;
 mod real;
 mod rules;
