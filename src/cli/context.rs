@@ -90,8 +90,15 @@ pub fn write(context: &Context, raw: bool, out: &mut impl Write) -> anyhow::Resu
             result = out.write_all(r);
         }
     };
-    for l in &context.lines {
-        c.push(None, &l.bytes, &mut emit);
+    if context.claude_fields.len() == context.lines.len() && format == Format::ClaudeCode {
+        // The scan read each line once already: its fields say where the content is.
+        for (l, f) in context.lines.iter().zip(&context.claude_fields) {
+            c.push_claude(None, &l.bytes, f, &mut emit);
+        }
+    } else {
+        for l in &context.lines {
+            c.push(None, &l.bytes, &mut emit);
+        }
     }
     c.finish(&mut emit);
     result.context("writing output")

@@ -25,7 +25,8 @@
 //! Calling order: [`Canonical::push`] lines oldest first, then [`Canonical::finish`] once.
 
 use super::formats::{codex, Format};
-use super::model::Entry;
+use super::model::{Entry, Role};
+use std::ops::Range;
 use super::scan::{self, object_line, Kind, Scanner};
 
 /// What the records are for.
@@ -101,39 +102,72 @@ pub struct Canonical {
     open: Option<u64>,
 }
 
-/// The fields of a Claude Code line the records need.
-#[derive(Default)]
-struct ClaudeLine<'a> {
-    ty: Option<scan::RawStr<'a>>,
-    subtype: Option<scan::RawStr<'a>>,
-    id: Option<scan::RawStr<'a>>,
-    content: Option<&'a [u8]>,
-    has_message: bool,
-    metadata: Option<&'a [u8]>,
+/// What a Claude Code line is to the canonical records, as byte ranges into the line: a stage
+/// that has read the line once (the context scan, deciding where the boundary is) hands this
+/// over with the line, and the records need no second parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaudeFields {
+    /// A `system` record with `subtype: "compact_boundary"`.
+    Boundary {
+        /// Where its `compactMetadata` value is.
+        metadata: Option<Range<usize>>,
+    },
+    /// A `user` or `assistant` record whose `message` has `content` (not null).
+    Message {
+        /// `user` or `assistant`.
+        role: Role,
+        /// Hash of `message.id`: lines that share it are one API message.
+        id: Option<u64>,
+        /// Where the `content` value is.
+        content: Range<usize>,
+    },
+    /// Not conversation: `progress`, `summary`, snapshots, other `system` records, unknown types.
+    Other,
 }
 
-fn read_claude(line: &[u8]) -> scan::Result<ClaudeLine<'_>> {
-    let mut c = ClaudeLine::default();
-    object_line(line, |s, k| {
-        match &*k.key() {
-            b"type" => c.ty = s.opt_string()?,
-            b"subtype" => c.subtype = s.opt_string()?,
-            b"compactMetadata" => c.metadata = Some(s.raw_value()?),
-            b"message" => {
-                c.has_message = s.opt_object(|s, k| {
-                    match &*k.key() {
-                        b"id" => c.id = s.opt_string()?,
-                        b"content" => c.content = Some(s.raw_value()?),
-                        _ => s.skip()?,
-                    }
-                    Ok(())
-                })?;
+impl ClaudeFields {
+    /// Reads a line (valid UTF-8); `Err` when it is not a JSON object.
+    pub fn read(line: &[u8]) -> scan::Result<Self> {
+        let (mut ty, mut subtype, mut id, mut content, mut metadata) = (None, None, None, None, None);
+        let span = |v: &[u8]| {
+            let start = v.as_ptr() as usize - line.as_ptr() as usize;
+            start..start + v.len()
+        };
+        object_line(line, |s, k| {
+            match &*k.key() {
+                b"type" => ty = s.opt_string()?,
+                b"subtype" => subtype = s.opt_string()?,
+                b"compactMetadata" => metadata = Some(span(s.raw_value()?)),
+                b"message" => {
+                    s.opt_object(|s, k| {
+                        match &*k.key() {
+                            b"id" => id = s.opt_string()?,
+                            b"content" => content = Some(s.raw_value()?).filter(|v| *v != b"null").map(span),
+                            _ => s.skip()?,
+                        }
+                        Ok(())
+                    })?;
+                }
+                _ => s.skip()?,
             }
-            _ => s.skip()?,
-        }
-        Ok(())
-    })?;
-    Ok(c)
+            Ok(())
+        })?;
+        let role = match ty.map(|t| t.key()).as_deref() {
+            Some(b"user") => Role::User,
+            Some(b"assistant") => Role::Assistant,
+            Some(b"system") if subtype.is_some_and(|s| s.is("compact_boundary")) => return Ok(ClaudeFields::Boundary { metadata }),
+            _ => return Ok(ClaudeFields::Other),
+        };
+        Ok(match content {
+            Some(content) => ClaudeFields::Message { role, id: id.map(|i| i.hash()), content },
+            None => ClaudeFields::Other,
+        })
+    }
+
+    /// Whether the line is a `compact_boundary`.
+    pub fn is_boundary(&self) -> bool {
+        matches!(self, ClaudeFields::Boundary { .. })
+    }
 }
 
 /// The top-level `type` and `payload` of a Codex line.
@@ -156,14 +190,18 @@ impl Canonical {
         Canonical { format, mode, held: Vec::new(), open: None }
     }
 
-    /// Adds the next line (`line` is its number, when known); `out` receives complete records,
-    /// each ending in `\n`.
+    /// Adds the next line (`line` is its number, when known); `out` receives the bytes of the
+    /// records in order, each record ending in `\n`.
     pub fn push(&mut self, line: Option<u64>, bytes: &[u8], out: &mut impl FnMut(&[u8])) {
         if simdutf8::basic::from_utf8(bytes).is_err() {
             return;
         }
         match self.format {
-            Format::ClaudeCode => self.claude(line, bytes, out),
+            Format::ClaudeCode => {
+                if let Ok(fields) = ClaudeFields::read(bytes) {
+                    self.push_claude(line, bytes, &fields, out);
+                }
+            }
             Format::Codex => self.codex(line, bytes, out),
             Format::OpenAiChat | Format::Anthropic => {
                 if scan::object_line(bytes, |s, _| s.skip()).is_ok() {
@@ -178,48 +216,41 @@ impl Canonical {
         self.flush(out);
     }
 
-    fn claude(&mut self, line: Option<u64>, bytes: &[u8], out: &mut impl FnMut(&[u8])) {
-        let Ok(c) = read_claude(bytes) else { return };
-        let ty = c.ty.map(|t| t.key()).unwrap_or_default();
-        let role = match &*ty {
-            b"user" => "user",
-            b"assistant" => "assistant",
-            b"system" if c.subtype.is_some_and(|s| s.is("compact_boundary")) => {
+    /// Adds the next Claude Code line with the fields already read from it.
+    pub fn push_claude(&mut self, line: Option<u64>, bytes: &[u8], fields: &ClaudeFields, out: &mut impl FnMut(&[u8])) {
+        let (role, id, content) = match fields {
+            ClaudeFields::Boundary { metadata } => {
                 if self.mode == Mode::History {
                     self.flush(out);
-                    let mut rec = format!("{{\"type\":\"compact_boundary\",\"line\":{}", line.unwrap_or(0)).into_bytes();
-                    if let Some(m) = c.metadata {
-                        rec.extend_from_slice(b",\"metadata\":");
-                        rec.extend_from_slice(m);
+                    out(format!("{{\"type\":\"compact_boundary\",\"line\":{}", line.unwrap_or(0)).as_bytes());
+                    if let Some(m) = metadata.clone().and_then(|m| bytes.get(m)) {
+                        out(b",\"metadata\":");
+                        out(m);
                     }
-                    rec.extend_from_slice(b"}\n");
-                    out(&rec);
+                    out(b"}\n");
                 }
                 return;
             }
-            _ => return,
+            ClaudeFields::Other => return,
+            ClaudeFields::Message { role, id, content } => (*role, *id, content.clone()),
         };
-        let Some(content) = c.content.filter(|v| *v != b"null") else { return };
-        if !c.has_message {
-            return;
-        }
-        let content = content.to_vec();
+        let Some(content) = bytes.get(content) else { return };
+        let role = role.as_str();
         if role == "user" {
-            let held = Held { line, role, content: Content::Value(content) };
+            let held = Held { line, role, content: Content::Value(content.to_vec()) };
             if self.open.is_some() {
                 self.held.push(held);
             } else {
-                self.write_held(&held, out);
+                write_held(self.mode, &held, out);
             }
             return;
         }
-        let id = c.id.map(|i| i.hash());
         if let (Some(id), Some(open)) = (id, self.open) {
             if id == open {
                 // Another block of the open API message: merge it into the message.
                 let first = &mut self.held[0];
                 let mut merged = std::mem::replace(&mut first.content, Content::Elements(Vec::new())).into_elements();
-                let more = elements(&content);
+                let more = elements(content);
                 if !merged.is_empty() && !more.is_empty() {
                     merged.push(b',');
                 }
@@ -229,13 +260,13 @@ impl Canonical {
             }
         }
         self.flush(out);
-        let held = Held { line, role, content: Content::Value(content) };
         match id {
             Some(id) => {
-                self.held.push(held);
+                self.held.push(Held { line, role, content: Content::Value(content.to_vec()) });
                 self.open = Some(id);
             }
-            None => self.write_held(&held, out),
+            // A message without an id cannot be continued: it goes out as it is.
+            None => write_held(self.mode, &Held { line, role, content: Content::Value(content.to_vec()) }, out),
         }
     }
 
@@ -280,43 +311,36 @@ impl Canonical {
                 let sep: &[u8] = if body.starts_with(b"}") { b"" } else { b"," };
                 out(&[format!("{{\"line\":{n}").as_bytes(), sep, body, b"\n"].concat());
             }
-            _ => out(&[object, b"\n"].concat()),
-        }
-    }
-
-    fn write_held(&self, h: &Held, out: &mut impl FnMut(&[u8])) {
-        let mut rec = Vec::with_capacity(64 + h.content_len());
-        if let (Mode::History, Some(n)) = (self.mode, h.line) {
-            rec.extend_from_slice(format!("{{\"line\":{n},\"role\":\"{}\",\"content\":", h.role).as_bytes());
-        } else {
-            rec.extend_from_slice(format!("{{\"role\":\"{}\",\"content\":", h.role).as_bytes());
-        }
-        match &h.content {
-            Content::Value(v) => rec.extend_from_slice(v),
-            Content::Elements(e) => {
-                rec.push(b'[');
-                rec.extend_from_slice(e);
-                rec.push(b']');
+            _ => {
+                out(object);
+                out(b"\n");
             }
         }
-        rec.extend_from_slice(b"}\n");
-        out(&rec);
     }
 
     fn flush(&mut self, out: &mut impl FnMut(&[u8])) {
         for h in std::mem::take(&mut self.held) {
-            self.write_held(&h, out);
+            write_held(self.mode, &h, out);
         }
         self.open = None;
     }
 }
 
-impl Held {
-    fn content_len(&self) -> usize {
-        match &self.content {
-            Content::Value(v) | Content::Elements(v) => v.len(),
+/// Writes a held message as one record, in pieces (the content is not copied again).
+fn write_held(mode: Mode, h: &Held, out: &mut impl FnMut(&[u8])) {
+    match (mode, h.line) {
+        (Mode::History, Some(n)) => out(format!("{{\"line\":{n},\"role\":\"{}\",\"content\":", h.role).as_bytes()),
+        _ => out(format!("{{\"role\":\"{}\",\"content\":", h.role).as_bytes()),
+    }
+    match &h.content {
+        Content::Value(v) => out(v),
+        Content::Elements(e) => {
+            out(b"[");
+            out(e);
+            out(b"]");
         }
     }
+    out(b"}\n");
 }
 
 /// Whether `ty` is a type of the current Codex envelope (not a legacy item line).

@@ -298,63 +298,15 @@ impl ReverseSplitter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::lines::{lines, Block, LineSplitter};
-    use proptest::prelude::*;
 
-    /// A framed line in a form both directions produce: (number, offset, what).
-    type Framed = (u64, u64, String);
+    // Agreement with the forward splitter, on edge cases, random input and every fixture, is
+    // proved in tests/integration/reverse.rs.
 
-    fn forward(input: &[u8], max: usize) -> Vec<Framed> {
-        let mut s = LineSplitter::new(max);
-        let mut got = Vec::new();
-        let mut next = 1u64;
-        s.feed(input, &mut |b| match b {
-            Block::Lines { offset, bytes } => {
-                let mut it = lines(next, offset, bytes);
-                for l in it.by_ref() {
-                    let what = if l.bytes.len() > max { format!("<too long {}>", l.bytes.len()) } else { String::from_utf8_lossy(l.bytes).into_owned() };
-                    got.push((l.number, l.offset, what));
-                }
-                next = it.next_number();
-            }
-            Block::TooLong { offset, len } => {
-                got.push((next, offset, format!("<too long {len}>")));
-                next += 1;
-            }
-        });
-        if let Some(t) = s.finish() {
-            let what = match t.bytes {
-                Some(b) => format!("<torn {} {}>", t.len, String::from_utf8_lossy(b)),
-                None => format!("<torn {}>", t.len),
-            };
-            got.push((next, t.offset, what));
-        }
-        got
-    }
-
-    /// Reads `input` backwards in pages of the given sizes (cycled).
-    fn backward(input: &[u8], max: usize, pages: &[usize]) -> Vec<Framed> {
-        let mut r = ReverseSplitter::new(input.len() as u64, max);
-        let mut got: Vec<(u64, u64, String)> = Vec::new();
-        let mut push = |it: RevItem<'_>| {
-            let what = match it {
-                RevItem::Line { bytes, .. } => String::from_utf8_lossy(bytes).into_owned(),
-                RevItem::TooLong { len, .. } => format!("<too long {len}>"),
-                RevItem::Torn { bytes: Some(b), len, .. } => format!("<torn {len} {}>", String::from_utf8_lossy(b)),
-                RevItem::Torn { bytes: None, len, .. } => format!("<torn {len}>"),
-            };
-            got.push((it.from_end(), it.offset(), what));
+    fn collect(r: &mut ReverseSplitter, page: &[u8], seen: &mut Vec<String>) {
+        let _ = r.feed(page, &mut |i| {
+            seen.push(format!("{i:?}"));
             Progress::NeedMore
-        };
-        let mut k = 0;
-        while let Some(range) = r.next_page(pages[k % pages.len()]) {
-            k += 1;
-            let page = &input[range.start as usize..range.end as usize];
-            assert_eq!(r.feed(page, &mut push), Progress::NeedMore);
-        }
-        let _ = r.finish(&mut push);
-        got.reverse();
-        got.into_iter().map(|(from_end, o, w)| (r.number(from_end).unwrap(), o, w)).collect()
+        });
     }
 
     #[test]
@@ -362,14 +314,8 @@ mod tests {
         let input = b"one\n\ntwo\r\nthree";
         let mut r = ReverseSplitter::new(input.len() as u64, 100);
         let mut seen = Vec::new();
-        let _ = r.feed(&input[6..], &mut |i| {
-            seen.push(format!("{i:?}"));
-            Progress::NeedMore
-        });
-        let _ = r.feed(&input[..6], &mut |i| {
-            seen.push(format!("{i:?}"));
-            Progress::NeedMore
-        });
+        collect(&mut r, &input[6..], &mut seen);
+        collect(&mut r, &input[..6], &mut seen);
         let _ = r.finish(&mut |i| {
             seen.push(format!("{i:?}"));
             Progress::NeedMore
@@ -401,34 +347,5 @@ mod tests {
         });
         assert_eq!((p, n), (Progress::Complete, 2));
         assert_eq!(r.next_page(10), None);
-    }
-
-    #[test]
-    fn agrees_with_forward_on_edge_cases() {
-        for input in [&b""[..], b"\n", b"x", b"  ", b"a\n  ", b"\r\n", b"abc\r", b"0123456789\nab\n", b"ab\n0123456789", b"   \n       \n"] {
-            for max in [1, 3, 5, 100] {
-                let fwd = forward(input, max);
-                for page in [1, 2, 3, 7, 100] {
-                    assert_eq!(backward(input, max, &[page]), fwd, "{input:?} max {max} page {page}");
-                }
-            }
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn reverse_pages_equal_forward(
-            lines in proptest::collection::vec("[a-z \\r]{0,14}", 0..14),
-            torn in proptest::option::of("[a-z\\r ]{1,9}"),
-            pages in proptest::collection::vec(1usize..40, 1..8),
-            max in 1usize..16,
-        ) {
-            let mut input = lines.join("\n").into_bytes();
-            if !lines.is_empty() { input.push(b'\n'); }
-            if let Some(t) = torn { input.extend_from_slice(t.as_bytes()); }
-            let fwd = forward(&input, max);
-            prop_assert_eq!(&backward(&input, max, &pages), &fwd);
-            prop_assert_eq!(&backward(&input, max, &[1]), &fwd);
-        }
     }
 }

@@ -7,5 +7,6 @@ mod cli;
 mod context;
 mod generated;
 mod real;
+mod reverse;
 mod rules;
 mod support;

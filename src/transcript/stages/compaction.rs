@@ -17,22 +17,29 @@ use crate::transcript::reverse::SourceLine;
 
 /// The lines after the last compaction, and where that compaction was.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cut {
+pub struct Cut<L = SourceLine> {
     /// The last `compact_boundary` line, or `None` when the file has none (then `lines` is the
     /// whole file).
-    pub boundary: Option<SourceLine>,
+    pub boundary: Option<L>,
     /// The lines after the boundary, oldest first; the boundary itself is not among them.
-    pub lines: Vec<SourceLine>,
+    pub lines: Vec<L>,
 }
 
-/// Keeps lines, newest first, until the last compaction. See the module docs.
-#[derive(Debug, Default)]
-pub struct CompactionCut {
-    newest_first: Vec<SourceLine>,
-    boundary: Option<SourceLine>,
+/// Keeps lines, newest first, until the last compaction. See the module docs. A line is a
+/// [`SourceLine`], or whatever the caller keeps with it (what it read from the line).
+#[derive(Debug)]
+pub struct CompactionCut<L = SourceLine> {
+    newest_first: Vec<L>,
+    boundary: Option<L>,
 }
 
-impl CompactionCut {
+impl<L> Default for CompactionCut<L> {
+    fn default() -> Self {
+        CompactionCut { newest_first: Vec::new(), boundary: None }
+    }
+}
+
+impl<L> CompactionCut<L> {
     /// A cut that has seen nothing.
     pub fn new() -> Self {
         Self::default()
@@ -40,7 +47,7 @@ impl CompactionCut {
 
     /// Adds the next older line; `is_boundary` when it is a `compact_boundary` record. Returns
     /// [`Progress::Complete`] at the boundary: nothing older is needed.
-    pub fn push(&mut self, line: SourceLine, is_boundary: bool) -> Progress {
+    pub fn push(&mut self, line: L, is_boundary: bool) -> Progress {
         if self.boundary.is_some() {
             return Progress::Complete;
         }
@@ -58,7 +65,7 @@ impl CompactionCut {
     }
 
     /// The lines after the boundary (or all of them), oldest first.
-    pub fn finish(self) -> Cut {
+    pub fn finish(self) -> Cut<L> {
         let mut lines = self.newest_first;
         lines.reverse();
         Cut { boundary: self.boundary, lines }
@@ -71,7 +78,7 @@ mod tests {
 
     #[test]
     fn keeps_what_follows_the_newest_boundary() {
-        let mut c = CompactionCut::new();
+        let mut c: CompactionCut = CompactionCut::new();
         let l = |o: u64| SourceLine::new(o, format!("line at {o}").as_bytes());
         assert_eq!(c.push(l(30), false), Progress::NeedMore);
         assert_eq!(c.push(l(20), false), Progress::NeedMore);
@@ -84,7 +91,7 @@ mod tests {
 
     #[test]
     fn without_a_boundary_everything_is_context() {
-        let mut c = CompactionCut::new();
+        let mut c: CompactionCut = CompactionCut::new();
         for o in [2u64, 1, 0] {
             assert_eq!(c.push(SourceLine::new(o, b"x"), false), Progress::NeedMore);
         }

@@ -20,7 +20,7 @@ use super::model_context::{ItemKind, ModelContextScan, RolloutItem};
 use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::{Detector, Format};
-use crate::transcript::model::Entry;
+use crate::transcript::canonical::ClaudeFields;
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::{RevItem, SourceLine};
 
@@ -61,6 +61,9 @@ pub struct Context {
     /// The lines of the context, oldest first, as the raw output prints them (a Codex
     /// `session_meta` first after a bounded cutoff).
     pub lines: Vec<SourceLine>,
+    /// Claude Code: what each line of `lines` is to the canonical records, read once during
+    /// the scan (same length as `lines`); empty for the other formats.
+    pub claude_fields: Vec<ClaudeFields>,
     /// Lines that could not be read, newest first.
     pub skipped: Vec<Skipped>,
 }
@@ -69,7 +72,7 @@ pub struct Context {
 enum Route {
     /// The format is not known yet: lines wait here, newest first.
     Undecided(Vec<SourceLine>),
-    Claude(CompactionCut),
+    Claude(CompactionCut<(SourceLine, ClaudeFields)>),
     Codex(ModelContextScan),
     /// No compaction in this format: every line is context (newest first).
     Whole(Vec<SourceLine>),
@@ -166,13 +169,12 @@ impl ContextScan {
         };
         match &mut self.route {
             Route::Claude(cut) => {
-                let (boundary, f) = match read_line(0, &line.bytes, usize::MAX, Some(Format::ClaudeCode)) {
-                    Outcome::Parsed(_, p) => (matches!(p.entry, Entry::Compaction { .. }), None),
-                    Outcome::Fault(f) => (false, Some(f)),
-                    Outcome::Undetected(_) => (false, None),
-                };
-                let offset = line.offset;
-                let p = cut.push(line, boundary);
+                // One parse serves both the cut (is it the boundary?) and the canonical records.
+                let read = simdutf8::basic::from_utf8(&line.bytes).ok().and_then(|_| ClaudeFields::read(&line.bytes).ok());
+                let f = if read.is_none() { fault(&line.bytes) } else { None };
+                let fields = read.unwrap_or(ClaudeFields::Other);
+                let (offset, boundary) = (line.offset, fields.is_boundary());
+                let p = cut.push((line, fields), boundary);
                 if let (Some(f), true) = (f, report) {
                     self.skipped.push(Skipped { offset, from_end, kind: f.kind, message: f.message });
                 }
@@ -217,6 +219,7 @@ impl ContextScan {
     /// otherwise); a head that is not a `session_meta` is reported and left out.
     pub fn finish(mut self, head: Option<&[u8]>) -> Context {
         let format = self.detector.format();
+        let mut claude_fields = Vec::new();
         let (cut, lines) = match std::mem::replace(&mut self.route, Route::Whole(Vec::new())) {
             Route::Undecided(mut lines) | Route::Whole(mut lines) => {
                 lines.reverse();
@@ -224,8 +227,10 @@ impl ContextScan {
             }
             Route::Claude(c) => {
                 let c = c.finish();
-                let cut = c.boundary.map_or(Cut::Whole, |b| Cut::Bounded { offset: b.offset });
-                (cut, c.lines)
+                let cut = c.boundary.map_or(Cut::Whole, |(b, _)| Cut::Bounded { offset: b.offset });
+                let (lines, fields) = c.lines.into_iter().unzip();
+                claude_fields = fields;
+                (cut, lines)
             }
             Route::Codex(scan) => {
                 let bounded = scan.is_bounded();
@@ -239,7 +244,7 @@ impl ContextScan {
                 (cut, items.into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes }).collect())
             }
         };
-        Context { format, cut, lines, skipped: self.skipped }
+        Context { format, cut, lines, claude_fields, skipped: self.skipped }
     }
 
     fn head_meta(&mut self, head: Option<&[u8]>) -> Option<RolloutItem> {
