@@ -1,11 +1,13 @@
 //! The one integration test binary: data-driven rules, real transcripts, generated corpora,
-//! the CLI contract and the architecture guard.
+//! the CLI contract, the architecture guard, and the context, history and orphans stages with
+//! the reverse-paged reader.
 
 mod architecture;
 mod chunking;
 mod cli;
 mod context;
 mod generated;
+mod orphans;
 mod real;
 mod reverse;
 mod rules;
