@@ -1,8 +1,10 @@
 //! `transcriptd context`: what the model sees when the session resumes, read backwards from the
 //! end of the file and stopped at the compaction that bounds it.
 
+use super::input::FileArgs;
 use super::output::human_bytes;
 use super::Exit;
+use crate::sources::batch::Input;
 use crate::sources::reverse::{self, FileSource, PageSource, ReadStats};
 use crate::transcript::canonical::{Canonical, Mode};
 use crate::transcript::reverse::ReverseSplitter;
@@ -10,23 +12,17 @@ use crate::transcript::stages::context::{Context, ContextScan, Cut, Skipped};
 use crate::transcript::Format;
 use anyhow::Context as _;
 use std::io::{Read, Write};
-use std::path::PathBuf;
 
 /// Arguments of `transcriptd context`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The transcript file, or `-` for stdin (read whole, then scanned the same way).
-    pub file: PathBuf,
+    /// The transcript (stdin is read whole, then scanned the same way).
+    #[command(flatten)]
+    pub input: FileArgs,
     /// Print the original lines verbatim instead of canonical messages (Codex: the head
     /// session_meta line, then the lines from the cut to the end).
     #[arg(long)]
     pub raw: bool,
-    /// The transcript format; detected from the lines read when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
-    /// Lines longer than this are left out and reported (e.g. 64MiB).
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
     /// No summary on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -106,14 +102,15 @@ pub fn write(context: &Context, raw: bool, out: &mut impl Write) -> anyhow::Resu
 
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let name = args.file.display().to_string();
-    let scanned = if args.file.as_os_str() == "-" {
+    let FileArgs { file, format, max_line_bytes } = &args.input;
+    let name = args.input.input().display();
+    let scanned = if args.input.input() == Input::Stdin {
         let mut buf = Vec::new();
         std::io::stdin().lock().read_to_end(&mut buf).context("reading stdin")?;
-        scan(&mut &buf[..], args.format, args.max_line_bytes, reverse::FIRST_PAGE)
+        scan(&mut &buf[..], *format, *max_line_bytes, reverse::FIRST_PAGE)
     } else {
-        let file = std::fs::File::open(&args.file).with_context(|| format!("{name}: cannot open"))?;
-        scan(&mut FileSource::new(file)?, args.format, args.max_line_bytes, reverse::FIRST_PAGE)
+        let f = std::fs::File::open(file).with_context(|| format!("{name}: cannot open"))?;
+        scan(&mut FileSource::new(f)?, *format, *max_line_bytes, reverse::FIRST_PAGE)
     }
     .with_context(|| format!("{name}: read failed"))?;
     let stdout = std::io::stdout();

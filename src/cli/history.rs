@@ -2,8 +2,9 @@
 //! `load_full_history`), every compaction surfaced in place as a marker. Unlike `context`, it
 //! reads the whole file forward; never feed its output to a model as the resume seed.
 
+use super::input::{read_forward, FileArgs};
 use super::Exit;
-use crate::sources::batch::{self, Input};
+use crate::sources::batch::Input;
 use crate::transcript::canonical::{Canonical, Mode};
 use crate::transcript::checker::Outcome;
 use crate::transcript::forward::Forward;
@@ -11,22 +12,16 @@ use crate::transcript::model::Entry;
 use crate::transcript::{Finding, Format};
 use anyhow::Context as _;
 use std::io::Write;
-use std::path::PathBuf;
 
 /// Arguments of `transcriptd history`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The transcript file, or `-` for stdin.
-    pub file: PathBuf,
+    /// The transcript.
+    #[command(flatten)]
+    pub input: FileArgs,
     /// Print the conversation and compaction lines verbatim instead of canonical records.
     #[arg(long)]
     pub raw: bool,
-    /// The transcript format; detected from the first lines when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
-    /// Lines longer than this are left out and reported (e.g. 64MiB).
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
 }
 
 /// Reads `input` and writes its history to `out`; returns the lines that could not be read.
@@ -56,13 +51,7 @@ pub fn history(input: &Input, format: Option<Format>, max_line_bytes: usize, raw
             c.push(Some(n), bytes, &mut |r| emit(r, &mut written));
         }
     };
-    let mut buf = Vec::with_capacity(1 << 20);
-    batch::read_chunks(input, &mut buf, |chunk| {
-        forward.feed(chunk, &mut on_line);
-        true
-    })
-    .with_context(|| format!("{}: read failed", input.display()))?;
-    forward.finish(&mut on_line);
+    read_forward(input, &mut forward, &mut on_line)?;
     if let Some(c) = canonical {
         c.finish(&mut |r| emit(r, &mut written));
     }
@@ -72,10 +61,10 @@ pub fn history(input: &Input, format: Option<Format>, max_line_bytes: usize, raw
 
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let input = if args.file.as_os_str() == "-" { Input::Stdin } else { Input::File(args.file.clone()) };
+    let input = args.input.input();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(256 << 10, stdout.lock());
-    let faults = history(&input, args.format, args.max_line_bytes, args.raw, &mut out)?;
+    let faults = history(&input, args.input.format, args.input.max_line_bytes, args.raw, &mut out)?;
     out.flush()?;
     let name = input.display();
     for f in &faults {

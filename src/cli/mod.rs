@@ -3,6 +3,7 @@
 pub mod check;
 pub mod context;
 pub mod history;
+pub mod input;
 pub mod orphans;
 pub mod output;
 

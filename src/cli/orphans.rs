@@ -87,13 +87,7 @@ pub fn scan(input: &Input, format: Option<Format>, max_line_bytes: usize, grace:
             stage.get_or_insert_with(|| OrphanScan::new(f, grace)).push(n, &p);
         }
     };
-    let mut buf = Vec::with_capacity(1 << 20);
-    batch::read_chunks(input, &mut buf, |chunk| {
-        forward.feed(chunk, &mut on_line);
-        true
-    })
-    .with_context(|| format!("{}: read failed", input.display()))?;
-    forward.finish(&mut on_line);
+    super::input::read_forward(input, &mut forward, &mut on_line)?;
     let format = forward.format();
     let Some(mut stage) = stage else { return Ok(Scanned { format, orphans: Vec::new(), in_flight: Vec::new() }) };
     let modified = input.path().and_then(|p| std::fs::metadata(p).ok()).and_then(|m| m.modified().ok());
