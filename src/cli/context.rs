@@ -58,7 +58,7 @@ pub fn scan(source: &mut impl PageSource, format: Option<Format>, max_line_bytes
     let len = source.len();
     let mut splitter = ReverseSplitter::new(len, max_line_bytes);
     let mut scan = ContextScan::new(format);
-    let mut stats = reverse::read_backwards(source, &mut splitter, first_page, |item| scan.push(item))?;
+    let mut stats = reverse::read_backwards(source, &mut splitter, first_page, |item, page| scan.push(item, Some(page)))?;
     let head = if scan.needs_head() { reverse::read_head_line(source, max_line_bytes, &mut stats)? } else { None };
     let context = scan.finish(head.as_deref());
     Ok(Scanned { context, stats, total_lines: splitter.total_lines(), len })

@@ -11,7 +11,7 @@
 //! (stdin read whole), an object store tomorrow.
 
 use crate::transcript::progress::Progress;
-use crate::transcript::reverse::{RevItem, ReverseSplitter};
+use crate::transcript::reverse::{Page, RevItem, ReverseSplitter};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -90,24 +90,26 @@ pub struct ReadStats {
 }
 
 /// Reads `source` backwards through `splitter` (made for `source.len()` bytes), handing every
-/// item to `consume` until it returns [`Progress::Complete`] or the start is reached.
+/// item, with the page it came from, to `consume` until it returns [`Progress::Complete`] or
+/// the start is reached. Each page is a fresh buffer, so a consumer may keep lines by sharing it.
 pub fn read_backwards(
     source: &mut impl PageSource,
     splitter: &mut ReverseSplitter,
     first_page: usize,
-    mut consume: impl FnMut(RevItem<'_>) -> Progress,
+    mut consume: impl FnMut(RevItem<'_>, &Page) -> Progress,
 ) -> io::Result<ReadStats> {
     let mut stats = ReadStats::default();
     let first_page = first_page.max(1);
     let mut page = first_page;
-    let mut buf = Vec::new();
+    let mut last = Page::new(splitter.len(), Vec::new());
     while let Some(range) = splitter.next_page(page) {
         let n = (range.end - range.start) as usize;
-        buf.resize(n, 0);
+        let mut buf = vec![0u8; n];
         source.read_exact_at(&mut buf, range.start)?;
         stats.bytes_read += n as u64;
         stats.pages += 1;
-        if splitter.feed(&buf, &mut consume).is_complete() {
+        last = Page::new(range.start, buf);
+        if splitter.feed(&last.data, &mut |item| consume(item, &last)).is_complete() {
             return Ok(stats);
         }
         // The next page is as large as everything read so far: the bytes read never exceed
@@ -115,7 +117,7 @@ pub fn read_backwards(
         page = usize::try_from(stats.bytes_read).unwrap_or(usize::MAX).clamp(first_page, MAX_PAGE.max(first_page));
     }
     stats.reached_start = true;
-    let _ = splitter.finish(&mut consume);
+    let _ = splitter.finish(&mut |item| consume(item, &last));
     Ok(stats)
 }
 
@@ -155,7 +157,7 @@ mod tests {
         let mut src: &[u8] = &data;
         let mut s = ReverseSplitter::new(data.len() as u64, 1000);
         let mut n = 0;
-        let stats = read_backwards(&mut src, &mut s, 16, |_| {
+        let stats = read_backwards(&mut src, &mut s, 16, |_, _| {
             n += 1;
             if n == 100 {
                 Progress::Complete
@@ -180,7 +182,7 @@ mod tests {
         let mut src: &[u8] = data;
         let mut s = ReverseSplitter::new(data.len() as u64, 1000);
         let mut items = 0;
-        let stats = read_backwards(&mut src, &mut s, 4, |_| {
+        let stats = read_backwards(&mut src, &mut s, 4, |_, _| {
             items += 1;
             Progress::NeedMore
         })

@@ -26,6 +26,7 @@
 
 use super::formats::{codex, Format};
 use super::model::{Entry, Role};
+use std::borrow::Cow;
 use std::ops::Range;
 use super::scan::{self, object_line, Kind, Scanner};
 
@@ -40,14 +41,14 @@ pub enum Mode {
 
 /// Message content as it appears in the file.
 #[derive(Debug)]
-enum Content {
-    /// One JSON value, as written (a string or an array).
-    Value(Vec<u8>),
+enum Content<'a> {
+    /// One JSON value, as written (a string or an array), borrowed from the line when it can.
+    Value(Cow<'a, [u8]>),
     /// Array elements, joined with commas (after a merge).
     Elements(Vec<u8>),
 }
 
-impl Content {
+impl Content<'_> {
     /// The content as array elements: an array's own, or a string as one `text` block.
     fn into_elements(self) -> Vec<u8> {
         match self {
@@ -85,19 +86,19 @@ fn elements(value: &[u8]) -> Vec<u8> {
 
 /// A message held back because a later line may still add to it (Claude Code).
 #[derive(Debug)]
-struct Held {
+struct Held<'a> {
     line: Option<u64>,
     role: &'static str,
-    content: Content,
+    content: Content<'a>,
 }
 
 /// Turns lines into canonical records. See the module docs.
 #[derive(Debug)]
-pub struct Canonical {
+pub struct Canonical<'a> {
     format: Format,
     mode: Mode,
     /// Claude Code: the open assistant message (first) and the user messages after it.
-    held: Vec<Held>,
+    held: Vec<Held<'a>>,
     /// Hash of the open assistant message's `message.id`.
     open: Option<u64>,
 }
@@ -184,7 +185,7 @@ fn read_envelope(line: &[u8]) -> scan::Result<(Option<scan::RawStr<'_>>, Option<
     Ok((ty, payload))
 }
 
-impl Canonical {
+impl<'a> Canonical<'a> {
     /// Records of `mode` for a transcript of `format`.
     pub fn new(format: Format, mode: Mode) -> Self {
         Canonical { format, mode, held: Vec::new(), open: None }
@@ -198,8 +199,15 @@ impl Canonical {
         }
         match self.format {
             Format::ClaudeCode => {
-                if let Ok(fields) = ClaudeFields::read(bytes) {
-                    self.push_claude(line, bytes, &fields, out);
+                // The line does not outlive this call: what is held back is copied.
+                match ClaudeFields::read(bytes) {
+                    Ok(ClaudeFields::Message { role, id, content }) => {
+                        if let Some(c) = bytes.get(content) {
+                            self.message(line, role, id, Cow::Owned(c.to_vec()), out);
+                        }
+                    }
+                    Ok(ClaudeFields::Boundary { metadata }) => self.marker(line, bytes, metadata, out),
+                    Ok(ClaudeFields::Other) | Err(_) => {}
                 }
             }
             Format::Codex => self.codex(line, bytes, out),
@@ -216,28 +224,38 @@ impl Canonical {
         self.flush(out);
     }
 
-    /// Adds the next Claude Code line with the fields already read from it.
-    pub fn push_claude(&mut self, line: Option<u64>, bytes: &[u8], fields: &ClaudeFields, out: &mut impl FnMut(&[u8])) {
+    /// Adds the next Claude Code line with the fields already read from it; what is held back
+    /// borrows from the line.
+    pub fn push_claude(&mut self, line: Option<u64>, bytes: &'a [u8], fields: &ClaudeFields, out: &mut impl FnMut(&[u8])) {
         let (role, id, content) = match fields {
-            ClaudeFields::Boundary { metadata } => {
-                if self.mode == Mode::History {
-                    self.flush(out);
-                    out(format!("{{\"type\":\"compact_boundary\",\"line\":{}", line.unwrap_or(0)).as_bytes());
-                    if let Some(m) = metadata.clone().and_then(|m| bytes.get(m)) {
-                        out(b",\"metadata\":");
-                        out(m);
-                    }
-                    out(b"}\n");
-                }
-                return;
-            }
+            ClaudeFields::Boundary { metadata } => return self.marker(line, bytes, metadata.clone(), out),
             ClaudeFields::Other => return,
             ClaudeFields::Message { role, id, content } => (*role, *id, content.clone()),
         };
-        let Some(content) = bytes.get(content) else { return };
+        if let Some(content) = bytes.get(content) {
+            self.message(line, role, id, Cow::Borrowed(content), out);
+        }
+    }
+
+    /// A `compact_boundary` line: in `history`, a marker in place.
+    fn marker(&mut self, line: Option<u64>, bytes: &[u8], metadata: Option<Range<usize>>, out: &mut impl FnMut(&[u8])) {
+        if self.mode != Mode::History {
+            return;
+        }
+        self.flush(out);
+        out(format!("{{\"type\":\"compact_boundary\",\"line\":{}", line.unwrap_or(0)).as_bytes());
+        if let Some(m) = metadata.and_then(|m| bytes.get(m)) {
+            out(b",\"metadata\":");
+            out(m);
+        }
+        out(b"}\n");
+    }
+
+    /// A conversation message: written, held back, or merged into the open assistant message.
+    fn message(&mut self, line: Option<u64>, role: Role, id: Option<u64>, content: Cow<'a, [u8]>, out: &mut impl FnMut(&[u8])) {
         let role = role.as_str();
         if role == "user" {
-            let held = Held { line, role, content: Content::Value(content.to_vec()) };
+            let held = Held { line, role, content: Content::Value(content) };
             if self.open.is_some() {
                 self.held.push(held);
             } else {
@@ -250,7 +268,7 @@ impl Canonical {
                 // Another block of the open API message: merge it into the message.
                 let first = &mut self.held[0];
                 let mut merged = std::mem::replace(&mut first.content, Content::Elements(Vec::new())).into_elements();
-                let more = elements(content);
+                let more = elements(&content);
                 if !merged.is_empty() && !more.is_empty() {
                     merged.push(b',');
                 }
@@ -262,11 +280,11 @@ impl Canonical {
         self.flush(out);
         match id {
             Some(id) => {
-                self.held.push(Held { line, role, content: Content::Value(content.to_vec()) });
+                self.held.push(Held { line, role, content: Content::Value(content) });
                 self.open = Some(id);
             }
             // A message without an id cannot be continued: it goes out as it is.
-            None => write_held(self.mode, &Held { line, role, content: Content::Value(content.to_vec()) }, out),
+            None => write_held(self.mode, &Held { line, role, content: Content::Value(content) }, out),
         }
     }
 
@@ -327,7 +345,7 @@ impl Canonical {
 }
 
 /// Writes a held message as one record, in pieces (the content is not copied again).
-fn write_held(mode: Mode, h: &Held, out: &mut impl FnMut(&[u8])) {
+fn write_held(mode: Mode, h: &Held<'_>, out: &mut impl FnMut(&[u8])) {
     match (mode, h.line) {
         (Mode::History, Some(n)) => out(format!("{{\"line\":{n},\"role\":\"{}\",\"content\":", h.role).as_bytes()),
         _ => out(format!("{{\"role\":\"{}\",\"content\":", h.role).as_bytes()),

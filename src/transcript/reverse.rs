@@ -31,6 +31,7 @@ use super::lines::is_blank;
 use super::progress::Progress;
 use memchr::memrchr;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// A framed line (or report) handed out by the [`ReverseSplitter`], newest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,19 +83,90 @@ impl RevItem<'_> {
     }
 }
 
-/// An owned copy of a framed line, for stages that keep what they were fed.
+/// A page read from a stream: where it starts and its bytes, shared with the lines kept from it
+/// so that keeping a line does not copy it.
+#[derive(Debug, Clone)]
+pub struct Page {
+    /// Stream offset of its first byte.
+    pub base: u64,
+    /// Its bytes.
+    pub data: Arc<Vec<u8>>,
+}
+
+impl Page {
+    /// A page of `data` starting at stream offset `base`.
+    pub fn new(base: u64, data: Vec<u8>) -> Self {
+        Page { base, data: Arc::new(data) }
+    }
+
+    /// The bytes of the line at `offset` whose content is `bytes` (as the splitter handed them
+    /// out): a shared range of this page when the line lies in it, else a copy (a line that
+    /// spans pages).
+    pub fn keep(&self, offset: u64, bytes: &[u8]) -> LineBytes {
+        let end = offset + bytes.len() as u64;
+        if offset >= self.base && end <= self.base + self.data.len() as u64 {
+            let start = (offset - self.base) as usize;
+            return LineBytes { buf: Arc::clone(&self.data), range: start..start + bytes.len() };
+        }
+        LineBytes::copy(bytes)
+    }
+}
+
+/// The bytes of a kept line: a range of a shared page, or a copy of its own.
+#[derive(Clone)]
+pub struct LineBytes {
+    buf: Arc<Vec<u8>>,
+    range: Range<usize>,
+}
+
+impl LineBytes {
+    /// A copy of `bytes`.
+    pub fn copy(bytes: &[u8]) -> Self {
+        bytes.to_vec().into()
+    }
+}
+
+impl From<Vec<u8>> for LineBytes {
+    fn from(v: Vec<u8>) -> Self {
+        let range = 0..v.len();
+        LineBytes { buf: Arc::new(v), range }
+    }
+}
+
+impl std::ops::Deref for LineBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.range.clone()]
+    }
+}
+
+impl PartialEq for LineBytes {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for LineBytes {}
+
+impl std::fmt::Debug for LineBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
+
+/// A framed line kept by a stage: where it is and its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceLine {
     /// Stream offset of its first byte.
     pub offset: u64,
     /// Its content, without the line terminator.
-    pub bytes: Vec<u8>,
+    pub bytes: LineBytes,
 }
 
 impl SourceLine {
     /// A copy of the line at `offset`.
     pub fn new(offset: u64, bytes: &[u8]) -> Self {
-        SourceLine { offset, bytes: bytes.to_vec() }
+        SourceLine { offset, bytes: LineBytes::copy(bytes) }
     }
 }
 

@@ -22,7 +22,7 @@ use crate::transcript::finding::Kind;
 use crate::transcript::formats::{Detector, Format};
 use crate::transcript::canonical::ClaudeFields;
 use crate::transcript::progress::Progress;
-use crate::transcript::reverse::{RevItem, SourceLine};
+use crate::transcript::reverse::{LineBytes, Page, RevItem, SourceLine};
 
 /// A line left out of the context, or kept only verbatim, because it cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,8 +106,9 @@ impl ContextScan {
         }
     }
 
-    /// Feeds the next older item of the stream.
-    pub fn push(&mut self, item: RevItem<'_>) -> Progress {
+    /// Feeds the next older item of the stream. `page`, the page the splitter was fed when it
+    /// handed the item out, lets a kept line share the page's bytes instead of copying them.
+    pub fn push(&mut self, item: RevItem<'_>, page: Option<&Page>) -> Progress {
         if self.complete {
             return Progress::Complete;
         }
@@ -124,7 +125,7 @@ impl ContextScan {
                 return Progress::NeedMore;
             }
         };
-        let line = SourceLine::new(offset, bytes);
+        let line = SourceLine { offset, bytes: page.map_or_else(|| LineBytes::copy(bytes), |p| p.keep(offset, bytes)) };
         let p = match &mut self.route {
             Route::Undecided(waiting) => {
                 if let Outcome::Fault(f) = read_line(0, bytes, usize::MAX, None) {
@@ -241,7 +242,7 @@ impl ContextScan {
                     (true, Some(i)) => Cut::Bounded { offset: i.offset },
                     _ => Cut::Whole,
                 };
-                (cut, items.into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes }).collect())
+                (cut, items.into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes.into() }).collect())
             }
         };
         Context { format, cut, lines, claude_fields, skipped: self.skipped }
