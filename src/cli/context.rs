@@ -122,6 +122,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     for s in &skipped {
         eprintln!("{name}: {}: {}: {}", scanned.locate(s), s.kind, s.message);
     }
+    if scanned.context.head_missing {
+        eprintln!("{name}: warning: the rollout's first line is not a session_meta; the context starts without it");
+    }
     if !args.quiet {
         let cut = match scanned.context.cut {
             Cut::Whole => "no compaction bounds it: the whole file".to_owned(),
@@ -135,5 +138,5 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             human_bytes(scanned.len),
         );
     }
-    Ok(if skipped.is_empty() { Exit::Clean } else { Exit::Findings })
+    Ok(if skipped.is_empty() && !scanned.context.head_missing { Exit::Clean } else { Exit::Findings })
 }

@@ -230,11 +230,6 @@ impl ReverseSplitter {
         self.pos
     }
 
-    /// Bytes fed so far.
-    pub fn bytes_fed(&self) -> u64 {
-        self.len - self.pos
-    }
-
     /// The byte range to read next, at most `max_page` bytes ending where the last page began;
     /// `None` once the start is reached or a consumer completed.
     pub fn next_page(&self, max_page: usize) -> Option<Range<u64>> {

@@ -179,3 +179,21 @@ fn cli_context_raw_and_exit_codes() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 10, "conversation and boundary lines; not progress");
 }
+
+#[test]
+fn a_bounded_rollout_without_its_session_meta_is_reported() {
+    let input = std::fs::read_to_string(data("context/codex/0001_bounded_cut_at_the_compaction.jsonl")).unwrap();
+    let headless = input.split_once('\n').unwrap().1;
+    let s = context(headless.as_bytes());
+    assert!(s.context.head_missing);
+    assert!(matches!(s.context.cut, Cut::Bounded { .. }));
+    assert!(String::from_utf8_lossy(&s.context.lines[0].bytes).contains("\"type\":\"compacted\""), "the cut comes first");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("rollout.jsonl");
+    std::fs::write(&f, headless).unwrap();
+    let out = transcriptd(&["context", "-q", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a session_meta"));
+    // With its head, nothing is missing.
+    assert!(!context(input.as_bytes()).context.head_missing);
+}

@@ -99,7 +99,7 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
                 }
             }
             let head = all.first().map(|l| RolloutItem::read(l.offset, &l.bytes));
-            scan.finish(head).into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes.into() }).collect()
+            scan.finish(head).into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes }).collect()
         }
         _ => all,
     }

@@ -66,6 +66,9 @@ pub struct Context {
     pub claude_fields: Vec<ClaudeFields>,
     /// Lines that could not be read, newest first.
     pub skipped: Vec<Skipped>,
+    /// Codex: the cut is bounded but the rollout's first line is not the `session_meta` that
+    /// should come first, so the context starts without it.
+    pub head_missing: bool,
 }
 
 #[derive(Debug)]
@@ -129,8 +132,8 @@ impl ContextScan {
         let p = match &mut self.route {
             Route::Undecided(waiting) => {
                 if let Outcome::Fault(f) = read_line(0, bytes, usize::MAX, None) {
-                    self.skipped.push(Skipped { offset, from_end, kind: f.kind, message: f.message });
                     waiting.push(line);
+                    self.skip(offset, from_end, f.kind, f.message);
                     return Progress::NeedMore;
                 }
                 waiting.push(line);
@@ -168,37 +171,32 @@ impl ContextScan {
             Outcome::Fault(f) => Some(f),
             _ => None,
         };
-        match &mut self.route {
+        let offset = line.offset;
+        let (progress, unreadable) = match &mut self.route {
             Route::Claude(cut) => {
                 // One parse serves both the cut (is it the boundary?) and the canonical records.
                 let read = simdutf8::basic::from_utf8(&line.bytes).ok().and_then(|_| ClaudeFields::read(&line.bytes).ok());
                 let f = if read.is_none() { fault(&line.bytes) } else { None };
                 let fields = read.unwrap_or(ClaudeFields::Other);
-                let (offset, boundary) = (line.offset, fields.is_boundary());
-                let p = cut.push((line, fields), boundary);
-                if let (Some(f), true) = (f, report) {
-                    self.skipped.push(Skipped { offset, from_end, kind: f.kind, message: f.message });
-                }
-                p
+                let boundary = fields.is_boundary();
+                (cut.push((line, fields), boundary), f)
             }
             Route::Codex(scan) => {
-                let item = RolloutItem::read(line.offset, &line.bytes);
-                let f = (item.kind == ItemKind::Unreadable).then(|| fault(&line.bytes)).flatten();
-                let p = scan.push(item);
-                if let (Some(f), true) = (f, report) {
-                    self.skipped.push(Skipped { offset: line.offset, from_end, kind: f.kind, message: f.message });
-                }
-                p
+                let kind = ItemKind::of(&line.bytes);
+                let f = if kind == ItemKind::Unreadable { fault(&line.bytes) } else { None };
+                (scan.push(RolloutItem { offset, bytes: line.bytes, kind }), f)
             }
             Route::Whole(lines) => {
-                if let (Some(f), true) = (fault(&line.bytes), report) {
-                    self.skipped.push(Skipped { offset: line.offset, from_end, kind: f.kind, message: f.message });
-                }
+                let f = fault(&line.bytes);
                 lines.push(line);
-                Progress::NeedMore
+                (Progress::NeedMore, f)
             }
             Route::Undecided(_) => unreachable!("route is only called once the format is known"),
+        };
+        if let (Some(f), true) = (unreadable, report) {
+            self.skip(offset, from_end, f.kind, f.message);
         }
+        progress
     }
 
     fn skip(&mut self, offset: u64, from_end: u64, kind: Kind, message: String) {
@@ -217,10 +215,12 @@ impl ContextScan {
     }
 
     /// The context. `head` is the stream's first line when [`ContextScan::needs_head`] (ignored
-    /// otherwise); a head that is not a `session_meta` is reported and left out.
+    /// otherwise); a head that is not a `session_meta` is left out (see
+    /// [`Context::head_missing`]).
     pub fn finish(mut self, head: Option<&[u8]>) -> Context {
         let format = self.detector.format();
         let mut claude_fields = Vec::new();
+        let mut head_missing = false;
         let (cut, lines) = match std::mem::replace(&mut self.route, Route::Whole(Vec::new())) {
             Route::Undecided(mut lines) | Route::Whole(mut lines) => {
                 lines.reverse();
@@ -235,26 +235,18 @@ impl ContextScan {
             }
             Route::Codex(scan) => {
                 let bounded = scan.is_bounded();
-                let meta = if bounded { self.head_meta(head) } else { None };
+                let meta = head.map(|h| RolloutItem::read(0, h)).filter(|i| i.kind == ItemKind::SessionMeta);
+                head_missing = bounded && meta.is_none();
                 let items = scan.finish(meta);
                 let first_kept = items.iter().find(|i| !(bounded && i.offset == 0 && i.kind == ItemKind::SessionMeta));
                 let cut = match (bounded, first_kept) {
                     (true, Some(i)) => Cut::Bounded { offset: i.offset },
                     _ => Cut::Whole,
                 };
-                (cut, items.into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes.into() }).collect())
+                (cut, items.into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes }).collect())
             }
         };
-        Context { format, cut, lines, claude_fields, skipped: self.skipped }
+        Context { format, cut, lines, claude_fields, skipped: self.skipped, head_missing }
     }
 
-    fn head_meta(&mut self, head: Option<&[u8]>) -> Option<RolloutItem> {
-        let item = head.map(|h| RolloutItem::read(0, h));
-        if item.as_ref().is_some_and(|i| i.kind == ItemKind::SessionMeta) {
-            return item;
-        }
-        let message = "the rollout's first line is not a session_meta: the context starts without it".to_owned();
-        self.skipped.push(Skipped { offset: 0, from_end: 0, kind: Kind::MalformedLine, message });
-        None
-    }
 }

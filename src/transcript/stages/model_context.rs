@@ -31,6 +31,7 @@
 //! the rollout's head `session_meta`, which comes first in the result after a bounded cutoff.
 
 use crate::transcript::progress::Progress;
+use crate::transcript::reverse::LineBytes;
 use crate::transcript::scan::{self, object_line, RawStr, Scanner};
 
 /// What one rollout line means to the cutoff rules.
@@ -235,15 +236,15 @@ pub struct RolloutItem {
     /// Stream offset of the line.
     pub offset: u64,
     /// The line, without its terminator.
-    pub bytes: Vec<u8>,
+    pub bytes: LineBytes,
     /// Its meaning.
     pub kind: ItemKind,
 }
 
 impl RolloutItem {
-    /// Reads the line at `offset`.
+    /// Reads (and copies) the line at `offset`.
     pub fn read(offset: u64, bytes: &[u8]) -> Self {
-        RolloutItem { offset, bytes: bytes.to_vec(), kind: ItemKind::of(bytes) }
+        RolloutItem { offset, bytes: LineBytes::copy(bytes), kind: ItemKind::of(bytes) }
     }
 }
 
@@ -296,16 +297,6 @@ impl ModelContextScan {
     /// Whether [`ModelContextScan::finish`] will return a bounded suffix (not the full replay).
     pub fn is_bounded(&self) -> bool {
         !self.must_scan_to_start && self.saw_compaction && self.saw_completed_turn_context
-    }
-
-    /// Items pushed so far.
-    pub fn len(&self) -> usize {
-        self.newest_first.len()
-    }
-
-    /// Whether nothing was pushed.
-    pub fn is_empty(&self) -> bool {
-        self.newest_first.is_empty()
     }
 
     /// The collected items in chronological order. After a bounded cutoff the rollout's head
