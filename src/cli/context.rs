@@ -74,7 +74,9 @@ pub fn write(context: &Context, raw: bool, out: &mut impl Write) -> anyhow::Resu
         return Ok(());
     }
     let Some(format) = context.format else {
-        if context.lines.is_empty() {
+        // Nothing readable (an empty file, or only lines reported as unreadable): no records.
+        let unreadable = |offset: u64| context.skipped.iter().any(|s| s.offset == offset);
+        if context.lines.iter().all(|l| unreadable(l.offset)) {
             return Ok(());
         }
         anyhow::bail!("the format could not be detected from the lines read; give it with --format, or use --raw");

@@ -292,12 +292,12 @@ impl<'a> Canonical<'a> {
         let Ok((ty, payload)) = read_envelope(bytes) else { return };
         let ty = ty.map(|t| t.decode()).unwrap_or_default();
         match (self.mode, ty.as_ref(), payload) {
-            (Mode::Context, "", _) => self.write_object(None, bytes, out),
-            (Mode::Context, _, Some(p)) => {
-                let ty = serde_json::to_string(ty.as_ref()).unwrap_or_default();
+            (Mode::Context, t, Some(p)) if !t.is_empty() => {
+                let ty = serde_json::to_string(t).unwrap_or_default();
                 out(&[b"{\"type\":", ty.as_bytes(), b",\"payload\":", p, b"}\n"].concat());
             }
-            (Mode::Context, _, None) => out(&[b"{\"type\":", serde_json::to_string(ty.as_ref()).unwrap_or_default().as_bytes(), b"}\n"].concat()),
+            // Not an envelope (the legacy layout): the item as it is.
+            (Mode::Context, _, _) => self.write_object(None, bytes, out),
             (Mode::History, "response_item", Some(p)) => self.write_object(line, p, out),
             (Mode::History, "compacted", p) => {
                 let (items, window) = p.map(compaction_facts).unwrap_or((None, None));
