@@ -51,7 +51,7 @@ pub enum ItemKind {
     Compacted {
         /// `replacement_history` is an array.
         replacement_history: bool,
-        /// `window_number` is a number.
+        /// `window_number` is an unsigned integer.
         window_number: bool,
     },
     /// `turn_context`.
@@ -148,7 +148,8 @@ fn read_payload(s: &mut Scanner<'_>) -> scan::Result<Payload> {
             b"role" => p.role = decode(s.opt_string()?),
             b"turn_id" => p.turn_id = decode(s.opt_string()?),
             b"replacement_history" => p.replacement_history = s.opt_array(|s| s.skip())?,
-            b"window_number" => p.window_number = s.shape()? == Some(scan::Kind::Number),
+            // Codex reads it as an unsigned integer.
+            b"window_number" if s.peek() == Some(scan::Kind::Number) => p.window_number = s.number()?.iter().all(u8::is_ascii_digit),
             b"item" => {
                 s.opt_object(|s, k| {
                     match &*k.key() {
@@ -374,6 +375,10 @@ mod tests {
         assert_eq!(
             kind(r#"{"type":"compacted","payload":{"message":"","replacement_history":null,"window_number":null}}"#),
             ItemKind::Compacted { replacement_history: false, window_number: false }
+        );
+        assert_eq!(
+            kind(r#"{"type":"compacted","payload":{"replacement_history":[],"window_number":-1}}"#),
+            ItemKind::Compacted { replacement_history: true, window_number: false }
         );
         assert_eq!(kind(r#"{"type":"event_msg","payload":{"type":"turn_started","turn_id":"t1"}}"#), ItemKind::TurnStarted { turn_id: "t1".into() });
         assert_eq!(kind(r#"{"type":"event_msg","payload":{"type":"task_complete"}}"#), ItemKind::Other);
