@@ -1,6 +1,10 @@
 //! The command line: one module per verb, and the exit-code contract shared by all of them.
 
 pub mod check;
+pub mod context;
+pub mod history;
+pub mod input;
+pub mod orphans;
 pub mod output;
 pub mod repair;
 pub mod run;
@@ -49,6 +53,14 @@ pub enum Command {
     Run(run::Args),
     /// Check a daemon configuration file.
     ValidateConfig(run::ValidateArgs),
+    /// Print what the model sees on resume: the lines after the last compaction, read
+    /// backwards from the end of the file.
+    Context(context::Args),
+    /// Print the whole conversation for people and exports, each compaction marked in place.
+    History(history::Args),
+    /// List the calls of the last assistant turn that have no result, with what each tool does
+    /// and a suggested handling.
+    Orphans(orphans::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -69,6 +81,9 @@ pub fn main() -> ExitCode {
         Command::Repair(a) => repair::run(a),
         Command::Run(a) => run::run(a),
         Command::ValidateConfig(a) => run::validate(a),
+        Command::Context(a) => context::run(a),
+        Command::History(a) => history::run(a),
+        Command::Orphans(a) => orphans::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,

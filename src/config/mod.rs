@@ -6,6 +6,8 @@
 //! error at load time, never a silently ignored section. Every field's doc comment is its
 //! reference documentation; `config/transcriptd.toml` shows them all, commented.
 
+pub mod tools;
+
 use crate::transcript::stages::repair::OrphanPolicy;
 use crate::transcript::Format;
 use serde::{Deserialize, Serialize};

@@ -4,14 +4,19 @@
 //! verbs, the daemon) own files, time and threads of control, and feed bytes in. A test
 //! (`tests/architecture.rs`) fails if this rule is broken.
 
+pub mod canonical;
 pub mod checker;
 pub mod finding;
 pub mod formats;
+pub mod forward;
 pub mod lines;
 pub mod model;
+pub mod progress;
+pub mod reverse;
 pub mod scan;
 pub mod stages;
 
 pub use checker::{check_bytes, Checker, Finished, Observer, Options, Stats, StrictStop};
 pub use finding::{Finding, Kind, Output, Severity};
 pub use formats::Format;
+pub use progress::Progress;

@@ -430,6 +430,15 @@ impl<'a> Scanner<'a> {
         Ok(if f.is_finite() && f > 0.0 { f as u64 } else { 0 })
     }
 
+    /// Skips the next value, validating it, and returns its bytes as they appear in the input
+    /// (the canonical output splices message content through without re-encoding it).
+    pub fn raw_value(&mut self) -> Result<&'a [u8]> {
+        self.ws();
+        let start = self.pos;
+        self.skip()?;
+        Ok(&self.b[start..self.pos])
+    }
+
     /// The type of the next value, consuming it.
     pub fn shape(&mut self) -> Result<Option<Kind>> {
         let k = self.peek();
@@ -636,6 +645,15 @@ mod tests {
         assert_eq!(ty.as_deref(), Some("user"));
         assert_eq!(id.as_deref(), Some("a\"bé🦀"));
         assert!(t);
+    }
+
+    #[test]
+    fn raw_value_is_the_exact_span() {
+        let line = br#"{"a": [1, {"b":"c"}] ,"d":"e\"f","g":  null}"#;
+        let mut raws = Vec::new();
+        object_line(line, |s, _| s.raw_value().map(|r| raws.push(r.to_vec()))).unwrap();
+        assert_eq!(raws, vec![br#"[1, {"b":"c"}]"#.to_vec(), br#""e\"f""#.to_vec(), b"null".to_vec()]);
+        assert!(Scanner::new(b"[1,").raw_value().is_err());
     }
 
     fn json_value() -> impl Strategy<Value = serde_json::Value> {

@@ -1,13 +1,17 @@
 //! The one integration test binary: data-driven rules, real transcripts, generated corpora,
-//! the CLI contract, the architecture guard and the deploy/ files against the code.
+//! the CLI contract, the architecture guard, the deploy/ files against the code, and the context,
+//! history and orphans stages with the reverse-paged reader.
 
 mod architecture;
 mod chunking;
 mod cli;
 mod daemon;
 mod deploy;
+mod context;
 mod generated;
+mod orphans;
 mod real;
 mod repair;
+mod reverse;
 mod rules;
 mod support;

@@ -1,6 +1,11 @@
-//! Pipeline stages: pure state machines fed entries in order.
+//! Pipeline stages: pure state machines fed entries (or, for the compaction cuts, lines newest
+//! first).
 
 pub mod branches;
+pub mod compaction;
+pub mod context;
+pub mod model_context;
+pub mod orphans;
 pub mod validate;
 pub mod repair;
 pub mod events;

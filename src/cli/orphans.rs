@@ -1,0 +1,236 @@
+//! `transcriptd orphans`: the calls of each transcript's last assistant turn that have no
+//! result, with what each tool does and a suggested handling.
+
+use super::{Exit, OutputFormat};
+use crate::config::tools::ToolRegistry;
+use crate::sources::batch::{self, Input};
+use crate::transcript::checker::Outcome;
+use crate::transcript::forward::Forward;
+use crate::transcript::stages::orphans::{classify, Handling, OpenCall, Orphan, OrphanScan, Policy};
+use crate::transcript::Format;
+use anyhow::Context as _;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Arguments of `transcriptd orphans`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
+    /// standard locations, ~/.claude/projects and ~/.codex/sessions.
+    pub paths: Vec<PathBuf>,
+    /// Tool registry (TOML: tool name or glob = "none" | "read" | "write" | "external");
+    /// default: the built-in copy of config/tools.toml.
+    #[arg(long)]
+    pub registry: Option<PathBuf>,
+    /// `suggest`: redo calls that only read, abort the others; `skip`: mark every orphan skip.
+    #[arg(long, value_enum, default_value_t = PolicyArg::Suggest)]
+    pub policy: PolicyArg,
+    /// Orphans as readable lines, or one JSON object per line.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// The transcript format; detected per file from its first lines when not given.
+    #[arg(long)]
+    pub format: Option<Format>,
+    /// Treat files as live: a call at the tail of a file modified less than this long ago is
+    /// still running, not an orphan (e.g. 30s). Default 0: files are complete.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub grace: Duration,
+    /// Lines longer than this are skipped (e.g. 64MiB).
+    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
+    pub max_line_bytes: usize,
+    /// No summary on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// `--policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PolicyArg {
+    /// Redo calls that only read; abort the others (a person decides).
+    Suggest,
+    /// Mark every orphan skip.
+    Skip,
+}
+
+/// One line of `--output json`.
+#[derive(Debug, Serialize)]
+struct Record<'a> {
+    file: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<Format>,
+    #[serde(flatten)]
+    orphan: &'a Orphan,
+}
+
+/// The open calls of one transcript.
+#[derive(Debug)]
+pub struct Scanned {
+    /// Its format, when detected.
+    pub format: Option<Format>,
+    /// Calls of the last assistant turn without a result, declared orphans.
+    pub orphans: Vec<OpenCall>,
+    /// Calls at the tail of a live file still within the grace period.
+    pub in_flight: Vec<OpenCall>,
+}
+
+/// Reads `input` forward and finds the open calls of its last assistant turn. With a
+/// `grace` period and the file's modification time, a call at the tail of a recently modified
+/// file is still in flight.
+pub fn scan(input: &Input, format: Option<Format>, max_line_bytes: usize, grace: Duration) -> anyhow::Result<Scanned> {
+    let mut forward = Forward::new(format, max_line_bytes);
+    let mut stage: Option<OrphanScan> = None;
+    let mut on_line = |o: Outcome<'_>, _: &[u8], format: Option<Format>| {
+        if let (Outcome::Parsed(n, p), Some(f)) = (o, format) {
+            stage.get_or_insert_with(|| OrphanScan::new(f, grace)).push(n, &p);
+        }
+    };
+    super::input::read_forward(input, &mut forward, &mut on_line)?;
+    let format = forward.format();
+    let Some(mut stage) = stage else { return Ok(Scanned { format, orphans: Vec::new(), in_flight: Vec::new() }) };
+    let modified = input.path().and_then(|p| std::fs::metadata(p).ok()).and_then(|m| m.modified().ok());
+    let since_epoch = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    match modified {
+        Some(mtime) if !grace.is_zero() => {
+            // The file's last growth is its modification time; the clock says how long ago.
+            stage.grew(since_epoch(mtime));
+            let orphans = stage.handle_timeout(since_epoch(SystemTime::now()));
+            let declared: HashSet<&str> = orphans.iter().map(|c| c.id.as_str()).collect();
+            let in_flight = stage.open_calls().into_iter().filter(|c| !declared.contains(c.id.as_str())).collect();
+            Ok(Scanned { format, orphans, in_flight })
+        }
+        _ => Ok(Scanned { format, orphans: stage.finish(), in_flight: Vec::new() }),
+    }
+}
+
+/// The call ids a host listed in `pending.json` beside the transcript (seed 003): a JSON array
+/// of objects with a `call_id`. A missing file lists nothing.
+pub fn paused_calls(dir: &Path) -> anyhow::Result<HashSet<String>> {
+    let path = dir.join("pending.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
+        Err(e) => return Err(e).with_context(|| format!("{}: cannot read", path.display())),
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let Some(items) = value.as_array() else {
+        anyhow::bail!("{}: expected an array of pending calls (objects with a call_id)", path.display());
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.get("call_id")
+                .and_then(|c| c.as_str())
+                .map(str::to_owned)
+                .with_context(|| format!("{}: entry {i} has no string call_id", path.display()))
+        })
+        .collect()
+}
+
+/// Runs the verb.
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let registry = match &args.registry {
+        Some(p) => ToolRegistry::load(p)?,
+        None => ToolRegistry::builtin(),
+    };
+    let policy = match args.policy {
+        PolicyArg::Suggest => Policy::Suggest,
+        PolicyArg::Skip => Policy::Skip,
+    };
+    let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
+    if paths.is_empty() {
+        anyhow::bail!("no paths given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
+    }
+    let (inputs, _) = batch::expand(&paths)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut paused_by_dir: BTreeMap<PathBuf, HashSet<String>> = BTreeMap::new();
+    let (mut failed, mut orphans, mut paused, mut in_flight) = (0u64, 0u64, 0u64, 0u64);
+    let mut by_handling: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for input in &inputs {
+        let name = input.display();
+        let scanned = scan(input, args.format, args.max_line_bytes, args.grace).and_then(|s| {
+            let dir = input.path().and_then(Path::parent).map(Path::to_path_buf);
+            let listed = match dir {
+                Some(d) => match paused_by_dir.get(&d) {
+                    Some(l) => l.clone(),
+                    None => {
+                        let l = paused_calls(if d.as_os_str().is_empty() { Path::new(".") } else { &d })?;
+                        paused_by_dir.insert(d, l.clone());
+                        l
+                    }
+                },
+                None => HashSet::new(),
+            };
+            Ok((s, listed))
+        });
+        let (scanned, listed) = match scanned {
+            Ok(s) => s,
+            Err(e) => {
+                failed += 1;
+                out.flush()?;
+                eprintln!("transcriptd: error: {e:#}");
+                continue;
+            }
+        };
+        in_flight += scanned.in_flight.len() as u64;
+        for o in classify(&scanned.orphans, |t| registry.side_effect(t), &listed, policy) {
+            if o.handling == Handling::Paused {
+                paused += 1;
+            } else {
+                orphans += 1;
+                *by_handling.entry(o.handling.as_str()).or_default() += 1;
+            }
+            write_orphan(&mut out, args.output, &name, scanned.format, &o)?;
+        }
+        if !scanned.in_flight.is_empty() && !args.quiet {
+            out.flush()?;
+            for c in &scanned.in_flight {
+                eprintln!("{name}:{}: call to `{}` [{}] is still within the {:?} grace period", c.line, c.name, c.id, args.grace);
+            }
+        }
+    }
+    out.flush()?;
+    if !args.quiet {
+        let handlings: Vec<String> = by_handling.iter().map(|(h, n)| format!("{n} {h}")).collect();
+        let detail = if handlings.is_empty() { String::new() } else { format!(" ({})", handlings.join(", ")) };
+        eprintln!(
+            "scanned {} file{}: {orphans} orphan{}{detail}, {paused} paused, {in_flight} in flight{}",
+            inputs.len(),
+            if inputs.len() == 1 { "" } else { "s" },
+            if orphans == 1 { "" } else { "s" },
+            if failed > 0 { format!("; {failed} could not be scanned") } else { String::new() },
+        );
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} input{} could not be scanned", if failed == 1 { "" } else { "s" });
+    }
+    Ok(if orphans > 0 { Exit::Findings } else { Exit::Clean })
+}
+
+fn write_orphan(out: &mut impl Write, format: OutputFormat, file: &str, fmt: Option<Format>, o: &Orphan) -> anyhow::Result<()> {
+    match format {
+        OutputFormat::Json => {
+            serde_json::to_writer(&mut *out, &Record { file, format: fmt, orphan: o }).context("writing output")?;
+            out.write_all(b"\n")?;
+        }
+        OutputFormat::Text if o.handling == Handling::Paused => {
+            writeln!(out, "{file}:{}: paused: call to `{}` [{}] is listed in pending.json", o.line, o.tool, o.call_id)?;
+        }
+        OutputFormat::Text => {
+            writeln!(
+                out,
+                "{file}:{}: orphan: call to `{}` [{}] has no result; side effect {}: {}",
+                o.line,
+                o.tool,
+                o.call_id,
+                o.side_effect.as_str(),
+                o.handling.as_str()
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,252 @@
+//! What the model sees when a session resumes: the format-specific compaction cuts behind one
+//! stage fed by a reverse-paged reader.
+//!
+//! The reader hands over lines newest first; this stage detects the format from them (or takes
+//! it as given), routes them to the Claude Code [`CompactionCut`] or the Codex
+//! [`ModelContextScan`], and says when the reading can stop. The chat formats have no
+//! compaction: their context is the whole file. Lines that cannot be read are kept for the raw
+//! output (which prints lines verbatim) and reported as [`Skipped`]; over-long and torn lines are
+//! not part of any context and are reported too.
+//!
+//! Calling order: [`ContextScan::push`] every item of a [`ReverseSplitter`] until it returns
+//! [`Progress::Complete`] or the start of the stream is reached; then, if
+//! [`ContextScan::needs_head`], read the stream's first line (a Codex rollout's canonical
+//! `session_meta`) and pass it to [`ContextScan::finish`].
+//!
+//! [`ReverseSplitter`]: crate::transcript::reverse::ReverseSplitter
+
+use super::compaction::CompactionCut;
+use super::model_context::{ItemKind, ModelContextScan, RolloutItem};
+use crate::transcript::checker::{read_line, Outcome};
+use crate::transcript::finding::Kind;
+use crate::transcript::formats::{Detector, Format};
+use crate::transcript::canonical::ClaudeFields;
+use crate::transcript::progress::Progress;
+use crate::transcript::reverse::{LineBytes, Page, RevItem, SourceLine};
+
+/// A line left out of the context, or kept only verbatim, because it cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Stream offset of the line.
+    pub offset: u64,
+    /// Its physical position from the end of the stream (1 = the last line).
+    pub from_end: u64,
+    /// What is wrong with it: `malformed_line`, `invalid_utf8`, `line_too_long` or `torn_line`.
+    pub kind: Kind,
+    /// Details.
+    pub message: String,
+}
+
+/// Where the context starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Nothing bounds it: the context is the whole file.
+    Whole,
+    /// A compaction bounds it. Claude Code: the context is what follows the boundary line at
+    /// `offset`. Codex: the context starts with the item at `offset`, after the head
+    /// `session_meta`.
+    Bounded {
+        /// Offset of the boundary line (Claude Code) or of the first item kept (Codex).
+        offset: u64,
+    },
+}
+
+/// The result of a [`ContextScan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    /// The format, when it could be detected.
+    pub format: Option<Format>,
+    /// Where the context starts.
+    pub cut: Cut,
+    /// The lines of the context, oldest first, as the raw output prints them (a Codex
+    /// `session_meta` first after a bounded cutoff).
+    pub lines: Vec<SourceLine>,
+    /// Claude Code: what each line of `lines` is to the canonical records, read once during
+    /// the scan (same length as `lines`); empty for the other formats.
+    pub claude_fields: Vec<ClaudeFields>,
+    /// Lines that could not be read, newest first.
+    pub skipped: Vec<Skipped>,
+    /// Codex: the cut is bounded but the rollout's first line is not the `session_meta` that
+    /// should come first, so the context starts without it.
+    pub head_missing: bool,
+}
+
+#[derive(Debug)]
+enum Route {
+    /// The format is not known yet: lines wait here, newest first.
+    Undecided(Vec<SourceLine>),
+    Claude(CompactionCut<(SourceLine, ClaudeFields)>),
+    Codex(ModelContextScan),
+    /// No compaction in this format: every line is context (newest first).
+    Whole(Vec<SourceLine>),
+}
+
+/// Routes a reverse-paged stream to the compaction cut of its format. See the module docs.
+#[derive(Debug)]
+pub struct ContextScan {
+    detector: Detector,
+    route: Route,
+    skipped: Vec<Skipped>,
+    complete: bool,
+}
+
+impl ContextScan {
+    /// A scan for a stream of `format`, or of a format to detect from its lines.
+    pub fn new(format: Option<Format>) -> Self {
+        let mut scan = ContextScan { detector: Detector::new(), route: Route::Undecided(Vec::new()), skipped: Vec::new(), complete: false };
+        if let Some(f) = format {
+            scan.detector = Detector::fixed(f);
+            scan.route = Self::route_for(f);
+        }
+        scan
+    }
+
+    fn route_for(format: Format) -> Route {
+        match format {
+            Format::ClaudeCode => Route::Claude(CompactionCut::new()),
+            Format::Codex => Route::Codex(ModelContextScan::new()),
+            Format::OpenAiChat | Format::Anthropic => Route::Whole(Vec::new()),
+        }
+    }
+
+    /// Feeds the next older item of the stream. `page`, the page the splitter was fed when it
+    /// handed the item out, lets a kept line share the page's bytes instead of copying them.
+    pub fn push(&mut self, item: RevItem<'_>, page: Option<&Page>) -> Progress {
+        if self.complete {
+            return Progress::Complete;
+        }
+        let (offset, from_end) = (item.offset(), item.from_end());
+        let bytes = match item {
+            RevItem::Line { bytes, .. } => bytes,
+            RevItem::TooLong { len, .. } => {
+                self.skip(offset, from_end, Kind::LineTooLong, format!("line of {len} bytes is over the line limit; left out"));
+                return Progress::NeedMore;
+            }
+            RevItem::Torn { len, .. } => {
+                let message = format!("last line ({len} bytes) has no newline: an interrupted write, not part of the context");
+                self.skip(offset, from_end, Kind::TornLine, message);
+                return Progress::NeedMore;
+            }
+        };
+        let line = SourceLine { offset, bytes: page.map_or_else(|| LineBytes::copy(bytes), |p| p.keep(offset, bytes)) };
+        let p = match &mut self.route {
+            Route::Undecided(waiting) => {
+                if let Outcome::Fault(f) = read_line(0, bytes, usize::MAX, None) {
+                    waiting.push(line);
+                    self.skip(offset, from_end, f.kind, f.message);
+                    return Progress::NeedMore;
+                }
+                waiting.push(line);
+                self.detector.observe(bytes);
+                match self.detector.format() {
+                    Some(f) => self.decide(f),
+                    None => Progress::NeedMore,
+                }
+            }
+            _ => self.route(line, from_end, true),
+        };
+        self.complete = p.is_complete();
+        p
+    }
+
+    /// The format is known: the lines that waited go to its cut, newest first. Their faults
+    /// were reported while they waited.
+    fn decide(&mut self, format: Format) -> Progress {
+        let Route::Undecided(waiting) = std::mem::replace(&mut self.route, Self::route_for(format)) else {
+            return Progress::NeedMore;
+        };
+        for line in waiting {
+            if self.route(line, 0, false).is_complete() {
+                return Progress::Complete;
+            }
+        }
+        Progress::NeedMore
+    }
+
+    /// Hands one line to the cut of the decided format; `report` says whether a line that
+    /// cannot be read is still to be reported.
+    fn route(&mut self, line: SourceLine, from_end: u64, report: bool) -> Progress {
+        let format = self.detector.format();
+        let fault = |bytes: &[u8]| match read_line(0, bytes, usize::MAX, format) {
+            Outcome::Fault(f) => Some(f),
+            _ => None,
+        };
+        let offset = line.offset;
+        let (progress, unreadable) = match &mut self.route {
+            Route::Claude(cut) => {
+                // One parse serves both the cut (is it the boundary?) and the canonical records.
+                let read = simdutf8::basic::from_utf8(&line.bytes).ok().and_then(|_| ClaudeFields::read(&line.bytes).ok());
+                let f = if read.is_none() { fault(&line.bytes) } else { None };
+                let fields = read.unwrap_or(ClaudeFields::Other);
+                let boundary = fields.is_boundary();
+                (cut.push((line, fields), boundary), f)
+            }
+            Route::Codex(scan) => {
+                let kind = ItemKind::of(&line.bytes);
+                let f = if kind == ItemKind::Unreadable { fault(&line.bytes) } else { None };
+                (scan.push(RolloutItem { offset, bytes: line.bytes, kind }), f)
+            }
+            Route::Whole(lines) => {
+                let f = fault(&line.bytes);
+                lines.push(line);
+                (Progress::NeedMore, f)
+            }
+            Route::Undecided(_) => unreachable!("route is only called once the format is known"),
+        };
+        if let (Some(f), true) = (unreadable, report) {
+            self.skip(offset, from_end, f.kind, f.message);
+        }
+        progress
+    }
+
+    fn skip(&mut self, offset: u64, from_end: u64, kind: Kind, message: String) {
+        self.skipped.push(Skipped { offset, from_end, kind, message });
+    }
+
+    /// The format decided so far.
+    pub fn format(&self) -> Option<Format> {
+        self.detector.format()
+    }
+
+    /// Whether [`ContextScan::finish`] wants the stream's first line: a Codex rollout cut
+    /// before its start puts the head `session_meta` first.
+    pub fn needs_head(&self) -> bool {
+        matches!(&self.route, Route::Codex(s) if s.is_bounded())
+    }
+
+    /// The context. `head` is the stream's first line when [`ContextScan::needs_head`] (ignored
+    /// otherwise); a head that is not a `session_meta` is left out (see
+    /// [`Context::head_missing`]).
+    pub fn finish(mut self, head: Option<&[u8]>) -> Context {
+        let format = self.detector.format();
+        let mut claude_fields = Vec::new();
+        let mut head_missing = false;
+        let (cut, lines) = match std::mem::replace(&mut self.route, Route::Whole(Vec::new())) {
+            Route::Undecided(mut lines) | Route::Whole(mut lines) => {
+                lines.reverse();
+                (Cut::Whole, lines)
+            }
+            Route::Claude(c) => {
+                let c = c.finish();
+                let cut = c.boundary.map_or(Cut::Whole, |(b, _)| Cut::Bounded { offset: b.offset });
+                let (lines, fields) = c.lines.into_iter().unzip();
+                claude_fields = fields;
+                (cut, lines)
+            }
+            Route::Codex(scan) => {
+                let bounded = scan.is_bounded();
+                let meta = head.map(|h| RolloutItem::read(0, h)).filter(|i| i.kind == ItemKind::SessionMeta);
+                head_missing = bounded && meta.is_none();
+                let items = scan.finish(meta);
+                let first_kept = items.iter().find(|i| !(bounded && i.offset == 0 && i.kind == ItemKind::SessionMeta));
+                let cut = match (bounded, first_kept) {
+                    (true, Some(i)) => Cut::Bounded { offset: i.offset },
+                    _ => Cut::Whole,
+                };
+                (cut, items.into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes }).collect())
+            }
+        };
+        Context { format, cut, lines, claude_fields, skipped: self.skipped, head_missing }
+    }
+
+}

@@ -1,0 +1,179 @@
+//! The reverse-paged reader agrees with the forward one: on every real fixture, on the data
+//! cases and on generated corpora, with page sizes from 1 byte up, it frames the same lines
+//! (numbers, offsets, bytes, too-long and torn reports), and the context it finds reading
+//! backwards is the one a forward read finds.
+
+use super::support::{data, generate, jsonl_files};
+use proptest::prelude::*;
+use transcriptd::cli::context::scan;
+use transcriptd::transcript::checker::{read_line, Outcome};
+use transcriptd::transcript::lines::{lines, Block, LineSplitter};
+use transcriptd::transcript::model::Entry;
+use transcriptd::transcript::reverse::{RevItem, ReverseSplitter, SourceLine};
+use transcriptd::transcript::stages::model_context::{ModelContextScan, RolloutItem};
+use transcriptd::transcript::{check_bytes, Format, Progress};
+
+/// A framed line as both directions report it: (number, offset, what).
+type Framed = (u64, u64, String);
+
+fn what(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn forward(input: &[u8], max: usize) -> Vec<Framed> {
+    let mut s = LineSplitter::new(max);
+    let mut got = Vec::new();
+    let mut next = 1u64;
+    for chunk in input.chunks(1 << 16) {
+        s.feed(chunk, &mut |b| match b {
+            Block::Lines { offset, bytes } => {
+                let mut it = lines(next, offset, bytes);
+                for l in it.by_ref() {
+                    let w = if l.bytes.len() > max { format!("<too long {}>", l.bytes.len()) } else { what(l.bytes) };
+                    got.push((l.number, l.offset, w));
+                }
+                next = it.next_number();
+            }
+            Block::TooLong { offset, len } => {
+                got.push((next, offset, format!("<too long {len}>")));
+                next += 1;
+            }
+            Block::LongBytes(_) => {}
+        });
+    }
+    if let Some(t) = s.finish() {
+        let w = match t.bytes {
+            Some(b) => format!("<torn {} {}>", t.len, what(b)),
+            None => format!("<torn {}>", t.len),
+        };
+        got.push((next, t.offset, w));
+    }
+    got
+}
+
+/// Reads `input` backwards in pages of the given sizes (cycled), newest first, then numbers
+/// the lines once the start is reached.
+fn backward(input: &[u8], max: usize, pages: &[usize]) -> Vec<Framed> {
+    let mut r = ReverseSplitter::new(input.len() as u64, max);
+    let mut got: Vec<Framed> = Vec::new();
+    let mut push = |it: RevItem<'_>| {
+        let w = match it {
+            RevItem::Line { bytes, .. } => what(bytes),
+            RevItem::TooLong { len, .. } => format!("<too long {len}>"),
+            RevItem::Torn { bytes: Some(b), len, .. } => format!("<torn {len} {}>", what(b)),
+            RevItem::Torn { bytes: None, len, .. } => format!("<torn {len}>"),
+        };
+        got.push((it.from_end(), it.offset(), w));
+        Progress::NeedMore
+    };
+    let mut k = 0;
+    while let Some(range) = r.next_page(pages[k % pages.len()]) {
+        k += 1;
+        assert_eq!(r.feed(&input[range.start as usize..range.end as usize], &mut push), Progress::NeedMore);
+    }
+    let _ = r.finish(&mut push);
+    got.reverse();
+    got.into_iter().map(|(from_end, o, w)| (r.number(from_end).unwrap(), o, w)).collect()
+}
+
+/// The context a forward read finds: complete lines within the limit, after the last Claude
+/// boundary, or the Codex scan fed from an in-memory list, or everything.
+fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
+    let (_, _, format) = check_bytes(input, Default::default()).unwrap();
+    let mut all = Vec::new();
+    let mut s = LineSplitter::new(max);
+    s.feed(input, &mut |b| {
+        if let Block::Lines { offset, bytes } = b {
+            all.extend(lines(0, offset, bytes).filter(|l| l.bytes.len() <= max).map(|l| SourceLine::new(l.offset, l.bytes)));
+        }
+    });
+    match format {
+        Some(Format::ClaudeCode) => {
+            let last = all.iter().rposition(|l| matches!(read_line(0, &l.bytes, usize::MAX, format), Outcome::Parsed(_, p) if matches!(p.entry, Entry::Compaction { .. })));
+            all.split_off(last.map_or(0, |i| i + 1))
+        }
+        Some(Format::Codex) => {
+            let mut scan = ModelContextScan::new();
+            for l in all.iter().rev() {
+                if scan.push(RolloutItem::read(l.offset, &l.bytes)).is_complete() {
+                    break;
+                }
+            }
+            let head = all.first().map(|l| RolloutItem::read(l.offset, &l.bytes));
+            scan.finish(head).into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes }).collect()
+        }
+        _ => all,
+    }
+}
+
+fn corpora() -> Vec<Vec<u8>> {
+    let mut inputs: Vec<Vec<u8>> = jsonl_files(&data("real")).iter().chain(jsonl_files(&data("context")).iter()).map(|f| std::fs::read(f).unwrap()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    for (i, extra) in [&["--split-assistant"][..], &["--merge-results", "--faults", "0.02", "--truncate-last", "1"], &["--layout", "type-first", "--malformed", "0.01"]].iter().enumerate() {
+        let f = dir.path().join(format!("g{i}.jsonl"));
+        let seed = (20 + i).to_string();
+        let mut args = vec!["--lines", "1500", "--seed", &seed, "--compact-boundary", "0.1"];
+        args.extend_from_slice(extra);
+        generate(&f, &args);
+        inputs.push(std::fs::read(&f).unwrap());
+    }
+    inputs
+}
+
+#[test]
+fn every_fixture_and_corpus_frames_the_same_lines_backwards() {
+    for (i, input) in corpora().iter().enumerate() {
+        for max in [64 << 20, 2000] {
+            let fwd = forward(input, max);
+            for pages in [&[1usize][..], &[2], &[7, 1, 300], &[4096], &[1 << 20]] {
+                assert_eq!(backward(input, max, pages), fwd, "corpus {i}, max {max}, pages {pages:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_context_found_backwards_is_the_one_found_forwards() {
+    for (i, input) in corpora().iter().enumerate() {
+        let want = forward_context(input, 64 << 20);
+        for page in [1, 5, 4096, 16 << 10] {
+            let got = scan(&mut &input[..], None, 64 << 20, page).unwrap();
+            assert_eq!(got.context.lines, want, "corpus {i}, first page {page}");
+        }
+    }
+}
+
+#[test]
+fn edge_cases_agree() {
+    for input in [&b""[..], b"\n", b"x", b"  ", b"a\n  ", b"\r\n", b"abc\r", b"0123456789\nab\n", b"ab\n0123456789", b"   \n       \n", b"a\r\r\nb"] {
+        for max in [1, 3, 5, 100] {
+            let fwd = forward(input, max);
+            for page in [1, 2, 3, 7, 100] {
+                assert_eq!(backward(input, max, &[page]), fwd, "{input:?} max {max} page {page}");
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn random_lines_and_pages(
+        lines in proptest::collection::vec("[a-z \\r{}\"]{0,14}", 0..14),
+        torn in proptest::option::of("[a-z\\r ]{1,9}"),
+        pages in proptest::collection::vec(1usize..40, 1..8),
+        max in 1usize..16,
+    ) {
+        let mut input = lines.join("\n").into_bytes();
+        if !lines.is_empty() { input.push(b'\n'); }
+        if let Some(t) = torn { input.extend_from_slice(t.as_bytes()); }
+        prop_assert_eq!(backward(&input, max, &pages), forward(&input, max));
+    }
+
+    #[test]
+    fn random_pages_over_real_fixtures(file in 0usize..1000, pages in proptest::collection::vec(1usize..70_000, 1..6)) {
+        let files = jsonl_files(&data("real"));
+        let input = std::fs::read(&files[file % files.len()]).unwrap();
+        prop_assert_eq!(backward(&input, 64 << 20, &pages), forward(&input, 64 << 20));
+    }
+}
