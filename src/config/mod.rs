@@ -368,9 +368,7 @@ impl Config {
                 }
             }
             if let StageConfig::Orphans { registry: Some(r), .. } = st {
-                if !r.exists() {
-                    return Err(invalid(format!("stages[{i}].registry"), format!("{} does not exist", r.display())));
-                }
+                tools::ToolRegistry::load(r).map_err(|e| invalid(format!("stages[{i}].registry"), e.to_string()))?;
             }
         }
         let mut metrics_addr = None;

@@ -34,13 +34,15 @@ pub const READ_CHUNK: usize = 1 << 20;
 pub const DETACHED_FOR: Duration = Duration::from_secs(1);
 
 /// The stage settings the loop needs, from the configured stage list.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Stages {
     compaction: bool,
     orphans: bool,
     validate: bool,
     grace: Duration,
     repair: Option<(crate::config::RepairMode, Duration, OrphanPolicy)>,
+    /// Side effects of tools, for `orphan_tool_calls_total`.
+    registry: crate::config::tools::ToolRegistry,
 }
 
 impl Stages {
@@ -51,14 +53,18 @@ impl Stages {
             validate: false,
             grace: Duration::from_secs(600),
             repair: None,
+            registry: crate::config::tools::ToolRegistry::builtin(),
         };
         for st in &r.config.stages {
             match st {
                 StageConfig::Parse => {}
                 StageConfig::Compaction => s.compaction = true,
-                StageConfig::Orphans { grace, .. } => {
+                StageConfig::Orphans { grace, registry } => {
                     s.orphans = true;
                     s.grace = *grace;
+                    if let Some(path) = registry {
+                        s.registry = crate::config::tools::ToolRegistry::load(path)?;
+                    }
                 }
                 StageConfig::Validate => s.validate = true,
                 StageConfig::Repair { mode, min_idle, .. } => s.repair = Some((*mode, *min_idle, r.repair_orphans)),
@@ -457,6 +463,10 @@ impl Daemon {
                 let findings = t.tail_findings(self.stages.orphans);
                 for f in &findings {
                     tail::count_finding(f);
+                    if f.kind == crate::transcript::Kind::OrphanCall {
+                        let effect = self.stages.registry.side_effect(f.tool.as_deref().unwrap_or(""));
+                        metrics::counter!(t::ORPHAN_TOOL_CALLS, "side_effect" => effect.as_str()).increment(1);
+                    }
                     t.has_errors |= f.severity == crate::transcript::Severity::Error;
                     records.push(Record::Finding { time: envelope::now(), file: t.path.display().to_string(), format: t.format(), finding: f.clone() });
                 }

@@ -458,15 +458,9 @@ pub fn retracted(path: &Path, f: &Finding, reason: &str) -> Record {
     Record::FindingRetracted { time: now(), file: path.display().to_string(), line: f.line, kind: f.kind, call_id: f.call_id.clone(), reason: reason.to_owned() }
 }
 
-/// Counts a finding in the metrics; an orphan call is also counted by the side effect of its
-/// tool.
+/// Counts a finding in the metrics.
 pub fn count_finding(f: &Finding) {
     metrics::counter!(t::FINDINGS, "kind" => f.kind.as_str(), "severity" => f.severity.as_str()).increment(1);
-    if f.kind == crate::transcript::Kind::OrphanCall {
-        // The daemon does not load a tool registry yet, so every tool's side effect is
-        // `unknown` (the registry's word for a tool it does not list).
-        metrics::counter!(t::ORPHAN_TOOL_CALLS, "side_effect" => "unknown").increment(1);
-    }
 }
 
 fn report_stats(before: &Stats, after: &Stats, format: Option<Format>) {

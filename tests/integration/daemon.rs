@@ -410,7 +410,7 @@ fn pending_json_pauses_calls_and_bounded_open_files() {
     for i in 0..12 {
         let dir = w.join(format!("s{i}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let call = format!("{{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{{\"id\":\"call{i}\",\"function\":{{\"name\":\"f\",\"arguments\":\"{{}}\"}}}}]}}\n");
+        let call = format!("{{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{{\"id\":\"call{i}\",\"function\":{{\"name\":\"Read\",\"arguments\":\"{{}}\"}}}}]}}\n");
         if i % 2 == 0 {
             std::fs::write(dir.join("pending.json"), format!("[{{\"call_id\":\"call{i}\"}}]")).unwrap();
         }
@@ -426,6 +426,8 @@ fn pending_json_pauses_calls_and_bounded_open_files() {
     assert!(open <= 3.0, "{open}");
     let watched: f64 = m.lines().find(|l| l.starts_with("transcriptd_files_watched ")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
     assert_eq!(watched, 12.0);
+    // Orphans are counted by the side effect the tool registry gives their tool.
+    assert!(m.contains("transcriptd_orphan_tool_calls_total{side_effect=\"read\"} 6"), "{m}");
 }
 
 #[test]
