@@ -2,6 +2,8 @@
 
 pub mod check;
 pub mod output;
+pub mod sessions;
+pub mod show;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -41,6 +43,10 @@ pub enum OutputFormat {
 pub enum Command {
     /// Validate transcripts and report findings.
     Check(check::Args),
+    /// Find the sessions agent hosts keep on disk.
+    Sessions(sessions::Args),
+    /// Show one session, named by a short prefix of its id.
+    Show(show::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -58,6 +64,8 @@ pub fn main() -> ExitCode {
     init_tracing(cli.log_format);
     let result = match cli.command {
         Command::Check(a) => check::run(a),
+        Command::Sessions(a) => sessions::run(a),
+        Command::Show(a) => show::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,
