@@ -54,53 +54,69 @@ pub fn validate_prefix(prefix: &str) -> Result<(), PrefixError> {
 
 /// Whether `s` is a UUID in its textual form (`8-4-4-4-12` hex digits, either case).
 pub fn is_uuid(s: &str) -> bool {
+    /// Whether each byte value is an ASCII hex digit: one load per byte, no branches, since
+    /// a lookup tests every directory name it meets.
+    const HEX: [bool; 256] = {
+        let mut t = [false; 256];
+        let mut i = 0;
+        while i < 256 {
+            t[i] = (i as u8).is_ascii_hexdigit();
+            i += 1;
+        }
+        t
+    };
     let b = s.as_bytes();
     b.len() == 36
-        && b.iter().enumerate().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => *c == b'-',
-            _ => c.is_ascii_hexdigit(),
-        })
+        && b[8] == b'-'
+        && b[13] == b'-'
+        && b[18] == b'-'
+        && b[23] == b'-'
+        && [&b[..8], &b[9..13], &b[14..18], &b[19..23], &b[24..]].iter().all(|part| part.iter().fold(true, |ok, c| ok & HEX[*c as usize]))
 }
 
-/// Whether one `-`-separated token can be part of a timestamp.
-fn is_timestamp_token(t: &str) -> bool {
-    t.as_bytes().first().is_some_and(u8::is_ascii_digit) && t.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'T' | b'Z' | b'.' | b'_'))
-}
-
-/// Whether the first token of a timestamp starts with a year (or a longer number).
-fn starts_with_year(t: &str) -> bool {
-    t.bytes().take_while(u8::is_ascii_digit).count() >= 4
-}
-
-/// Whether all of `s` reads as a timestamp.
-fn is_timestamp(s: &str) -> bool {
-    let mut tokens = s.split('-');
-    tokens.next().is_some_and(|t| is_timestamp_token(t) && starts_with_year(t)) && tokens.all(is_timestamp_token)
+/// Where the leading timestamp of `b` ends: the end of its leading run of `-`-separated
+/// timestamp tokens (digits and `T`, `Z`, `.`, `_`, starting with a digit; the first with at
+/// least four digits), 0 when there is none. With `keep_last`, the last token is never taken.
+/// Byte-wise, since a lookup runs this on every directory name it meets.
+fn leading_timestamp(b: &[u8], keep_last: bool) -> usize {
+    let (mut end, mut start, mut lead, mut in_lead) = (0, 0, 0, true);
+    for i in 0..=b.len() {
+        // A `-` past the end closes the last token.
+        let c = b.get(i).copied().unwrap_or(b'-');
+        if c == b'-' {
+            if lead == 0 || (start == 0 && lead < 4) || (keep_last && i == b.len()) {
+                return end;
+            }
+            end = i;
+            (start, lead, in_lead) = (i + 1, 0, true);
+        } else if c.is_ascii_digit() {
+            lead += usize::from(in_lead);
+        } else if matches!(c, b'T' | b'Z' | b'.' | b'_') {
+            in_lead = false;
+        } else {
+            return end;
+        }
+    }
+    end
 }
 
 /// Splits `<timestamp>-<id>` into its timestamp and id; `None` when the name has no leading
 /// timestamp or nothing after it.
 pub fn split_timestamped(name: &str) -> Option<(&str, &str)> {
-    if name.len() > 37 && name.is_char_boundary(name.len() - 36) {
-        let (head, uuid) = name.split_at(name.len() - 36);
-        if let Some(ts) = head.strip_suffix('-') {
-            if is_uuid(uuid) && is_timestamp(ts) {
-                return Some((ts, uuid));
-            }
-        }
-    }
-    let first = name.split('-').next()?;
-    if !(is_timestamp_token(first) && starts_with_year(first)) {
+    let b = name.as_bytes();
+    // Every timestamp starts with a year: most names are rejected here.
+    if b.len() < 6 || !b[..4].iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let mut end = first.len();
-    for t in name[end..].split('-').skip(1) {
-        if !is_timestamp_token(t) || end + 1 + t.len() == name.len() {
-            break;
+    // `-` is ASCII, so both slices below start at character boundaries.
+    if b.len() > 37 && b[b.len() - 37] == b'-' {
+        let (head, uuid) = (&name[..b.len() - 37], &name[b.len() - 36..]);
+        if is_uuid(uuid) && leading_timestamp(head.as_bytes(), false) == head.len() {
+            return Some((head, uuid));
         }
-        end += 1 + t.len();
     }
-    let id = name.get(end + 1..).filter(|id| !id.is_empty())?;
+    let end = leading_timestamp(b, true);
+    let id = name.get(end + 1..).filter(|id| end > 0 && !id.is_empty())?;
     Some((&name[..end], id))
 }
 

@@ -15,6 +15,9 @@
 //!   not opened. Such a name is taken to be a session directory, never a workspace of them; this
 //!   is what keeps a lookup over 100,000 session directories from opening each one.
 //!
+//! Directories are read in parallel, each by one task: the time goes into the kernel's reading
+//! of large directories.
+//!
 //! Symbolic links are followed (`~/.claude/projects` is sometimes one), except to a directory
 //! that contains the link, so that a link loop cannot hang a walk. A directory that vanishes
 //! while it is walked (a session deleted meanwhile) is skipped; any other error is returned,
@@ -25,10 +28,12 @@ use super::Error;
 use crate::sources::batch::{transcript_of_meta, MissingTranscript};
 use serde::Serialize;
 use std::collections::HashSet;
-use std::ffi::OsString;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::cell::OnceCell;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// How a session is kept on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -133,34 +138,101 @@ pub fn find_by_prefix(roots: &[PathBuf], prefix: &str) -> Result<Session, Error>
     }
 }
 
+/// A set of names from one directory listing. Sets of 100,000 names are built per lookup, so
+/// the hash is a one-shot xxh3 instead of SipHash (file names on the user's own disk are not
+/// chosen to collide).
+type NameSet<'a> = HashSet<&'a str, BuildHasherDefault<NameHasher>>;
+
+/// See [`NameSet`].
+#[derive(Default)]
+struct NameHasher(u64);
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = self.0.rotate_left(5) ^ xxhash_rust::xxh3::xxh3_64(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// A directory still to read, with its canonical path (for the link-loop check).
 struct Pending {
     path: PathBuf,
     canonical: PathBuf,
 }
 
-/// The walk behind [`discover`] (`prefix: None`) and [`find_by_prefix`].
+/// The walk behind [`discover`] (`prefix: None`) and [`find_by_prefix`]. Directories are read
+/// in parallel: the time goes into the kernel's reading of large directories, one at a time.
 fn walk(roots: &[PathBuf], prefix: Option<&str>) -> Result<Discovery, Error> {
     let mut out = Discovery::default();
-    let mut followed: HashSet<PathBuf> = HashSet::new();
+    let mut dirs = Vec::new();
     for root in roots {
         let meta = fs::metadata(root).map_err(|e| Error::io(root, e))?;
-        if !meta.is_dir() {
+        if meta.is_dir() {
+            let canonical = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
+            dirs.push(Pending { path: root.clone(), canonical });
+        } else {
             file_root(root, prefix, &mut out);
-            continue;
-        }
-        let canonical = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
-        let mut stack = vec![Pending { path: root.clone(), canonical }];
-        while let Some(dir) = stack.pop() {
-            read_dir(&dir, prefix, &mut out, &mut stack, &mut followed)?;
         }
     }
+    let shared = Walk { prefix, out: Mutex::new(out), followed: Mutex::new(HashSet::new()), error: Mutex::new(None) };
+    rayon::scope(|s| {
+        for dir in dirs {
+            let shared = &shared;
+            s.spawn(move |s| shared.visit(s, dir));
+        }
+    });
+    if let Some(e) = shared.error.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        return Err(e);
+    }
+    let mut out = shared.out.into_inner().unwrap_or_else(PoisonError::into_inner);
     let key = |id: &str, path: &Path| (id.to_owned(), path.to_path_buf());
     out.sessions.sort_by_key(|s| key(&s.id, &s.transcript));
     out.sessions.dedup_by(|a, b| a.transcript == b.transcript);
     out.lost.sort_by_key(|l| key(&l.id, &l.missing.meta));
     out.lost.dedup_by(|a, b| a.missing.meta == b.missing.meta);
     Ok(out)
+}
+
+/// What the tasks of one walk share.
+struct Walk<'p> {
+    prefix: Option<&'p str>,
+    out: Mutex<Discovery>,
+    /// Canonical targets of the directory links followed so far.
+    followed: Mutex<HashSet<PathBuf>>,
+    /// The first error; the walk stops when there is one.
+    error: Mutex<Option<Error>>,
+}
+
+impl Walk<'_> {
+    /// Reads `dir` and spawns a task for each subdirectory worth walking.
+    fn visit<'s>(&'s self, s: &rayon::Scope<'s>, dir: Pending) {
+        if lock(&self.error).is_some() {
+            return;
+        }
+        let mut found = Discovery::default();
+        let mut subdirs = Vec::new();
+        if let Err(e) = read_dir(&dir, self.prefix, &mut found, &mut subdirs, &self.followed) {
+            lock(&self.error).get_or_insert(e);
+            return;
+        }
+        if !found.sessions.is_empty() || !found.lost.is_empty() {
+            let mut out = lock(&self.out);
+            out.sessions.append(&mut found.sessions);
+            out.lost.append(&mut found.lost);
+        }
+        for d in subdirs {
+            s.spawn(move |s| self.visit(s, d));
+        }
+    }
+}
+
+/// Locks a mutex; a panic elsewhere does not make the data unusable here (it is re-raised by
+/// `rayon::scope` anyway).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn matches(prefix: Option<&str>, id: &str) -> bool {
@@ -176,6 +248,11 @@ fn file_root(path: &Path, prefix: Option<&str>, out: &mut Discovery) {
 
 /// One file of a directory that is not a session directory.
 fn classify_file(dir: &Path, name: &str, has_file: &dyn Fn(&str) -> bool, has_dir: &dyn Fn(&str) -> bool, prefix: Option<&str>, out: &mut Discovery) {
+    // Whatever the layout, an id that starts with the prefix is part of the name: most names of
+    // a lookup end here.
+    if prefix.is_some_and(|p| !name.contains(p)) {
+        return;
+    }
     if let Some(stem) = name.strip_suffix(".meta.json").filter(|s| !s.is_empty()) {
         if matches(prefix, stem) && !has_file(&format!("{stem}.jsonl")) {
             let meta = dir.join(name);
@@ -208,21 +285,20 @@ fn classify_file(dir: &Path, name: &str, has_file: &dyn Fn(&str) -> bool, has_di
 }
 
 /// Reads one directory: records its sessions and queues the subdirectories worth walking.
-fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, stack: &mut Vec<Pending>, followed: &mut HashSet<PathBuf>) -> Result<(), Error> {
+fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, stack: &mut Vec<Pending>, followed: &Mutex<HashSet<PathBuf>>) -> Result<(), Error> {
     let entries = match fs::read_dir(&dir.path) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(Error::io(&dir.path, e)),
     };
     let mut files: Vec<String> = Vec::new();
-    let mut dirs: Vec<(OsString, bool)> = Vec::new();
+    let mut dirs: Vec<(String, bool)> = Vec::new();
     for entry in entries {
         let entry = match entry {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io(&dir.path, e)),
         };
-        let name = entry.file_name();
         let ty = match entry.file_type() {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -237,11 +313,17 @@ fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, stack: &mu
         } else {
             (ty.is_dir(), ty.is_file(), false)
         };
+        if !is_dir && !is_file {
+            continue;
+        }
+        let Ok(name) = entry.file_name().into_string() else {
+            tracing::warn!(path = %entry.path().display(), "skipped: the name is not UTF-8, and session ids are text");
+            continue;
+        };
         if is_dir {
             dirs.push((name, link));
-        } else if is_file {
-            // Names that are not UTF-8 are kept, lossily: ids are text.
-            files.push(name.into_string().unwrap_or_else(|n| n.to_string_lossy().into_owned()));
+        } else {
+            files.push(name);
         }
     }
 
@@ -253,36 +335,43 @@ fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, stack: &mu
         }
         return Ok(()); // nothing below a session directory is another session
     }
+    if let Some(p) = prefix {
+        // A session directory that cannot match is not opened.
+        dirs.retain(|(name, _)| split_timestamped(name).is_none_or(|(_, id)| id.starts_with(p)));
+    }
 
-    // Sets of names, built only when asked (a lookup asks only about names that match).
-    let file_set = std::cell::OnceCell::<HashSet<&str>>::new();
-    let has_file = |n: &str| file_set.get_or_init(|| files.iter().map(String::as_str).collect()).contains(n);
-    let dir_names: HashSet<String> = dirs.iter().map(|(n, _)| n.to_string_lossy().into_owned()).collect();
-    let has_dir = |n: &str| dir_names.contains(n);
+    // A lookup asks about a few names (those that match, and one per subdirectory): scanning
+    // the list is cheaper than hashing every name of a large directory. A listing asks about
+    // every name, so it gets a set, built on first use.
+    let few_questions = prefix.is_some() && dirs.len() <= 16;
+    let file_set = OnceCell::<NameSet<'_>>::new();
+    let has_file = |n: &str| {
+        if few_questions {
+            files.iter().any(|f| f == n)
+        } else {
+            !files.is_empty() && file_set.get_or_init(|| files.iter().map(String::as_str).collect()).contains(n)
+        }
+    };
+    let dir_set = OnceCell::<NameSet<'_>>::new();
+    let has_dir = |n: &str| !dirs.is_empty() && dir_set.get_or_init(|| dirs.iter().map(|(d, _)| d.as_str()).collect()).contains(n);
     for name in &files {
         classify_file(&dir.path, name, &has_file, &has_dir, prefix, out);
     }
 
-    for (name, link) in dirs {
-        let text = name.to_string_lossy();
-        if has_file(&format!("{text}.jsonl")) {
+    for (name, link) in &dirs {
+        if has_file(&format!("{name}.jsonl")) {
             continue; // a session's companion directory
         }
-        if let (Some(p), Some((_, id))) = (prefix, split_timestamped(&text)) {
-            if !id.starts_with(p) {
-                continue; // a session directory that cannot match
-            }
-        }
-        let path = dir.path.join(&name);
-        let canonical = if link {
+        let path = dir.path.join(name);
+        let canonical = if *link {
             let Ok(target) = fs::canonicalize(&path) else { continue };
-            if dir.canonical.starts_with(&target) || !followed.insert(target.clone()) {
+            if dir.canonical.starts_with(&target) || !lock(followed).insert(target.clone()) {
                 tracing::debug!(path = %path.display(), "not following a link to a directory already walked");
                 continue;
             }
             target
         } else {
-            dir.canonical.join(&name)
+            dir.canonical.join(name)
         };
         stack.push(Pending { path, canonical });
     }
