@@ -15,7 +15,7 @@
 use super::layout::{Layout, Session};
 use super::lines::top_level_string;
 use super::meta::load_meta;
-use super::tail::last_timestamp;
+use super::tail::{last_timestamp, last_timestamp_in};
 use super::timestamp::Timestamp;
 use super::Error;
 use crate::sources::batch::{read_chunks, Input};
@@ -99,12 +99,13 @@ pub fn session_id_in(head: &[u8]) -> Option<String> {
     crate::transcript::lines::lines(1, 0, head).take(16).find_map(|line| top_level_string(line.bytes, "sessionId")).map(|s| s.into_owned())
 }
 
-/// What one read of a transcript gives: its line count and first bytes.
-fn read_transcript(path: &Path) -> Result<(u64, Vec<u8>), Error> {
+/// What one read of a transcript gives: its line count and first bytes. `buf` is the read
+/// buffer, reused across files (zeroing a fresh one per file costs more than reading a small
+/// transcript).
+fn read_transcript(path: &Path, buf: &mut Vec<u8>) -> Result<(u64, Vec<u8>), Error> {
     let mut lines = 0u64;
     let mut head = Vec::new();
-    let mut buf = Vec::with_capacity(256 << 10);
-    read_chunks(&Input::File(path.to_path_buf()), &mut buf, |chunk| {
+    read_chunks(&Input::File(path.to_path_buf()), buf, |chunk| {
         lines += memchr::memchr_iter(b'\n', chunk).count() as u64;
         if head.len() < HEAD_BYTES {
             head.extend_from_slice(&chunk[..chunk.len().min(HEAD_BYTES - head.len())]);
@@ -115,18 +116,26 @@ fn read_transcript(path: &Path) -> Result<(u64, Vec<u8>), Error> {
     Ok((lines, head))
 }
 
+/// Size of the read buffer of [`rows`].
+const READ_BUF: usize = 256 << 10;
+
 /// The row of one session, without its old-style subagents (see [`rows`]). A meta sidecar that
 /// cannot be loaded is an error, as is a transcript that cannot be read.
 pub fn row(s: &Session) -> Result<Row, Error> {
+    row_with(s, &mut Vec::with_capacity(READ_BUF))
+}
+
+/// [`row`] with a read buffer to reuse.
+fn row_with(s: &Session, buf: &mut Vec<u8>) -> Result<Row, Error> {
     let meta = s.meta.as_deref().map(load_meta).transpose()?;
     let fs_meta = std::fs::metadata(&s.transcript).map_err(|e| Error::io(&s.transcript, e))?;
     let mtime = fs_meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(Timestamp::from_unix(0, 0), |d| {
         Timestamp::from_unix(d.as_secs() as i64, d.subsec_nanos())
     });
-    let (lines, head) = read_transcript(&s.transcript)?;
+    let (lines, head) = read_transcript(&s.transcript, buf)?;
     let (updated, updated_from) = match meta.as_ref().and_then(|m| m.updated()) {
         Some(t) => (t, UpdatedFrom::Meta),
-        None => match last_timestamp(&s.transcript).map_err(|e| Error::io(&s.transcript, e))? {
+        None => match last_updated(&s.transcript, &head).map_err(|e| Error::io(&s.transcript, e))? {
             Some(t) => (t, UpdatedFrom::Transcript),
             None => (mtime, UpdatedFrom::Mtime),
         },
@@ -146,6 +155,15 @@ pub fn row(s: &Session) -> Result<Row, Error> {
         mtime,
         parent: if old_style_subagent { session_id_in(&head) } else { None },
     })
+}
+
+/// The last timestamp of a transcript whose first bytes are `head`: searched in `head` when it
+/// holds the whole file (most transcripts are small), else in the file's tail.
+fn last_updated(path: &Path, head: &[u8]) -> std::io::Result<Option<Timestamp>> {
+    if head.len() < HEAD_BYTES {
+        return last_timestamp_in(&mut std::io::Cursor::new(head), head.len() as u64);
+    }
+    last_timestamp(path)
 }
 
 /// Transcripts in `<companion>/subagents/`, sorted.
@@ -197,7 +215,7 @@ pub fn subagents_of(s: &Session) -> Vec<PathBuf> {
 /// sidecar that cannot be loaded (the seed's "silently excluded"; the caller decides whether to
 /// say so), or a transcript that cannot be read.
 pub fn rows(sessions: &[Session]) -> (Vec<Row>, Vec<(Session, Error)>) {
-    let results: Vec<Result<Row, Error>> = sessions.par_iter().map(row).collect();
+    let results: Vec<Result<Row, Error>> = sessions.par_iter().map_init(|| Vec::with_capacity(READ_BUF), |buf, s| row_with(s, buf)).collect();
     let mut rows = Vec::with_capacity(results.len());
     let mut left_out = Vec::new();
     for (s, r) in sessions.iter().zip(results) {
