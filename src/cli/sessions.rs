@@ -1,6 +1,6 @@
 //! `transcriptd sessions list`: the sessions on disk, most recently active first.
 
-use super::output::human_bytes;
+use super::output::{human_bytes, plural};
 use super::{Exit, OutputFormat};
 use crate::sessions::info::{self, Row};
 use crate::sessions::{discover, Error};
@@ -86,7 +86,7 @@ fn list(args: ListArgs) -> anyhow::Result<Exit> {
         eprintln!("transcriptd: error: {}", lost.error());
     }
     if unreadable > 0 {
-        anyhow::bail!("{unreadable} transcript{} could not be read", if unreadable == 1 { "" } else { "s" });
+        anyhow::bail!("{unreadable} transcript{} could not be read", plural(unreadable));
     }
     Ok(if found.lost.is_empty() { Exit::Clean } else { Exit::Findings })
 }

@@ -2,7 +2,7 @@
 //! (turns, tool calls, compactions, findings by kind), its full history, or one line by uuid.
 
 use super::check::{check_input, READ_CHUNK};
-use super::output::human_bytes;
+use super::output::{human_bytes, plural};
 use super::sessions::roots_or_default;
 use super::{Exit, OutputFormat};
 use crate::sessions::history::{full_history, HistoryItem};
@@ -177,14 +177,6 @@ fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
         writeln!(out, "  {:<24} {}", kind.as_str(), parts.join(", "))?;
     }
     Ok(())
-}
-
-fn plural(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
 }
 
 /// One history item as a JSON line.

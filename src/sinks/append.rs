@@ -27,11 +27,7 @@ pub struct Appender {
 impl Appender {
     /// Opens `path` for appending, creating it if it does not exist.
     pub fn open(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let file = OpenOptions::new().append(true).create(true).open(path).map_err(|e| named(path, e))?;
         Ok(Appender { file, path: path.to_path_buf() })
     }
 
@@ -52,7 +48,7 @@ impl Appender {
         let mut buf = Vec::new();
         for line in lines {
             if memchr::memchr(b'\n', line).is_some() {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: a JSONL line cannot contain a newline", self.path.display())));
+                return Err(named(&self.path, io::Error::new(io::ErrorKind::InvalidInput, "a JSONL line cannot contain a newline")));
             }
             buf.extend_from_slice(line);
             buf.push(b'\n');
@@ -79,12 +75,18 @@ impl Appender {
                 r => break r,
             }
         }
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))?;
+        .map_err(|e| named(&self.path, e))?;
         if n < buf.len() {
-            file.write_all(&buf[n..]).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))?;
+            file.write_all(&buf[n..]).map_err(|e| named(&self.path, e))?;
         }
         Ok(())
     }
+}
+
+/// The error, its message prefixed with the path, its kind kept (a caller may test for
+/// `BrokenPipe` or `StorageFull`).
+fn named(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]
