@@ -335,15 +335,11 @@ fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, stack: &mu
         }
         return Ok(()); // nothing below a session directory is another session
     }
-    if let Some(p) = prefix {
-        // A session directory that cannot match is not opened.
-        dirs.retain(|(name, _)| split_timestamped(name).is_none_or(|(_, id)| id.starts_with(p)));
-    }
 
     // A lookup asks about a few names (those that match, and one per subdirectory): scanning
     // the list is cheaper than hashing every name of a large directory. A listing asks about
     // every name, so it gets a set, built on first use.
-    let few_questions = prefix.is_some() && dirs.len() <= 16;
+    let few_questions = prefix.is_some() && (dirs.len() <= 16 || files.is_empty());
     let file_set = OnceCell::<NameSet<'_>>::new();
     let has_file = |n: &str| {
         if few_questions {
@@ -359,8 +355,13 @@ fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, stack: &mu
     }
 
     for (name, link) in &dirs {
-        if has_file(&format!("{name}.jsonl")) {
+        if !files.is_empty() && has_file(&format!("{name}.jsonl")) {
             continue; // a session's companion directory
+        }
+        if let (Some(p), Some((_, id))) = (prefix, split_timestamped(name)) {
+            if !id.starts_with(p) {
+                continue; // a session directory that cannot match is not opened
+            }
         }
         let path = dir.path.join(name);
         let canonical = if *link {

@@ -344,6 +344,13 @@ fn lookup_prunes_without_missing_sessions() {
     put(&p.join("e1/subagents/agent-x1.jsonl"), chat);
     assert!(stderr(&transcriptd(&["show", "agent-x1", "--root", r])).contains("no session id starts with"));
     assert_eq!(list_json(d.path()).iter().find(|r| r["id"] == "e1").unwrap()["subagents"], 1);
+    // A timestamp-like session file keeps its companion directory, though that directory's
+    // name would read as a session directory whose id does not match.
+    let t = d.path().join("claude/-t");
+    put(&t.join("20260101-abc.jsonl"), chat);
+    put(&t.join("20260101-abc/subagents/agent-1.jsonl"), chat);
+    let out = transcriptd(&["show", "20260101", "--root", r, "-o", "json"]);
+    assert_eq!(json_lines(&out)[0]["subagents"].as_array().map(Vec::len), Some(1), "{}", stderr(&out));
     // An old-style subagent beside its session can be shown by its name.
     put_fixture("real/claude-code/codemie/-tmp-private/agent-36541525.jsonl", &p.join("agent-36541525.jsonl"));
     assert_eq!(transcriptd(&["show", "agent-365", "--root", r]).status.code(), Some(0));
