@@ -18,8 +18,9 @@
 //! Directories are read in parallel, each by one task: the time goes into the kernel's reading
 //! of large directories.
 //!
-//! Symbolic links are followed (`~/.claude/projects` is sometimes one), except to a directory
-//! that contains the link, so that a link loop cannot hang a walk. A directory that vanishes
+//! Symbolic links are followed (`~/.claude/projects` is sometimes one), and each directory is
+//! walked once, by whichever path reaches it first, so that a link loop cannot hang a walk nor a
+//! second link list a session twice. A directory that vanishes
 //! while it is walked (a session deleted meanwhile) is skipped; any other error is returned,
 //! naming the path.
 
@@ -27,10 +28,10 @@ use super::id::{rollout_id, session_dir_id, split_timestamped, validate_prefix};
 use super::Error;
 use crate::sources::batch::{transcript_of_meta, MissingTranscript};
 use serde::Serialize;
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::cell::OnceCell;
+use std::collections::HashSet;
 use std::fs;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -157,7 +158,7 @@ impl Hasher for NameHasher {
     }
 }
 
-/// A directory still to read, with its canonical path (for the link-loop check).
+/// A directory still to read, with its canonical path (each is walked once).
 struct Pending {
     path: PathBuf,
     canonical: PathBuf,
@@ -177,7 +178,7 @@ fn walk(roots: &[PathBuf], prefix: Option<&str>) -> Result<Discovery, Error> {
             file_root(root, prefix, &mut out);
         }
     }
-    let shared = Walk { prefix, out: Mutex::new(out), followed: Mutex::new(HashSet::new()), error: Mutex::new(None) };
+    let shared = Walk { prefix, out: Mutex::new(out), visited: Mutex::new(HashSet::new()), error: Mutex::new(None) };
     rayon::scope(|s| {
         for dir in dirs {
             let shared = &shared;
@@ -200,8 +201,8 @@ fn walk(roots: &[PathBuf], prefix: Option<&str>) -> Result<Discovery, Error> {
 struct Walk<'p> {
     prefix: Option<&'p str>,
     out: Mutex<Discovery>,
-    /// Canonical targets of the directory links followed so far.
-    followed: Mutex<HashSet<PathBuf>>,
+    /// Canonical paths of the directories walked so far.
+    visited: Mutex<HashSet<PathBuf>>,
     /// The first error; the walk stops when there is one.
     error: Mutex<Option<Error>>,
 }
@@ -209,12 +210,12 @@ struct Walk<'p> {
 impl Walk<'_> {
     /// Reads `dir` and spawns a task for each subdirectory worth walking.
     fn visit<'s>(&'s self, s: &rayon::Scope<'s>, dir: Pending) {
-        if lock(&self.error).is_some() {
+        if lock(&self.error).is_some() || !lock(&self.visited).insert(dir.canonical.clone()) {
             return;
         }
         let mut found = Discovery::default();
         let mut subdirs = Vec::new();
-        if let Err(e) = read_dir(&dir, self.prefix, &mut found, &mut subdirs, &self.followed) {
+        if let Err(e) = read_dir(&dir, self.prefix, &mut found, &mut subdirs) {
             lock(&self.error).get_or_insert(e);
             return;
         }
@@ -284,8 +285,8 @@ fn classify_file(dir: &Path, name: &str, has_file: &dyn Fn(&str) -> bool, has_di
     });
 }
 
-/// Reads one directory: records its sessions and queues the subdirectories worth walking.
-fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, stack: &mut Vec<Pending>, followed: &Mutex<HashSet<PathBuf>>) -> Result<(), Error> {
+/// Reads one directory: records its sessions and the subdirectories worth walking.
+fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, subdirs: &mut Vec<Pending>) -> Result<(), Error> {
     let entries = match fs::read_dir(&dir.path) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -366,15 +367,11 @@ fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, stack: &mu
         let path = dir.path.join(name);
         let canonical = if *link {
             let Ok(target) = fs::canonicalize(&path) else { continue };
-            if dir.canonical.starts_with(&target) || !lock(followed).insert(target.clone()) {
-                tracing::debug!(path = %path.display(), "not following a link to a directory already walked");
-                continue;
-            }
             target
         } else {
             dir.canonical.join(name)
         };
-        stack.push(Pending { path, canonical });
+        subdirs.push(Pending { path, canonical });
     }
     Ok(())
 }
