@@ -1,6 +1,6 @@
 //! `transcriptd check`: validate transcripts and report findings.
 
-use super::output::{human_bytes, FindingRecord};
+use super::output::{human_bytes, plural, FindingRecord};
 use super::{Exit, OutputFormat};
 use crate::sources::batch::{self, Input};
 use crate::transcript::{checker, Checker, Finding, Format, Kind, Options, Severity, Stats, StrictStop};
@@ -176,12 +176,4 @@ fn write_finding(out: &mut impl Write, format: OutputFormat, file: &str, fmt: Op
         }
     }
     Ok(())
-}
-
-fn plural(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
 }

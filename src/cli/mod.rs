@@ -8,6 +8,8 @@ pub mod orphans;
 pub mod output;
 pub mod repair;
 pub mod run;
+pub mod sessions;
+pub mod show;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -61,6 +63,10 @@ pub enum Command {
     /// List the calls of the last assistant turn that have no result, with what each tool does
     /// and a suggested handling.
     Orphans(orphans::Args),
+    /// Find the sessions agent hosts keep on disk.
+    Sessions(sessions::Args),
+    /// Show one session, named by a short prefix of its id.
+    Show(show::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -84,6 +90,8 @@ pub fn main() -> ExitCode {
         Command::Context(a) => context::run(a),
         Command::History(a) => history::run(a),
         Command::Orphans(a) => orphans::run(a),
+        Command::Sessions(a) => sessions::run(a),
+        Command::Show(a) => show::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,

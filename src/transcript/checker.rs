@@ -56,6 +56,9 @@ pub struct Stats {
     pub bytes: u64,
     /// Conversation entries.
     pub messages: u64,
+    /// User turns: user messages that start one (prompts), not those that only carry tool
+    /// results or a compaction summary.
+    pub turns: u64,
     /// Known records that are not conversation.
     pub other_records: u64,
     /// Records of unknown types (skipped).
@@ -424,6 +427,7 @@ impl<O: Observer> Checker<O> {
         match &p.entry {
             Entry::Message(m) => {
                 s.messages += 1;
+                s.turns += u64::from(m.prompt);
                 s.calls += m.calls.len() as u64;
                 s.results += m.results.len() as u64;
             }

@@ -1,7 +1,9 @@
 //! The one integration test binary: data-driven rules, real transcripts, generated corpora,
-//! the CLI contract, the architecture guard, the deploy/ files against the code, and the context,
-//! history and orphans stages with the reverse-paged reader.
+//! the CLI contract, the architecture guard, the deploy/ files against the code, the context,
+//! history and orphans stages with the reverse-paged reader, sessions over real directory
+//! trees, and concurrent appends.
 
+mod append;
 mod architecture;
 mod chunking;
 mod cli;
@@ -14,4 +16,5 @@ mod real;
 mod repair;
 mod reverse;
 mod rules;
+mod sessions;
 mod support;

@@ -56,3 +56,41 @@ pub fn expect_file(path: &Path, actual: &str) {
     let expected = std::fs::read_to_string(path).unwrap_or_default();
     assert_eq!(actual, expected, "\n{} differs (UPDATE_EXPECT=1 rewrites it)", path.display());
 }
+
+/// Runs the built binary with `args` and `HOME` set to `home` (the standard locations live
+/// there).
+pub fn transcriptd_home(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_transcriptd")).env("HOME", home).args(args).output().expect("run transcriptd")
+}
+
+/// Writes `contents` to `path`, creating the directories above it.
+pub fn put(path: &Path, contents: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+}
+
+/// Copies the file at `tests/data/<rel>` to `to`, creating the directories above it.
+pub fn put_fixture(rel: &str, to: &Path) {
+    put(to, std::fs::read(data(rel)).unwrap());
+}
+
+/// Sets a file's modification time to `secs` after the epoch.
+pub fn set_mtime(path: &Path, secs: u64) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)).unwrap();
+}
+
+/// Standard output as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Standard error as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Standard output as JSON lines.
+pub fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    stdout(o).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}

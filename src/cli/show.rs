@@ -1,0 +1,312 @@
+//! `transcriptd show PREFIX`: one session, found by a short id prefix: its meta and a summary
+//! (turns, tool calls, compactions, findings by kind), its full history, or one line by uuid.
+
+use super::check::{check_input, READ_CHUNK};
+use super::output::{human_bytes, plural};
+use super::sessions::roots_or_default;
+use super::{Exit, OutputFormat};
+use crate::sessions::history::{full_history, HistoryItem};
+use crate::sessions::index::UuidIndex;
+use crate::sessions::info::{self, read_head, subagents_of, UpdatedFrom};
+use crate::sessions::{find_by_prefix, load_meta, Layout, Meta, Session, Timestamp};
+use crate::sources::batch::Input;
+use crate::transcript::{Format, Kind, Options, Severity, Stats};
+use anyhow::Context;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+/// Arguments of `transcriptd show`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The session id, or enough of its start to name one session (letters, digits, `-`, `_`).
+    pub prefix: String,
+    /// Where to look (repeatable). Default: ~/.claude/projects and ~/.codex/sessions.
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Print the full history (every conversation line, compactions marked) instead of the
+    /// summary.
+    #[arg(long, conflicts_with = "uuid")]
+    pub history: bool,
+    /// Print the one line with this uuid instead of the summary.
+    #[arg(long, value_name = "UUID")]
+    pub uuid: Option<String>,
+    /// Readable text, or JSON.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// Runs the verb.
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let roots = roots_or_default(&args.roots)?;
+    let session = find_by_prefix(&roots, &args.prefix)?;
+    // A sidecar found beside the transcript must load; not found, unparseable and too new are
+    // distinct errors.
+    let meta = session.meta.as_deref().map(load_meta).transpose()?;
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::with_capacity(64 << 10, stdout.lock());
+    let exit = if let Some(uuid) = &args.uuid {
+        print_uuid(&mut out, &session, uuid, args.output)?
+    } else if args.history {
+        print_history(&mut out, &session, args.output)?
+    } else {
+        print_summary(&mut out, &session, meta, args.output)?
+    };
+    out.flush()?;
+    Ok(exit)
+}
+
+/// Counts of findings of one kind.
+#[derive(Debug, Default, Serialize)]
+struct KindCount {
+    errors: u64,
+    warnings: u64,
+}
+
+/// The summary of a session, as printed with `--output json`.
+#[derive(Debug, Serialize)]
+struct Summary {
+    id: String,
+    layout: Layout,
+    format: Option<Format>,
+    path: PathBuf,
+    updated: Timestamp,
+    updated_from: UpdatedFrom,
+    lines: u64,
+    size: u64,
+    subagents: Vec<PathBuf>,
+    meta: Option<Meta>,
+    turns: u64,
+    messages: u64,
+    tool_calls: u64,
+    tool_results: u64,
+    compactions: u64,
+    errors: u64,
+    warnings: u64,
+    findings: BTreeMap<Kind, KindCount>,
+}
+
+fn print_summary(out: &mut impl Write, session: &Session, meta: Option<Meta>, output: OutputFormat) -> anyhow::Result<Exit> {
+    let row = info::row(session)?;
+    let opts = Options { jobs: super::jobs(None), ..Options::default() };
+    let report = check_input(&Input::File(session.transcript.clone()), &opts, &mut Vec::with_capacity(READ_CHUNK));
+    if let Some(e) = report.error {
+        anyhow::bail!(e);
+    }
+    let mut findings: BTreeMap<Kind, KindCount> = BTreeMap::new();
+    for f in &report.findings {
+        let c = findings.entry(f.kind).or_default();
+        match f.severity {
+            Severity::Error => c.errors += 1,
+            Severity::Warning => c.warnings += 1,
+        }
+    }
+    let Stats { turns, messages, calls, results, compactions, .. } = report.stats;
+    let s = Summary {
+        id: row.id,
+        layout: row.layout,
+        format: report.format.or(row.format),
+        path: row.path,
+        updated: row.updated,
+        updated_from: row.updated_from,
+        lines: row.lines,
+        size: row.size,
+        subagents: subagents_of(session),
+        meta,
+        turns,
+        messages,
+        tool_calls: calls,
+        tool_results: results,
+        compactions,
+        errors: findings.values().map(|c| c.errors).sum(),
+        warnings: findings.values().map(|c| c.warnings).sum(),
+        findings,
+    };
+    match output {
+        OutputFormat::Json => {
+            serde_json::to_writer(&mut *out, &s).context("writing output")?;
+            out.write_all(b"\n")?;
+        }
+        OutputFormat::Text => write_summary(out, &s)?,
+    }
+    Ok(if s.errors > 0 { Exit::Findings } else { Exit::Clean })
+}
+
+fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
+    let from = match s.updated_from {
+        UpdatedFrom::Meta => "meta updated_at",
+        UpdatedFrom::Transcript => "last timestamp in the transcript",
+        UpdatedFrom::Mtime => "transcript modification time",
+    };
+    writeln!(out, "id           {}", s.id)?;
+    writeln!(out, "path         {}", s.path.display())?;
+    writeln!(out, "layout       {}", s.layout.as_str())?;
+    writeln!(out, "format       {}", s.format.map_or("unknown", |f| f.as_str()))?;
+    writeln!(out, "updated      {} ({from})", s.updated)?;
+    writeln!(out, "size         {} in {} lines", human_bytes(s.size), s.lines)?;
+    writeln!(out, "subagents    {}", s.subagents.len())?;
+    for p in &s.subagents {
+        writeln!(out, "  {}", p.display())?;
+    }
+    match &s.meta {
+        None => writeln!(out, "meta         none")?,
+        Some(m) => {
+            writeln!(out, "meta")?;
+            let pretty = serde_json::to_string_pretty(m).map_err(io::Error::other)?;
+            for l in pretty.lines() {
+                writeln!(out, "  {l}")?;
+            }
+        }
+    }
+    writeln!(out, "turns        {}", s.turns)?;
+    writeln!(out, "messages     {}", s.messages)?;
+    writeln!(out, "tool calls   {} ({} results)", s.tool_calls, s.tool_results)?;
+    writeln!(out, "compactions  {}", s.compactions)?;
+    writeln!(out, "findings     {} error{}, {} warning{}", s.errors, plural(s.errors), s.warnings, plural(s.warnings))?;
+    for (kind, c) in &s.findings {
+        let mut parts = Vec::new();
+        if c.errors > 0 {
+            parts.push(format!("{} error{}", c.errors, plural(c.errors)));
+        }
+        if c.warnings > 0 {
+            parts.push(format!("{} warning{}", c.warnings, plural(c.warnings)));
+        }
+        writeln!(out, "  {:<24} {}", kind.as_str(), parts.join(", "))?;
+    }
+    Ok(())
+}
+
+/// One history item as a JSON line.
+#[derive(Serialize)]
+struct HistoryRecord<'a> {
+    line: u64,
+    entry: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    record: Option<&'a RawValue>,
+}
+
+fn print_history(out: &mut impl Write, session: &Session, output: OutputFormat) -> anyhow::Result<Exit> {
+    let head = read_head(&session.transcript).with_context(|| session.transcript.display().to_string())?;
+    let format = info::detect_format(&head)
+        .with_context(|| format!("{}: cannot tell the transcript's format from its first lines", session.transcript.display()))?;
+    full_history(&session.transcript, format, |item| match output {
+        OutputFormat::Json => {
+            let rec = match item {
+                HistoryItem::Entry { line, role, record } => {
+                    // The line is a JSON object (the core parsed it), so it is valid raw JSON.
+                    let raw: &RawValue = serde_json::from_slice(record).map_err(io::Error::other)?;
+                    HistoryRecord { line, entry: "message", role: Some(role.as_str()), record: Some(raw) }
+                }
+                HistoryItem::CompactBoundary { line } => HistoryRecord { line, entry: "compaction", role: None, record: None },
+            };
+            serde_json::to_writer(&mut *out, &rec).map_err(io::Error::other)?;
+            out.write_all(b"\n")
+        }
+        OutputFormat::Text => match item {
+            HistoryItem::Entry { line, role, record } => {
+                let v: Value = serde_json::from_slice(record).map_err(io::Error::other)?;
+                let parts = render_parts(&v, format);
+                let mut parts = parts.iter();
+                writeln!(out, "{line:>6}  {:<9}  {}", role.as_str(), indent(parts.next().map_or("", String::as_str)))?;
+                for p in parts {
+                    writeln!(out, "{:>6}  {:<9}  {}", "", "", indent(p))?;
+                }
+                Ok(())
+            }
+            HistoryItem::CompactBoundary { line } => writeln!(out, "{line:>6}  ─── compaction: the model saw only a summary of everything above ───"),
+        },
+    })?;
+    Ok(Exit::Clean)
+}
+
+/// Continuation lines of a multi-line text, indented under the first.
+fn indent(text: &str) -> String {
+    text.replace('\n', &format!("\n{:19}", ""))
+}
+
+/// The readable parts of one conversation line: text, tool calls with their arguments, tool
+/// results with their output.
+fn render_parts(v: &Value, format: Format) -> Vec<String> {
+    let msg = match format {
+        Format::ClaudeCode => &v["message"],
+        Format::Codex => v.get("payload").unwrap_or(v),
+        Format::OpenAiChat | Format::Anthropic => v,
+    };
+    let mut parts = Vec::new();
+    let call_id = |m: &Value| m.get("call_id").or_else(|| m.get("id")).and_then(Value::as_str).unwrap_or("").to_owned();
+    match msg.get("type").and_then(Value::as_str) {
+        Some(t) if t.ends_with("_call_output") => parts.push(format!("[{t} {}] {}", call_id(msg), text_of(&msg["output"]))),
+        Some(t) if t.ends_with("_call") => {
+            let name = msg.get("name").and_then(Value::as_str).unwrap_or(t);
+            let args = msg.get("arguments").or_else(|| msg.get("input")).or_else(|| msg.get("action")).map(text_of).unwrap_or_default();
+            parts.push(format!("[call {name} {}] {args}", call_id(msg)));
+        }
+        Some("reasoning") => parts.push("[reasoning]".to_owned()),
+        _ => {}
+    }
+    match msg.get("content") {
+        Some(Value::String(s)) => parts.push(s.clone()),
+        Some(Value::Array(blocks)) => parts.extend(blocks.iter().map(render_block)),
+        _ => {}
+    }
+    for call in msg.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+        let f = &call["function"];
+        parts.push(format!("[call {} {}] {}", f["name"].as_str().unwrap_or("?"), call_id(call), text_of(&f["arguments"])));
+    }
+    if let Some(id) = msg.get("tool_call_id").and_then(Value::as_str) {
+        parts.insert(0, format!("[result {id}]"));
+    }
+    if parts.is_empty() {
+        parts.push(String::new());
+    }
+    parts
+}
+
+/// One content block of Claude, Anthropic, Codex or OpenAI content arrays.
+fn render_block(b: &Value) -> String {
+    let ty = b.get("type").and_then(Value::as_str).unwrap_or("");
+    match ty {
+        "text" | "input_text" | "output_text" => b["text"].as_str().unwrap_or("").to_owned(),
+        "thinking" => format!("[thinking] {}", b["thinking"].as_str().unwrap_or("")),
+        "tool_use" | "server_tool_use" => {
+            format!("[call {} {}] {}", b["name"].as_str().unwrap_or("?"), b["id"].as_str().unwrap_or(""), text_of(&b["input"]))
+        }
+        "tool_result" => format!("[result {}] {}", b["tool_use_id"].as_str().unwrap_or(""), text_of(&b["content"])),
+        "" => text_of(b),
+        other => format!("[{other}]"),
+    }
+}
+
+/// A value as text: strings as they are, content arrays by their text, anything else as JSON.
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Array(a) if a.iter().all(|b| b.get("type").is_some()) => a.iter().map(render_block).collect::<Vec<_>>().join("\n"),
+        other => other.to_string(),
+    }
+}
+
+fn print_uuid(out: &mut impl Write, session: &Session, uuid: &str, output: OutputFormat) -> anyhow::Result<Exit> {
+    let index = UuidIndex::build(&session.transcript)?;
+    let (span, bytes) = index.entry(uuid)?;
+    match output {
+        OutputFormat::Json => {
+            out.write_all(&bytes)?;
+            out.write_all(b"\n")?;
+        }
+        OutputFormat::Text => {
+            writeln!(out, "{}:{}", session.transcript.display(), span.line)?;
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(v) => writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?,
+                Err(_) => out.write_all(&bytes).and_then(|_| out.write_all(b"\n"))?,
+            }
+        }
+    }
+    Ok(Exit::Clean)
+}

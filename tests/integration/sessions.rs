@@ -1,0 +1,399 @@
+//! `sessions list` and `show` over real directory trees: every layout (built from the real
+//! transcripts), the meta sidecar errors, the data-loss guard, the listing order and its
+//! tie-breakers, prefix lookup and its errors, history and lookup by uuid.
+
+use super::support::{json_lines, put, put_fixture, set_mtime, stderr, stdout, transcriptd, transcriptd_home};
+use serde_json::Value;
+use std::path::Path;
+use transcriptd::sessions::{self, Error};
+
+const SLICE: &str = "real/claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.slice-L1168-L1863.jsonl";
+const SPOTTER_ID: &str = "258c7280-ae70-4798-800f-63464d01a85d";
+const OLD_ID: &str = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+const CODEX_ID: &str = "019c8bfe-ec25-79e0-97d7-bda6a9c575ff";
+const FLAT_ID: &str = "7d1f6a2e-0000-4000-8000-000000000001";
+
+/// A tree with every layout, built from the real transcripts:
+///
+/// - `claude/-home-USER-spotter/<id>.jsonl` with `<id>/subagents/agent-*.jsonl` (new layout)
+/// - `claude/-tmp-private/<id>.jsonl` with `agent-*.jsonl` beside it (old layout)
+/// - `codex/2026/02/23/rollout-…-<id>.jsonl`
+/// - `ws/20260301T090000Z-s-dir-1/transcript.jsonl` + `.meta.json` (session directory)
+/// - `flat/<id>.jsonl` + `<id>.meta.json` without `schema_version` (flat, pre-schema)
+fn every_layout(root: &Path) {
+    let spotter = root.join("claude/-home-USER-spotter");
+    put_fixture(SLICE, &spotter.join(format!("{SPOTTER_ID}.jsonl")));
+    for agent in ["agent-a881341", "agent-acompact-fffbd0"] {
+        put_fixture(&format!("real/claude-code/spotter/{SPOTTER_ID}/subagents/{agent}.jsonl"), &spotter.join(format!("{SPOTTER_ID}/subagents/{agent}.jsonl")));
+    }
+    let old = root.join("claude/-tmp-private");
+    for f in [format!("{OLD_ID}.jsonl"), "agent-36541525.jsonl".into(), "agent-50243ee8.jsonl".into()] {
+        put_fixture(&format!("real/claude-code/codemie/-tmp-private/{f}"), &old.join(&f));
+    }
+    let rollout = format!("rollout-2026-02-23T20-34-25-{CODEX_ID}.jsonl");
+    put_fixture(&format!("real/codex/localpush/{rollout}"), &root.join("codex/2026/02/23").join(&rollout));
+    let dir = root.join("ws/20260301T090000Z-s-dir-1");
+    put_fixture("check/openai-chat/0001_clean_tool_round_trip.jsonl", &dir.join("transcript.jsonl"));
+    put(&dir.join(".meta.json"), r#"{"schema_version":1,"session_id":"s-dir-1","updated_at":"2026-03-01T10:00:00+01:00","title":"from a meta"}"#);
+    put_fixture("check/anthropic/0001_clean_tool_round_trip.jsonl", &root.join(format!("flat/{FLAT_ID}.jsonl")));
+    put(&root.join(format!("flat/{FLAT_ID}.meta.json")), r#"{"agent_id":"7d1f6a2e","updated_at":"2026-02-25T00:00:00Z"}"#);
+}
+
+fn list_json(root: &Path) -> Vec<Value> {
+    let out = transcriptd(&["sessions", "list", "-o", "json", root.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    json_lines(&out)
+}
+
+fn ids(rows: &[Value]) -> Vec<&str> {
+    rows.iter().map(|r| r["id"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn every_layout_is_listed_with_its_details_most_recent_first() {
+    let d = tempfile::tempdir().unwrap();
+    every_layout(d.path());
+    let rows = list_json(d.path());
+    // Subagents (both layouts) are counted, never rows of their own.
+    assert_eq!(ids(&rows), ["s-dir-1", FLAT_ID, CODEX_ID, SPOTTER_ID, OLD_ID]);
+    let row = |id: &str| rows.iter().find(|r| r["id"] == id).unwrap().clone();
+
+    let s = row("s-dir-1");
+    assert_eq!((s["layout"].as_str(), s["format"].as_str()), (Some("directory"), Some("openai-chat")));
+    assert_eq!((s["updated"].as_str(), s["updated_from"].as_str()), (Some("2026-03-01T09:00:00.000Z"), Some("meta")));
+    assert!(s["path"].as_str().unwrap().ends_with("ws/20260301T090000Z-s-dir-1/transcript.jsonl"));
+    assert!(s["meta"].as_str().unwrap().ends_with("20260301T090000Z-s-dir-1/.meta.json"));
+
+    let f = row(FLAT_ID);
+    assert_eq!((f["layout"].as_str(), f["format"].as_str(), f["updated_from"].as_str()), (Some("sidecar"), Some("anthropic"), Some("meta")));
+
+    let c = row(CODEX_ID);
+    assert_eq!((c["layout"].as_str(), c["format"].as_str()), (Some("rollout"), Some("codex")));
+    // The last timestamp in the file (its last line, read from the tail).
+    assert_eq!((c["updated"].as_str(), c["updated_from"].as_str()), (Some("2026-02-23T19:36:02.635Z"), Some("transcript")));
+    assert_eq!((c["lines"].as_u64(), c["size"].as_u64(), c["subagents"].as_u64()), (Some(63), Some(22660), Some(0)));
+
+    let n = row(SPOTTER_ID);
+    assert_eq!((n["layout"].as_str(), n["format"].as_str(), n["subagents"].as_u64()), (Some("file"), Some("claude-code"), Some(2)));
+    assert_eq!((n["updated"].as_str(), n["lines"].as_u64()), (Some("2026-02-11T21:46:25.932Z"), Some(696)));
+
+    let o = row(OLD_ID);
+    assert_eq!((o["subagents"].as_u64(), o["updated"].as_str()), (Some(2), Some("2025-12-10T19:38:31.216Z")));
+    let show = json_lines(&transcriptd(&["show", "4c2d", "--root", d.path().to_str().unwrap(), "-o", "json"]))[0].clone();
+    assert_eq!((show["turns"].as_u64(), show["tool_calls"].as_u64(), show["compactions"].as_u64()), (Some(3), Some(6), Some(0)));
+    assert_eq!(show["subagents"].as_array().map(Vec::len), Some(2), "old-style subagents, by their sessionId");
+}
+
+#[test]
+fn text_table_has_a_header_and_one_row_per_session() {
+    let d = tempfile::tempdir().unwrap();
+    every_layout(d.path());
+    let out = transcriptd(&["sessions", "list", d.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("UPDATED") && lines[0].contains("SUBAGENTS") && lines[0].ends_with("PATH"), "{text}");
+    assert_eq!(lines.len(), 6, "{text}");
+    assert!(lines[1].starts_with("2026-03-01T09:00:00.000Z  openai-chat") && lines[1].contains("s-dir-1"), "{text}");
+}
+
+#[test]
+fn ties_break_by_transcript_mtime_then_by_id_across_sources() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path().join("ws");
+    let chat = "{\"role\":\"user\",\"content\":\"hi\"}\n";
+    // Three sessions active at the same instant, written three ways.
+    for (name, updated, mtime) in [
+        ("20260101T000000Z-b", "2026-01-01T00:00:00Z", 1000),
+        ("20260101T000000Z-a", "2026-01-01T01:00:00+01:00", 1000),
+        ("20260101T000000Z-c", "2026-01-01T00:00:00.000000000Z", 2000),
+    ] {
+        let t = ws.join(name).join("transcript.jsonl");
+        put(&t, chat);
+        put(&ws.join(name).join(".meta.json"), format!(r#"{{"schema_version":1,"updated_at":"{updated}"}}"#));
+        set_mtime(&t, mtime);
+    }
+    // A Claude-style file whose last timestamp is that instant too, same mtime as a and b.
+    let claude = ws.join("0-claude.jsonl");
+    put(&claude, "{\"type\":\"user\",\"uuid\":\"u\",\"timestamp\":\"2026-01-01T00:00:00Z\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n");
+    set_mtime(&claude, 1000);
+    // A file without timestamps: its mtime (2026-01-02) makes it the most recent.
+    let chat_file = ws.join("z-chat.jsonl");
+    put(&chat_file, chat);
+    set_mtime(&chat_file, 1_767_312_000);
+    // And an older one.
+    let old = ws.join("20251231T000000Z-old");
+    put(&old.join("transcript.jsonl"), chat);
+    put(&old.join(".meta.json"), r#"{"updated_at":"2025-12-31T23:59:59.999Z"}"#);
+
+    let rows = list_json(d.path());
+    assert_eq!(ids(&rows), ["z-chat", "c", "0-claude", "a", "b", "old"]);
+    assert_eq!(rows[0]["updated_from"], "mtime");
+    assert_eq!(rows[0]["updated"], "2026-01-02T00:00:00.000Z");
+}
+
+#[test]
+fn meta_that_cannot_be_read_leaves_the_session_out_and_show_names_the_error() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path().join("ws");
+    let chat = "{\"role\":\"user\",\"content\":\"hi\"}\n";
+    for (id, meta) in [
+        ("good", r#"{"session_id":"good","updated_at":"2026-01-01T00:00:00Z"}"#),
+        ("corrupt", r#"{"session_id":"#),
+        ("future", r#"{"schema_version":99,"updated_at":1234}"#),
+        ("typed", r#"{"updated_at":5}"#),
+    ] {
+        put(&ws.join(format!("20260101T000000Z-{id}/transcript.jsonl")), chat);
+        put(&ws.join(format!("20260101T000000Z-{id}/.meta.json")), meta);
+    }
+    let out = transcriptd(&["sessions", "list", "-o", "json", d.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(ids(&json_lines(&out)), ["good"]);
+    assert_eq!(stderr(&out), "", "left out silently");
+
+    let root = d.path().to_str().unwrap();
+    let corrupt = transcriptd(&["show", "corrupt", "--root", root]);
+    assert_eq!(corrupt.status.code(), Some(2));
+    assert!(stderr(&corrupt).contains("20260101T000000Z-corrupt/.meta.json: meta sidecar cannot be parsed"), "{}", stderr(&corrupt));
+    let future = transcriptd(&["show", "future", "--root", root]);
+    assert_eq!(future.status.code(), Some(2));
+    assert!(stderr(&future).contains("schema_version 99, newer than this build supports (1)"), "{}", stderr(&future));
+    let typed = transcriptd(&["show", "typed", "--root", root]);
+    assert!(stderr(&typed).contains("cannot be parsed"), "{}", stderr(&typed));
+    // A file from before schema_version existed loads, and shows its fields.
+    let good = transcriptd(&["show", "good", "--root", root, "-o", "json"]);
+    assert_eq!(good.status.code(), Some(0), "{}", stderr(&good));
+    assert_eq!(json_lines(&good)[0]["meta"]["session_id"], "good");
+
+    // Not found and unparseable are distinct errors of the library too.
+    let missing = sessions::load_meta(&ws.join("nope/.meta.json")).unwrap_err();
+    assert!(matches!(missing, Error::MetaNotFound { .. }), "{missing}");
+    let bad = sessions::load_meta(&ws.join("20260101T000000Z-corrupt/.meta.json")).unwrap_err();
+    assert!(matches!(bad, Error::MetaParse { .. }), "{bad}");
+    let too_new = sessions::load_meta(&ws.join("20260101T000000Z-future/.meta.json")).unwrap_err();
+    assert!(matches!(too_new, Error::UnsupportedSchema { found: 99, supported: 1, .. }), "{too_new}");
+}
+
+#[test]
+fn a_meta_without_its_transcript_is_lost_data_never_an_empty_session() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().to_str().unwrap();
+    put(&d.path().join("flat/gone-1.meta.json"), r#"{"agent_id":"gone-1"}"#);
+    put(&d.path().join("ws/20260101T000000Z-lost/.meta.json"), r#"{"schema_version":1}"#);
+    put(&d.path().join("flat/kept.jsonl"), "{\"role\":\"user\",\"content\":\"hi\"}\n");
+
+    let out = transcriptd(&["sessions", "list", "-o", "json", root]);
+    assert_eq!(out.status.code(), Some(1), "lost data is an error finding");
+    assert_eq!(ids(&json_lines(&out)), ["kept"]);
+    let err = stderr(&out);
+    assert_eq!(err.matches("missing_transcript").count(), 2, "{err}");
+    assert!(err.contains("flat/gone-1.jsonl is missing") && err.contains("20260101T000000Z-lost/transcript.jsonl is missing"), "{err}");
+
+    for prefix in ["gone", "lost"] {
+        let show = transcriptd(&["show", prefix, "--root", root]);
+        assert_eq!(show.status.code(), Some(2), "{prefix}");
+        assert!(stderr(&show).contains("missing_transcript: meta sidecar"), "{}", stderr(&show));
+        assert_eq!(stdout(&show), "");
+    }
+    // `check` guards the same data.
+    let check = transcriptd(&["check", "-o", "json", root]);
+    assert_eq!(check.status.code(), Some(1));
+    assert_eq!(json_lines(&check).iter().filter(|v| v["kind"] == "missing_transcript").count(), 2);
+}
+
+#[test]
+fn prefix_lookup_errors_are_distinct() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    let chat = "{\"role\":\"user\",\"content\":\"hi\"}\n";
+    for id in ["abc", "abcd", "abd1"] {
+        put(&root.join(format!("p/{id}.jsonl")), chat);
+    }
+    put(&d.path().join("outside.jsonl"), chat);
+    let r = root.to_str().unwrap();
+
+    let nf = transcriptd(&["show", "zzz", "--root", r]);
+    assert_eq!(nf.status.code(), Some(2));
+    assert!(stderr(&nf).contains("no session id starts with `zzz` under"), "{}", stderr(&nf));
+
+    let amb = transcriptd(&["show", "ab", "--root", r]);
+    assert_eq!(amb.status.code(), Some(2));
+    let e = stderr(&amb);
+    assert!(e.contains("session id prefix `ab` is ambiguous: 3 sessions match"), "{e}");
+    for id in ["abc", "abcd", "abd1"] {
+        assert!(e.contains(&format!("  {id}  {}", root.join(format!("p/{id}.jsonl")).display())), "{e}");
+    }
+
+    // An id that equals the prefix is chosen over longer ones; a unique prefix resolves.
+    for (prefix, id) in [("abc", "abc"), ("abd", "abd1"), ("abcd", "abcd")] {
+        let out = transcriptd(&["show", prefix, "--root", r, "-o", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(json_lines(&out)[0]["id"], id);
+    }
+
+    // Characters outside ids are refused before anything is read: nothing outside the root.
+    for bad in ["../outside", "p/abc", "..", "", "a*", "/etc/passwd"] {
+        let out = transcriptd(&["show", bad, "--root", r]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(stderr(&out).contains("invalid session id prefix"), "{bad}: {}", stderr(&out));
+    }
+    assert!(stderr(&transcriptd(&["show", "outside", "--root", r])).contains("no session id starts with"));
+}
+
+#[test]
+fn show_summarises_a_real_session_with_a_compaction() {
+    let d = tempfile::tempdir().unwrap();
+    every_layout(d.path());
+    let root = d.path().to_str().unwrap();
+    let out = transcriptd(&["show", "258c", "--root", root, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = &json_lines(&out)[0];
+    assert_eq!(s["id"], SPOTTER_ID);
+    assert_eq!(s["format"], "claude-code");
+    assert_eq!(s["compactions"], 1);
+    assert_eq!(s["tool_calls"], s["tool_results"]);
+    assert!(s["tool_calls"].as_u64().unwrap() > 10, "{s}");
+    // Two user prompts; the compaction's summary message is not a turn.
+    assert_eq!(s["turns"], 2, "{s}");
+    assert_eq!(s["errors"], 0);
+    assert_eq!(s["meta"], Value::Null);
+    let subagents: Vec<&str> = s["subagents"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert!(subagents[0].ends_with("subagents/agent-a881341.jsonl") && subagents[1].ends_with("subagents/agent-acompact-fffbd0.jsonl"));
+
+    // The session directory shows its meta, fields kept as written.
+    let text = stdout(&transcriptd(&["show", "s-dir", "--root", root]));
+    assert!(text.contains("layout       directory") && text.contains("\"title\": \"from a meta\""), "{text}");
+    assert!(text.contains("updated      2026-03-01T09:00:00.000Z (meta updated_at)"), "{text}");
+}
+
+#[test]
+fn show_reports_findings_by_kind_and_exits_1_on_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let id = "55604662-cf2a-4331-851a-ec234028f8ca";
+    put_fixture("real/derived/claude-code/short.orphan-tool-use.jsonl", &d.path().join(format!("-home-marco/{id}.jsonl")));
+    let out = transcriptd(&["show", "5560", "--root", d.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("findings     1 error, 0 warnings"), "{text}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("orphan_call") && l.ends_with("1 error")), "{text}");
+    let json = transcriptd(&["show", "5560", "--root", d.path().to_str().unwrap(), "-o", "json"]);
+    assert_eq!(json_lines(&json)[0]["findings"]["orphan_call"]["errors"], 1);
+}
+
+#[test]
+fn history_lists_every_conversation_line_with_compactions_marked() {
+    let d = tempfile::tempdir().unwrap();
+    every_layout(d.path());
+    let root = d.path().to_str().unwrap();
+    let summary = &json_lines(&transcriptd(&["show", SPOTTER_ID, "--root", root, "-o", "json"]))[0];
+    let out = transcriptd(&["show", SPOTTER_ID, "--root", root, "--history", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let items = json_lines(&out);
+    let messages: Vec<&Value> = items.iter().filter(|i| i["entry"] == "message").collect();
+    assert_eq!(messages.len() as u64, summary["messages"].as_u64().unwrap());
+    let compactions: Vec<u64> = items.iter().filter(|i| i["entry"] == "compaction").map(|i| i["line"].as_u64().unwrap()).collect();
+    assert_eq!(compactions, [89]);
+    let lines: Vec<u64> = items.iter().map(|i| i["line"].as_u64().unwrap()).collect();
+    assert!(lines.windows(2).all(|w| w[0] < w[1]), "in file order");
+    // Messages before the compaction are kept, and the records are the lines as written.
+    assert!(lines[0] < 89);
+    assert!(messages.iter().all(|m| matches!(m["record"]["type"].as_str(), Some("user" | "assistant"))));
+
+    let text = stdout(&transcriptd(&["show", SPOTTER_ID, "--root", root, "--history"]));
+    assert!(text.lines().any(|l| l.starts_with("    89  ─── compaction")), "{text}");
+
+    // Codex: response items only, tool outputs as `tool`.
+    let codex = json_lines(&transcriptd(&["show", "019c8bfe", "--root", root, "--history", "-o", "json"]));
+    assert!(codex.iter().all(|i| i["record"]["type"] == "response_item"));
+    assert!(codex.iter().any(|i| i["role"] == "tool"));
+}
+
+#[test]
+fn one_line_by_uuid() {
+    let d = tempfile::tempdir().unwrap();
+    every_layout(d.path());
+    let root = d.path().to_str().unwrap();
+    let uuid = "d46d6800-2f43-4360-ba84-c1de9c1ecbae";
+    let out = transcriptd(&["show", "258c", "--root", root, "--uuid", uuid, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let line89 = std::fs::read_to_string(super::support::data(SLICE)).unwrap().lines().nth(88).unwrap().to_owned();
+    assert_eq!(stdout(&out), format!("{line89}\n"));
+    let text = stdout(&transcriptd(&["show", "258c", "--root", root, "--uuid", uuid]));
+    assert!(text.starts_with(&format!("{}:89\n", d.path().join(format!("claude/-home-USER-spotter/{SPOTTER_ID}.jsonl")).display())), "{text}");
+    assert!(text.contains("\"subtype\": \"compact_boundary\""), "{text}");
+
+    let missing = transcriptd(&["show", "258c", "--root", root, "--uuid", "no-such-uuid"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("no line has uuid `no-such-uuid`"), "{}", stderr(&missing));
+    assert_eq!(transcriptd(&["show", "258c", "--root", root, "--uuid", uuid, "--history"]).status.code(), Some(2), "one or the other");
+}
+
+#[test]
+fn lookup_prunes_without_missing_sessions() {
+    let d = tempfile::tempdir().unwrap();
+    let chat = "{\"role\":\"user\",\"content\":\"hi\"}\n";
+    let ws = d.path().join("ws");
+    for i in 0..40 {
+        let dir = ws.join(format!("20260101T{i:06}-{:08x}-0000-4000-8000-000000000000", i * 0x1111));
+        put(&dir.join("transcript.jsonl"), chat);
+        put(&dir.join(".meta.json"), "{}");
+    }
+    let r = d.path().to_str().unwrap();
+    let out = transcriptd(&["show", "00007777", "--root", r, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json_lines(&out)[0]["id"], "00007777-0000-4000-8000-000000000000");
+    // A Claude companion directory is the session's, not a place for sessions.
+    let p = d.path().join("claude/-p");
+    put(&p.join("e1.jsonl"), chat);
+    put(&p.join("e1/subagents/agent-x1.jsonl"), chat);
+    assert!(stderr(&transcriptd(&["show", "agent-x1", "--root", r])).contains("no session id starts with"));
+    assert_eq!(list_json(d.path()).iter().find(|r| r["id"] == "e1").unwrap()["subagents"], 1);
+    // A timestamp-like session file keeps its companion directory, though that directory's
+    // name would read as a session directory whose id does not match.
+    let t = d.path().join("claude/-t");
+    put(&t.join("20260101-abc.jsonl"), chat);
+    put(&t.join("20260101-abc/subagents/agent-1.jsonl"), chat);
+    let out = transcriptd(&["show", "20260101", "--root", r, "-o", "json"]);
+    assert_eq!(json_lines(&out)[0]["subagents"].as_array().map(Vec::len), Some(1), "{}", stderr(&out));
+    // An old-style subagent beside its session can be shown by its name.
+    put_fixture("real/claude-code/codemie/-tmp-private/agent-36541525.jsonl", &p.join("agent-36541525.jsonl"));
+    assert_eq!(transcriptd(&["show", "agent-365", "--root", r]).status.code(), Some(0));
+}
+
+#[test]
+fn links_are_followed_each_directory_once_and_a_loop_ends() {
+    let d = tempfile::tempdir().unwrap();
+    let elsewhere = d.path().join("elsewhere/-proj");
+    put(&elsewhere.join("linked.jsonl"), "{\"role\":\"user\",\"content\":\"hi\"}\n");
+    let root = d.path().join("root");
+    put(&root.join("-p/own.jsonl"), "{\"role\":\"user\",\"content\":\"hi\"}\n");
+    std::os::unix::fs::symlink(&elsewhere, root.join("-proj")).unwrap();
+    std::os::unix::fs::symlink(&root, root.join("-p/loop")).unwrap();
+    // A second way to the same directory lists its sessions once.
+    std::os::unix::fs::symlink(root.join("-p"), root.join("-p-again")).unwrap();
+    let rows = list_json(&root);
+    let mut got = ids(&rows);
+    got.sort();
+    assert_eq!(got, ["linked", "own"]);
+}
+
+#[test]
+fn standard_locations_are_used_without_a_root() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let rollout = format!("rollout-2026-02-23T20-34-25-{CODEX_ID}.jsonl");
+    put_fixture(&format!("real/codex/localpush/{rollout}"), &h.join(".codex/sessions/2026/02/23").join(&rollout));
+    put_fixture(&format!("real/claude-code/codemie/-tmp-private/{OLD_ID}.jsonl"), &h.join(format!(".claude/projects/-tmp-private/{OLD_ID}.jsonl")));
+    let out = transcriptd_home(h, &["sessions", "list", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(ids(&json_lines(&out)), [CODEX_ID, OLD_ID]);
+    assert_eq!(transcriptd_home(h, &["show", "4c2d"]).status.code(), Some(0));
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = transcriptd_home(empty.path(), &["sessions", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("neither ~/.claude/projects nor ~/.codex/sessions exists"), "{}", stderr(&out));
+    let missing_root = transcriptd(&["sessions", "list", "/nonexistent/root"]);
+    assert_eq!(missing_root.status.code(), Some(2));
+    assert!(stderr(&missing_root).contains("/nonexistent/root"));
+}
