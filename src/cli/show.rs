@@ -13,7 +13,6 @@ use crate::sources::batch::Input;
 use crate::transcript::{Format, Kind, Options, Severity, Stats};
 use anyhow::Context;
 use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -179,47 +178,29 @@ fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
     Ok(())
 }
 
-/// One history item as a JSON line.
-#[derive(Serialize)]
-struct HistoryRecord<'a> {
-    line: u64,
-    entry: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    role: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    record: Option<&'a RawValue>,
-}
-
 fn print_history(out: &mut impl Write, session: &Session, output: OutputFormat) -> anyhow::Result<Exit> {
+    if output == OutputFormat::Json {
+        // The same records as `transcriptd history`: one history, one shape.
+        let input = crate::sources::batch::Input::File(session.transcript.clone());
+        let faults = super::history::history(&input, None, crate::transcript::lines::DEFAULT_MAX_LINE_BYTES, false, out)?;
+        return Ok(if faults.is_empty() { Exit::Clean } else { Exit::Findings });
+    }
     let head = read_head(&session.transcript).with_context(|| session.transcript.display().to_string())?;
     let format = info::detect_format(&head)
         .with_context(|| format!("{}: cannot tell the transcript's format from its first lines", session.transcript.display()))?;
-    full_history(&session.transcript, format, |item| match output {
-        OutputFormat::Json => {
-            let rec = match item {
-                HistoryItem::Entry { line, role, record } => {
-                    // The line is a JSON object (the core parsed it), so it is valid raw JSON.
-                    let raw: &RawValue = serde_json::from_slice(record).map_err(io::Error::other)?;
-                    HistoryRecord { line, entry: "message", role: Some(role.as_str()), record: Some(raw) }
-                }
-                HistoryItem::CompactBoundary { line } => HistoryRecord { line, entry: "compaction", role: None, record: None },
-            };
-            serde_json::to_writer(&mut *out, &rec).map_err(io::Error::other)?;
-            out.write_all(b"\n")
-        }
-        OutputFormat::Text => match item {
-            HistoryItem::Entry { line, role, record } => {
-                let v: Value = serde_json::from_slice(record).map_err(io::Error::other)?;
-                let parts = render_parts(&v, format);
-                let mut parts = parts.iter();
-                writeln!(out, "{line:>6}  {:<9}  {}", role.as_str(), indent(parts.next().map_or("", String::as_str)))?;
-                for p in parts {
-                    writeln!(out, "{:>6}  {:<9}  {}", "", "", indent(p))?;
-                }
-                Ok(())
+    // For people: each conversation line rendered as text, compactions marked in place.
+    full_history(&session.transcript, format, |item| match item {
+        HistoryItem::Entry { line, role, record } => {
+            let v: Value = serde_json::from_slice(record).map_err(io::Error::other)?;
+            let parts = render_parts(&v, format);
+            let mut parts = parts.iter();
+            writeln!(out, "{line:>6}  {:<9}  {}", role.as_str(), indent(parts.next().map_or("", String::as_str)))?;
+            for p in parts {
+                writeln!(out, "{:>6}  {:<9}  {}", "", "", indent(p))?;
             }
-            HistoryItem::CompactBoundary { line } => writeln!(out, "{line:>6}  ─── compaction: the model saw only a summary of everything above ───"),
-        },
+            Ok(())
+        }
+        HistoryItem::CompactBoundary { line } => writeln!(out, "{line:>6}  ─── compaction: the model saw only a summary of everything above ───"),
     })?;
     Ok(Exit::Clean)
 }

@@ -6,9 +6,9 @@
 //! `assistant` records, Codex `response_item`s, every chat message. Lines that cannot be read
 //! are not history (they are `check` findings).
 //!
-//! *Stand-in:* no shared history implementation exists on this branch yet. `show --history`
-//! calls only [`full_history`], so when the shared one lands it replaces this module without
-//! touching the verb's output code.
+//! This is the readable view `show --history` prints for people; the JSON export (`show
+//! --history -o json`, `transcriptd history`) is the core's canonical history
+//! (`transcript::canonical`).
 
 use super::lines::for_each_line;
 use crate::transcript::formats::Format;

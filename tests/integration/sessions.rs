@@ -285,27 +285,28 @@ fn history_lists_every_conversation_line_with_compactions_marked() {
     let d = tempfile::tempdir().unwrap();
     every_layout(d.path());
     let root = d.path().to_str().unwrap();
-    let summary = &json_lines(&transcriptd(&["show", SPOTTER_ID, "--root", root, "-o", "json"]))[0];
     let out = transcriptd(&["show", SPOTTER_ID, "--root", root, "--history", "-o", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let items = json_lines(&out);
-    let messages: Vec<&Value> = items.iter().filter(|i| i["entry"] == "message").collect();
-    assert_eq!(messages.len() as u64, summary["messages"].as_u64().unwrap());
-    let compactions: Vec<u64> = items.iter().filter(|i| i["entry"] == "compaction").map(|i| i["line"].as_u64().unwrap()).collect();
+    // The records of `transcriptd history`: one canonical message per API message (split
+    // assistant lines merged), each compaction as a marker in place.
+    let direct = json_lines(&transcriptd(&["history", super::support::data("real/claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.slice-L1168-L1863.jsonl").to_str().unwrap()]));
+    assert_eq!(items, direct);
+    let compactions: Vec<u64> = items.iter().filter(|i| i["type"] == "compact_boundary").map(|i| i["line"].as_u64().unwrap()).collect();
     assert_eq!(compactions, [89]);
     let lines: Vec<u64> = items.iter().map(|i| i["line"].as_u64().unwrap()).collect();
     assert!(lines.windows(2).all(|w| w[0] < w[1]), "in file order");
-    // Messages before the compaction are kept, and the records are the lines as written.
+    // Messages before the compaction are kept.
     assert!(lines[0] < 89);
-    assert!(messages.iter().all(|m| matches!(m["record"]["type"].as_str(), Some("user" | "assistant"))));
+    assert!(items.iter().filter(|i| i["type"] != "compact_boundary").all(|m| matches!(m["role"].as_str(), Some("user" | "assistant"))));
 
     let text = stdout(&transcriptd(&["show", SPOTTER_ID, "--root", root, "--history"]));
     assert!(text.lines().any(|l| l.starts_with("    89  ─── compaction")), "{text}");
 
-    // Codex: response items only, tool outputs as `tool`.
+    // Codex: response items only (the message items and the calls and their outputs).
     let codex = json_lines(&transcriptd(&["show", "019c8bfe", "--root", root, "--history", "-o", "json"]));
-    assert!(codex.iter().all(|i| i["record"]["type"] == "response_item"));
-    assert!(codex.iter().any(|i| i["role"] == "tool"));
+    assert!(codex.iter().any(|i| i["type"] == "function_call_output"), "{codex:?}");
+    assert!(codex.iter().all(|i| i["type"] != "event_msg" && i["type"] != "turn_context"));
 }
 
 #[test]
