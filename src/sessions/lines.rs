@@ -7,7 +7,7 @@
 //! handed out.
 
 use crate::sources::batch::{read_chunks, Input};
-use crate::transcript::lines::{lines, Block, Line, LineSplitter, DEFAULT_MAX_LINE_BYTES};
+use crate::transcript::lines::{Framed, Line, Numbered, DEFAULT_MAX_LINE_BYTES};
 use crate::transcript::scan;
 use std::borrow::Cow;
 use std::io;
@@ -34,27 +34,14 @@ pub fn top_level_string<'a>(line: &'a [u8], key: &str) -> Option<Cow<'a, str>> {
 /// name the path (and keep their kind); errors from `f` (a closed stdout) are returned as they
 /// are.
 pub fn for_each_line(path: &Path, mut f: impl FnMut(Line<'_>) -> io::Result<()>) -> io::Result<()> {
-    let mut splitter = LineSplitter::new(DEFAULT_MAX_LINE_BYTES);
-    let mut next = 1u64;
+    let mut numbered = Numbered::new(DEFAULT_MAX_LINE_BYTES);
     let mut failed: Option<io::Error> = None;
     let mut buf = Vec::with_capacity(1 << 20);
     let read = read_chunks(&Input::File(path.to_path_buf()), &mut buf, |chunk| {
-        splitter.feed(chunk, &mut |block| {
-            if failed.is_some() {
-                return;
-            }
-            match block {
-                Block::LongBytes(_) => {}
-                Block::TooLong { .. } => next += 1,
-                Block::Lines { offset, bytes } => {
-                    let mut it = lines(next, offset, bytes);
-                    for line in it.by_ref() {
-                        if let Err(e) = f(line) {
-                            failed = Some(e);
-                            return;
-                        }
-                    }
-                    next = it.next_number();
+        numbered.feed(chunk, &mut |framed| {
+            if let (None, Framed::Line(line)) = (&failed, framed) {
+                if let Err(e) = f(line) {
+                    failed = Some(e);
                 }
             }
         });

@@ -10,26 +10,20 @@
 use super::checker::{read_line, Outcome};
 use super::finding::{Finding, Kind};
 use super::formats::{Detector, Format};
-use super::lines::{self, Block, LineSplitter};
+use super::lines::{Framed, Numbered};
 
 /// Frames, numbers and reads lines in stream order. See the module docs.
 #[derive(Debug)]
 pub struct Forward {
-    splitter: LineSplitter,
+    lines: Numbered,
     detector: Detector,
     max: usize,
-    next_line: u64,
 }
 
 impl Forward {
     /// A reader for a stream of `format` (or one to detect) with lines up to `max_line_bytes`.
     pub fn new(format: Option<Format>, max_line_bytes: usize) -> Self {
-        Forward {
-            splitter: LineSplitter::new(max_line_bytes),
-            detector: format.map_or_else(Detector::new, Detector::fixed),
-            max: max_line_bytes,
-            next_line: 1,
-        }
+        Forward { lines: Numbered::new(max_line_bytes), detector: format.map_or_else(Detector::new, Detector::fixed), max: max_line_bytes }
     }
 
     /// The format, once known.
@@ -40,24 +34,18 @@ impl Forward {
     /// Feeds the next chunk; `out` receives each complete line's outcome, its bytes (empty for
     /// a line too long to keep) and the format known at that line.
     pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Outcome<'_>, &[u8], Option<Format>)) {
-        let (detector, max, next_line) = (&mut self.detector, self.max, &mut self.next_line);
-        self.splitter.feed(chunk, &mut |b| match b {
-            Block::LongBytes(_) => {}
-            Block::TooLong { len, .. } => {
-                let f = Finding::new(*next_line, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {max}"));
-                *next_line += 1;
+        let (detector, max) = (&mut self.detector, self.max);
+        self.lines.feed(chunk, &mut |f| match f {
+            Framed::TooLong { number, len } => {
+                let f = Finding::new(number, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {max}"));
                 out(Outcome::Fault(f), &[], detector.format());
             }
-            Block::Lines { offset, bytes } => {
-                let mut it = lines::lines(*next_line, offset, bytes);
-                for l in it.by_ref() {
-                    if detector.wants_more() {
-                        detector.observe(l.bytes);
-                    }
-                    let format = detector.format();
-                    out(read_line(l.number, l.bytes, max, format), l.bytes, format);
+            Framed::Line(l) => {
+                if detector.wants_more() {
+                    detector.observe(l.bytes);
                 }
-                *next_line = it.next_number();
+                let format = detector.format();
+                out(read_line(l.number, l.bytes, max, format), l.bytes, format);
             }
         });
     }
@@ -65,8 +53,7 @@ impl Forward {
     /// Ends the stream: a last line without a newline is reported as `torn_line` (it is never
     /// read: its writer was interrupted).
     pub fn finish(&mut self, out: &mut impl FnMut(Outcome<'_>, &[u8], Option<Format>)) {
-        let line = self.next_line;
-        if let Some(t) = self.splitter.finish() {
+        if let Some((line, t)) = self.lines.finish() {
             let f = Finding::new(line, Kind::TornLine, format!("last line ({} bytes) has no newline: an interrupted write", t.len));
             out(Outcome::Fault(f), &[], self.detector.format());
         }

@@ -287,6 +287,70 @@ impl<'a> Iterator for Lines<'a> {
     }
 }
 
+/// What a [`Numbered`] splitter hands on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framed<'a> {
+    /// A complete, non-blank line.
+    Line(Line<'a>),
+    /// A line longer than the limit, skipped unread.
+    TooLong {
+        /// Its 1-based physical line number.
+        number: u64,
+        /// Its length in bytes, without the newline.
+        len: u64,
+    },
+}
+
+/// A [`LineSplitter`] that also numbers the lines: what every consumer that walks lines one
+/// by one needs (the check pipeline numbers its blocks itself, to parse them in parallel).
+#[derive(Debug)]
+pub struct Numbered {
+    splitter: LineSplitter,
+    next: u64,
+}
+
+impl Numbered {
+    /// Lines from the start of a stream, numbered from 1.
+    pub fn new(max_line_bytes: usize) -> Self {
+        Numbered { splitter: LineSplitter::new(max_line_bytes), next: 1 }
+    }
+
+    /// Feeds the next chunk; `out` receives its complete lines in order.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Framed<'_>)) {
+        let next = &mut self.next;
+        self.splitter.feed(chunk, &mut |b| match b {
+            Block::LongBytes(_) => {}
+            Block::TooLong { len, .. } => {
+                out(Framed::TooLong { number: *next, len });
+                *next += 1;
+            }
+            Block::Lines { offset, bytes } => {
+                let mut it = lines(*next, offset, bytes);
+                for l in it.by_ref() {
+                    out(Framed::Line(l));
+                }
+                *next = it.next_number();
+            }
+        });
+    }
+
+    /// Ends the stream: the torn last line, if any, with its number.
+    pub fn finish(&mut self) -> Option<(u64, Torn<'_>)> {
+        let n = self.next;
+        self.splitter.finish().map(|t| (n, t))
+    }
+
+    /// The number the next line will get.
+    pub fn next_line(&self) -> u64 {
+        self.next
+    }
+
+    /// The splitter (offsets, the partial line held).
+    pub fn splitter(&self) -> &LineSplitter {
+        &self.splitter
+    }
+}
+
 /// Cuts a block of complete lines into at most `parts` pieces at line boundaries, each with its
 /// stream offset, so that the pieces can be parsed in parallel.
 pub fn split_block(offset: u64, bytes: &[u8], parts: usize) -> Vec<(u64, &[u8])> {

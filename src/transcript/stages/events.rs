@@ -12,7 +12,7 @@
 
 use crate::transcript::checker::read_line;
 use crate::transcript::finding::{Finding, Kind};
-use crate::transcript::lines::{self, Block, LineSplitter};
+use crate::transcript::lines::{Framed, Numbered};
 use crate::transcript::scan::{self, RawStr};
 use std::collections::{BTreeMap, HashMap};
 
@@ -22,9 +22,8 @@ pub const MAX_TYPES: usize = 64;
 /// The event-log stage for one file.
 #[derive(Debug)]
 pub struct EventLog {
-    splitter: Option<LineSplitter>,
+    lines_in: Option<Numbered>,
     max: usize,
-    next_line: u64,
     counts: BTreeMap<String, u64>,
     pending: HashMap<String, u64>,
     findings: Vec<Finding>,
@@ -34,27 +33,19 @@ pub struct EventLog {
 impl EventLog {
     /// A log read from its start.
     pub fn new(max_line_bytes: usize) -> Self {
-        EventLog { splitter: Some(LineSplitter::new(max_line_bytes)), max: max_line_bytes, next_line: 1, counts: BTreeMap::new(), pending: HashMap::new(), findings: Vec::new(), lines: 0 }
+        EventLog { lines_in: Some(Numbered::new(max_line_bytes)), max: max_line_bytes, counts: BTreeMap::new(), pending: HashMap::new(), findings: Vec::new(), lines: 0 }
     }
 
     /// Feeds the next chunk.
     pub fn feed(&mut self, chunk: &[u8]) {
-        let mut sp = self.splitter.take().expect("splitter");
-        sp.feed(chunk, &mut |b| match b {
-            Block::LongBytes(_) => {}
-            Block::TooLong { len, .. } => {
-                self.findings.push(Finding::new(self.next_line, Kind::LineTooLong, format!("event line of {len} bytes is over the limit of {}", self.max)));
-                self.next_line += 1;
+        let mut lines = self.lines_in.take().expect("lines");
+        lines.feed(chunk, &mut |f| match f {
+            Framed::TooLong { number, len } => {
+                self.findings.push(Finding::new(number, Kind::LineTooLong, format!("event line of {len} bytes is over the limit of {}", self.max)));
             }
-            Block::Lines { offset, bytes } => {
-                let mut it = lines::lines(self.next_line, offset, bytes);
-                for l in it.by_ref() {
-                    self.line(l.number, l.bytes);
-                }
-                self.next_line = it.next_number();
-            }
+            Framed::Line(l) => self.line(l.number, l.bytes),
         });
-        self.splitter = Some(sp);
+        self.lines_in = Some(lines);
     }
 
     fn line(&mut self, number: u64, bytes: &[u8]) {
@@ -109,16 +100,17 @@ impl EventLog {
 
     /// A last line without its newline, reported once the file is quiet or closed.
     pub fn tail(&self) -> Vec<Finding> {
-        let sp = self.splitter.as_ref().expect("splitter");
+        let lines = self.lines_in.as_ref().expect("lines");
+        let (sp, next) = (lines.splitter(), lines.next_line());
         if sp.pending_bytes() > 0 && !sp.pending_is_blank() {
-            return vec![Finding::new(self.next_line, Kind::TornLine, format!("event line {} has no newline", self.next_line))];
+            return vec![Finding::new(next, Kind::TornLine, format!("event line {next} has no newline"))];
         }
         Vec::new()
     }
 
     /// Offset just after the last complete line.
     pub fn committed_offset(&self) -> u64 {
-        self.splitter.as_ref().expect("splitter").committed_offset()
+        self.lines_in.as_ref().expect("lines").splitter().committed_offset()
     }
 }
 
