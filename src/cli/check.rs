@@ -68,7 +68,7 @@ pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileRepo
     // A large file parsed by several threads: read ahead on one more, so reading overlaps.
     let large = input.path().and_then(|p| std::fs::metadata(p).ok()).is_some_and(|m| m.len() > (READ_CHUNK * 4) as u64);
     let read = if opts.jobs > 1 && large {
-        batch::read_chunks_ahead(input, READ_CHUNK * 4 * opts.jobs.min(4), 2, &mut feed)
+        batch::read_chunks_ahead(input, READ_CHUNK * opts.jobs.min(4), 2, &mut feed)
     } else {
         batch::read_chunks(input, buf, &mut feed)
     };

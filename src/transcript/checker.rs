@@ -182,7 +182,7 @@ pub struct Checker<O = ()> {
 }
 
 /// Pieces a parallel block is cut into per job: more pieces let pairing start sooner.
-const PIECES_PER_JOB: usize = 4;
+const PIECES_PER_JOB: usize = 2;
 
 /// Blocks at least this big are parsed in parallel when `jobs > 1`.
 const PARALLEL_MIN: usize = 256 << 10;

@@ -71,6 +71,39 @@ fn check_seed(seed: u32, extra: &[&str]) {
     assert_eq!(got, from_findings(&input, 3), "parallel parse agrees");
 }
 
+/// `check --output json` of a file with `jobs` threads.
+fn check_json(path: &std::path::Path, jobs: &str) -> String {
+    let out = super::support::transcriptd(&["check", "-o", "json", "--quiet", "--jobs", jobs, path.to_str().unwrap()]);
+    assert!(out.status.code().is_some_and(|c| c < 2), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn one_large_file_on_several_threads_reports_what_one_thread_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("big.jsonl");
+    generate(&f, &["--bytes", "24MiB", "--seed", "9", "--faults", "0.01", "--truncate-last", "1", "--split-assistant"]);
+    let one = check_json(&f, "1");
+    assert!(one.lines().count() > 50 && one.contains("torn_line"));
+    assert_eq!(one, check_json(&f, "2"));
+    assert_eq!(one, check_json(&f, "3"));
+    // A line over the limit in the middle, and a long torn one at the end.
+    let mut bytes = std::fs::read(&f).unwrap();
+    let cut = bytes.len() / 2;
+    let nl = cut + bytes[cut..].iter().position(|b| *b == b'\n').unwrap() + 1;
+    let long = format!("{{\"role\":\"user\",\"content\":\"{}\"}}\n", "x".repeat(9 << 20));
+    bytes.splice(nl..nl, long.bytes());
+    bytes.extend_from_slice(format!("{{\"pad\":\"{}", "y".repeat(10 << 20)).as_bytes());
+    std::fs::write(&f, &bytes).unwrap();
+    let limited = |jobs: &str| {
+        let out = super::support::transcriptd(&["check", "-o", "json", "--quiet", "--max-line-bytes", "8MiB", "--jobs", jobs, f.to_str().unwrap()]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let one = limited("1");
+    assert!(one.contains("line_too_long"), "{one}");
+    assert_eq!(one, limited("2"));
+}
+
 #[test]
 fn generated_faults_are_found_exactly() {
     check_seed(1, &[]);
