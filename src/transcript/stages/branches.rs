@@ -7,7 +7,10 @@
 //! rewind: a `tool_use` line's children are normally the next line of the same message and its own
 //! `tool_result`, so only a *prompt* arriving at an occupied parent counts.
 //!
-//! *Invariant:* memory is two hash-map entries per line with a uuid (64-bit hashes, no strings).
+//! *Invariant:* memory is bounded: the tree keeps the last [`HORIZON`] lines with a uuid (two
+//! hash-map entries each, 64-bit hashes, no strings), so a rewind to a point further back than
+//! that is not recognised (its prompt is read as an ordinary one). Check's memory stays flat in
+//! the size of the file.
 
 use crate::transcript::model::Node;
 use std::collections::HashMap;
@@ -36,11 +39,16 @@ type Map = HashMap<u64, u64, BuildHasherDefault<Identity>>;
 /// Upper bound on the parent walk, against cycles in corrupted files.
 const MAX_WALK: usize = 1 << 20;
 
+/// Lines with a uuid the tree remembers: rewinds to within this many lines are recognised.
+pub const HORIZON: usize = 1 << 16;
+
 /// The tree, fed in file order.
 #[derive(Debug, Default)]
 pub struct Branches {
     parent: Map,
     conversation_child: Map,
+    /// Lines recorded, oldest first, to forget beyond the horizon.
+    order: std::collections::VecDeque<u64>,
 }
 
 impl Branches {
@@ -50,7 +58,14 @@ impl Branches {
         let Some(parent) = node.parent else {
             return None;
         };
-        self.parent.insert(node.id, parent);
+        if self.parent.insert(node.id, parent).is_none() {
+            self.order.push_back(node.id);
+            if self.order.len() > HORIZON {
+                let old = self.order.pop_front().expect("non-empty");
+                self.parent.remove(&old);
+                self.conversation_child.remove(&old);
+            }
+        }
         if !conversation {
             return None;
         }
@@ -104,6 +119,18 @@ mod tests {
         assert!(b.is_under(4, 3));
         assert!(!b.is_under(5, 3));
         assert!(!b.is_under(2, 3));
+    }
+
+    #[test]
+    fn memory_is_bounded_by_the_horizon() {
+        let mut b = Branches::default();
+        for i in 1..(3 * HORIZON as u64) {
+            b.record(n(i, Some(i - 1)), true, false);
+        }
+        assert!(b.parent.len() <= HORIZON && b.conversation_child.len() <= HORIZON);
+        // Recent history is still known: a rewind within the horizon is recognised.
+        let last = 3 * HORIZON as u64 - 1;
+        assert_eq!(b.record(n(last + 1, Some(last - 10)), true, true), Some(last - 9));
     }
 
     #[test]
