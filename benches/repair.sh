@@ -24,12 +24,12 @@ cat "$work/f1g.jsonl" > /dev/null
 
 echo "== machine"; nproc; grep -m1 'model name' /proc/cpuinfo || true
 echo "== one 1 GiB file, --faults 0.01: $(stat -c %s "$work/f1g.jsonl") bytes; output in $outdir"
-hyperfine -N -w 1 -r 5 --prepare "rm -rf $outdir/one" \
+hyperfine -N -i -w 1 -r 5 --prepare "rm -rf $outdir/one" \
   "wc -l $work/f1g.jsonl" \
   "$bin check -q --jobs 1 $work/f1g.jsonl" \
   "$bin repair -q --jobs 1 --out $outdir/one $work/f1g.jsonl"
 echo "== archive of 10,000 sessions: $(du -sb "$work/archive" | cut -f1) bytes"
-hyperfine -N -w 1 -r 3 --prepare "rm -rf $outdir/arch" \
+hyperfine -N -i -w 1 -r 3 --prepare "rm -rf $outdir/arch" \
   "$bin repair -q --jobs 1 --out $outdir/arch $work/archive" \
   "$bin repair -q --jobs 2 --out $outdir/arch $work/archive"
 echo "== peak RSS"
