@@ -162,11 +162,41 @@ def latency(args):
             lat.append((time.perf_counter() - t0) * 1000)
             buf = buf[buf.index(want):]
             time.sleep(args.interval)
+    # New files: created with one line that has a finding, in a new directory half the time.
+    new = []
+    for i in range(min(args.samples, 200)):
+        d = f"{root}/watch/n{i}" if i % 2 else f"{root}/watch"
+        os.makedirs(d, exist_ok=True)
+        t0 = time.perf_counter()
+        with open(f"{d}/new{i}.jsonl", "w") as f:
+            f.write('{"role":"tool","tool_call_id":"new%d","content":"x"}\n' % i)
+        want = b'"call_id":"new%d"' % i
+        while want not in buf:
+            select.select([fd], [], [], 1.0)
+            try:
+                buf += os.read(fd, 65536)
+            except BlockingIOError:
+                pass
+        new.append((time.perf_counter() - t0) * 1000)
+        buf = buf[buf.index(want):]
+        time.sleep(args.interval)
     p.send_signal(signal.SIGTERM)
     p.wait()
     lat.sort()
-    q = lambda x: lat[min(len(lat) - 1, int(x * len(lat)))]
-    return {"benchmark": "append->finding latency", "samples": len(lat), "p50_ms": round(q(0.5), 2), "p90_ms": round(q(0.9), 2), "p99_ms": round(q(0.99), 2), "max_ms": round(lat[-1], 2)}
+    new.sort()
+    q = lambda v, x: v[min(len(v) - 1, int(x * len(v)))]
+    return {
+        "benchmark": "append->finding latency, and new file->finding",
+        "samples": len(lat),
+        "p50_ms": round(q(lat, 0.5), 2),
+        "p90_ms": round(q(lat, 0.9), 2),
+        "p99_ms": round(q(lat, 0.99), 2),
+        "max_ms": round(lat[-1], 2),
+        "new_file_samples": len(new),
+        "new_file_p50_ms": round(q(new, 0.5), 2),
+        "new_file_p99_ms": round(q(new, 0.99), 2),
+        "new_file_max_ms": round(new[-1], 2),
+    }
 
 
 def idle(args):
