@@ -25,6 +25,7 @@
 //! naming the path.
 
 use super::id::{rollout_id, session_dir_id, split_timestamped, validate_prefix};
+use super::names;
 use super::Error;
 use crate::sources::batch::{transcript_of_meta, MissingTranscript};
 use serde::Serialize;
@@ -287,40 +288,25 @@ fn classify_file(dir: &Path, name: &str, has_file: &dyn Fn(&str) -> bool, has_di
 
 /// Reads one directory: records its sessions and the subdirectories worth walking.
 fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, subdirs: &mut Vec<Pending>) -> Result<(), Error> {
-    let entries = match fs::read_dir(&dir.path) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(&dir.path, e)),
+    let base = names::cache_base();
+    let entries = match base.as_deref().and_then(|b| names::cached(b, &dir.path, prefix)) {
+        Some(cached) => cached.into_iter().map(|(n, k)| (n, k == names::Kind::Dir, false)).collect(),
+        None => {
+            let stamp = names::stamp_now(&dir.path);
+            let entries = list_dir(dir)?;
+            let links = entries.iter().any(|(_, _, link)| *link);
+            if let (Some(b), Some(stamp), false) = (base.as_deref(), stamp, links) {
+                if entries.len() >= names::MIN_ENTRIES {
+                    let kinds: Vec<(String, names::Kind)> = entries.iter().map(|(n, d, _)| (n.clone(), if *d { names::Kind::Dir } else { names::Kind::File })).collect();
+                    names::store(b, &dir.path, &stamp, &kinds);
+                }
+            }
+            entries
+        }
     };
     let mut files: Vec<String> = Vec::new();
     let mut dirs: Vec<(String, bool)> = Vec::new();
-    for entry in entries {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(&dir.path, e)),
-        };
-        let ty = match entry.file_type() {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(&entry.path(), e)),
-        };
-        let (is_dir, is_file, link) = if ty.is_symlink() {
-            // A dangling link is no session.
-            match fs::metadata(entry.path()) {
-                Ok(m) => (m.is_dir(), m.is_file(), true),
-                Err(_) => continue,
-            }
-        } else {
-            (ty.is_dir(), ty.is_file(), false)
-        };
-        if !is_dir && !is_file {
-            continue;
-        }
-        let Ok(name) = entry.file_name().into_string() else {
-            tracing::warn!(path = %entry.path().display(), "skipped: the name is not UTF-8, and session ids are text");
-            continue;
-        };
+    for (name, is_dir, link) in entries {
         if is_dir {
             dirs.push((name, link));
         } else {
@@ -374,6 +360,47 @@ fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, subdirs: &
         subdirs.push(Pending { path, canonical });
     }
     Ok(())
+}
+
+/// The entries of a directory that can hold sessions: (name, is a directory, is a link),
+/// links resolved, dangling links and other file types left out.
+fn list_dir(dir: &Pending) -> Result<Vec<(String, bool, bool)>, Error> {
+    let entries = match fs::read_dir(&dir.path) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&dir.path, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&dir.path, e)),
+        };
+        let ty = match entry.file_type() {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&entry.path(), e)),
+        };
+        let (is_dir, is_file, link) = if ty.is_symlink() {
+            // A dangling link is no session.
+            match fs::metadata(entry.path()) {
+                Ok(m) => (m.is_dir(), m.is_file(), true),
+                Err(_) => continue,
+            }
+        } else {
+            (ty.is_dir(), ty.is_file(), false)
+        };
+        if !is_dir && !is_file {
+            continue;
+        }
+        let Ok(name) = entry.file_name().into_string() else {
+            tracing::warn!(path = %entry.path().display(), "skipped: the name is not UTF-8, and session ids are text");
+            continue;
+        };
+        out.push((name, is_dir, link));
+    }
+    Ok(out)
 }
 
 /// The session a directory holding `transcript.jsonl` or `.meta.json` is, unless its id does

@@ -27,6 +27,7 @@ pub mod info;
 pub mod layout;
 pub mod lines;
 pub mod meta;
+pub mod names;
 pub mod tail;
 pub mod timestamp;
 

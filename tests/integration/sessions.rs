@@ -5,6 +5,7 @@
 use super::support::{json_lines, put, put_fixture, set_mtime, stderr, stdout, transcriptd, transcriptd_home};
 use serde_json::Value;
 use std::path::Path;
+use std::process::Command;
 use transcriptd::sessions::{self, Error};
 
 const SLICE: &str = "real/claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.slice-L1168-L1863.jsonl";
@@ -397,4 +398,35 @@ fn standard_locations_are_used_without_a_root() {
     let missing_root = transcriptd(&["sessions", "list", "/nonexistent/root"]);
     assert_eq!(missing_root.status.code(), Some(2));
     assert!(stderr(&missing_root).contains("/nonexistent/root"));
+}
+
+#[test]
+fn a_large_flat_directory_is_looked_up_from_its_cached_names_and_never_wrongly() {
+    let home = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let line = b"{\"role\":\"user\",\"content\":\"x\"}\n";
+    for i in 0..10_050u32 {
+        std::fs::write(root.path().join(format!("{i:08x}-aaaa-4bbb-8ccc-{i:012x}.jsonl")), line).unwrap();
+    }
+    let show = |prefix: &str| {
+        Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+            .env("HOME", home.path())
+            .env_remove("XDG_CACHE_HOME")
+            .args(["show", prefix, "--root", root.path().to_str().unwrap(), "-o", "json"])
+            .output()
+            .unwrap()
+    };
+    // The first lookup reads the directory and keeps its names; the cache is then used.
+    assert_eq!(show("0000000a").status.code(), Some(0));
+    let cache = home.path().join(".cache/transcriptd/names");
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1, "the names are kept");
+    assert_eq!(show("0000000a").status.code(), Some(0));
+    // A session added after the cache was written is found: the directory changed.
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    std::fs::write(root.path().join("feedbeef-aaaa-4bbb-8ccc-000000000000.jsonl"), line).unwrap();
+    assert_eq!(show("feedbeef").status.code(), Some(0), "{}", String::from_utf8_lossy(&show("feedbeef").stderr));
+    // One removed is not found any more.
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    std::fs::remove_file(root.path().join("0000000a-aaaa-4bbb-8ccc-00000000000a.jsonl")).unwrap();
+    assert_eq!(show("0000000a").status.code(), Some(2));
 }
