@@ -41,15 +41,9 @@ pub enum Record {
         time: String,
         /// The file.
         file: String,
-        /// The finding's line.
-        line: u64,
-        /// Its kind.
-        kind: Kind,
-        /// Its call.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        call_id: Option<String>,
-        /// Why.
-        reason: String,
+        /// Which finding, and why.
+        #[serde(flatten)]
+        change: Change,
     },
     /// A tail finding reported earlier no longer holds: the file grew.
     FindingRetracted {
@@ -57,15 +51,9 @@ pub enum Record {
         time: String,
         /// The file.
         file: String,
-        /// The finding's line.
-        line: u64,
-        /// Its kind.
-        kind: Kind,
-        /// Its call.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        call_id: Option<String>,
-        /// Why.
-        reason: String,
+        /// Which finding, and why.
+        #[serde(flatten)]
+        change: Change,
     },
     /// A file was picked up.
     FileOpened {
@@ -131,6 +119,20 @@ pub enum Record {
         /// Number of edits.
         edits: usize,
     },
+}
+
+/// A finding reported earlier, and what changed about it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    /// The finding's line.
+    pub line: u64,
+    /// Its kind.
+    pub kind: Kind,
+    /// Its call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// Why.
+    pub reason: String,
 }
 
 /// Now, as RFC 3339 with milliseconds.

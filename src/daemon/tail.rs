@@ -7,7 +7,7 @@
 //! quiet file is dropped from memory and rebuilt from the file (replayed without emitting) when
 //! it grows again, so that thousands of idle files cost little.
 
-use super::envelope::{now, Record};
+use super::envelope::{now, Change, Record};
 use crate::telemetry as t;
 use crate::transcript::finding::Output;
 use crate::transcript::model::{Entry, Parsed};
@@ -394,7 +394,9 @@ impl Tailed {
                             self.has_errors |= f.severity == crate::transcript::Severity::Error;
                             out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
                         }
-                        Output::Demoted { line, kind, call_id, reason } => out.push(Record::FindingDemoted { time: now(), file: file.clone(), line, kind, call_id, reason }),
+                        Output::Demoted { line, kind, call_id, reason } => {
+                            out.push(Record::FindingDemoted { time: now(), file: file.clone(), change: Change { line, kind, call_id, reason } })
+                        }
                     }
                 }
                 for line in c.observer_mut().compactions.drain(..) {
@@ -455,7 +457,8 @@ fn head_hash(path: &Path, len: u64) -> io::Result<u64> {
 
 /// The record that withdraws a tail finding.
 pub fn retracted(path: &Path, f: &Finding, reason: &str) -> Record {
-    Record::FindingRetracted { time: now(), file: path.display().to_string(), line: f.line, kind: f.kind, call_id: f.call_id.clone(), reason: reason.to_owned() }
+    let change = Change { line: f.line, kind: f.kind, call_id: f.call_id.clone(), reason: reason.to_owned() };
+    Record::FindingRetracted { time: now(), file: path.display().to_string(), change }
 }
 
 /// Counts a finding in the metrics.
