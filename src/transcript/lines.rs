@@ -134,7 +134,7 @@ impl LineSplitter {
             self.hold(&chunk[..i], out);
             let len = self.pending_bytes() - u64::from(self.held_cr());
             let blank = if self.skipping.is_some() { self.skip_blank } else { is_blank(&self.carry) };
-            if (self.skipping.is_some() && !blank) || len > self.max as u64 && !blank {
+            if !blank && (self.skipping.is_some() || len > self.max as u64) {
                 out(Block::TooLong { offset: self.carry_offset, len });
             } else {
                 // A blank line, however long, still counts as a line: hand it on as one.

@@ -85,9 +85,8 @@ pub fn flavour_evidence(line: &serde_json::Value) -> Option<super::Format> {
     if obj.contains_key("tool_calls") || obj.contains_key("tool_call_id") {
         return Some(Format::OpenAiChat);
     }
-    match obj.get("role").and_then(|r| r.as_str()) {
-        Some("tool" | "system" | "developer" | "function") => return Some(Format::OpenAiChat),
-        _ => {}
+    if let Some("tool" | "system" | "developer" | "function") = obj.get("role").and_then(|r| r.as_str()) {
+        return Some(Format::OpenAiChat);
     }
     let parts = obj.get("content")?.as_array()?;
     for p in parts {

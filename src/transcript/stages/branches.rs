@@ -55,9 +55,7 @@ impl Branches {
     /// Records a line. Returns the root of the branch it abandons, when the line is a prompt
     /// that rewinds to a parent that already has a conversation child.
     pub fn record(&mut self, node: Node, conversation: bool, prompt: bool) -> Option<u64> {
-        let Some(parent) = node.parent else {
-            return None;
-        };
+        let parent = node.parent?;
         if self.parent.insert(node.id, parent).is_none() {
             self.order.push_back(node.id);
             if self.order.len() > HORIZON {

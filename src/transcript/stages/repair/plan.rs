@@ -214,7 +214,7 @@ impl Planner {
     pub fn into_plan(mut self, format: Option<Format>) -> Plan {
         self.plan.format = format.or(self.format);
         let removed: std::collections::HashSet<u64> =
-            self.plan.edits.iter().filter_map(|e| matches!(e, Edit::Remove { .. }).then(|| e.line())).collect();
+            self.plan.edits.iter().filter(|e| matches!(e, Edit::Remove { .. })).map(Edit::line).collect();
         let mut seen_remove = std::collections::HashSet::new();
         self.plan.edits.retain(|e| match e {
             Edit::Remove { line, .. } => seen_remove.insert(*line),
