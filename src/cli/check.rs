@@ -89,13 +89,7 @@ pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileRepo
 pub fn check_all(inputs: &[Input], opts: &Options, jobs: usize) -> Vec<FileReport> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().expect("thread pool");
     let opts = Options { jobs, ..opts.clone() };
-    pool.install(|| {
-        inputs
-            .par_iter()
-            .with_max_len(1)
-            .map_init(|| Vec::with_capacity(READ_CHUNK), |buf, input| check_input(input, &opts, buf))
-            .collect()
-    })
+    pool.install(|| inputs.par_iter().with_max_len(1).map_init(|| Vec::with_capacity(READ_CHUNK), |buf, input| check_input(input, &opts, buf)).collect())
 }
 
 /// Runs the verb.
@@ -115,7 +109,11 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let (mut errors, mut warnings, mut failed) = (0u64, 0u64, 0u64);
     let mut bad_files = 0u64;
     for m in &missing {
-        let f = Finding::new(0, Kind::MissingTranscript, format!("meta sidecar {} exists but its transcript is missing: the session's data is gone", m.meta.display()));
+        let f = Finding::new(
+            0,
+            Kind::MissingTranscript,
+            format!("meta sidecar {} exists but its transcript is missing: the session's data is gone", m.meta.display()),
+        );
         errors += 1;
         bad_files += 1;
         write_finding(&mut out, args.output, &m.transcript.display().to_string(), None, &f)?;

@@ -122,10 +122,7 @@ pub fn paused_calls(dir: &Path) -> anyhow::Result<HashSet<String>> {
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            v.get("call_id")
-                .and_then(|c| c.as_str())
-                .map(str::to_owned)
-                .with_context(|| format!("{}: entry {i} has no string call_id", path.display()))
+            v.get("call_id").and_then(|c| c.as_str()).map(str::to_owned).with_context(|| format!("{}: entry {i} has no string call_id", path.display()))
         })
         .collect()
 }

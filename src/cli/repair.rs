@@ -183,8 +183,7 @@ pub struct Settings {
 /// Plans the repair of a file: a check pass watched by the planner.
 pub fn plan_file(path: &Path, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Plan> {
     let mut c = Checker::observed(s.check.clone(), Planner::new(s.orphans));
-    batch::read_chunks(&Input::File(path.to_path_buf()), buf, |chunk| c.feed(chunk).is_ok())
-        .with_context(|| format!("reading {}", path.display()))?;
+    batch::read_chunks(&Input::File(path.to_path_buf()), buf, |chunk| c.feed(chunk).is_ok()).with_context(|| format!("reading {}", path.display()))?;
     let done = c.finish().map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))?;
     Ok(done.observer.into_plan(done.format))
 }
@@ -251,7 +250,11 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
         let age = meta.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).unwrap_or_default();
         if age < s.min_idle {
             let mut r = Report::new(job, Status::Skipped);
-            r.message = Some(format!("modified {}s ago, within --min-idle {}s: it may still be written (use --force to repair it anyway)", age.as_secs(), s.min_idle.as_secs()));
+            r.message = Some(format!(
+                "modified {}s ago, within --min-idle {}s: it may still be written (use --force to repair it anyway)",
+                age.as_secs(),
+                s.min_idle.as_secs()
+            ));
             return Ok(r);
         }
     }
@@ -278,7 +281,8 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
         return Ok(report);
     }
     let mut rejects = Vec::new();
-    let mut out = AtomicFile::create(&job.output, Some(meta.permissions())).with_context(|| format!("creating a temporary file beside {}", job.output.display()))?;
+    let mut out =
+        AtomicFile::create(&job.output, Some(meta.permissions())).with_context(|| format!("creating a temporary file beside {}", job.output.display()))?;
     let mut total = rewrite_file(&job.input, &plan, s, &mut out, &mut rejects, buf)?;
     for _ in 1..MAX_ROUNDS {
         if !plan.recheck {
@@ -301,7 +305,12 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
     if plan.recheck {
         let last = plan_file(out.path(), s, buf)?;
         if !last.is_empty() {
-            plan.unrepaired.push(Unrepaired { line: 0, kind: crate::transcript::Kind::ConsecutiveAssistant, call_id: None, why: format!("edits still needed after {MAX_ROUNDS} rounds") });
+            plan.unrepaired.push(Unrepaired {
+                line: 0,
+                kind: crate::transcript::Kind::ConsecutiveAssistant,
+                call_id: None,
+                why: format!("edits still needed after {MAX_ROUNDS} rounds"),
+            });
         }
         plan.unrepaired.extend(last.unrepaired);
     }
@@ -332,7 +341,8 @@ pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) ->
         let (inputs, _) = batch::expand(std::slice::from_ref(root))?;
         for input in inputs {
             let Input::File(input) = input else { anyhow::bail!("repair reads files, not stdin") };
-            let rel = if root.is_dir() { input.strip_prefix(root).unwrap_or(&input).to_path_buf() } else { PathBuf::from(input.file_name().unwrap_or_default()) };
+            let rel =
+                if root.is_dir() { input.strip_prefix(root).unwrap_or(&input).to_path_buf() } else { PathBuf::from(input.file_name().unwrap_or_default()) };
             if shard.is_some_and(|s| !in_shard(&rel, s)) {
                 continue;
             }
@@ -362,7 +372,11 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     };
     let progress = (jobs.len() > 1 && std::io::stderr().is_terminal() && !args.quiet).then(|| {
         let bar = indicatif::ProgressBar::new(jobs.len() as u64);
-        bar.set_style(indicatif::ProgressStyle::with_template("{spinner} repairing [{bar:40}] {pos}/{len} files {elapsed_precise} eta {eta}").expect("template").progress_chars("=> "));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} repairing [{bar:40}] {pos}/{len} files {elapsed_precise} eta {eta}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
         bar
     });
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs_n).build().context("starting worker threads")?;
@@ -413,12 +427,22 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 match r.status {
                     Status::Clean => {}
                     Status::Repaired | Status::Partial => {
-                        writeln!(out, "{}: {} ({} inserted, {} removed, {} modified)", r.file, if r.status == Status::Repaired { "repaired" } else { "partly repaired" }, l.inserted, l.removed, l.modified)?;
+                        writeln!(
+                            out,
+                            "{}: {} ({} inserted, {} removed, {} modified)",
+                            r.file,
+                            if r.status == Status::Repaired { "repaired" } else { "partly repaired" },
+                            l.inserted,
+                            l.removed,
+                            l.modified
+                        )?;
                         for u in &r.unrepaired {
                             writeln!(out, "{}:{}: not repaired: {}: {}", r.file, u.line, u.kind, u.why)?;
                         }
                     }
-                    Status::Skipped | Status::Failed | Status::Planned => writeln!(out, "{}: {:?}: {}", r.file, r.status, r.message.as_deref().unwrap_or("")).map(|_| ())?,
+                    Status::Skipped | Status::Failed | Status::Planned => {
+                        writeln!(out, "{}: {:?}: {}", r.file, r.status, r.message.as_deref().unwrap_or("")).map(|_| ())?
+                    }
                 }
             }
         }

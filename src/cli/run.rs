@@ -41,7 +41,15 @@ pub struct ValidateArgs {
 pub fn validate(args: ValidateArgs) -> anyhow::Result<Exit> {
     let name = args.file.display().to_string();
     let r = Config::load(&args.file).and_then(|c| c.validate(&name))?;
-    println!("{name}: ok ({} source{}, {} stage{}, {} sink{})", r.config.sources.len(), s(r.config.sources.len()), r.config.stages.len(), s(r.config.stages.len()), r.config.sinks.len(), s(r.config.sinks.len()));
+    println!(
+        "{name}: ok ({} source{}, {} stage{}, {} sink{})",
+        r.config.sources.len(),
+        s(r.config.sources.len()),
+        r.config.stages.len(),
+        s(r.config.stages.len()),
+        r.config.sinks.len(),
+        s(r.config.sinks.len())
+    );
     Ok(Exit::Clean)
 }
 

@@ -186,8 +186,8 @@ fn print_history(out: &mut impl Write, session: &Session, output: OutputFormat) 
         return Ok(if faults.is_empty() { Exit::Clean } else { Exit::Findings });
     }
     let head = read_head(&session.transcript).with_context(|| session.transcript.display().to_string())?;
-    let format = info::detect_format(&head)
-        .with_context(|| format!("{}: cannot tell the transcript's format from its first lines", session.transcript.display()))?;
+    let format =
+        info::detect_format(&head).with_context(|| format!("{}: cannot tell the transcript's format from its first lines", session.transcript.display()))?;
     // For people: each conversation line rendered as text, compactions marked in place.
     full_history(&session.transcript, format, |item| match item {
         HistoryItem::Entry { line, role, record } => {

@@ -475,7 +475,12 @@ impl Daemon {
             }
         }
         if let Some((mode, min_idle, policy)) = self.stages.repair {
-            let due: Vec<PathBuf> = self.files.values().filter(|t| t.has_errors && t.repaired_size != Some(t.size) && t.last_growth + min_idle <= now).map(|t| t.path.clone()).collect();
+            let due: Vec<PathBuf> = self
+                .files
+                .values()
+                .filter(|t| t.has_errors && t.repaired_size != Some(t.size) && t.last_growth + min_idle <= now)
+                .map(|t| t.path.clone())
+                .collect();
             for p in due {
                 self.repair(&p, mode, policy, &mut records);
             }

@@ -239,7 +239,9 @@ impl Tailed {
 
     fn new_pipeline(&self) -> Pipeline {
         match self.kind {
-            Kind::Transcript(format) => Pipeline::Transcript(Box::new(Checker::observed(Options { format, max_line_bytes: self.max_line, strict: false, jobs: 1 }, Tap::default()))),
+            Kind::Transcript(format) => {
+                Pipeline::Transcript(Box::new(Checker::observed(Options { format, max_line_bytes: self.max_line, strict: false, jobs: 1 }, Tap::default())))
+            }
             Kind::Events => Pipeline::Events(Box::new(EventLog::new(self.max_line))),
         }
     }
@@ -483,7 +485,12 @@ fn report_stats(before: &Stats, after: &Stats, format: Option<Format>) {
     }
     for (model, u) in &after.tokens {
         let b = before.tokens.get(model).copied().unwrap_or_default();
-        for (ty, a, bb) in [("input", u.input, b.input), ("output", u.output, b.output), ("cache_read", u.cache_read, b.cache_read), ("cache_creation", u.cache_creation, b.cache_creation)] {
+        for (ty, a, bb) in [
+            ("input", u.input, b.input),
+            ("output", u.output, b.output),
+            ("cache_read", u.cache_read, b.cache_read),
+            ("cache_creation", u.cache_creation, b.cache_creation),
+        ] {
             if a > bb {
                 metrics::counter!(t::TOKENS, "model" => model.clone(), "type" => ty).increment(a - bb);
             }

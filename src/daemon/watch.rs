@@ -89,7 +89,8 @@ pub fn start(roots: &[PathBuf], mode: WatchMode, interval: Duration, tx: Unbound
             let _ = tx.send(Change::Rescan);
         }
     };
-    let poll = |h| -> anyhow::Result<Box<dyn Watcher + Send>> { Ok(Box::new(notify::PollWatcher::new(h, notify::Config::default().with_poll_interval(interval))?)) };
+    let poll =
+        |h| -> anyhow::Result<Box<dyn Watcher + Send>> { Ok(Box::new(notify::PollWatcher::new(h, notify::Config::default().with_poll_interval(interval))?)) };
     let inner: Box<dyn Watcher + Send> = match mode {
         WatchMode::Poll => poll(handler)?,
         WatchMode::Events => Box::new(notify::recommended_watcher(handler)?),

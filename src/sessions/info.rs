@@ -129,9 +129,11 @@ pub fn row(s: &Session) -> Result<Row, Error> {
 fn row_with(s: &Session, buf: &mut Vec<u8>) -> Result<Row, Error> {
     let meta = s.meta.as_deref().map(load_meta).transpose()?;
     let fs_meta = std::fs::metadata(&s.transcript).map_err(|e| Error::io(&s.transcript, e))?;
-    let mtime = fs_meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(Timestamp::from_unix(0, 0), |d| {
-        Timestamp::from_unix(d.as_secs() as i64, d.subsec_nanos())
-    });
+    let mtime = fs_meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(Timestamp::from_unix(0, 0), |d| Timestamp::from_unix(d.as_secs() as i64, d.subsec_nanos()));
     let (lines, head) = read_transcript(&s.transcript, buf)?;
     let (updated, updated_from) = match meta.as_ref().and_then(|m| m.updated()) {
         Some(t) => (t, UpdatedFrom::Meta),
@@ -237,12 +239,8 @@ pub fn sort(mut rows: Vec<Row>) -> Vec<Row> {
 /// Counts each `agent-*.jsonl` row whose `sessionId` names a session in the same directory as
 /// that session's subagent, and drops its row.
 fn fold_old_style_subagents(mut rows: Vec<Row>) -> Vec<Row> {
-    let index: HashMap<(PathBuf, String), usize> = rows
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.layout == Layout::File)
-        .map(|(i, r)| ((parent_dir(&r.path), r.id.clone()), i))
-        .collect();
+    let index: HashMap<(PathBuf, String), usize> =
+        rows.iter().enumerate().filter(|(_, r)| r.layout == Layout::File).map(|(i, r)| ((parent_dir(&r.path), r.id.clone()), i)).collect();
     let mut folded = vec![false; rows.len()];
     for i in 0..rows.len() {
         let Some(parent) = rows[i].parent.clone() else { continue };

@@ -130,10 +130,8 @@ pub fn find_by_prefix(roots: &[PathBuf], prefix: &str) -> Result<Session, Error>
         [(_, Ok(s))] => Ok((*s).clone()),
         [(_, Err(l))] => Err(l.error()),
         many => {
-            let mut candidates: Vec<(String, PathBuf)> = many
-                .iter()
-                .map(|(id, f)| (id.to_string(), f.map_or_else(|l| l.missing.transcript.clone(), |s| s.transcript.clone())))
-                .collect();
+            let mut candidates: Vec<(String, PathBuf)> =
+                many.iter().map(|(id, f)| (id.to_string(), f.map_or_else(|l| l.missing.transcript.clone(), |s| s.transcript.clone()))).collect();
             candidates.sort();
             Err(Error::Ambiguous { prefix: prefix.to_owned(), candidates })
         }
@@ -297,7 +295,8 @@ fn read_dir(dir: &Pending, prefix: Option<&str>, out: &mut Discovery, subdirs: &
             let links = entries.iter().any(|(_, _, link)| *link);
             if let (Some(b), Some(stamp), false) = (base.as_deref(), stamp, links) {
                 if entries.len() >= names::MIN_ENTRIES {
-                    let kinds: Vec<(String, names::Kind)> = entries.iter().map(|(n, d, _)| (n.clone(), if *d { names::Kind::Dir } else { names::Kind::File })).collect();
+                    let kinds: Vec<(String, names::Kind)> =
+                        entries.iter().map(|(n, d, _)| (n.clone(), if *d { names::Kind::Dir } else { names::Kind::File })).collect();
                     names::store(b, &dir.path, &stamp, &kinds);
                 }
             }

@@ -27,7 +27,10 @@ pub enum Kind {
 
 /// The user's cache directory: `$XDG_CACHE_HOME`, or `~/.cache`.
 pub fn cache_base() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
 }
 
 /// Where the names of `dir` are cached below `base`: `transcriptd/names/<hash of the path>`.

@@ -9,8 +9,8 @@
 //!
 //! A last line without its newline is an interrupted write and is not read (as in `check`).
 
-use super::timestamp::Timestamp;
 use super::lines::top_level_string;
+use super::timestamp::Timestamp;
 use memchr::{memchr, memrchr};
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -128,7 +128,8 @@ mod tests {
 
     #[test]
     fn last_line_with_a_timestamp_wins_and_a_torn_tail_is_ignored() {
-        let data = b"{\"timestamp\":\"2026-01-01T00:00:01Z\"}\n{\"timestamp\":\"2026-01-01T00:00:02Z\"}\n{\"summary\":1}\n\n{\"timestamp\":\"2026-01-01T00:00:09Z\"";
+        let data =
+            b"{\"timestamp\":\"2026-01-01T00:00:01Z\"}\n{\"timestamp\":\"2026-01-01T00:00:02Z\"}\n{\"summary\":1}\n\n{\"timestamp\":\"2026-01-01T00:00:09Z\"";
         assert_eq!(last(data), ts("2026-01-01T00:00:02Z"));
         assert_eq!(last(b"{\"timestamp\":\"2026-01-01T00:00:01Z\"}\r\n"), ts("2026-01-01T00:00:01Z"));
         assert_eq!(last(b""), None);

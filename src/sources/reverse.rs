@@ -169,10 +169,14 @@ mod tests {
         assert_eq!(n, 100);
         assert!(!stats.reached_start);
         // 100 lines of ~10 bytes: what the consumer needed, at most twice over.
-        let needed: u64 = data.iter().rev().scan(0, |nl, b| {
-            *nl += u64::from(*b == b'\n');
-            (*nl <= 100).then_some(1)
-        }).sum();
+        let needed: u64 = data
+            .iter()
+            .rev()
+            .scan(0, |nl, b| {
+                *nl += u64::from(*b == b'\n');
+                (*nl <= 100).then_some(1)
+            })
+            .sum();
         assert!(stats.bytes_read <= 2 * needed, "{stats:?} needed {needed}");
     }
 

@@ -26,9 +26,9 @@
 
 use super::formats::{codex, Format};
 use super::model::{Entry, Role};
+use super::scan::{self, object_line, Kind, Scanner};
 use std::borrow::Cow;
 use std::ops::Range;
-use super::scan::{self, object_line, Kind, Scanner};
 
 /// What the records are for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,7 +363,17 @@ fn write_held(mode: Mode, h: &Held<'_>, out: &mut impl FnMut(&[u8])) {
 
 /// Whether `ty` is a type of the current Codex envelope (not a legacy item line).
 fn codex_envelope(ty: &str) -> bool {
-    matches!(ty, "session_meta" | "response_item" | "compacted" | "turn_context" | "event_msg" | "world_state" | "inter_agent_communication" | "inter_agent_communication_metadata")
+    matches!(
+        ty,
+        "session_meta"
+            | "response_item"
+            | "compacted"
+            | "turn_context"
+            | "event_msg"
+            | "world_state"
+            | "inter_agent_communication"
+            | "inter_agent_communication_metadata"
+    )
 }
 
 /// The number of `replacement_history` items and the `window_number` of a `compacted` payload.
@@ -427,8 +437,14 @@ mod tests {
 
     #[test]
     fn claude_string_content_merges_as_a_text_block() {
-        let lines = [r#"{"type":"assistant","message":{"id":"m","content":"a"}}"#, r#"{"type":"assistant","message":{"id":"m","content":[{"type":"text","text":"b"}]}}"#];
-        assert_eq!(run(Format::ClaudeCode, Mode::Context, &lines), "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}\n");
+        let lines = [
+            r#"{"type":"assistant","message":{"id":"m","content":"a"}}"#,
+            r#"{"type":"assistant","message":{"id":"m","content":[{"type":"text","text":"b"}]}}"#,
+        ];
+        assert_eq!(
+            run(Format::ClaudeCode, Mode::Context, &lines),
+            "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}\n"
+        );
     }
 
     #[test]

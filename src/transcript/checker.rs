@@ -9,9 +9,9 @@
 
 use super::finding::{Finding, Kind, Output};
 use super::formats::{Detector, Format};
-use super::scan;
 use super::lines::{self, Block, LineSplitter};
 use super::model::{Entry, Parsed, Usage};
+use super::scan;
 use super::stages::validate::{Pending, Validator};
 use std::collections::BTreeMap;
 

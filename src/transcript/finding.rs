@@ -184,11 +184,7 @@ pub fn apply(findings: &mut Vec<Finding>, out: Output) {
     match out {
         Output::Finding(f) => findings.push(f),
         Output::Demoted { line, kind, call_id, reason } => {
-            if let Some(f) = findings
-                .iter_mut()
-                .rev()
-                .find(|f| f.line == line && f.kind == kind && f.call_id == call_id && f.severity == Severity::Error)
-            {
+            if let Some(f) = findings.iter_mut().rev().find(|f| f.line == line && f.kind == kind && f.call_id == call_id && f.severity == Severity::Error) {
                 f.demote(&reason);
             }
         }

@@ -272,12 +272,7 @@ impl<'a> Iterator for Lines<'a> {
             let rest = &self.bytes[self.start..];
             let nl = memchr(b'\n', rest)?;
             let raw = &rest[..nl];
-            let line = Line {
-                number: self.number,
-                offset: self.offset + self.start as u64,
-                bytes: raw.strip_suffix(b"\r").unwrap_or(raw),
-                raw_len: nl + 1,
-            };
+            let line = Line { number: self.number, offset: self.offset + self.start as u64, bytes: raw.strip_suffix(b"\r").unwrap_or(raw), raw_len: nl + 1 };
             self.start += nl + 1;
             self.number += 1;
             if !is_blank(line.bytes) {
@@ -385,11 +380,7 @@ mod tests {
             Block::Lines { offset, bytes } => {
                 let mut it = lines(next, offset, bytes);
                 for l in it.by_ref() {
-                    let text = if l.bytes.len() > max {
-                        format!("<too long {}>", l.bytes.len())
-                    } else {
-                        String::from_utf8_lossy(l.bytes).into_owned()
-                    };
+                    let text = if l.bytes.len() > max { format!("<too long {}>", l.bytes.len()) } else { String::from_utf8_lossy(l.bytes).into_owned() };
                     got.push((l.number, l.offset, text));
                 }
                 next = it.next_number();
@@ -416,10 +407,7 @@ mod tests {
     #[test]
     fn numbers_physical_lines_and_skips_blank_ones() {
         let got = frame(b"a\n\n  \r\nb\r\nc", &[], 100);
-        assert_eq!(
-            got,
-            vec![(1, 0, "a".into()), (4, 7, "b".into()), (5, 10, "<torn 1>".into())]
-        );
+        assert_eq!(got, vec![(1, 0, "a".into()), (4, 7, "b".into()), (5, 10, "<torn 1>".into())]);
     }
 
     #[test]

@@ -115,14 +115,7 @@ pub struct Message<'a> {
 impl<'a> Message<'a> {
     /// An empty message of `role`.
     pub fn new(role: Role) -> Self {
-        Message {
-            role,
-            turn: None,
-            calls: SmallVec::new(),
-            results: SmallVec::new(),
-            has_content: false,
-            prompt: false,
-        }
+        Message { role, turn: None, calls: SmallVec::new(), results: SmallVec::new(), has_content: false, prompt: false }
     }
 }
 

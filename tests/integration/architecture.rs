@@ -4,8 +4,22 @@
 use super::support::root;
 
 const FORBIDDEN: &[&str] = &[
-    "std::fs", "std::net", "std::io::stdin", "std::io::stdout", "std::process", "std::env", "std::path", "std::time::Instant",
-    "std::time::SystemTime", "SystemTime::now", "Instant::now", "tokio", "notify", "metrics::", "tracing::", "File::open",
+    "std::fs",
+    "std::net",
+    "std::io::stdin",
+    "std::io::stdout",
+    "std::process",
+    "std::env",
+    "std::path",
+    "std::time::Instant",
+    "std::time::SystemTime",
+    "SystemTime::now",
+    "Instant::now",
+    "tokio",
+    "notify",
+    "metrics::",
+    "tracing::",
+    "File::open",
 ];
 
 #[test]

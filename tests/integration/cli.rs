@@ -105,12 +105,8 @@ fn broken_pipe_is_not_an_error() {
         body.push_str(&format!("{{\"role\":\"tool\",\"tool_call_id\":\"c{i}\",\"content\":\"x\"}}\n"));
     }
     std::fs::write(&f, body).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
-        .args(["check", f.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        Command::new(env!("CARGO_BIN_EXE_transcriptd")).args(["check", f.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     let mut first = [0u8; 64];
     std::io::Read::read_exact(&mut stdout, &mut first).unwrap();

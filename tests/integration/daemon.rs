@@ -124,7 +124,12 @@ address = "127.0.0.1:{port}"
     }
 
     pub fn records(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.out()).unwrap_or_default().lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l}: {e}"))).collect()
+        std::fs::read_to_string(self.out())
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l}: {e}")))
+            .collect()
     }
 }
 
@@ -183,7 +188,13 @@ type Key = (String, u64, String, String, Option<String>);
 pub fn fold(records: &[Value]) -> BTreeMap<Key, usize> {
     let mut live: BTreeMap<Key, usize> = BTreeMap::new();
     let key = |r: &Value, sev: &str| -> Key {
-        (r["file"].as_str().unwrap().to_owned(), r["line"].as_u64().unwrap(), r["kind"].as_str().unwrap().to_owned(), sev.to_owned(), r["call_id"].as_str().map(str::to_owned))
+        (
+            r["file"].as_str().unwrap().to_owned(),
+            r["line"].as_u64().unwrap(),
+            r["kind"].as_str().unwrap().to_owned(),
+            sev.to_owned(),
+            r["call_id"].as_str().map(str::to_owned),
+        )
     };
     for r in records {
         match r["type"].as_str().unwrap() {
@@ -217,7 +228,18 @@ pub fn check_dir(dir: &Path) -> BTreeMap<Key, usize> {
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|r| r["kind"] != "missing_transcript")
-        .map(|r| ((r["file"].as_str().unwrap().to_owned(), r["line"].as_u64().unwrap(), r["kind"].as_str().unwrap().to_owned(), r["severity"].as_str().unwrap().to_owned(), r["call_id"].as_str().map(str::to_owned)), 1))
+        .map(|r| {
+            (
+                (
+                    r["file"].as_str().unwrap().to_owned(),
+                    r["line"].as_u64().unwrap(),
+                    r["kind"].as_str().unwrap().to_owned(),
+                    r["severity"].as_str().unwrap().to_owned(),
+                    r["call_id"].as_str().map(str::to_owned),
+                ),
+                1,
+            )
+        })
         .collect()
 }
 
@@ -334,7 +356,11 @@ fn rotation_truncation_deletion_recreation() {
     // Deletion releases the handle at once.
     std::fs::remove_file(&b).unwrap();
     assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["type"] == "file_closed" && r["reason"] == "deleted")));
-    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", d.pid())).unwrap().filter_map(|e| std::fs::read_link(e.unwrap().path()).ok()).map(|p| p.display().to_string()).collect();
+    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", d.pid()))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .map(|p| p.display().to_string())
+        .collect();
     assert!(!fds.iter().any(|p| p.contains("b.jsonl")), "{fds:?}");
 
     // Recreation: a new file under the old name is read from the start.
@@ -369,8 +395,17 @@ fn metrics_scrape_health_and_promtool() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("scrape.prom");
     std::fs::write(&f, &m).unwrap();
-    let out = Command::new("promtool").args(["check", "metrics"]).stdin(std::fs::File::open(&f).unwrap()).output().expect("promtool is installed (.ci/run installs Debian's prometheus package)");
-    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "promtool: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&f).unwrap())
+        .output()
+        .expect("promtool is installed (.ci/run installs Debian's prometheus package)");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -410,7 +445,9 @@ fn pending_json_pauses_calls_and_bounded_open_files() {
     for i in 0..12 {
         let dir = w.join(format!("s{i}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let call = format!("{{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{{\"id\":\"call{i}\",\"function\":{{\"name\":\"Read\",\"arguments\":\"{{}}\"}}}}]}}\n");
+        let call = format!(
+            "{{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{{\"id\":\"call{i}\",\"function\":{{\"name\":\"Read\",\"arguments\":\"{{}}\"}}}}]}}\n"
+        );
         if i % 2 == 0 {
             std::fs::write(dir.join("pending.json"), format!("[{{\"call_id\":\"call{i}\"}}]")).unwrap();
         }

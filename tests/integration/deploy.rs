@@ -111,7 +111,9 @@ fn alert_rules_and_their_tests_use_only_served_metrics() {
         }
     }
     // Every alert has unit tests, and the tests name no alert that does not exist.
-    let field = |text: &str, key: &str| -> BTreeSet<String> { text.lines().filter_map(|l| l.trim().trim_start_matches("- ").strip_prefix(key)).map(|v| v.trim().to_owned()).collect() };
+    let field = |text: &str, key: &str| -> BTreeSet<String> {
+        text.lines().filter_map(|l| l.trim().trim_start_matches("- ").strip_prefix(key)).map(|v| v.trim().to_owned()).collect()
+    };
     let alerts = field(&read("prometheus/transcriptd.rules.yml"), "alert:");
     let tested = field(&read("prometheus/transcriptd.rules.test.yml"), "alertname:");
     assert!(alerts.len() >= 6, "{alerts:?}");
@@ -137,15 +139,25 @@ fn a_live_daemon_serves_every_family_in_all_and_nothing_else() {
     std::fs::write(w.join("orphan-call.jsonl"), "{\"role\":\"user\",\"content\":\"go\"}\nnot json\n{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call1\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}\n").unwrap();
     std::fs::write(events.path().join("e.jsonl"), "{\"type\":\"tool_call\",\"call_id\":\"a\"}\n{\"type\":\"tool_result\",\"call_id\":\"a\"}\n").unwrap();
 
-    let families = |m: &str| -> BTreeSet<String> { m.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect() };
-    let samples = |m: &str| -> BTreeSet<String> { m.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).map(|l| l.split(['{', ' ']).next().unwrap().to_owned()).collect() };
+    let families = |m: &str| -> BTreeSet<String> {
+        m.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect()
+    };
+    let samples = |m: &str| -> BTreeSet<String> {
+        m.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).map(|l| l.split(['{', ' ']).next().unwrap().to_owned()).collect()
+    };
     let all = served();
     let mut last = String::new();
     let complete = wait(Duration::from_secs(20), || {
         last = d.get("/metrics").unwrap_or_default();
         samples(&last) == all
     });
-    assert!(complete, "not every family in telemetry::ALL was served, or more were: missing {:?}, extra {:?}\n{last}\nlog:\n{}", all.difference(&samples(&last)).collect::<Vec<_>>(), samples(&last).difference(&all).collect::<Vec<_>>(), d.log());
+    assert!(
+        complete,
+        "not every family in telemetry::ALL was served, or more were: missing {:?}, extra {:?}\n{last}\nlog:\n{}",
+        all.difference(&samples(&last)).collect::<Vec<_>>(),
+        samples(&last).difference(&all).collect::<Vec<_>>(),
+        d.log()
+    );
     assert_eq!(families(&last), all, "# TYPE lines");
     assert!(last.contains("transcriptd_orphan_tool_calls_total{side_effect=\"unknown\"} 1"), "{last}");
 }
@@ -194,7 +206,10 @@ fn configmap_embeds_the_container_config_and_it_is_valid() {
         assert!(text.contains(&format!("containerPort: {}", addr.port())), "{m}: metrics port");
         assert!(text.contains(&format!("mountPath: {state}\n")), "{m}: state_dir {state} is a volume");
         assert!(text.contains("mountPath: /transcripts"), "{m}: transcripts mount");
-        assert!(text.contains("mountPath: /etc/transcriptd\n") && text.contains("name: transcriptd-config"), "{m}: the ConfigMap is mounted at /etc/transcriptd");
+        assert!(
+            text.contains("mountPath: /etc/transcriptd\n") && text.contains("name: transcriptd-config"),
+            "{m}: the ConfigMap is mounted at /etc/transcriptd"
+        );
         assert!(text.contains(r#"args: ["run", "--config", "/etc/transcriptd/transcriptd.toml"]"#), "{m}: runs the mounted config");
         assert!(text.contains("path: /health"), "{m}: probes on /health");
     }
@@ -225,7 +240,10 @@ fn systemd_unit_config_and_user_agree() {
     assert_eq!(unit_values(&unit, "ReadWritePaths"), ["/var/lib/transcriptd"]);
     let shipped = transcriptd::config::Config::load(&root().join("config/transcriptd.toml")).unwrap();
     assert_eq!(shipped.daemon.state_dir, r.config.daemon.state_dir, "the shipped config and the unit agree on the state directory");
-    assert!(r.config.daemon.shutdown_timeout < humantime::parse_duration(unit_values(&unit, "TimeoutStopSec")[0]).unwrap(), "the daemon's shutdown fits in TimeoutStopSec");
+    assert!(
+        r.config.daemon.shutdown_timeout < humantime::parse_duration(unit_values(&unit, "TimeoutStopSec")[0]).unwrap(),
+        "the daemon's shutdown fits in TimeoutStopSec"
+    );
     // The service user has no transcripts of its own: sources name absolute paths.
     assert!(r.config.sources.iter().all(|s| s.include.iter().all(|i| i.starts_with('/'))), "no `~` in the host config");
     let out = transcriptd(&["validate-config", host.to_str().unwrap()]);
@@ -241,7 +259,11 @@ fn dockerfile_is_multi_stage_pinned_and_non_root() {
     let text = read("docker/Dockerfile");
     // Instructions, with continuation lines joined.
     let joined = text.lines().filter(|l| !l.trim_start().starts_with('#')).collect::<Vec<_>>().join("\n").replace("\\\n", " ");
-    let instr: Vec<(String, String)> = joined.lines().filter(|l| !l.trim().is_empty()).map(|l| l.trim().split_once(char::is_whitespace).map(|(k, v)| (k.to_ascii_uppercase(), v.trim().to_owned())).unwrap()).collect();
+    let instr: Vec<(String, String)> = joined
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.trim().split_once(char::is_whitespace).map(|(k, v)| (k.to_ascii_uppercase(), v.trim().to_owned())).unwrap())
+        .collect();
     let froms: Vec<&str> = instr.iter().filter(|(k, _)| k == "FROM").map(|(_, v)| v.as_str()).collect();
     assert!(froms.len() >= 2, "multi-stage: {froms:?}");
     for f in &froms {
@@ -321,7 +343,9 @@ fn repair_job_arguments_run_and_its_shards_cover_an_archive_once() {
             .collect();
         let o = transcriptd(&run.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(matches!(o.status.code(), Some(0 | 1)), "shard {i}: {run:?}: {}", String::from_utf8_lossy(&o.stderr));
-        reports.extend(String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("--output json: a JSON report per file")));
+        reports.extend(
+            String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("--output json: a JSON report per file")),
+        );
     }
     let got: Vec<PathBuf> = reports.iter().map(|r| Path::new(r["file"].as_str().unwrap()).strip_prefix(archive.path()).unwrap().to_path_buf()).collect();
     assert_eq!(got.len(), want.len(), "every file once over {n} shards");

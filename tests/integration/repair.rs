@@ -107,7 +107,8 @@ fn real_fixtures_and_cases() {
 #[test]
 fn generated_corpora_with_every_fault() {
     let dir = tempfile::tempdir().unwrap();
-    let layouts: [&[&str]; 5] = [&[], &["--split-assistant"], &["--merge-results"], &["--layout", "type-first", "--tool-use-result"], &["--split-assistant", "--merge-results"]];
+    let layouts: [&[&str]; 5] =
+        [&[], &["--split-assistant"], &["--merge-results"], &["--layout", "type-first", "--tool-use-result"], &["--split-assistant", "--merge-results"]];
     for (seed, extra) in layouts.iter().enumerate() {
         let out = dir.path().join(format!("g{seed}.jsonl"));
         let seed_s = (100 + seed).to_string();

@@ -89,7 +89,9 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
     });
     match format {
         Some(Format::ClaudeCode) => {
-            let last = all.iter().rposition(|l| matches!(read_line(0, &l.bytes, usize::MAX, format), Outcome::Parsed(_, p) if matches!(p.entry, Entry::Compaction { .. })));
+            let last = all
+                .iter()
+                .rposition(|l| matches!(read_line(0, &l.bytes, usize::MAX, format), Outcome::Parsed(_, p) if matches!(p.entry, Entry::Compaction { .. })));
             all.split_off(last.map_or(0, |i| i + 1))
         }
         Some(Format::Codex) => {
@@ -109,7 +111,11 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
 fn corpora() -> Vec<Vec<u8>> {
     let mut inputs: Vec<Vec<u8>> = jsonl_files(&data("real")).iter().chain(jsonl_files(&data("context")).iter()).map(|f| std::fs::read(f).unwrap()).collect();
     let dir = tempfile::tempdir().unwrap();
-    for (i, extra) in [&["--split-assistant"][..], &["--merge-results", "--faults", "0.02", "--truncate-last", "1"], &["--layout", "type-first", "--malformed", "0.01"]].iter().enumerate() {
+    for (i, extra) in
+        [&["--split-assistant"][..], &["--merge-results", "--faults", "0.02", "--truncate-last", "1"], &["--layout", "type-first", "--malformed", "0.01"]]
+            .iter()
+            .enumerate()
+    {
         let f = dir.path().join(format!("g{i}.jsonl"));
         let seed = (20 + i).to_string();
         let mut args = vec!["--lines", "1500", "--seed", &seed, "--compact-boundary", "0.1"];

@@ -291,7 +291,10 @@ fn history_lists_every_conversation_line_with_compactions_marked() {
     let items = json_lines(&out);
     // The records of `transcriptd history`: one canonical message per API message (split
     // assistant lines merged), each compaction as a marker in place.
-    let direct = json_lines(&transcriptd(&["history", super::support::data("real/claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.slice-L1168-L1863.jsonl").to_str().unwrap()]));
+    let direct = json_lines(&transcriptd(&[
+        "history",
+        super::support::data("real/claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.slice-L1168-L1863.jsonl").to_str().unwrap(),
+    ]));
     assert_eq!(items, direct);
     let compactions: Vec<u64> = items.iter().filter(|i| i["type"] == "compact_boundary").map(|i| i["line"].as_u64().unwrap()).collect();
     assert_eq!(compactions, [89]);

@@ -37,13 +37,8 @@ pub fn jsonl_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Runs the transcript generator of `benches/` (stdlib Python) with `args`, writing `out`.
 pub fn generate(out: &Path, args: &[&str]) {
-    let status = Command::new("python3")
-        .arg(root().join("benches/gen_transcripts.py"))
-        .args(args)
-        .arg("-o")
-        .arg(out)
-        .status()
-        .expect("python3 runs the generator");
+    let status =
+        Command::new("python3").arg(root().join("benches/gen_transcripts.py")).args(args).arg("-o").arg(out).status().expect("python3 runs the generator");
     assert!(status.success(), "generator failed: {args:?}");
 }
 

@@ -91,9 +91,7 @@ pub fn flavour_evidence(line: &serde_json::Value) -> Option<super::Format> {
     let parts = obj.get("content")?.as_array()?;
     for p in parts {
         match p.get("type").and_then(|t| t.as_str()) {
-            Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "server_tool_use") => {
-                return Some(Format::Anthropic)
-            }
+            Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "server_tool_use") => return Some(Format::Anthropic),
             Some("image_url" | "input_audio" | "refusal") => return Some(Format::OpenAiChat),
             _ => {}
         }
@@ -108,7 +106,8 @@ mod tests {
 
     #[test]
     fn openai_calls_and_tool_messages() {
-        let p = parse(br#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"[1]"}}]}"#).unwrap();
+        let p =
+            parse(br#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"[1]"}}]}"#).unwrap();
         let Entry::Message(m) = p.entry else { panic!() };
         assert_eq!((m.calls[0].id.as_ref(), m.calls[0].args), ("c1", Args::NotObject));
         let Entry::Message(m) = parse(br#"{"role":"tool","tool_call_id":"c1","content":"x"}"#).unwrap().entry else { panic!() };
@@ -117,9 +116,15 @@ mod tests {
 
     #[test]
     fn anthropic_blocks() {
-        let Entry::Message(m) = parse(br#"{"role":"assistant","content":[{"type":"text","text":"  "},{"type":"tool_use","id":"t1","name":"get","input":{}}]}"#).unwrap().entry else { panic!() };
+        let Entry::Message(m) =
+            parse(br#"{"role":"assistant","content":[{"type":"text","text":"  "},{"type":"tool_use","id":"t1","name":"get","input":{}}]}"#).unwrap().entry
+        else {
+            panic!()
+        };
         assert_eq!(m.calls[0].id, "t1");
-        let Entry::Message(m) = parse(br#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"}]}"#).unwrap().entry else { panic!() };
+        let Entry::Message(m) = parse(br#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"}]}"#).unwrap().entry else {
+            panic!()
+        };
         assert_eq!(m.results[0].id, "t1");
         assert!(!m.prompt);
         let Entry::Message(m) = parse(br#"{"role":"assistant","content":[{"type":"text","text":" \n"}]}"#).unwrap().entry else { panic!() };

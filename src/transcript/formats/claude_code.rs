@@ -13,18 +13,8 @@ use crate::transcript::model::{Entry, Node, Parsed, Role, Usage};
 use crate::transcript::scan::{self, object_line, RawStr, Scanner};
 
 /// Record types Claude Code writes that are not conversation.
-pub const KNOWN_OTHER_TYPES: &[&str] = &[
-    "summary",
-    "progress",
-    "file-history-snapshot",
-    "queue-operation",
-    "custom-title",
-    "agent-name",
-    "tag",
-    "attachment",
-    "last-prompt",
-    "pr-link",
-];
+pub const KNOWN_OTHER_TYPES: &[&str] =
+    &["summary", "progress", "file-history-snapshot", "queue-operation", "custom-title", "agent-name", "tag", "attachment", "last-prompt", "pr-link"];
 
 /// The parts of a `message` object we read.
 #[derive(Default)]
@@ -125,7 +115,9 @@ mod tests {
 
     #[test]
     fn assistant_line_with_call() {
-        let m = msg(r#"{"message":{"id":"msg_1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},"type":"assistant","uuid":"u1","parentUuid":null}"#);
+        let m = msg(
+            r#"{"message":{"id":"msg_1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},"type":"assistant","uuid":"u1","parentUuid":null}"#,
+        );
         assert_eq!(m.turn, Some(id_hash("msg_1")));
         assert_eq!(m.calls.len(), 1);
         assert_eq!(m.calls[0].id, "toolu_1");
@@ -144,7 +136,9 @@ mod tests {
 
     #[test]
     fn progress_with_embedded_message_is_not_conversation() {
-        let p = parse(br#"{"type":"progress","data":{"message":{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}}}}"#).unwrap();
+        let p =
+            parse(br#"{"type":"progress","data":{"message":{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}}}}"#)
+                .unwrap();
         assert_eq!(p.entry, Entry::Other);
     }
 

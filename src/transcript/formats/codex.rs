@@ -233,11 +233,23 @@ mod tests {
 
     #[test]
     fn envelope_items() {
-        let Entry::Message(m) = entry(r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"ls\"}","call_id":"c1"}}"#) else { panic!() };
+        let Entry::Message(m) = entry(
+            r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"ls\"}","call_id":"c1"}}"#,
+        ) else {
+            panic!()
+        };
         assert_eq!((m.calls[0].id.as_ref(), m.calls[0].args), ("c1", Args::Object));
-        let Entry::Message(m) = entry(r#"{"type":"response_item","payload":{"type":"function_call","name":"x","arguments":"[REDACTED len=3]","call_id":"c1"}}"#) else { panic!() };
+        let Entry::Message(m) =
+            entry(r#"{"type":"response_item","payload":{"type":"function_call","name":"x","arguments":"[REDACTED len=3]","call_id":"c1"}}"#)
+        else {
+            panic!()
+        };
         assert_eq!(m.calls[0].args, Args::Unparseable);
-        let Entry::Message(m) = entry(r#"{"type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"c2","output":[{"type":"output_text","text":"Done!"}]}}"#) else { panic!() };
+        let Entry::Message(m) =
+            entry(r#"{"type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"c2","output":[{"type":"output_text","text":"Done!"}]}}"#)
+        else {
+            panic!()
+        };
         assert_eq!(m.results[0].id, "c2");
         let Entry::Message(m) = entry(r#"{"type":"response_item","payload":{"type":"web_search_call","status":"completed"}}"#) else { panic!() };
         assert!(m.calls.is_empty());
@@ -255,7 +267,11 @@ mod tests {
 
     #[test]
     fn compacted_carries_unanswered_calls() {
-        let Entry::Compaction { carried } = entry(r#"{"type":"compacted","payload":{"message":"","replacement_history":[{"type":"function_call","call_id":"a","name":"n","arguments":"{}"},{"type":"function_call","call_id":"b","name":"n","arguments":"{}"},{"type":"function_call_output","call_id":"a","output":""}]}}"#) else { panic!() };
+        let Entry::Compaction { carried } = entry(
+            r#"{"type":"compacted","payload":{"message":"","replacement_history":[{"type":"function_call","call_id":"a","name":"n","arguments":"{}"},{"type":"function_call","call_id":"b","name":"n","arguments":"{}"},{"type":"function_call_output","call_id":"a","output":""}]}}"#,
+        ) else {
+            panic!()
+        };
         assert_eq!(carried.iter().map(|c| c.id.as_ref()).collect::<Vec<_>>(), vec!["b"]);
     }
 

@@ -83,7 +83,8 @@ const CLAUDE_TYPES: &[&str] = &["user", "assistant", "system", "summary", "progr
 /// Top-level types of the Codex rollout envelope.
 const CODEX_ENVELOPE: &[&str] = &["session_meta", "response_item", "event_msg", "turn_context", "compacted"];
 /// Response item types that appear at the top level of legacy Codex rollouts.
-const CODEX_LEGACY_ITEMS: &[&str] = &["message", "function_call", "function_call_output", "reasoning", "local_shell_call", "custom_tool_call", "custom_tool_call_output", "web_search_call"];
+const CODEX_LEGACY_ITEMS: &[&str] =
+    &["message", "function_call", "function_call_output", "reasoning", "local_shell_call", "custom_tool_call", "custom_tool_call_output", "web_search_call"];
 
 /// Detects a file's format from its first lines, one line at a time.
 ///

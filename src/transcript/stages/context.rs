@@ -17,10 +17,10 @@
 
 use super::compaction::CompactionCut;
 use super::model_context::{ItemKind, ModelContextScan, RolloutItem};
+use crate::transcript::canonical::ClaudeFields;
 use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::{Detector, Format};
-use crate::transcript::canonical::ClaudeFields;
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::{LineBytes, Page, RevItem, SourceLine};
 
@@ -248,5 +248,4 @@ impl ContextScan {
         };
         Context { format, cut, lines, claude_fields, skipped: self.skipped, head_missing }
     }
-
 }

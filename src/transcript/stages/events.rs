@@ -33,7 +33,14 @@ pub struct EventLog {
 impl EventLog {
     /// A log read from its start.
     pub fn new(max_line_bytes: usize) -> Self {
-        EventLog { lines_in: Some(Numbered::new(max_line_bytes)), max: max_line_bytes, counts: BTreeMap::new(), pending: HashMap::new(), findings: Vec::new(), lines: 0 }
+        EventLog {
+            lines_in: Some(Numbered::new(max_line_bytes)),
+            max: max_line_bytes,
+            counts: BTreeMap::new(),
+            pending: HashMap::new(),
+            findings: Vec::new(),
+            lines: 0,
+        }
     }
 
     /// Feeds the next chunk.
@@ -73,7 +80,13 @@ impl EventLog {
         let ends = ["result", "output", "complete", "end", "finish", "done", "error", "cancel"].iter().any(|w| t.contains(w));
         if ends {
             self.pending.remove(&id);
-        } else if t.contains("tool_call") || t.contains("tool_use") || t.contains("tool.call") || t.contains("toolcall") || t.contains("tool_start") || t.contains("tool.start") {
+        } else if t.contains("tool_call")
+            || t.contains("tool_use")
+            || t.contains("tool.call")
+            || t.contains("toolcall")
+            || t.contains("tool_start")
+            || t.contains("tool.start")
+        {
             self.pending.insert(id, number);
         }
     }

@@ -4,8 +4,8 @@
 pub mod branches;
 pub mod compaction;
 pub mod context;
+pub mod events;
 pub mod model_context;
 pub mod orphans;
-pub mod validate;
 pub mod repair;
-pub mod events;
+pub mod validate;

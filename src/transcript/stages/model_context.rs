@@ -384,12 +384,20 @@ mod tests {
         assert_eq!(kind(r#"{"type":"event_msg","payload":{"type":"task_complete"}}"#), ItemKind::Other);
         assert_eq!(kind(r#"{"type":"event_msg","payload":{"type":"turn_aborted","reason":"interrupted"}}"#), ItemKind::TurnAborted { turn_id: None });
         assert_eq!(
-            kind(r#"{"type":"event_msg","payload":{"type":"item_completed","thread_id":"x","turn_id":"t","item":{"type":"UserMessage","id":"i","content":[]}}}"#),
+            kind(
+                r#"{"type":"event_msg","payload":{"type":"item_completed","thread_id":"x","turn_id":"t","item":{"type":"UserMessage","id":"i","content":[]}}}"#
+            ),
             ItemKind::ItemCompleted { turn_id: "t".into(), user_message: true }
         );
         assert_eq!(kind(r#"{"type":"turn_context","payload":{"cwd":"/","model":"m"}}"#), ItemKind::TurnContext { turn_id: None });
-        assert_eq!(kind(r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#), ItemKind::ResponseItem { proves_user_turn: false });
-        assert_eq!(kind(r#"{"type":"response_item","payload":{"type":"agent_message","author":"/root/a","content":[]}}"#), ItemKind::ResponseItem { proves_user_turn: true });
+        assert_eq!(
+            kind(r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#),
+            ItemKind::ResponseItem { proves_user_turn: false }
+        );
+        assert_eq!(
+            kind(r#"{"type":"response_item","payload":{"type":"agent_message","author":"/root/a","content":[]}}"#),
+            ItemKind::ResponseItem { proves_user_turn: true }
+        );
         assert_eq!(kind("{not json"), ItemKind::Unreadable);
         assert_eq!(kind(r#"{"record_type":"state"}"#), ItemKind::Other);
     }

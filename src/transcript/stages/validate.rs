@@ -175,13 +175,13 @@ impl Validator {
             Args::Unparseable => Some("are not valid JSON"),
         };
         if let Some(what) = what {
-            let f = Finding::new(line, Kind::InvalidArguments, format!("arguments of the call to {} {what}", tool_name(&c.name)))
-                .with_call(&c.id, Some(&c.name));
+            let f =
+                Finding::new(line, Kind::InvalidArguments, format!("arguments of the call to {} {what}", tool_name(&c.name))).with_call(&c.id, Some(&c.name));
             self.emit(f, node, out);
         }
         if self.pending.contains_key(c.id.as_ref()) || self.answered.contains(c.id.as_ref()) {
-            let f = Finding::new(line, Kind::DuplicateCallId, "a second call with this id; it is treated as the same pending call")
-                .with_call(&c.id, Some(&c.name));
+            let f =
+                Finding::new(line, Kind::DuplicateCallId, "a second call with this id; it is treated as the same pending call").with_call(&c.id, Some(&c.name));
             self.emit(f, node, out);
             return;
         }
@@ -207,8 +207,12 @@ impl Validator {
     fn moved_on(&mut self, line: u64, out: &mut impl FnMut(Output)) {
         let pending: Vec<Pending> = self.pending().into_iter().cloned().collect();
         for p in pending {
-            let f = Finding::new(p.line, Kind::UnansweredCall, format!("call to {} has no result, and the conversation moved on at line {line}", tool_name(&p.name)))
-                .with_call(&p.id, Some(&p.name));
+            let f = Finding::new(
+                p.line,
+                Kind::UnansweredCall,
+                format!("call to {} has no result, and the conversation moved on at line {line}", tool_name(&p.name)),
+            )
+            .with_call(&p.id, Some(&p.name));
             self.emit(f, p.node, out);
         }
         self.pending.clear();
@@ -219,8 +223,12 @@ impl Validator {
         self.close_turn(out);
         let pending: Vec<Pending> = self.pending().into_iter().cloned().collect();
         for p in pending.into_iter().filter(|p| !carried.iter().any(|c| c.id == p.id)) {
-            let mut f = Finding::new(p.line, Kind::UnansweredCall, format!("call to {} was still pending when the history was compacted at line {line}", tool_name(&p.name)))
-                .with_call(&p.id, Some(&p.name));
+            let mut f = Finding::new(
+                p.line,
+                Kind::UnansweredCall,
+                format!("call to {} was still pending when the history was compacted at line {line}", tool_name(&p.name)),
+            )
+            .with_call(&p.id, Some(&p.name));
             // The call itself is no longer sent; a result after the boundary is the error.
             f.severity = Severity::Warning;
             self.emit(f, p.node, out);

@@ -213,8 +213,7 @@ impl Planner {
     /// The plan, edits sorted and deduplicated (a removed line gets no other edit).
     pub fn into_plan(mut self, format: Option<Format>) -> Plan {
         self.plan.format = format.or(self.format);
-        let removed: std::collections::HashSet<u64> =
-            self.plan.edits.iter().filter(|e| matches!(e, Edit::Remove { .. })).map(Edit::line).collect();
+        let removed: std::collections::HashSet<u64> = self.plan.edits.iter().filter(|e| matches!(e, Edit::Remove { .. })).map(Edit::line).collect();
         let mut seen_remove = std::collections::HashSet::new();
         self.plan.edits.retain(|e| match e {
             Edit::Remove { line, .. } => seen_remove.insert(*line),
@@ -381,7 +380,16 @@ impl Observer for Planner {
                 if !carried.is_empty() {
                     // Calls the replacement history leaves open belong to the compaction line.
                     self.seq += 1;
-                    let t = Turn { first_line: number, key: None, lines: Vec::new(), exchange_end: number, has_calls: true, invalid_call: false, join: None, merge_into: None };
+                    let t = Turn {
+                        first_line: number,
+                        key: None,
+                        lines: Vec::new(),
+                        exchange_end: number,
+                        has_calls: true,
+                        invalid_call: false,
+                        join: None,
+                        merge_into: None,
+                    };
                     self.turns.insert(self.seq, t);
                     for c in carried {
                         let call = PendingCall { turn: self.seq, args_ok: true, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };

@@ -17,8 +17,7 @@ pub const NOT_EXECUTED: &str = "Tool call was not executed: the transcript has n
 pub const NOT_EXECUTED_DUE_TO_INVALID_PEER: &str =
     "Tool call was not executed because another tool call in the same turn was invalid; none of the turn's calls ran. (Result inserted by transcriptd repair.)";
 /// The result of a call that was interrupted (a kill, a crash) and never completed.
-pub const INTERRUPTED: &str =
-    "Tool call was interrupted and did not complete; its effects, if any, are unknown. (Result inserted by transcriptd repair.)";
+pub const INTERRUPTED: &str = "Tool call was interrupted and did not complete; its effects, if any, are unknown. (Result inserted by transcriptd repair.)";
 
 /// Which synthetic text a result gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -52,7 +51,23 @@ pub fn derived_uuid(seed: &[u8]) -> String {
     let b = a.to_be_bytes();
     format!(
         "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-4{:01x}{:02x}-{:01x}{:01x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-        b[0], b[1], b[2], b[3], b[4], b[5], b[6] & 0x0f, b[7], 8 | (b[8] & 0x03), b[8] >> 4, b[9], b[10], b[11], b[12], b[13], b[14], b[15]
+        b[0],
+        b[1],
+        b[2],
+        b[3],
+        b[4],
+        b[5],
+        b[6] & 0x0f,
+        b[7],
+        8 | (b[8] & 0x03),
+        b[8] >> 4,
+        b[9],
+        b[10],
+        b[11],
+        b[12],
+        b[13],
+        b[14],
+        b[15]
     )
 }
 
@@ -374,11 +389,15 @@ mod tests {
 
     #[test]
     fn merging_messages() {
-        let m = merge_messages(Format::OpenAiChat, br#"{"role":"assistant","content":"a"}"#, br#"{"role":"assistant","content":"b","tool_calls":[{"id":"c"}]}"#).unwrap();
+        let m =
+            merge_messages(Format::OpenAiChat, br#"{"role":"assistant","content":"a"}"#, br#"{"role":"assistant","content":"b","tool_calls":[{"id":"c"}]}"#)
+                .unwrap();
         let v: Value = serde_json::from_slice(&m).unwrap();
         assert_eq!(v["content"], "a\n\nb");
         assert_eq!(v["tool_calls"][0]["id"], "c");
-        let m = merge_messages(Format::Anthropic, br#"{"role":"assistant","content":"a"}"#, br#"{"role":"assistant","content":[{"type":"tool_use","id":"t"}]}"#).unwrap();
+        let m =
+            merge_messages(Format::Anthropic, br#"{"role":"assistant","content":"a"}"#, br#"{"role":"assistant","content":[{"type":"tool_use","id":"t"}]}"#)
+                .unwrap();
         let v: Value = serde_json::from_slice(&m).unwrap();
         assert_eq!(v["content"].as_array().unwrap().len(), 2);
     }
