@@ -230,6 +230,11 @@ impl<O: Observer> Checker<O> {
         self.detector.format()
     }
 
+    /// The format, once the detector has stopped looking (it may still change before).
+    pub fn settled_format(&self) -> Option<Format> {
+        self.detector.format().filter(|_| !self.detector.wants_more())
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
@@ -260,6 +265,11 @@ impl<O: Observer> Checker<O> {
     }
 
     /// The observer.
+    pub fn observer(&self) -> &O {
+        &self.observer
+    }
+
+    /// The observer, to change.
     pub fn observer_mut(&mut self) -> &mut O {
         &mut self.observer
     }

@@ -9,7 +9,7 @@
 use super::support::{data, generate, jsonl_files, transcriptd};
 use base64::Engine;
 use std::collections::{HashMap, HashSet};
-use transcriptd::transcript::stages::repair::{repair_bytes, OrphanPolicy};
+use transcriptd::transcript::stages::repair::{repair_bytes, repair_bytes_streaming, Abandon, OrphanPolicy};
 use transcriptd::transcript::{check_bytes, Format, Options, Severity};
 
 /// Physical lines without terminators; a last line without newline is included.
@@ -56,7 +56,26 @@ fn tree_resolves(b: &[u8]) -> bool {
     })
 }
 
-pub fn assert_invariants(name: &str, input: &[u8], policy: OrphanPolicy) {
+/// The one-pass repair, fed in chunks of several sizes, gives the two-pass repair's output,
+/// rejects and plan byte for byte. Returns why it gave up, if it did (whole input in one chunk).
+pub fn assert_one_pass_matches(name: &str, input: &[u8], policy: OrphanPolicy) -> Option<Abandon> {
+    let opts = Options::default();
+    let two = repair_bytes(input, &opts, policy, 1).unwrap();
+    let small = if input.len() < 64 << 10 { 7 } else { 4096 };
+    let mut gave_up = None;
+    for chunk in [small, 65_536, input.len().max(1)] {
+        let (out, rej, plan, abandoned) = repair_bytes_streaming(input, &opts, policy, chunk).unwrap();
+        assert!(out == two.output, "{name}: one-pass output (chunks of {chunk}) differs from the two-pass one ({abandoned:?})");
+        assert!(rej == two.rejects, "{name}: one-pass rejects (chunks of {chunk}) differ from the two-pass ones");
+        assert_eq!(plan, two.plans[0], "{name}: one-pass plan (chunks of {chunk})");
+        gave_up = gave_up.or(abandoned);
+    }
+    gave_up
+}
+
+/// Checks every invariant; returns why the one-pass repair gave up, if it did.
+pub fn assert_invariants(name: &str, input: &[u8], policy: OrphanPolicy) -> Option<Abandon> {
+    let gave_up = assert_one_pass_matches(name, input, policy);
     let opts = Options::default();
     let full = repair_bytes(input, &opts, policy, 3).unwrap();
     let (after, _, format) = check_bytes(&full.output, opts.clone()).unwrap();
@@ -92,6 +111,7 @@ pub fn assert_invariants(name: &str, input: &[u8], policy: OrphanPolicy) {
     if format == Some(Format::ClaudeCode) && tree_resolves(input) {
         assert!(tree_resolves(&full.output), "{name}: a parentUuid no longer resolves");
     }
+    gave_up
 }
 
 #[test]
@@ -99,7 +119,8 @@ fn real_fixtures_and_cases() {
     for f in jsonl_files(&data("real")).into_iter().chain(jsonl_files(&data("check"))) {
         let input = std::fs::read(&f).unwrap();
         for policy in [OrphanPolicy::Answer, OrphanPolicy::Drop] {
-            assert_invariants(&f.display().to_string(), &input, policy);
+            let gave_up = assert_invariants(&f.display().to_string(), &input, policy);
+            assert_eq!(gave_up, None, "{}: the one-pass repair gave up", f.display());
         }
     }
 }
@@ -116,7 +137,8 @@ fn generated_corpora_with_every_fault() {
         args.extend_from_slice(extra);
         generate(&out, &args);
         let input = std::fs::read(&out).unwrap();
-        assert_invariants(&format!("seed {seed_s} {extra:?}"), &input, OrphanPolicy::Answer);
+        let gave_up = assert_invariants(&format!("seed {seed_s} {extra:?}"), &input, OrphanPolicy::Answer);
+        assert_eq!(gave_up, None, "seed {seed_s}: the one-pass repair gave up");
     }
 }
 
@@ -188,3 +210,4 @@ fn shards_cover_every_file_once() {
     assert_eq!(seen.iter().sum::<usize>(), 40, "{seen:?}");
     assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
 }
+

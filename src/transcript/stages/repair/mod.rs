@@ -12,10 +12,12 @@
 
 pub mod plan;
 pub mod rewrite;
+pub mod stream;
 pub mod synth;
 
 pub use plan::{Edit, OrphanPolicy, Plan, Planner, Unrepaired};
 pub use rewrite::{Emit, RewriteStats, Rewriter};
+pub use stream::{Abandon, Step, StreamRepair};
 
 use crate::transcript::{Checker, Options, StrictStop};
 
@@ -38,6 +40,48 @@ pub fn plan_bytes(input: &[u8], opts: &Options, policy: OrphanPolicy) -> Result<
     c.feed(input)?;
     let done = c.finish()?;
     Ok(done.observer.into_plan(done.format))
+}
+
+/// One round of the one-pass repair over `input` fed in chunks of `chunk` bytes (as the file
+/// verb reads): the output, the rejects, the plan, and why the pass gave up if it did (then the
+/// output and rejects are those of the two-pass repair, as the file verb falls back to it).
+pub fn repair_bytes_streaming(input: &[u8], opts: &Options, policy: OrphanPolicy, chunk: usize) -> Result<(Vec<u8>, Vec<u8>, Plan, Option<Abandon>), StrictStop> {
+    let (mut out, mut rejects) = (Vec::new(), Vec::new());
+    let mut emit = |e: Emit<'_>| match e {
+        Emit::Out(b) => out.extend_from_slice(b),
+        Emit::Reject(b) => rejects.extend_from_slice(b),
+    };
+    let mut stream = StreamRepair::new(opts, policy);
+    let mut held = Vec::new();
+    let (mut abandoned, mut fed) = (None, 0);
+    for piece in input.chunks(chunk.max(1)) {
+        held.extend_from_slice(piece);
+        fed += piece.len();
+        match stream.feed(&held, piece.len(), &mut emit)? {
+            Step::Consumed(n) => drop(held.drain(..n)),
+            Step::Abandon(a) => {
+                abandoned = Some(a);
+                break;
+            }
+        }
+    }
+    let plan = match abandoned {
+        None => match stream.finish(&held, &mut emit)? {
+            (plan, Ok(_)) => return Ok((out, rejects, plan, None)),
+            (plan, Err(a)) => {
+                abandoned = Some(a);
+                plan
+            }
+        },
+        Some(_) => {
+            let mut c = stream.into_checker();
+            c.feed(&input[fed..])?;
+            let done = c.finish()?;
+            done.observer.into_plan(done.format)
+        }
+    };
+    let two = repair_bytes(input, opts, policy, 1)?;
+    Ok((two.output, two.rejects, plan, abandoned))
 }
 
 /// Repairs an in-memory transcript, re-planning the output while the plan asks for it (at most

@@ -224,6 +224,20 @@ impl Planner {
         self.plan
     }
 
+    /// The edits planned so far, in planning order (not yet sorted nor deduplicated).
+    pub fn edits(&self) -> &[Edit] {
+        &self.plan.edits
+    }
+
+    /// The first line a later edit may still touch: every line before it is final. The oldest
+    /// turn still tracked (a current turn, or one with calls waiting) bounds how far back an
+    /// inserted result, a removed turn or a join may reach; a turn waiting to be joined or
+    /// merged into is tracked too.
+    pub fn watermark(&self) -> u64 {
+        let turns = self.turns.values().flat_map(|t| [Some(t.first_line), t.join, t.merge_into]);
+        turns.chain([self.join_next, self.merge_next]).flatten().min().unwrap_or(u64::MAX)
+    }
+
     /// The observer needs the format to choose between joining and merging.
     pub fn set_format(&mut self, format: Format) {
         self.format = Some(format);

@@ -74,37 +74,22 @@ pub struct Rewriter {
 impl Rewriter {
     /// A rewriter for `plan`; `max_line_bytes` must be the limit the plan was made with.
     pub fn new(plan: &Plan, max_line_bytes: usize) -> Self {
-        let mut edits: HashMap<u64, Vec<Edit>> = HashMap::new();
-        let mut inserts: HashMap<u64, Vec<Edit>> = HashMap::new();
-        let mut interesting = Vec::new();
-        let (mut like_lines, mut merge_targets) = (HashSet::new(), HashSet::new());
-        for e in &plan.edits {
-            interesting.push(e.line());
-            match e {
-                Edit::Insert { after, .. } => inserts.entry(*after).or_default().push(e.clone()),
-                other => {
-                    if let Edit::JoinTurn { like, .. } = other {
-                        like_lines.insert(*like);
-                        interesting.push(*like);
-                    }
-                    if let Edit::MergeInto { into, .. } = other {
-                        merge_targets.insert(*into);
-                        interesting.push(*into);
-                    }
-                    edits.entry(other.line()).or_default().push(other.clone());
-                }
-            }
-        }
-        interesting.sort_unstable();
-        interesting.dedup();
+        let mut rw = Rewriter::empty(plan.format.unwrap_or(Format::ClaudeCode), max_line_bytes);
+        rw.add(&plan.edits);
+        rw
+    }
+
+    /// A rewriter with no edits yet: [`Rewriter::add`] them as they are planned, each before
+    /// the line it concerns is fed ([`Rewriter::feed_until`]).
+    pub fn empty(format: Format, max_line_bytes: usize) -> Self {
         Rewriter {
-            format: plan.format.unwrap_or(Format::ClaudeCode),
-            edits,
-            inserts,
-            interesting,
+            format,
+            edits: HashMap::new(),
+            inserts: HashMap::new(),
+            interesting: Vec::new(),
             cursor: 0,
-            like_lines,
-            merge_targets,
+            like_lines: HashSet::new(),
+            merge_targets: HashSet::new(),
             splitter: Some(LineSplitter::new(max_line_bytes).keep_long()),
             next_line: 1,
             repoint: HashMap::new(),
@@ -115,6 +100,71 @@ impl Rewriter {
             long_rest: Vec::new(),
             stats: RewriteStats::default(),
         }
+    }
+
+    /// Sets the file's format (before any line with an edit is fed).
+    pub fn set_format(&mut self, format: Format) {
+        self.format = format;
+    }
+
+    /// Adds edits. Each must concern lines not fed yet: see [`Rewriter::accepts`].
+    pub fn add<'e>(&mut self, edits: impl IntoIterator<Item = &'e Edit>) {
+        let from = self.interesting.len();
+        for e in edits {
+            self.interesting.push(e.line());
+            match e {
+                Edit::Insert { after, .. } => self.inserts.entry(*after).or_default().push(e.clone()),
+                other => {
+                    if let Edit::JoinTurn { like, .. } = other {
+                        self.like_lines.insert(*like);
+                        self.interesting.push(*like);
+                    }
+                    if let Edit::MergeInto { into, .. } = other {
+                        self.merge_targets.insert(*into);
+                        self.interesting.push(*into);
+                    }
+                    self.edits.entry(other.line()).or_default().push(other.clone());
+                }
+            }
+        }
+        if self.interesting.len() > from {
+            // Lines already passed are never looked up again.
+            let rest = &mut self.interesting[self.cursor..];
+            rest.sort_unstable();
+        }
+    }
+
+    /// Whether `edit` can still be applied: every line it reads or changes is yet to be fed.
+    pub fn accepts(&self, edit: &Edit) -> bool {
+        let first = match edit {
+            Edit::JoinTurn { line, like, .. } => (*line).min(*like),
+            Edit::MergeInto { line, into, .. } => (*line).min(*into),
+            other => other.line(),
+        };
+        first >= self.next_line
+    }
+
+    /// Number of the next line to be fed.
+    pub fn next_line(&self) -> u64 {
+        self.next_line
+    }
+
+    /// Feeds the whole lines at the start of `bytes` numbered below `stop`, and returns how
+    /// many bytes they take: the caller keeps the rest and feeds it again later (from its
+    /// first byte) with more after it. Lines must not be longer than the limit. The streaming
+    /// counterpart of [`Rewriter::feed`]; a stream may end with `feed` and
+    /// [`Rewriter::finish`].
+    pub fn feed_until(&mut self, bytes: &[u8], stop: u64, out: &mut impl FnMut(Emit<'_>)) -> usize {
+        let Some(wanted) = stop.checked_sub(self.next_line).filter(|&n| n > 0) else { return 0 };
+        let cut = match usize::try_from(wanted - 1).ok().and_then(|k| memchr::memchr_iter(b'\n', bytes).nth(k)) {
+            Some(nl) => nl + 1,
+            // Fewer lines than wanted: all the whole ones.
+            None => memchr::memrchr(b'\n', bytes).map_or(0, |nl| nl + 1),
+        };
+        if cut > 0 {
+            self.block(Block::Lines { offset: 0, bytes: &bytes[..cut] }, out);
+        }
+        cut
     }
 
     /// What was done so far.
@@ -211,7 +261,12 @@ impl Rewriter {
     }
 
     fn line(&mut self, n: u64, content: &[u8], term: &'static [u8], out: &mut impl FnMut(Emit<'_>)) {
-        let edits = self.edits.remove(&n).unwrap_or_default();
+        let mut edits = self.edits.remove(&n).unwrap_or_default();
+        if let Some(first) = edits.iter().position(|e| matches!(e, Edit::Remove { .. })) {
+            // A removed line gets no other edit (as in a finished plan).
+            edits.swap(0, first);
+            edits.truncate(1);
+        }
         let merges_into_held = edits.iter().any(|e| matches!(e, Edit::MergeInto { into, .. } if self.held.as_ref().is_some_and(|h| h.line == *into)));
         if !merges_into_held {
             self.flush_held(out);

@@ -1,0 +1,212 @@
+//! Repair in one pass: the check pipeline and the rewriter run over the same bytes, the
+//! rewriter a little behind.
+//!
+//! A line is final once no later line can bring an edit for it: the planner knows how far back
+//! its future edits can reach ([`Planner::watermark`]: the first line of the oldest turn it still
+//! tracks). The rewriter is fed every whole line below that mark as soon as the checker has read
+//! past it; the caller keeps the bytes from the mark on and hands them in again with the next
+//! chunk. Read once, written once: the two-pass repair ([`super::Rewriter::new`] over a finished
+//! [`Plan`]) reads every byte twice.
+//!
+//! When the pass cannot go on (the held bytes grow past [`HOLD_LIMIT`], an edit arrives for a
+//! line already written, an over-long line must be removed), [`Step::Abandon`] says so: the
+//! caller drops what was written, finishes the plan with [`StreamRepair::into_checker`] and runs
+//! the two-pass repair. *Invariant* (property-tested): for any chunking, the output and the
+//! rejects are byte for byte those of the two-pass repair.
+
+use super::plan::{Edit, OrphanPolicy, Plan, Planner};
+use super::rewrite::{Emit, RewriteStats, Rewriter};
+use crate::transcript::finding::Kind;
+use crate::transcript::formats::Format;
+use crate::transcript::{Checker, Options, StrictStop};
+
+/// Bytes the one-pass repair may hold back (the lines from the watermark on) before it gives up.
+pub const HOLD_LIMIT: usize = 32 << 20;
+
+/// Why the one-pass repair stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Abandon {
+    /// More than [`HOLD_LIMIT`] bytes would have to be held.
+    TooFarBack,
+    /// An edit for a line already written (`line`).
+    LateEdit(u64),
+    /// An over-long line is removed: the two-pass repair streams it into the rejects.
+    LongLine,
+}
+
+/// What a step of the one-pass repair did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Fed; this many bytes at the front of the held bytes are done with.
+    Consumed(usize),
+    /// The pass cannot go on: see [`StreamRepair`].
+    Abandon(Abandon),
+}
+
+/// The one-pass repair of one stream.
+pub struct StreamRepair {
+    checker: Checker<Planner>,
+    rewriter: Rewriter,
+    /// Edits of the planner already handed to the rewriter.
+    taken: usize,
+    format_set: bool,
+    hold_limit: usize,
+}
+
+impl StreamRepair {
+    /// A repair at the start of a stream (the lenient policy: repair needs every line read).
+    pub fn new(opts: &Options, policy: OrphanPolicy) -> Self {
+        let opts = Options { strict: false, ..opts.clone() };
+        let rewriter = Rewriter::empty(opts.format.unwrap_or(Format::ClaudeCode), opts.max_line_bytes);
+        StreamRepair { checker: Checker::observed(opts, Planner::new(policy)), rewriter, taken: 0, format_set: false, hold_limit: HOLD_LIMIT }
+    }
+
+    /// Gives up when more than `bytes` would have to be held (default [`HOLD_LIMIT`]).
+    pub fn with_hold_limit(mut self, bytes: usize) -> Self {
+        self.hold_limit = bytes;
+        self
+    }
+
+    /// Whether any edit has been planned so far (until then the output is the input).
+    pub fn edited(&self) -> bool {
+        self.taken > 0
+    }
+
+    /// Feeds the next chunk. `held` is what the last step did not consume followed by the new
+    /// bytes, of which there are `fresh`. Output goes to `out`.
+    pub fn feed(&mut self, held: &[u8], fresh: usize, out: &mut impl FnMut(Emit<'_>)) -> Result<Step, StrictStop> {
+        self.checker.feed(&held[held.len() - fresh..])?;
+        if let Some(a) = self.take_edits() {
+            return Ok(Step::Abandon(a));
+        }
+        // Until the format is known nothing is final: the format decides the edits.
+        let done = if self.format_set {
+            let stop = self.checker.next_line().min(self.checker.observer().watermark());
+            self.rewriter.feed_until(held, stop, out)
+        } else {
+            0
+        };
+        if held.len() - done > self.hold_limit {
+            return Ok(Step::Abandon(Abandon::TooFarBack));
+        }
+        Ok(Step::Consumed(done))
+    }
+
+    /// Ends the stream: `held` is what the last step did not consume. Returns the plan (the one
+    /// [`plan_bytes`](super::plan_bytes) makes) and, unless the pass could not finish, what the
+    /// rewrite did.
+    pub fn finish(self, held: &[u8], out: &mut impl FnMut(Emit<'_>)) -> Result<(Plan, Result<RewriteStats, Abandon>), StrictStop> {
+        let done = self.checker.finish()?;
+        // The edits the end of the stream brought (torn line, orphan calls), in planning order.
+        let new: Vec<Edit> = done.observer.edits()[self.taken..].to_vec();
+        let plan = done.observer.into_plan(done.format);
+        let mut rewriter = self.rewriter;
+        if let Some(e) = new.iter().find(|e| !rewriter.accepts(e)) {
+            return Ok((plan, Err(Abandon::LateEdit(e.line()))));
+        }
+        rewriter.set_format(plan.format.unwrap_or(Format::ClaudeCode));
+        rewriter.add(&new);
+        rewriter.feed(held, out);
+        Ok((plan, Ok(rewriter.finish(out))))
+    }
+
+    /// The checker and its planner, to finish planning after [`Step::Abandon`].
+    pub fn into_checker(self) -> Checker<Planner> {
+        self.checker
+    }
+
+    /// Hands the planner's new edits to the rewriter; says why not when it cannot take them.
+    fn take_edits(&mut self) -> Option<Abandon> {
+        if !self.format_set {
+            if let Some(f) = self.checker.settled_format() {
+                self.rewriter.set_format(f);
+                self.format_set = true;
+            }
+        }
+        let edits = self.checker.observer().edits();
+        let new = &edits[self.taken..];
+        if new.is_empty() {
+            return None;
+        }
+        if let Some(e) = new.iter().find(|e| !self.rewriter.accepts(e)) {
+            return Some(Abandon::LateEdit(e.line()));
+        }
+        if new.iter().any(|e| matches!(e, Edit::Remove { reason: Kind::LineTooLong, .. })) {
+            return Some(Abandon::LongLine);
+        }
+        self.rewriter.add(new);
+        self.taken = edits.len();
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::stages::repair::{plan_bytes, repair_bytes};
+
+    const CLAUDE: &str = concat!(
+        r#"{"type":"user","uuid":"u1","parentUuid":null,"message":{"role":"user","content":"go"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a1","parentUuid":"u1","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}}"#,
+        "\n",
+        "not json\n",
+        r#"{"type":"user","uuid":"u2","parentUuid":"a1","message":{"role":"user","content":"and?"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a2","parentUuid":"u2","message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"done"}]}}"#,
+        "\n",
+    );
+
+    /// Feeds `input` in `chunk`-byte pieces; returns the output and the step that gave up.
+    fn run(mut stream: StreamRepair, input: &[u8], chunk: usize) -> (Vec<u8>, Option<(Abandon, StreamRepair, usize)>) {
+        let mut out = Vec::new();
+        let mut emit = |e: Emit<'_>| {
+            if let Emit::Out(b) = e {
+                out.extend_from_slice(b)
+            }
+        };
+        let (mut held, mut fed) = (Vec::new(), 0);
+        for piece in input.chunks(chunk) {
+            held.extend_from_slice(piece);
+            fed += piece.len();
+            match stream.feed(&held, piece.len(), &mut emit).unwrap() {
+                Step::Consumed(n) => drop(held.drain(..n)),
+                Step::Abandon(a) => return (out, Some((a, stream, fed))),
+            }
+        }
+        let (_, done) = stream.finish(&held, &mut emit).unwrap();
+        done.unwrap();
+        (out, None)
+    }
+
+    #[test]
+    fn one_pass_writes_lines_as_they_become_final() {
+        let opts = Options::default();
+        let two = repair_bytes(CLAUDE.as_bytes(), &opts, OrphanPolicy::Answer, 1).unwrap();
+        for chunk in 1..40 {
+            let (out, gave_up) = run(StreamRepair::new(&opts, OrphanPolicy::Answer), CLAUDE.as_bytes(), chunk);
+            assert!(gave_up.is_none());
+            assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(two.output.clone()).unwrap(), "chunks of {chunk}");
+        }
+    }
+
+    #[test]
+    fn gives_up_when_too_much_is_held_and_the_plan_still_completes() {
+        let opts = Options::default();
+        let stream = StreamRepair::new(&opts, OrphanPolicy::Answer).with_hold_limit(64);
+        let (_, gave_up) = run(stream, CLAUDE.as_bytes(), 100);
+        let (why, stream, fed) = gave_up.expect("gave up");
+        assert_eq!(why, Abandon::TooFarBack);
+        let mut c = stream.into_checker();
+        c.feed(&CLAUDE.as_bytes()[fed..]).unwrap();
+        let done = c.finish().unwrap();
+        assert_eq!(done.observer.into_plan(done.format), plan_bytes(CLAUDE.as_bytes(), &opts, OrphanPolicy::Answer).unwrap());
+    }
+
+    #[test]
+    fn gives_up_on_an_over_long_line_to_remove() {
+        let opts = Options { max_line_bytes: 40, ..Options::default() };
+        let (_, gave_up) = run(StreamRepair::new(&opts, OrphanPolicy::Answer), CLAUDE.as_bytes(), 4096);
+        assert_eq!(gave_up.map(|g| g.0), Some(Abandon::LongLine));
+    }
+}
