@@ -1,15 +1,17 @@
 //! `transcriptd repair`: make transcripts resumable again, losing nothing.
 //!
-//! Per file: plan (a check pass watched by the planner), rewrite into a temporary file beside
-//! the destination, append what was removed or changed to `<name>.rejects.jsonl`, then rename
-//! the new file into place. When the plan says its edits may have created new findings, the
+//! Per file: one pass that checks, plans and rewrites into a temporary file beside the
+//! destination (the core's [`StreamRepair`]; a clean prefix is not written until the first edit,
+//! then copied by the kernel; when that pass gives up, the plan is finished and the file
+//! rewritten in a second pass), append what was removed or changed to `<name>.rejects.jsonl`,
+//! then rename the new file into place. When the plan says its edits may have created new findings, the
 //! output is checked and planned again (at most [`MAX_ROUNDS`] times).
 
 use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sinks::atomic::{self, AtomicFile};
 use crate::sources::batch::{self, Input};
-use crate::transcript::stages::repair::{Edit, OrphanPolicy, Plan, Planner, RewriteStats, Rewriter, Unrepaired};
+use crate::transcript::stages::repair::{Edit, Emit, OrphanPolicy, Plan, Planner, Rest, RewriteStats, Rewriter, Step, StreamRepair, Unrepaired};
 use crate::transcript::{Checker, Format, Options};
 use anyhow::Context;
 use rayon::prelude::*;
@@ -215,6 +217,127 @@ fn rewrite_file(src: &Path, plan: &Plan, s: &Settings, dest: &mut AtomicFile, re
     Ok(stats)
 }
 
+/// Bytes read at a time by the one-pass repair.
+const READ: usize = 1 << 20;
+
+/// What the first round of a file's repair produced.
+struct FirstRound {
+    plan: Plan,
+    /// The output, when the plan has edits.
+    out: Option<AtomicFile>,
+    rejects: Vec<u8>,
+    stats: RewriteStats,
+}
+
+/// The output of the one-pass repair. Nothing is written until the first edit: up to then the
+/// output is the input, and that prefix is copied from the input by the kernel when the first
+/// edit comes (a clean file is never written at all).
+struct LazyOut<'a> {
+    input: &'a Path,
+    dest: &'a Path,
+    permissions: std::fs::Permissions,
+    file: Option<AtomicFile>,
+    same: u64,
+    rejects: Vec<u8>,
+    failed: Option<std::io::Error>,
+}
+
+impl LazyOut<'_> {
+    fn open(&mut self) -> anyhow::Result<()> {
+        if self.file.is_none() {
+            let mut f = AtomicFile::create(self.dest, Some(self.permissions.clone()))
+                .with_context(|| format!("creating a temporary file beside {}", self.dest.display()))?;
+            f.copy_prefix(self.input, self.same).with_context(|| format!("writing {}", self.dest.display()))?;
+            self.file = Some(f);
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, e: Emit<'_>) {
+        match (e, &mut self.file) {
+            (Emit::Out(b), None) => self.same += b.len() as u64,
+            (Emit::Out(b), Some(f)) => {
+                if self.failed.is_none() {
+                    if let Err(err) = f.write_all(b) {
+                        self.failed = Some(err);
+                    }
+                }
+            }
+            (Emit::Reject(b), _) => self.rejects.extend_from_slice(b),
+        }
+    }
+
+    fn check(&mut self) -> anyhow::Result<()> {
+        match self.failed.take() {
+            Some(e) => Err(e).with_context(|| format!("writing {}", self.dest.display())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The first round: in one pass (read once, written once) unless that pass gives up, then
+/// planned to the end and rewritten in a second pass.
+fn first_round(job: &Job, s: &Settings, permissions: std::fs::Permissions, buf: &mut Vec<u8>) -> anyhow::Result<FirstRound> {
+    let path = &job.input;
+    let strict = |e: crate::transcript::StrictStop| anyhow::anyhow!("{}:{e}", path.display());
+    let mut stream = StreamRepair::new(&s.check, s.orphans);
+    let mut file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut win = batch::Window::new(READ);
+    let mut out = LazyOut { input: path, dest: &job.output, permissions: permissions.clone(), file: None, same: 0, rejects: Vec::new(), failed: None };
+    let gave_up = loop {
+        let n = win.fill(&mut file).with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break stream.end().map_err(strict)?;
+        }
+        if let Some(why) = stream.read(win.fresh(n)).map_err(strict)? {
+            break Some(why);
+        }
+        if stream.edited() {
+            out.open()?;
+        }
+        match stream.write(win.held(), &mut |e| out.emit(e)) {
+            Step::Consumed(k) => win.consume(k),
+            Step::Abandon(why) => break Some(why),
+        }
+        out.check()?;
+    };
+    let Some(why) = gave_up else {
+        if stream.edited() {
+            out.open()?;
+        }
+        let (plan, stats) = stream.finish(win.held(), &mut |e| out.emit(e));
+        out.check()?;
+        if let Some(f) = out.file.as_mut() {
+            f.flush().with_context(|| format!("writing {}", job.output.display()))?;
+        }
+        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, stats });
+    };
+    tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
+    let plan = match stream.abandon() {
+        Rest::Planned(plan) => plan,
+        Rest::Planning(mut c) => {
+            use std::io::Read;
+            buf.resize(buf.capacity().max(READ), 0);
+            loop {
+                let n = file.read(buf).with_context(|| format!("reading {}", path.display()))?;
+                if n == 0 {
+                    break;
+                }
+                c.feed(&buf[..n]).map_err(strict)?;
+            }
+            let done = c.finish().map_err(strict)?;
+            done.observer.into_plan(done.format)
+        }
+    };
+    if plan.is_empty() {
+        return Ok(FirstRound { plan, out: None, rejects: Vec::new(), stats: RewriteStats::default() });
+    }
+    let mut dest = AtomicFile::create(&job.output, Some(permissions)).with_context(|| format!("creating a temporary file beside {}", job.output.display()))?;
+    let mut rejects = Vec::new();
+    let stats = rewrite_file(path, &plan, s, &mut dest, &mut rejects, buf)?;
+    Ok(FirstRound { plan, out: Some(dest), rejects, stats })
+}
+
 /// `<dir>/<stem>.rejects.jsonl` beside `output`.
 pub fn rejects_path(output: &Path) -> PathBuf {
     let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -258,20 +381,25 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
             return Ok(r);
         }
     }
-    let mut plan = plan_file(&job.input, s, buf)?;
-    let mut report = Report::new(job, Status::Clean);
-    report.format = plan.format;
-    report.edits = plan.edits.len();
     if s.dry_run {
+        let plan = plan_file(&job.input, s, buf)?;
+        let mut report = Report::new(job, Status::Planned);
+        report.format = plan.format;
+        report.edits = plan.edits.len();
         report.status = if plan.is_empty() && plan.unrepaired.is_empty() { Status::Clean } else { Status::Planned };
-        report.unrepaired = plan.unrepaired.clone();
-        report.plan = plan.edits.clone();
+        report.unrepaired = plan.unrepaired;
+        report.plan = plan.edits;
         return Ok(report);
     }
     if let Some(dir) = job.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    if plan.is_empty() {
+    let first = first_round(job, s, meta.permissions(), buf)?;
+    let mut plan = first.plan;
+    let mut report = Report::new(job, Status::Clean);
+    report.format = plan.format;
+    report.edits = plan.edits.len();
+    let Some(mut out) = first.out.filter(|_| !plan.is_empty()) else {
         report.unrepaired = plan.unrepaired;
         report.status = if report.unrepaired.is_empty() { Status::Clean } else { Status::Partial };
         if job.output != job.input {
@@ -279,11 +407,9 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
             report.output = Some(job.output.display().to_string());
         }
         return Ok(report);
-    }
-    let mut rejects = Vec::new();
-    let mut out =
-        AtomicFile::create(&job.output, Some(meta.permissions())).with_context(|| format!("creating a temporary file beside {}", job.output.display()))?;
-    let mut total = rewrite_file(&job.input, &plan, s, &mut out, &mut rejects, buf)?;
+    };
+    let mut rejects = first.rejects;
+    let mut total = first.stats;
     for _ in 1..MAX_ROUNDS {
         if !plan.recheck {
             break;

@@ -7,7 +7,7 @@
 //! interleave lines, never parts of lines.
 
 use std::fs::{self, File, OpenOptions, Permissions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// A file being written that replaces `dest` on [`AtomicFile::commit`]. Dropped without a
@@ -38,6 +38,17 @@ impl AtomicFile {
     /// Flushes what is buffered (so that [`AtomicFile::path`] can be read).
     pub fn flush(&mut self) -> io::Result<()> {
         self.tmp.flush()
+    }
+
+    /// Appends the first `len` bytes of `src`, copied by the kernel where it can
+    /// (`copy_file_range`, `sendfile`): no pass through user space. Fails if `src` is shorter.
+    pub fn copy_prefix(&mut self, src: &Path, len: u64) -> io::Result<()> {
+        self.tmp.flush()?;
+        let copied = io::copy(&mut File::open(src)?.take(len), self.tmp.get_mut().as_file_mut())?;
+        if copied < len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{} shrank while being copied", src.display())));
+        }
+        Ok(())
     }
 
     /// Syncs the data, renames it over the destination and syncs the directory.
@@ -87,7 +98,8 @@ pub fn write_file(dest: &Path, bytes: &[u8], permissions: Option<Permissions>) -
 pub fn copy_file(src: &Path, dest: &Path) -> io::Result<()> {
     let perms = fs::metadata(src)?.permissions();
     let mut f = AtomicFile::create(dest, Some(perms))?;
-    io::copy(&mut File::open(src)?, &mut f)?;
+    // File to file: the kernel copies (copy_file_range, sendfile).
+    io::copy(&mut File::open(src)?, f.tmp.get_mut().as_file_mut())?;
     f.commit()
 }
 

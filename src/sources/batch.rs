@@ -116,6 +116,63 @@ pub fn read_chunks(input: &Input, buf: &mut Vec<u8>, mut f: impl FnMut(&[u8]) ->
     }
 }
 
+/// A read buffer that keeps the bytes its consumer is not done with: each read lands after
+/// them, so a consumer can hold back a tail (an unfinished line, lines not yet final) without
+/// copying it anywhere else. Held bytes move to the front only when the buffer's end is
+/// reached.
+#[derive(Debug)]
+pub struct Window {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    chunk: usize,
+}
+
+impl Window {
+    /// A window that reads `chunk` bytes at a time.
+    pub fn new(chunk: usize) -> Self {
+        let chunk = chunk.max(1);
+        Window { buf: vec![0; 4 * chunk], start: 0, end: 0, chunk }
+    }
+
+    /// Reads the next chunk after the held bytes: how many bytes came (0 at the end).
+    pub fn fill(&mut self, r: &mut impl Read) -> io::Result<usize> {
+        if self.end + self.chunk > self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if self.end + self.chunk > self.buf.len() {
+                self.buf.resize(self.end + self.chunk, 0);
+            }
+        }
+        loop {
+            match r.read(&mut self.buf[self.end..self.end + self.chunk]) {
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The bytes held: those not consumed, the last read's at the end.
+    pub fn held(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// The last `n` bytes held (what the last read brought).
+    pub fn fresh(&self, n: usize) -> &[u8] {
+        &self.buf[self.end - n..self.end]
+    }
+
+    /// Drops the first `n` bytes held.
+    pub fn consume(&mut self, n: usize) {
+        self.start += n.min(self.end - self.start);
+    }
+}
+
 /// Like [`read_chunks`], but a second thread reads the next chunks while `f` works on the
 /// current one (`depth` chunks of `chunk` bytes in flight), so that reading overlaps parsing.
 pub fn read_chunks_ahead(input: &Input, chunk: usize, depth: usize, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
@@ -203,6 +260,24 @@ mod tests {
         })
         .unwrap();
         assert_eq!(calls, 3);
+    }
+
+    #[test]
+    fn window_keeps_what_is_not_consumed() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let mut r = &data[..];
+        let mut w = Window::new(7);
+        let mut got = Vec::new();
+        let mut step = 0;
+        while w.fill(&mut r).unwrap() > 0 {
+            step += 1;
+            // Consume a varying part of what is held, sometimes nothing.
+            let n = w.held().len() * (step % 3) / 2;
+            got.extend_from_slice(&w.held()[..n]);
+            w.consume(n);
+        }
+        got.extend_from_slice(w.held());
+        assert_eq!(got, data);
     }
 
     #[test]

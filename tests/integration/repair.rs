@@ -64,7 +64,8 @@ pub fn assert_one_pass_matches(name: &str, input: &[u8], policy: OrphanPolicy) -
     let small = if input.len() < 64 << 10 { 7 } else { 4096 };
     let mut gave_up = None;
     for chunk in [small, 65_536, input.len().max(1)] {
-        let (out, rej, plan, abandoned) = repair_bytes_streaming(input, &opts, policy, chunk).unwrap();
+        let one = repair_bytes_streaming(input, &opts, policy, chunk).unwrap();
+        let (out, rej, plan, abandoned) = (one.output, one.rejects, one.plan, one.abandoned);
         assert!(out == two.output, "{name}: one-pass output (chunks of {chunk}) differs from the two-pass one ({abandoned:?})");
         assert!(rej == two.rejects, "{name}: one-pass rejects (chunks of {chunk}) differ from the two-pass ones");
         assert_eq!(plan, two.plans[0], "{name}: one-pass plan (chunks of {chunk})");
@@ -211,3 +212,68 @@ fn shards_cover_every_file_once() {
     assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
 }
 
+/// The file verb (one pass, lazily written output, the two-pass fallback) gives what the
+/// in-memory repair gives, output and rejects byte for byte.
+fn assert_cli_matches_memory(dir: &std::path::Path, names: &[&str], extra: &[&str], opts: &Options) {
+    let out = dir.join("out");
+    let mut args = vec!["repair", "--force", "-q", "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let paths: Vec<String> = names.iter().map(|n| dir.join(n).display().to_string()).collect();
+    args.extend(paths.iter().map(String::as_str));
+    let r = transcriptd(&args);
+    assert!(r.status.code() == Some(0) || r.status.code() == Some(1), "{}", String::from_utf8_lossy(&r.stderr));
+    for n in names {
+        let input = std::fs::read(dir.join(n)).unwrap();
+        let want = repair_bytes(&input, opts, OrphanPolicy::Answer, 3).unwrap();
+        let got = std::fs::read(out.join(n)).unwrap();
+        assert!(got == want.output, "{n}: the file verb's output differs from the in-memory repair");
+        let stem = n.strip_suffix(".jsonl").unwrap();
+        let rejects = std::fs::read(out.join(format!("{stem}.rejects.jsonl"))).unwrap_or_default();
+        assert!(rejects == want.rejects, "{n}: the file verb's rejects differ from the in-memory repair");
+    }
+}
+
+#[test]
+fn cli_repair_matches_the_in_memory_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut names = Vec::new();
+    let layouts: [&[&str]; 3] = [&["--split-assistant"], &["--merge-results"], &["--layout", "type-first", "--tool-use-result"]];
+    for (i, extra) in layouts.iter().enumerate() {
+        let name = format!("g{i}.jsonl");
+        let mut args = vec!["--lines", "20000", "--seed", "7", "--faults", "0.02", "--truncate-last", "1", "--compact-boundary", "0.02"];
+        args.extend_from_slice(extra);
+        generate(&dir.path().join(&name), &args);
+        names.push(name);
+    }
+    // A clean file, copied as it is.
+    std::fs::copy(data("real/claude-code/spotter/short.jsonl"), dir.path().join("clean.jsonl")).unwrap();
+    names.push("clean.jsonl".into());
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_cli_matches_memory(dir.path(), &names, &[], &Options::default());
+}
+
+#[test]
+fn cli_repair_falls_back_to_two_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    // An over-long line to remove: streamed into the rejects by the two-pass repair.
+    let mut long = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
+    let at = long.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let big = format!("{{\"type\":\"progress\",\"data\":\"{}\"}}\n", "x".repeat(5000));
+    long.splice(at..at, big.into_bytes());
+    std::fs::write(dir.path().join("long.jsonl"), &long).unwrap();
+    let opts = Options { max_line_bytes: 1024, ..Options::default() };
+    assert_cli_matches_memory(dir.path(), &["long.jsonl"], &["--max-line-bytes", "1k"], &opts);
+
+    // No format to detect: nothing is final, more than the hold limit would be held.
+    let mut unknown = Vec::new();
+    for i in 0..(36usize << 20) / 24 {
+        unknown.extend_from_slice(format!("{{\"kind\":\"x\",\"n\":\"{i:08}\"}}\n").as_bytes());
+        if i == 1000 {
+            unknown.extend_from_slice(b"not json\n");
+        }
+    }
+    std::fs::write(dir.path().join("unknown.jsonl"), &unknown).unwrap();
+    assert_cli_matches_memory(dir.path(), &["unknown.jsonl"], &[], &Options::default());
+    let fixed = std::fs::read(dir.path().join("out/unknown.jsonl")).unwrap();
+    assert_eq!(fixed.len(), unknown.len() - b"not json\n".len(), "only the malformed line goes");
+}

@@ -17,7 +17,7 @@ pub mod synth;
 
 pub use plan::{Edit, OrphanPolicy, Plan, Planner, Unrepaired};
 pub use rewrite::{Emit, RewriteStats, Rewriter};
-pub use stream::{Abandon, Step, StreamRepair};
+pub use stream::{Abandon, Rest, Step, StreamRepair};
 
 use crate::transcript::{Checker, Options, StrictStop};
 
@@ -42,10 +42,23 @@ pub fn plan_bytes(input: &[u8], opts: &Options, policy: OrphanPolicy) -> Result<
     Ok(done.observer.into_plan(done.format))
 }
 
+/// One round of the one-pass repair, in memory.
+#[derive(Debug, Clone)]
+pub struct OnePass {
+    /// The repaired transcript.
+    pub output: Vec<u8>,
+    /// The rejects stream.
+    pub rejects: Vec<u8>,
+    /// The plan.
+    pub plan: Plan,
+    /// Why the pass gave up, if it did: then output and rejects are the two-pass repair's, as
+    /// the file verb falls back to it.
+    pub abandoned: Option<Abandon>,
+}
+
 /// One round of the one-pass repair over `input` fed in chunks of `chunk` bytes (as the file
-/// verb reads): the output, the rejects, the plan, and why the pass gave up if it did (then the
-/// output and rejects are those of the two-pass repair, as the file verb falls back to it).
-pub fn repair_bytes_streaming(input: &[u8], opts: &Options, policy: OrphanPolicy, chunk: usize) -> Result<(Vec<u8>, Vec<u8>, Plan, Option<Abandon>), StrictStop> {
+/// verb reads it).
+pub fn repair_bytes_streaming(input: &[u8], opts: &Options, policy: OrphanPolicy, chunk: usize) -> Result<OnePass, StrictStop> {
     let (mut out, mut rejects) = (Vec::new(), Vec::new());
     let mut emit = |e: Emit<'_>| match e {
         Emit::Out(b) => out.extend_from_slice(b),
@@ -65,23 +78,23 @@ pub fn repair_bytes_streaming(input: &[u8], opts: &Options, policy: OrphanPolicy
             }
         }
     }
-    let plan = match abandoned {
-        None => match stream.finish(&held, &mut emit)? {
-            (plan, Ok(_)) => return Ok((out, rejects, plan, None)),
-            (plan, Err(a)) => {
-                abandoned = Some(a);
-                plan
-            }
-        },
-        Some(_) => {
-            let mut c = stream.into_checker();
+    if abandoned.is_none() {
+        abandoned = stream.end()?;
+        if abandoned.is_none() {
+            let (plan, _) = stream.finish(&held, &mut emit);
+            return Ok(OnePass { output: out, rejects, plan, abandoned: None });
+        }
+    }
+    let plan = match stream.abandon() {
+        Rest::Planning(mut c) => {
             c.feed(&input[fed..])?;
             let done = c.finish()?;
             done.observer.into_plan(done.format)
         }
+        Rest::Planned(plan) => plan,
     };
     let two = repair_bytes(input, opts, policy, 1)?;
-    Ok((two.output, two.rejects, plan, abandoned))
+    Ok(OnePass { output: two.output, rejects: two.rejects, plan, abandoned })
 }
 
 /// Repairs an in-memory transcript, re-planning the output while the plan asks for it (at most

@@ -155,16 +155,60 @@ impl Rewriter {
     /// counterpart of [`Rewriter::feed`]; a stream may end with `feed` and
     /// [`Rewriter::finish`].
     pub fn feed_until(&mut self, bytes: &[u8], stop: u64, out: &mut impl FnMut(Emit<'_>)) -> usize {
-        let Some(wanted) = stop.checked_sub(self.next_line).filter(|&n| n > 0) else { return 0 };
-        let cut = match usize::try_from(wanted - 1).ok().and_then(|k| memchr::memchr_iter(b'\n', bytes).nth(k)) {
-            Some(nl) => nl + 1,
-            // Fewer lines than wanted: all the whole ones.
-            None => memchr::memrchr(b'\n', bytes).map_or(0, |nl| nl + 1),
-        };
-        if cut > 0 {
-            self.block(Block::Lines { offset: 0, bytes: &bytes[..cut] }, out);
+        if stop <= self.next_line {
+            return 0;
         }
-        cut
+        let whole = memchr::memrchr(b'\n', bytes).map_or(0, |nl| nl + 1);
+        while self.interesting.get(self.cursor).is_some_and(|&l| l < self.next_line) {
+            self.cursor += 1;
+        }
+        if !self.busy() {
+            // Nothing to do in any of these lines: hand them on in one piece.
+            let count = memchr::memchr_iter(b'\n', &bytes[..whole]).count() as u64;
+            let end = self.next_line + count;
+            if end <= stop && self.interesting.get(self.cursor).is_none_or(|&l| l >= end) {
+                if whole > 0 {
+                    out(Emit::Out(&bytes[..whole]));
+                }
+                self.next_line = end;
+                return whole;
+            }
+        }
+        // Line by line; runs of lines needing nothing still go out as one piece.
+        let (mut start, mut run) = (0, 0);
+        for nl in memchr::memchr_iter(b'\n', &bytes[..whole]) {
+            let n = self.next_line;
+            if n >= stop {
+                break;
+            }
+            while self.interesting.get(self.cursor).is_some_and(|&l| l < n) {
+                self.cursor += 1;
+            }
+            let raw = &bytes[start..nl];
+            let (content, term): (&[u8], &'static [u8]) = match raw.strip_suffix(b"\r") {
+                Some(c) => (c, b"\r\n"),
+                None => (raw, b"\n"),
+            };
+            let plain = self.interesting.get(self.cursor) != Some(&n) && self.held.is_none() && self.next_repoint.is_none() && !self.repoints(content);
+            if !plain {
+                if run < start {
+                    out(Emit::Out(&bytes[run..start]));
+                }
+                if is_blank(content) {
+                    self.flush_held(out);
+                    out(Emit::Out(&bytes[start..=nl]));
+                } else {
+                    self.line(n, content, term, out);
+                }
+                run = nl + 1;
+            }
+            self.next_line += 1;
+            start = nl + 1;
+        }
+        if run < start {
+            out(Emit::Out(&bytes[run..start]));
+        }
+        start
     }
 
     /// What was done so far.
@@ -210,6 +254,14 @@ impl Rewriter {
         self.edits.get(&line).is_some_and(|es| es.iter().any(|e| matches!(e, Edit::Remove { .. })))
     }
 
+    /// Whether the line hangs under a removed line (Claude Code) and must be re-pointed.
+    fn repoints(&self, line: &[u8]) -> bool {
+        if self.repoint.is_empty() || self.format != Format::ClaudeCode {
+            return false;
+        }
+        synth::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&*p))
+    }
+
     fn busy(&self) -> bool {
         self.held.is_some() || self.next_repoint.is_some() || !self.repoint.is_empty()
     }
@@ -228,34 +280,7 @@ impl Rewriter {
                 self.next_line += 1;
             }
             Block::Lines { bytes, .. } => {
-                let count = memchr::memchr_iter(b'\n', bytes).count() as u64;
-                let last = self.next_line + count - 1;
-                while self.interesting.get(self.cursor).is_some_and(|&l| l < self.next_line) {
-                    self.cursor += 1;
-                }
-                let touched = self.interesting.get(self.cursor).is_some_and(|&l| l <= last);
-                if !touched && !self.busy() {
-                    out(Emit::Out(bytes));
-                    self.next_line += count;
-                    return;
-                }
-                let mut start = 0;
-                for nl in memchr::memchr_iter(b'\n', bytes) {
-                    let raw = &bytes[start..nl];
-                    let (content, term): (&[u8], &'static [u8]) = match raw.strip_suffix(b"\r") {
-                        Some(c) => (c, b"\r\n"),
-                        None => (raw, b"\n"),
-                    };
-                    let n = self.next_line;
-                    if is_blank(content) {
-                        self.flush_held(out);
-                        out(Emit::Out(&bytes[start..=nl]));
-                    } else {
-                        self.line(n, content, term, out);
-                    }
-                    self.next_line += 1;
-                    start = nl + 1;
-                }
+                self.feed_until(bytes, u64::MAX, out);
             }
         }
     }
@@ -395,8 +420,8 @@ impl Rewriter {
         let (_, parent) = synth::parent_span(line)?;
         let next = self.next_repoint.take();
         let target = match next {
-            Some((expect, new)) if expect == parent => Some(Some(new)),
-            _ => parent.as_ref().and_then(|p| self.repoint.get(p).cloned()),
+            Some((expect, new)) if expect.as_deref() == parent.as_deref() => Some(Some(new)),
+            _ => parent.as_deref().and_then(|p| self.repoint.get(p).cloned()),
         }?;
         synth::set_parent(line, target.as_deref())
     }
@@ -413,18 +438,24 @@ impl Rewriter {
     }
 
     fn reject(&mut self, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        let mut rec = serde_json::Map::new();
-        rec.insert("line".into(), line.into());
-        rec.insert("action".into(), action.into());
+        // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
+        let mut bytes = Vec::with_capacity(original.len() + 96);
+        bytes.extend_from_slice(format!("{{\"line\":{line},\"action\":\"{action}\"").as_bytes());
         if let Some(r) = reason {
-            rec.insert("reason".into(), r.as_str().into());
+            bytes.extend_from_slice(format!(",\"reason\":\"{}\"", r.as_str()).as_bytes());
         }
         match std::str::from_utf8(original) {
-            Ok(text) => rec.insert("text".into(), text.into()),
-            Err(_) => rec.insert("base64".into(), base64::engine::general_purpose::STANDARD.encode(original).into()),
-        };
-        let mut bytes = serde_json::to_vec(&serde_json::Value::Object(rec)).expect("a Value always serializes");
-        bytes.push(b'\n');
+            Ok(text) => {
+                bytes.extend_from_slice(b",\"text\":");
+                serde_json::to_writer(&mut bytes, text).expect("writing to a Vec cannot fail");
+            }
+            Err(_) => {
+                bytes.extend_from_slice(b",\"base64\":\"");
+                bytes.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(original).as_bytes());
+                bytes.push(b'"');
+            }
+        }
+        bytes.extend_from_slice(b"}\n");
         out(Emit::Reject(&bytes));
     }
 

@@ -10,8 +10,8 @@
 //!
 //! When the pass cannot go on (the held bytes grow past [`HOLD_LIMIT`], an edit arrives for a
 //! line already written, an over-long line must be removed), [`Step::Abandon`] says so: the
-//! caller drops what was written, finishes the plan with [`StreamRepair::into_checker`] and runs
-//! the two-pass repair. *Invariant* (property-tested): for any chunking, the output and the
+//! caller drops what was written, finishes the plan from where [`StreamRepair::abandon`] leaves
+//! it and runs the two-pass repair. *Invariant* (property-tested): for any chunking, the output and the
 //! rejects are byte for byte those of the two-pass repair.
 
 use super::plan::{Edit, OrphanPolicy, Plan, Planner};
@@ -43,9 +43,21 @@ pub enum Step {
     Abandon(Abandon),
 }
 
-/// The one-pass repair of one stream.
+/// Where planning stood when the one-pass repair gave up: finish it, then repair in two passes.
+pub enum Rest {
+    /// Still reading: feed the checker the rest of the stream, then take its plan.
+    Planning(Box<Checker<Planner>>),
+    /// The whole stream was read: the plan.
+    Planned(Plan),
+}
+
+/// The one-pass repair of one stream. Per chunk: [`StreamRepair::read`] it, then
+/// [`StreamRepair::write`] what became final; at the end [`StreamRepair::end`], then
+/// [`StreamRepair::finish`]. Until [`StreamRepair::edited`] turns true, everything written is
+/// the input unchanged (a caller may copy it from the input instead).
 pub struct StreamRepair {
-    checker: Checker<Planner>,
+    checker: Option<Checker<Planner>>,
+    plan: Option<Plan>,
     rewriter: Rewriter,
     /// Edits of the planner already handed to the rewriter.
     taken: usize,
@@ -58,7 +70,8 @@ impl StreamRepair {
     pub fn new(opts: &Options, policy: OrphanPolicy) -> Self {
         let opts = Options { strict: false, ..opts.clone() };
         let rewriter = Rewriter::empty(opts.format.unwrap_or(Format::ClaudeCode), opts.max_line_bytes);
-        StreamRepair { checker: Checker::observed(opts, Planner::new(policy)), rewriter, taken: 0, format_set: false, hold_limit: HOLD_LIMIT }
+        let checker = Some(Checker::observed(opts, Planner::new(policy)));
+        StreamRepair { checker, plan: None, rewriter, taken: 0, format_set: false, hold_limit: HOLD_LIMIT }
     }
 
     /// Gives up when more than `bytes` would have to be held (default [`HOLD_LIMIT`]).
@@ -72,72 +85,90 @@ impl StreamRepair {
         self.taken > 0
     }
 
-    /// Feeds the next chunk. `held` is what the last step did not consume followed by the new
-    /// bytes, of which there are `fresh`. Output goes to `out`.
-    pub fn feed(&mut self, held: &[u8], fresh: usize, out: &mut impl FnMut(Emit<'_>)) -> Result<Step, StrictStop> {
-        self.checker.feed(&held[held.len() - fresh..])?;
-        if let Some(a) = self.take_edits() {
-            return Ok(Step::Abandon(a));
-        }
-        // Until the format is known nothing is final: the format decides the edits.
-        let done = if self.format_set {
-            let stop = self.checker.next_line().min(self.checker.observer().watermark());
-            self.rewriter.feed_until(held, stop, out)
-        } else {
-            0
-        };
-        if held.len() - done > self.hold_limit {
-            return Ok(Step::Abandon(Abandon::TooFarBack));
-        }
-        Ok(Step::Consumed(done))
+    fn checker(&mut self) -> &mut Checker<Planner> {
+        self.checker.as_mut().expect("read after end")
     }
 
-    /// Ends the stream: `held` is what the last step did not consume. Returns the plan (the one
-    /// [`plan_bytes`](super::plan_bytes) makes) and, unless the pass could not finish, what the
-    /// rewrite did.
-    pub fn finish(self, held: &[u8], out: &mut impl FnMut(Emit<'_>)) -> Result<(Plan, Result<RewriteStats, Abandon>), StrictStop> {
-        let done = self.checker.finish()?;
-        // The edits the end of the stream brought (torn line, orphan calls), in planning order.
-        let new: Vec<Edit> = done.observer.edits()[self.taken..].to_vec();
-        let plan = done.observer.into_plan(done.format);
-        let mut rewriter = self.rewriter;
-        if let Some(e) = new.iter().find(|e| !rewriter.accepts(e)) {
-            return Ok((plan, Err(Abandon::LateEdit(e.line()))));
-        }
-        rewriter.set_format(plan.format.unwrap_or(Format::ClaudeCode));
-        rewriter.add(&new);
-        rewriter.feed(held, out);
-        Ok((plan, Ok(rewriter.finish(out))))
-    }
-
-    /// The checker and its planner, to finish planning after [`Step::Abandon`].
-    pub fn into_checker(self) -> Checker<Planner> {
-        self.checker
-    }
-
-    /// Hands the planner's new edits to the rewriter; says why not when it cannot take them.
-    fn take_edits(&mut self) -> Option<Abandon> {
+    /// Reads the next chunk of the stream (check and plan).
+    pub fn read(&mut self, fresh: &[u8]) -> Result<Option<Abandon>, StrictStop> {
+        self.checker().feed(fresh)?;
         if !self.format_set {
-            if let Some(f) = self.checker.settled_format() {
+            if let Some(f) = self.checker().settled_format() {
                 self.rewriter.set_format(f);
                 self.format_set = true;
             }
         }
-        let edits = self.checker.observer().edits();
-        let new = &edits[self.taken..];
-        if new.is_empty() {
-            return None;
-        }
-        if let Some(e) = new.iter().find(|e| !self.rewriter.accepts(e)) {
-            return Some(Abandon::LateEdit(e.line()));
-        }
-        if new.iter().any(|e| matches!(e, Edit::Remove { reason: Kind::LineTooLong, .. })) {
-            return Some(Abandon::LongLine);
-        }
-        self.rewriter.add(new);
-        self.taken = edits.len();
-        None
+        let c = self.checker.as_ref().expect("read after end");
+        Ok(take(&mut self.rewriter, &mut self.taken, c.observer().edits()))
     }
+
+    /// Writes the whole lines at the front of `held` (what earlier steps did not consume, then
+    /// what was read since) that are final.
+    pub fn write(&mut self, held: &[u8], out: &mut impl FnMut(Emit<'_>)) -> Step {
+        // Until the format is known nothing is final: the format decides the edits.
+        let done = match &self.checker {
+            Some(c) if self.format_set => {
+                let stop = c.next_line().min(c.observer().watermark());
+                self.rewriter.feed_until(held, stop, out)
+            }
+            _ => 0,
+        };
+        if held.len() - done > self.hold_limit {
+            return Step::Abandon(Abandon::TooFarBack);
+        }
+        Step::Consumed(done)
+    }
+
+    /// Reads and writes one chunk: `held` is what earlier steps did not consume followed by the
+    /// `fresh` bytes just read.
+    pub fn feed(&mut self, held: &[u8], fresh: usize, out: &mut impl FnMut(Emit<'_>)) -> Result<Step, StrictStop> {
+        if let Some(a) = self.read(&held[held.len() - fresh..])? {
+            return Ok(Step::Abandon(a));
+        }
+        Ok(self.write(held, out))
+    }
+
+    /// The stream has ended: the plan is complete (the end brings a torn line, orphan calls).
+    pub fn end(&mut self) -> Result<Option<Abandon>, StrictStop> {
+        let done = self.checker.take().expect("ended once").finish()?;
+        let late = take(&mut self.rewriter, &mut self.taken, done.observer.edits());
+        let plan = done.observer.into_plan(done.format);
+        self.rewriter.set_format(plan.format.unwrap_or(Format::ClaudeCode));
+        self.plan = Some(plan);
+        Ok(late)
+    }
+
+    /// Writes what is left (`held`, after [`StreamRepair::end`]): the plan and what the rewrite
+    /// did.
+    pub fn finish(self, held: &[u8], out: &mut impl FnMut(Emit<'_>)) -> (Plan, RewriteStats) {
+        let mut rewriter = self.rewriter;
+        rewriter.feed(held, out);
+        (self.plan.expect("finish after end"), rewriter.finish(out))
+    }
+
+    /// Where planning stands, to finish it after the pass gave up.
+    pub fn abandon(self) -> Rest {
+        match (self.checker, self.plan) {
+            (Some(c), _) => Rest::Planning(Box::new(c)),
+            (None, Some(p)) => Rest::Planned(p),
+            (None, None) => unreachable!("a plan is made when the checker finishes"),
+        }
+    }
+}
+
+/// Hands the planner's new edits (`edits[*taken..]`) to the rewriter; says why not when it
+/// cannot take them.
+fn take(rewriter: &mut Rewriter, taken: &mut usize, edits: &[Edit]) -> Option<Abandon> {
+    let new = &edits[*taken..];
+    if let Some(e) = new.iter().find(|e| !rewriter.accepts(e)) {
+        return Some(Abandon::LateEdit(e.line()));
+    }
+    if new.iter().any(|e| matches!(e, Edit::Remove { reason: Kind::LineTooLong, .. })) {
+        return Some(Abandon::LongLine);
+    }
+    rewriter.add(new);
+    *taken = edits.len();
+    None
 }
 
 #[cfg(test)]
@@ -174,8 +205,10 @@ mod tests {
                 Step::Abandon(a) => return (out, Some((a, stream, fed))),
             }
         }
-        let (_, done) = stream.finish(&held, &mut emit).unwrap();
-        done.unwrap();
+        if let Some(a) = stream.end().unwrap() {
+            return (out, Some((a, stream, fed)));
+        }
+        stream.finish(&held, &mut emit);
         (out, None)
     }
 
@@ -197,7 +230,7 @@ mod tests {
         let (_, gave_up) = run(stream, CLAUDE.as_bytes(), 100);
         let (why, stream, fed) = gave_up.expect("gave up");
         assert_eq!(why, Abandon::TooFarBack);
-        let mut c = stream.into_checker();
+        let Rest::Planning(mut c) = stream.abandon() else { panic!("still planning") };
         c.feed(&CLAUDE.as_bytes()[fed..]).unwrap();
         let done = c.finish().unwrap();
         assert_eq!(done.observer.into_plan(done.format), plan_bytes(CLAUDE.as_bytes(), &opts, OrphanPolicy::Answer).unwrap());

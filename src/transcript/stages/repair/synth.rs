@@ -258,7 +258,7 @@ pub fn claude_ids(line: &[u8]) -> (Option<String>, Option<String>) {
 /// Byte range of the top-level `parentUuid` value (the whole JSON value: a string with its
 /// quotes, or `null`) and the parent it names. Stops walking at that key: Claude Code writes it
 /// first, so this reads a few bytes of the line.
-pub fn parent_span(line: &[u8]) -> Option<(std::ops::Range<usize>, Option<String>)> {
+pub fn parent_span(line: &[u8]) -> Option<(std::ops::Range<usize>, Option<std::borrow::Cow<'_, str>>)> {
     let mut s = Scanner::new(line);
     let mut found = None;
     // The walk stops (with an error we ignore) as soon as the key has been read.
@@ -268,7 +268,7 @@ pub fn parent_span(line: &[u8]) -> Option<(std::ops::Range<usize>, Option<String
         }
         let start = s.value_start();
         let value = s.opt_string()?;
-        found = Some((start..s.position(), value.map(|v| v.decode().into_owned())));
+        found = Some((start..s.position(), value.map(|v| v.decode())));
         Err(scan::Invalid { at: s.position() })
     });
     found
