@@ -89,7 +89,7 @@ pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileRepo
 pub fn check_all(inputs: &[Input], opts: &Options, jobs: usize) -> Vec<FileReport> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().expect("thread pool");
     let opts = Options { jobs, ..opts.clone() };
-    pool.install(|| inputs.par_iter().with_max_len(1).map_init(|| Vec::with_capacity(READ_CHUNK), |buf, input| check_input(input, &opts, buf)).collect())
+    pool.install(|| inputs.par_iter().with_max_len(1).map(|input| batch::with_buffer(|buf| check_input(input, &opts, buf))).collect())
 }
 
 /// Runs the verb.

@@ -282,7 +282,7 @@ fn first_round(job: &Job, s: &Settings, permissions: std::fs::Permissions, buf: 
     let strict = |e: crate::transcript::StrictStop| anyhow::anyhow!("{}:{e}", path.display());
     let mut stream = StreamRepair::new(&s.check, s.orphans);
     let mut file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut win = batch::Window::new(READ);
+    let mut win = batch::Window::new(buf, READ);
     let mut out = LazyOut { input: path, dest: &job.output, permissions: permissions.clone(), file: None, same: 0, rejects: Vec::new(), failed: None };
     let gave_up = loop {
         let n = win.fill(&mut file).with_context(|| format!("reading {}", path.display()))?;
@@ -312,12 +312,13 @@ fn first_round(job: &Job, s: &Settings, permissions: std::fs::Permissions, buf: 
         }
         return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, stats });
     };
+    drop(win);
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
     let plan = match stream.abandon() {
         Rest::Planned(plan) => plan,
         Rest::Planning(mut c) => {
             use std::io::Read;
-            buf.resize(buf.capacity().max(READ), 0);
+            buf.resize(buf.len().max(READ), 0);
             loop {
                 let n = file.read(buf).with_context(|| format!("reading {}", path.display()))?;
                 if n == 0 {
@@ -509,16 +510,13 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let reports: Vec<Report> = pool.install(|| {
         jobs.par_iter()
             .with_max_len(1)
-            .map_init(
-                || Vec::with_capacity(super::check::READ_CHUNK),
-                |buf, job| {
-                    let r = repair_file(job, &settings, buf);
-                    if let Some(p) = &progress {
-                        p.inc(1);
-                    }
-                    r
-                },
-            )
+            .map(|job| {
+                let r = batch::with_buffer(|buf| repair_file(job, &settings, buf));
+                if let Some(p) = &progress {
+                    p.inc(1);
+                }
+                r
+            })
             .collect()
     });
     if let Some(p) = progress {

@@ -93,6 +93,27 @@ pub fn transcript_of_meta(meta: &Path) -> Option<PathBuf> {
     Some(meta.with_file_name(format!("{stem}.jsonl")))
 }
 
+thread_local! {
+    static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's read buffer: one allocation per worker thread, however many
+/// files it reads (zeroing a fresh megabyte per small file costs more than reading it).
+pub fn with_buffer<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    BUFFER.with(|b| match b.try_borrow_mut() {
+        Ok(mut buf) => {
+            let r = f(&mut buf);
+            if buf.len() > 8 << 20 {
+                // Grown for one unusual file (a long held tail): not kept for the rest.
+                *buf = Vec::new();
+            }
+            r
+        }
+        // Re-entered (a worker helping another task of the pool): a buffer of its own.
+        Err(_) => f(&mut Vec::new()),
+    })
+}
+
 /// Reads `input` to the end in chunks of the buffer's capacity, handing each to `f`.
 pub fn read_chunks(input: &Input, buf: &mut Vec<u8>, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
     let mut reader: Box<dyn Read> = match input {
@@ -119,20 +140,23 @@ pub fn read_chunks(input: &Input, buf: &mut Vec<u8>, mut f: impl FnMut(&[u8]) ->
 /// A read buffer that keeps the bytes its consumer is not done with: each read lands after
 /// them, so a consumer can hold back a tail (an unfinished line, lines not yet final) without
 /// copying it anywhere else. Held bytes move to the front only when the buffer's end is
-/// reached.
+/// reached. The buffer is borrowed, so that one allocation serves every file a worker reads.
 #[derive(Debug)]
-pub struct Window {
-    buf: Vec<u8>,
+pub struct Window<'b> {
+    buf: &'b mut Vec<u8>,
     start: usize,
     end: usize,
     chunk: usize,
 }
 
-impl Window {
-    /// A window that reads `chunk` bytes at a time.
-    pub fn new(chunk: usize) -> Self {
+impl<'b> Window<'b> {
+    /// A window over `buf` (its contents are overwritten) that reads `chunk` bytes at a time.
+    pub fn new(buf: &'b mut Vec<u8>, chunk: usize) -> Self {
         let chunk = chunk.max(1);
-        Window { buf: vec![0; 4 * chunk], start: 0, end: 0, chunk }
+        if buf.len() < 2 * chunk {
+            buf.resize(2 * chunk, 0);
+        }
+        Window { buf, start: 0, end: 0, chunk }
     }
 
     /// Reads the next chunk after the held bytes: how many bytes came (0 at the end).
@@ -266,7 +290,8 @@ mod tests {
     fn window_keeps_what_is_not_consumed() {
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         let mut r = &data[..];
-        let mut w = Window::new(7);
+        let mut buf = Vec::new();
+        let mut w = Window::new(&mut buf, 7);
         let mut got = Vec::new();
         let mut step = 0;
         while w.fill(&mut r).unwrap() > 0 {
