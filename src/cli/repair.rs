@@ -312,7 +312,6 @@ fn first_round(job: &Job, s: &Settings, permissions: std::fs::Permissions, buf: 
         }
         return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, stats });
     };
-    drop(win);
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
     let plan = match stream.abandon() {
         Rest::Planned(plan) => plan,
