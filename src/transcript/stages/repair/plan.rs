@@ -14,12 +14,12 @@
 //! have happened ([`Plan::recheck`]), so that the shell checks the output again.
 
 use super::synth::ResultText;
+use super::{Map, Set};
 use crate::transcript::checker::Observer;
 use crate::transcript::finding::{Kind, Output, Severity};
 use crate::transcript::formats::Format;
 use crate::transcript::model::{Args, Entry, Parsed, Role};
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// What to do with calls still pending at the end of a transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -191,10 +191,10 @@ pub struct Planner {
     format: Option<Format>,
     policy: OrphanPolicy,
     seq: u64,
-    turns: HashMap<u64, Turn>,
+    turns: Map<u64, Turn>,
     current: Option<u64>,
-    calls: HashMap<String, PendingCall>,
-    answered_at: HashMap<String, u64>,
+    calls: Map<String, PendingCall>,
+    answered_at: Map<String, u64>,
     /// Role of the last conversation line that stays in the output.
     prev_kept: Option<Role>,
     /// Results planned away from the line being read, by call id.
@@ -213,8 +213,8 @@ impl Planner {
     /// The plan, edits sorted and deduplicated (a removed line gets no other edit).
     pub fn into_plan(mut self, format: Option<Format>) -> Plan {
         self.plan.format = format.or(self.format);
-        let removed: std::collections::HashSet<u64> = self.plan.edits.iter().filter(|e| matches!(e, Edit::Remove { .. })).map(Edit::line).collect();
-        let mut seen_remove = std::collections::HashSet::new();
+        let removed: Set<u64> = self.plan.edits.iter().filter(|e| matches!(e, Edit::Remove { .. })).map(Edit::line).collect();
+        let mut seen_remove = Set::default();
         self.plan.edits.retain(|e| match e {
             Edit::Remove { line, .. } => seen_remove.insert(*line),
             Edit::Insert { .. } => true,
@@ -321,7 +321,7 @@ impl Planner {
                 self.edit(Edit::MergeInto { line, into, reason: Kind::ConsecutiveAssistant });
             }
             // Turns are kept while calls of theirs are pending.
-            let live: std::collections::HashSet<u64> = self.calls.values().map(|c| c.turn).collect();
+            let live: Set<u64> = self.calls.values().map(|c| c.turn).collect();
             self.turns.retain(|seq, _| live.contains(seq));
             self.turns.insert(
                 self.seq,

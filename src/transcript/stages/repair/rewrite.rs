@@ -12,12 +12,12 @@
 
 use super::plan::{Edit, Plan};
 use super::synth::{self, CallRef};
+use super::{Map, Set};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter};
 use base64::Engine;
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 
 /// What the rewriter produces.
 #[derive(Debug, PartialEq, Eq)]
@@ -54,17 +54,17 @@ struct Held {
 #[derive(Debug)]
 pub struct Rewriter {
     format: Format,
-    edits: HashMap<u64, Vec<Edit>>,
-    inserts: HashMap<u64, Vec<Edit>>,
+    edits: Map<u64, Vec<Edit>>,
+    inserts: Map<u64, Vec<Edit>>,
     interesting: Vec<u64>,
     cursor: usize,
-    like_lines: HashSet<u64>,
-    merge_targets: HashSet<u64>,
+    like_lines: Set<u64>,
+    merge_targets: Set<u64>,
     splitter: Option<LineSplitter>,
     next_line: u64,
-    repoint: HashMap<String, Option<String>>,
+    repoint: Map<String, Option<String>>,
     next_repoint: Option<(Option<String>, String)>,
-    message_ids: HashMap<u64, String>,
+    message_ids: Map<u64, String>,
     held: Option<Held>,
     long_open: bool,
     long_rest: Vec<u8>,
@@ -84,17 +84,17 @@ impl Rewriter {
     pub fn empty(format: Format, max_line_bytes: usize) -> Self {
         Rewriter {
             format,
-            edits: HashMap::new(),
-            inserts: HashMap::new(),
+            edits: Map::default(),
+            inserts: Map::default(),
             interesting: Vec::new(),
             cursor: 0,
-            like_lines: HashSet::new(),
-            merge_targets: HashSet::new(),
+            like_lines: Set::default(),
+            merge_targets: Set::default(),
             splitter: Some(LineSplitter::new(max_line_bytes).keep_long()),
             next_line: 1,
-            repoint: HashMap::new(),
+            repoint: Map::default(),
             next_repoint: None,
-            message_ids: HashMap::new(),
+            message_ids: Map::default(),
             held: None,
             long_open: false,
             long_rest: Vec::new(),
