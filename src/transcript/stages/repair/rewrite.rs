@@ -144,11 +144,6 @@ impl Rewriter {
         first >= self.next_line
     }
 
-    /// Number of the next line to be fed.
-    pub fn next_line(&self) -> u64 {
-        self.next_line
-    }
-
     /// Feeds the whole lines at the start of `bytes` numbered below `stop`, and returns how
     /// many bytes they take: the caller keeps the rest and feeds it again later (from its
     /// first byte) with more after it. Lines must not be longer than the limit. The streaming
