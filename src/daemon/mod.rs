@@ -200,10 +200,6 @@ pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>)
             SinkConfig::Prometheus { .. } => {}
         }
     }
-    let metrics_task = match cfg.metrics_addr {
-        Some(addr) => Some(serve_metrics(addr).await?),
-        None => None,
-    };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<watch::Change>();
     let mut roots: Vec<PathBuf> = sources.iter().flat_map(|s| s.roots.clone()).collect();
     roots.sort();
@@ -234,6 +230,11 @@ pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>)
         d.poll_path(&p, &mut records)?;
     }
     d.emit(records)?;
+    // `/health` answers once the daemon watches its roots and has read what was there.
+    let metrics_task = match d.cfg.metrics_addr {
+        Some(addr) => Some(serve_metrics(addr).await?),
+        None => None,
+    };
     info!(files = d.files.len(), roots = ?roots, "watching");
     tokio::pin!(shutdown);
     loop {
