@@ -316,15 +316,8 @@ fn first_round(job: &Job, s: &Settings, permissions: std::fs::Permissions, buf: 
     let plan = match stream.abandon() {
         Rest::Planned(plan) => plan,
         Rest::Planning(mut c) => {
-            use std::io::Read;
-            buf.resize(buf.len().max(READ), 0);
-            loop {
-                let n = file.read(buf).with_context(|| format!("reading {}", path.display()))?;
-                if n == 0 {
-                    break;
-                }
-                c.feed(&buf[..n]).map_err(strict)?;
-            }
+            // The rest of the file, from where the one pass stopped reading.
+            batch::read_to_end(&mut file, buf, |chunk| c.feed(chunk).is_ok()).with_context(|| format!("reading {}", path.display()))?;
             let done = c.finish().map_err(strict)?;
             done.observer.into_plan(done.format)
         }

@@ -115,11 +115,16 @@ pub fn with_buffer<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
 }
 
 /// Reads `input` to the end in chunks of the buffer's capacity, handing each to `f`.
-pub fn read_chunks(input: &Input, buf: &mut Vec<u8>, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
-    let mut reader: Box<dyn Read> = match input {
-        Input::File(p) => Box::new(File::open(p)?),
-        Input::Stdin => Box::new(io::stdin().lock()),
-    };
+pub fn read_chunks(input: &Input, buf: &mut Vec<u8>, f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
+    match input {
+        Input::File(p) => read_to_end(&mut File::open(p)?, buf, f),
+        Input::Stdin => read_to_end(&mut io::stdin().lock(), buf, f),
+    }
+}
+
+/// Reads `reader` to the end in chunks of the buffer's capacity (at least 64 KiB), handing
+/// each to `f` until it returns false.
+pub fn read_to_end(reader: &mut impl Read, buf: &mut Vec<u8>, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
     let cap = buf.capacity().max(64 << 10);
     buf.resize(cap, 0);
     let mut total = 0u64;
