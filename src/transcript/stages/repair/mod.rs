@@ -1,10 +1,12 @@
 //! Repair: turn a transcript the checker rejects into one the agent can resume and the API
 //! accepts, touching as few bytes as possible and losing none.
 //!
-//! Two passes over the file, both pure: [`plan::Planner`] watches the check pipeline and turns
-//! findings into [`plan::Edit`]s; [`rewrite::Rewriter`] streams the file again and applies them,
-//! copying every untouched line byte for byte and sending every removed or modified line to the
-//! rejects stream. [`synth`] builds the lines and line edits themselves.
+//! All pure: [`plan::Planner`] watches the check pipeline and turns findings into
+//! [`plan::Edit`]s; [`rewrite::Rewriter`] applies them to a byte stream, copying every untouched
+//! line byte for byte and sending every removed or modified line to the rejects stream;
+//! [`stream::StreamRepair`] runs both in one pass (the rewriter a few lines behind the planner),
+//! and gives up to the two-pass form (plan the whole file, then rewrite it) when it must.
+//! [`synth`] builds the lines and line edits themselves.
 //!
 //! *Invariants* (property-tested over generated corpora and the real fixtures):
 //! `check(repair(x))` has no error findings; `repair(repair(x)) == repair(x)`; untouched lines
