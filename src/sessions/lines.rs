@@ -1,7 +1,7 @@
 //! Reading a transcript line by line for the session verbs, and picking one top-level string
 //! field out of a line.
 //!
-//! Framing is the core's [`LineSplitter`], so lines and their numbers are exactly the ones
+//! Framing is the core's [`LineSplitter`](crate::transcript::lines::LineSplitter), so lines and their numbers are exactly the ones
 //! `check` reports: 1-based physical lines, `\r\n` accepted, blank lines skipped but counted,
 //! lines over the limit skipped, a last line without a newline (an interrupted write) not
 //! handed out.

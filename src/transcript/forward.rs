@@ -2,7 +2,7 @@
 //! framing, format detection and line numbering, with each line handed on together with its
 //! meaning.
 //!
-//! It is the check pipeline's front half without validation: the same [`LineSplitter`], the
+//! It is the check pipeline's front half without validation: the same [`LineSplitter`](crate::transcript::lines::LineSplitter), the
 //! same [`Detector`] and the same [`read_line`], so a line means the same thing to every verb.
 //!
 //! Calling order: [`Forward::feed`] chunks of the stream in order, then [`Forward::finish`] once.
