@@ -114,27 +114,40 @@ pub fn with_buffer<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
     })
 }
 
+/// Runs `f` with a reader of `input` (one that can move to another thread).
+pub fn with_reader<T>(input: &Input, f: impl FnOnce(&mut (dyn Read + Send)) -> io::Result<T>) -> io::Result<T> {
+    match input {
+        Input::File(p) => f(&mut File::open(p)?),
+        Input::Stdin => f(&mut io::stdin()),
+    }
+}
+
 /// Reads `input` to the end in chunks of the buffer's capacity, handing each to `f`.
 pub fn read_chunks(input: &Input, buf: &mut Vec<u8>, f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
-    match input {
-        Input::File(p) => read_to_end(&mut File::open(p)?, buf, f),
-        Input::Stdin => read_to_end(&mut io::stdin().lock(), buf, f),
+    with_reader(input, |r| read_to_end(r, buf, f))
+}
+
+/// One read into `buf`, retried when interrupted: how many bytes, 0 at the end.
+pub fn read_some(reader: &mut (impl Read + ?Sized), buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match reader.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
     }
 }
 
 /// Reads `reader` to the end in chunks of the buffer's capacity (at least 64 KiB), handing
 /// each to `f` until it returns false.
-pub fn read_to_end(reader: &mut impl Read, buf: &mut Vec<u8>, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
+pub fn read_to_end(reader: &mut (impl Read + ?Sized), buf: &mut Vec<u8>, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
     let cap = buf.capacity().max(64 << 10);
     buf.resize(cap, 0);
     let mut total = 0u64;
     loop {
-        let n = match reader.read(&mut buf[..]) {
-            Ok(0) => return Ok(total),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+        let n = read_some(reader, &mut buf[..])?;
+        if n == 0 {
+            return Ok(total);
+        }
         total += n as u64;
         if !f(&buf[..n]) {
             return Ok(total);
@@ -174,16 +187,9 @@ impl<'b> Window<'b> {
                 self.buf.resize(self.end + self.chunk, 0);
             }
         }
-        loop {
-            match r.read(&mut self.buf[self.end..self.end + self.chunk]) {
-                Ok(n) => {
-                    self.end += n;
-                    return Ok(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        let n = read_some(r, &mut self.buf[self.end..self.end + self.chunk])?;
+        self.end += n;
+        Ok(n)
     }
 
     /// The bytes held: those not consumed, the last read's at the end.
@@ -202,94 +208,9 @@ impl<'b> Window<'b> {
     }
 }
 
-/// Like [`read_chunks`], but a second thread reads the next chunks while `f` works on the
-/// current one (`depth` chunks of `chunk` bytes in flight), so that reading overlaps parsing.
-pub fn read_chunks_ahead(input: &Input, chunk: usize, depth: usize, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<u64> {
-    use std::sync::mpsc::sync_channel;
-    let mut reader: Box<dyn Read + Send> = match input {
-        Input::File(p) => Box::new(File::open(p)?),
-        Input::Stdin => Box::new(io::stdin()),
-    };
-    let depth = depth.max(1);
-    let (full_tx, full_rx) = sync_channel::<io::Result<Vec<u8>>>(depth);
-    let (free_tx, free_rx) = sync_channel::<Vec<u8>>(depth + 1);
-    for _ in 0..=depth {
-        free_tx.send(vec![0u8; chunk]).expect("free list has room");
-    }
-    std::thread::scope(|scope| {
-        scope.spawn(move || {
-            while let Ok(mut buf) = free_rx.recv() {
-                buf.resize(chunk, 0);
-                let n = loop {
-                    match reader.read(&mut buf) {
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        r => break r,
-                    }
-                };
-                match n {
-                    Ok(0) => return,
-                    Ok(n) => {
-                        buf.truncate(n);
-                        if full_tx.send(Ok(buf)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        let _ = full_tx.send(Err(e));
-                        return;
-                    }
-                }
-            }
-        });
-        let mut total = 0u64;
-        for buf in full_rx {
-            let buf = buf?;
-            total += buf.len() as u64;
-            if !f(&buf) {
-                break;
-            }
-            // The reader may have finished already; the chunks it sent are still to be read.
-            let _ = free_tx.send(buf);
-        }
-        // Dropping the free list ends the reader thread if it waits for a buffer.
-        drop(free_tx);
-        Ok(total)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn read_ahead_delivers_every_byte_in_order() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("x.jsonl");
-        let data: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
-        std::fs::write(&p, &data).unwrap();
-        for _ in 0..20 {
-            // A slow consumer lets the reader reach the end first: nothing may be lost then.
-            let mut got = Vec::new();
-            let n = read_chunks_ahead(&Input::File(p.clone()), 4096, 2, |c| {
-                if got.len() > data.len() - 4 * 4096 {
-                    std::thread::sleep(std::time::Duration::from_millis(2));
-                }
-                got.extend_from_slice(c);
-                true
-            })
-            .unwrap();
-            assert_eq!(n as usize, data.len());
-            assert_eq!(got, data);
-        }
-        // Stopping early is fine too.
-        let mut calls = 0;
-        read_chunks_ahead(&Input::File(p), 4096, 2, |_| {
-            calls += 1;
-            calls < 3
-        })
-        .unwrap();
-        assert_eq!(calls, 3);
-    }
 
     #[test]
     fn window_keeps_what_is_not_consumed() {

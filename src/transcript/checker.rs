@@ -2,8 +2,8 @@
 //!
 //! Fed byte chunks (never the whole file), it produces [`Output`]s and [`Stats`]. Both shells
 //! drive it: `transcriptd check` over whole files, the daemon over tailed ones, so the two agree
-//! by construction. With `jobs > 1`, a large block of complete lines is cut at line boundaries and
-//! parsed on several threads; pairing stays in file order, so the outputs are identical.
+//! by construction. [`feed_parallel`] feeds a whole stream parsing on several threads; pairing stays in
+//! file order, so the outputs are identical.
 //!
 //! Calling order: [`Checker::feed`] any number of times, then [`Checker::finish`] once.
 
@@ -15,6 +15,9 @@ use super::scan;
 use super::stages::validate::{Pending, Validator};
 use std::collections::BTreeMap;
 
+mod parallel;
+pub use parallel::feed_parallel;
+
 /// How a checker reads its input.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -25,7 +28,7 @@ pub struct Options {
     /// Stop at the first line that cannot be read (`load_strict`) instead of reporting it and
     /// going on (`load`).
     pub strict: bool,
-    /// Threads to parse one large stream with.
+    /// Threads to parse one large stream with ([`feed_parallel`], [`check_bytes`]).
     pub jobs: usize,
 }
 
@@ -181,12 +184,6 @@ pub struct Checker<O = ()> {
     observer: O,
 }
 
-/// Pieces a parallel block is cut into per job: more pieces let pairing start sooner.
-const PIECES_PER_JOB: usize = 2;
-
-/// Blocks at least this big are parsed in parallel when `jobs > 1`.
-const PARALLEL_MIN: usize = 256 << 10;
-
 impl Checker<()> {
     /// A checker at the start of a stream.
     pub fn new(opts: Options) -> Self {
@@ -330,18 +327,9 @@ impl<O: Observer> Checker<O> {
         }
         match b {
             Block::LongBytes(_) => {}
-            Block::TooLong { len, .. } => {
-                self.stats.bytes += len + 1;
-                let f = Finding::new(self.next_line, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {}", self.opts.max_line_bytes));
-                self.next_line += 1;
-                self.fault(f);
-            }
+            Block::TooLong { len, .. } => self.too_long(len),
             Block::Lines { offset, bytes } => {
                 self.stats.bytes += bytes.len() as u64;
-                if self.opts.jobs > 1 && bytes.len() >= PARALLEL_MIN && !self.detector.wants_more() {
-                    self.parallel(offset, bytes);
-                    return;
-                }
                 let mut it = lines::lines(self.next_line, offset, bytes);
                 for l in it.by_ref() {
                     if self.stopped.is_some() {
@@ -356,50 +344,40 @@ impl<O: Observer> Checker<O> {
         }
     }
 
-    /// Parses the pieces of a large block on several threads, numbering lines from 0 in each
-    /// piece, and pairs them in order on this thread as soon as each piece is parsed, so that
-    /// pairing overlaps the parsing of the pieces after it.
-    fn parallel(&mut self, offset: u64, bytes: &[u8]) {
-        use std::sync::Mutex;
-        let (max, format) = (self.opts.max_line_bytes, self.detector.format());
-        let pieces = lines::split_block(offset, bytes, self.opts.jobs * PIECES_PER_JOB);
-        type Slot<'a> = Mutex<Option<(u64, Vec<Outcome<'a>>)>>;
-        let slots: Vec<Slot<'_>> = pieces.iter().map(|_| Mutex::new(None)).collect();
-        rayon::scope(|scope| {
-            for (&(o, p), slot) in pieces.iter().zip(&slots) {
-                scope.spawn(move |_| {
-                    let mut it = lines::lines(0, o, p);
-                    let outcomes = it.by_ref().map(|x| read_line(x.number, x.bytes, max, format)).collect();
-                    *slot.lock().expect("no panics while holding it") = Some((it.next_number(), outcomes));
-                });
-            }
-            for slot in &slots {
-                // Help with the parsing while the next piece in order is not ready.
-                let (count, outcomes) = loop {
-                    if let Some(done) = slot.lock().expect("no panics while holding it").take() {
-                        break done;
-                    }
-                    if rayon::yield_now() != Some(rayon::Yield::Executed) {
-                        std::thread::yield_now();
-                    }
-                };
-                let base = self.next_line;
-                for o in outcomes {
-                    if self.stopped.is_some() {
-                        break;
-                    }
-                    let mut o = o;
-                    o.renumber(base);
-                    self.apply(o);
-                }
-                self.next_line = base + count;
-            }
-        });
+    /// An over-long line of `len` bytes, skipped by the splitter.
+    fn too_long(&mut self, len: u64) {
+        if self.stopped.is_some() {
+            return;
+        }
+        self.stats.bytes += len + 1;
+        let f = Finding::new(self.next_line, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {}", self.opts.max_line_bytes));
+        self.next_line += 1;
+        self.fault(f);
     }
 
-    /// Lets the detector look at a line while it still wants to.
+    /// Lines read elsewhere (by [`feed_parallel`]): `bytes` of them, `count` physical lines
+    /// numbered from 0, with what each non-blank one turned into. Only once the format is known.
+    fn apply_lines(&mut self, bytes: u64, count: u64, outcomes: Vec<Outcome<'_>>) {
+        if self.stopped.is_some() {
+            return;
+        }
+        self.stats.bytes += bytes;
+        let base = self.next_line;
+        for mut o in outcomes {
+            if self.stopped.is_some() {
+                return;
+            }
+            o.renumber(base);
+            self.apply(o);
+        }
+        self.next_line = base + count;
+    }
+
+    /// Lets the detector look at a line while it still wants to. Not at an over-long line: one
+    /// that spans reads is skipped without being held, so looking at one that did not would
+    /// make the format depend on how the input was cut.
     fn observe(&mut self, line: &[u8]) {
-        if !self.detector.wants_more() {
+        if !self.detector.wants_more() || line.len() > self.opts.max_line_bytes {
             return;
         }
         self.detector.observe(line);
@@ -478,8 +456,19 @@ impl<O: Observer> Checker<O> {
 /// Checks a whole in-memory transcript: the findings (demotions applied, sorted by line), the
 /// stats and the format. A convenience for tests and small inputs.
 pub fn check_bytes(input: &[u8], opts: Options) -> Result<(Vec<Finding>, Stats, Option<Format>), StrictStop> {
+    let jobs = opts.jobs;
     let mut c = Checker::new(opts);
-    c.feed(input)?;
+    if jobs > 1 {
+        let mut rest = input;
+        feed_parallel(&mut c, jobs, 64 << 10, |buf| {
+            let n = buf.len().min(rest.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            n
+        })?;
+    } else {
+        c.feed(input)?;
+    }
     let done = c.finish()?;
     Ok((collect(done.outputs), done.stats, done.format))
 }

@@ -41,6 +41,21 @@ pub enum Block<'a> {
     },
 }
 
+/// What [`LineSplitter::cut`] hands on: complete lines inside the chunk it was given, as a
+/// range of it, or any other block (lines completed in the carry buffer, over-long lines).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cut<'a> {
+    /// Complete lines at `chunk[range]`, the first at stream offset `offset`.
+    InChunk {
+        /// Stream offset of `chunk[range.start]`.
+        offset: u64,
+        /// Where they are in the chunk; the range ends with a `\n`.
+        range: std::ops::Range<usize>,
+    },
+    /// A block that does not lie in the chunk, or is not lines.
+    Block(Block<'a>),
+}
+
 /// A last line without its newline, reported by [`LineSplitter::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Torn<'a> {
@@ -123,6 +138,16 @@ impl LineSplitter {
 
     /// Feeds the next chunk of the stream; `out` receives every block it completes, in order.
     pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Block<'_>)) {
+        self.cut(chunk, &mut |c| match c {
+            Cut::InChunk { offset, range } => out(Block::Lines { offset, bytes: &chunk[range] }),
+            Cut::Block(b) => out(b),
+        });
+    }
+
+    /// Like [`LineSplitter::feed`], but complete lines that lie inside `chunk` are handed on as
+    /// the range they occupy in it, so that a caller that owns the chunk can send it elsewhere
+    /// with the ranges instead of copying the lines out.
+    pub fn cut(&mut self, chunk: &[u8], out: &mut impl FnMut(Cut<'_>)) {
         let mut pos = 0;
         // 1. Complete the line in progress, if any.
         if self.skipping.is_some() || !self.carry.is_empty() {
@@ -135,23 +160,22 @@ impl LineSplitter {
             let len = self.pending_bytes() - u64::from(self.held_cr());
             let blank = if self.skipping.is_some() { self.skip_blank } else { is_blank(&self.carry) };
             if !blank && (self.skipping.is_some() || len > self.max as u64) {
-                out(Block::TooLong { offset: self.carry_offset, len });
+                out(Cut::Block(Block::TooLong { offset: self.carry_offset, len }));
             } else {
                 // A blank line, however long, still counts as a line: hand it on as one.
                 if self.skipping.is_some() {
                     self.carry.clear();
                 }
                 self.carry.push(b'\n');
-                out(Block::Lines { offset: self.carry_offset, bytes: &self.carry });
+                out(Cut::Block(Block::Lines { offset: self.carry_offset, bytes: &self.carry }));
             }
             self.skipping = None;
             self.release_carry();
             pos = i + 1;
         }
         // 2. The complete lines inside this chunk, as one block.
-        let rest = &chunk[pos..];
-        if let Some(last) = memrchr(b'\n', rest) {
-            out(Block::Lines { offset: self.offset + pos as u64, bytes: &rest[..=last] });
+        if let Some(last) = memrchr(b'\n', &chunk[pos..]) {
+            out(Cut::InChunk { offset: self.offset + pos as u64, range: pos..pos + last + 1 });
             pos += last + 1;
         }
         // 3. The start of a line that continues in the next chunk.
@@ -165,7 +189,7 @@ impl LineSplitter {
 
     /// Adds bytes of the line in progress: kept while the line can still fit the limit (one
     /// byte more is allowed for a `\r` before the newline), counted only once it cannot.
-    fn hold(&mut self, bytes: &[u8], out: &mut impl FnMut(Block<'_>)) {
+    fn hold(&mut self, bytes: &[u8], out: &mut impl FnMut(Cut<'_>)) {
         if bytes.is_empty() {
             return;
         }
@@ -174,15 +198,15 @@ impl LineSplitter {
             self.skip_last_cr = bytes.last() == Some(&b'\r');
             self.skip_blank &= is_blank(bytes);
             if self.keep_long {
-                out(Block::LongBytes(bytes));
+                out(Cut::Block(Block::LongBytes(bytes)));
             }
         } else if self.carry.len() + bytes.len() > self.max + 1 {
             self.skipping = Some((self.carry.len() + bytes.len()) as u64);
             self.skip_last_cr = bytes.last() == Some(&b'\r');
             self.skip_blank = is_blank(&self.carry) && is_blank(bytes);
             if self.keep_long {
-                out(Block::LongBytes(&self.carry));
-                out(Block::LongBytes(bytes));
+                out(Cut::Block(Block::LongBytes(&self.carry)));
+                out(Cut::Block(Block::LongBytes(bytes)));
             }
             self.release_carry();
         } else {
@@ -346,26 +370,6 @@ impl Numbered {
     }
 }
 
-/// Cuts a block of complete lines into at most `parts` pieces at line boundaries, each with its
-/// stream offset, so that the pieces can be parsed in parallel.
-pub fn split_block(offset: u64, bytes: &[u8], parts: usize) -> Vec<(u64, &[u8])> {
-    let mut out = Vec::with_capacity(parts);
-    let mut start = 0usize;
-    for k in 1..parts {
-        let target = bytes.len() * k / parts;
-        if target < start {
-            continue;
-        }
-        let Some(nl) = memchr(b'\n', &bytes[target..]).map(|i| target + i) else { break };
-        out.push((offset + start as u64, &bytes[start..=nl]));
-        start = nl + 1;
-    }
-    if start < bytes.len() {
-        out.push((offset + start as u64, &bytes[start..]));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,16 +453,6 @@ mod tests {
         assert_eq!(s.committed_offset(), 4);
         s.feed(b"o\n", &mut |_| {});
         assert_eq!(s.committed_offset(), 8);
-    }
-
-    #[test]
-    fn split_block_cuts_at_line_starts() {
-        let b = b"a\nbb\nccc\nd\n";
-        for parts in 1..6 {
-            let pieces = split_block(100, b, parts);
-            let offsets: Vec<_> = pieces.iter().flat_map(|(o, p)| lines(0, *o, p).map(|x| x.offset).collect::<Vec<_>>()).collect();
-            assert_eq!(offsets, vec![100, 102, 105, 109], "{parts} parts");
-        }
     }
 
     proptest! {

@@ -5,8 +5,8 @@ use super::support::{data, jsonl_files};
 use proptest::prelude::*;
 use transcriptd::transcript::{checker, Checker, Finding, Options};
 
-fn run(input: &[u8], cuts: &[usize], jobs: usize) -> Vec<Finding> {
-    let mut c = Checker::new(Options { jobs, ..Options::default() });
+fn run(input: &[u8], cuts: &[usize]) -> Vec<Finding> {
+    let mut c = Checker::new(Options::default());
     let mut start = 0;
     for &cut in cuts {
         let cut = cut.clamp(start, input.len());
@@ -17,14 +17,30 @@ fn run(input: &[u8], cuts: &[usize], jobs: usize) -> Vec<Finding> {
     checker::collect(c.finish().unwrap().outputs)
 }
 
+/// Parsed by `jobs` threads, read `chunk` bytes at a time.
+fn parallel(input: &[u8], jobs: usize, chunk: usize) -> Vec<Finding> {
+    let mut c = Checker::new(Options::default());
+    let mut rest = input;
+    checker::feed_parallel(&mut c, jobs, chunk, |buf| {
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        n
+    })
+    .unwrap();
+    checker::collect(c.finish().unwrap().outputs)
+}
+
 #[test]
 fn real_fixtures_line_by_line_equal_one_chunk() {
     for f in jsonl_files(&data("real")) {
         let input = std::fs::read(&f).unwrap();
-        let whole = run(&input, &[], 1);
+        let whole = run(&input, &[]);
         let at_newlines: Vec<usize> = input.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1).collect();
-        assert_eq!(whole, run(&input, &at_newlines, 1), "{}", f.display());
-        assert_eq!(whole, run(&input, &[], 4), "{} with 4 jobs", f.display());
+        assert_eq!(whole, run(&input, &at_newlines), "{}", f.display());
+        for (jobs, chunk) in [(2, 1 << 10), (4, 4093), (3, 64 << 10)] {
+            assert_eq!(whole, parallel(&input, jobs, chunk), "{} with {jobs} jobs, {chunk}-byte reads", f.display());
+        }
     }
 }
 
@@ -33,7 +49,7 @@ fn data_cases_byte_by_byte_equal_one_chunk() {
     for f in jsonl_files(&data("check")) {
         let input = std::fs::read(&f).unwrap();
         let each: Vec<usize> = (1..input.len()).collect();
-        assert_eq!(run(&input, &[], 1), run(&input, &each, 1), "{}", f.display());
+        assert_eq!(run(&input, &[]), run(&input, &each), "{}", f.display());
     }
 }
 
@@ -46,6 +62,14 @@ proptest! {
         let input = std::fs::read(f).unwrap();
         let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (input.len() + 1)).collect();
         cuts.sort();
-        prop_assert_eq!(run(&input, &[], 1), run(&input, &cuts, 1));
+        prop_assert_eq!(run(&input, &[]), run(&input, &cuts));
+    }
+
+    #[test]
+    fn parallel_parse_of_real_fixtures(file in 0usize..1000, jobs in 2usize..5, chunk in 1usize..20_000) {
+        let files = jsonl_files(&data("real"));
+        let f = &files[file % files.len()];
+        let input = std::fs::read(f).unwrap();
+        prop_assert_eq!(run(&input, &[]), parallel(&input, jobs, chunk));
     }
 }
