@@ -247,7 +247,12 @@ impl<O, F> Drop for PanicGuard<'_, '_, O, F> {
 /// Until the format is known the stream is fed line by line as with [`Checker::feed`]; the rest
 /// is read in chunks that are parsed in parallel. Call [`Checker::finish`] afterwards as usual.
 /// With the strict policy, reading stops at the first unreadable line, which is returned.
-pub fn feed_parallel<O: Observer>(checker: &mut Checker<O>, jobs: usize, chunk: usize, mut fill: impl FnMut(&mut [u8]) -> usize + Send) -> Result<(), StrictStop> {
+pub fn feed_parallel<O: Observer>(
+    checker: &mut Checker<O>,
+    jobs: usize,
+    chunk: usize,
+    mut fill: impl FnMut(&mut [u8]) -> usize + Send,
+) -> Result<(), StrictStop> {
     let (jobs, chunk) = (jobs.max(1), chunk.max(1));
     let mut buf = vec![0u8; chunk];
     // The format decides how lines parse: settle it first, on this thread.
@@ -322,6 +327,22 @@ mod tests {
             Just("   ".to_owned()),
             Just(format!(r#"{{"type":"user","message":{{"role":"user","content":"{}"}}}}"#, "y".repeat(90))),
         ]
+    }
+
+    #[test]
+    fn an_over_long_line_never_decides_the_format() {
+        // Over the limit, the first line is skipped whether it arrives in one read or across
+        // several; once, the detector looked at it only in the first case.
+        let input = format!(
+            "{}\n{}\n",
+            r#"{"type":"assistant","uuid":"a1","parentUuid":"u1","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}}"#,
+            r#"{"type":"progress","data":{}}"#
+        );
+        let whole = sequential(input.as_bytes(), 100, false).unwrap();
+        assert_eq!(whole.1.unknown_records, 1, "format undecided: the progress line is not known");
+        for chunk in [1, 7, 64, 4096] {
+            assert_eq!(parallel(input.as_bytes(), 100, false, 2, chunk).unwrap(), whole, "{chunk}-byte reads");
+        }
     }
 
     proptest! {
