@@ -2,10 +2,11 @@
 //!
 //! `check` must read every line in full (a line that is not JSON is a finding) but needs only a
 //! handful of fields from it, while most of a line is long strings (tool output) full of escapes.
-//! serde_json validates such strings at well under 1 GB/s; this scanner reads long strings 64 bytes
-//! at a time with SSE2 and finds their escapes without a branch per byte (simdjson's odd-run
-//! trick, then one vector test that every escaped byte is a valid escape), validates the grammar completely (RFC 8259: strings, escapes, numbers, literals,
-//! nesting) and hands the fields a caller asks for back as borrowed raw strings.
+//! serde_json validates such strings at well under 1 GB/s; this scanner reads long strings 64
+//! bytes at a time with SSE2 and finds their escapes without a branch per byte (simdjson's
+//! odd-run trick, then one vector test that every escaped byte is a valid escape). It validates
+//! the grammar completely (RFC 8259: strings, escapes, numbers, literals, nesting) and hands the
+//! fields a caller asks for back as borrowed raw strings.
 //!
 //! The line must already be valid UTF-8 (the caller checks it once, with SIMD). Validity agrees
 //! with serde_json on every input (a differential property test in this module proves it); for
