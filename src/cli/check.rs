@@ -65,7 +65,7 @@ const PARALLEL_CHUNK: usize = 256 << 10;
 pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileReport {
     let mut c = Checker::new(opts.clone());
     let mut stop: Option<StrictStop> = None;
-    // A large file is parsed by several threads while this one reads.
+    // A large file is read and parsed by `jobs` threads in turn, this one among them.
     let large = input.path().and_then(|p| std::fs::metadata(p).ok()).is_some_and(|m| m.len() > PARALLEL_MIN);
     let read = if opts.jobs > 1 && large {
         batch::with_reader(input, |r| {

@@ -2,8 +2,8 @@
 //!
 //! Fed byte chunks (never the whole file), it produces [`Output`]s and [`Stats`]. Both shells
 //! drive it: `transcriptd check` over whole files, the daemon over tailed ones, so the two agree
-//! by construction. [`feed_parallel`] feeds a whole stream parsing on several threads; pairing stays in
-//! file order, so the outputs are identical.
+//! by construction. [`feed_parallel`] feeds a whole stream, parsing on several threads; pairing
+//! stays in file order, so the outputs are identical.
 //!
 //! Calling order: [`Checker::feed`] any number of times, then [`Checker::finish`] once.
 

@@ -7,10 +7,12 @@
 //! before it has been: whichever thread finishes the chunk that is next in order does the
 //! pairing, with no barrier between chunks, so no thread waits while another pairs.
 //!
-//! The reading thread (the caller's) owns the line splitter and reads each chunk into a buffer
-//! of its own; lines are never copied, except one that spans two reads. A chunk's buffer goes
-//! back to the reader once it is paired, and there are only a few buffers: memory stays flat
-//! whatever the file size. The outputs are those of [`Checker::feed`], byte for byte (tested).
+//! Every thread reads too: it takes the next chunk of the stream into a buffer of its own (one
+//! thread at a time, under the lock that also guards the line splitter) and parses it while the
+//! bytes are still in its core's cache. Lines are never copied, except one that spans two
+//! reads. A chunk's buffer is free again once the chunk is paired, and there are only a few
+//! buffers: memory stays flat whatever the file size. The outputs are those of
+//! [`Checker::feed`], byte for byte (tested).
 
 use super::{read_line, Checker, Observer, Outcome, StrictStop};
 use crate::transcript::formats::Format;
