@@ -9,3 +9,10 @@ pub mod model_context;
 pub mod orphans;
 pub mod repair;
 pub mod validate;
+
+/// Hash maps and sets keyed by ids from the transcript (call ids, uuids), hashed with xxh3:
+/// SipHash showed per line in profiles, and the keys come from the user's own files, not from a
+/// peer that could flood the table.
+pub(crate) type Map<K, V> = std::collections::HashMap<K, V, xxhash_rust::xxh3::Xxh3Builder>;
+/// See [`Map`].
+pub(crate) type Set<K> = std::collections::HashSet<K, xxhash_rust::xxh3::Xxh3Builder>;

@@ -20,11 +20,10 @@
 //! [`Validator::finish`] once at the end of the stream.
 
 use super::branches::Branches;
+use super::{Map, Set};
 use crate::transcript::finding::{Finding, Kind, Output, Severity};
 use crate::transcript::formats::Format;
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role};
-use std::collections::{HashMap, HashSet};
-use xxhash_rust::xxh3::Xxh3Builder;
 
 /// A call waiting for its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,10 +60,8 @@ struct Emitted {
 #[derive(Debug)]
 pub struct Validator {
     format: Format,
-    // Keyed by call id, hashed with xxh3 (SipHash showed at ~2% of a check): the ids come from
-    // the user's own transcripts, not from a peer that could flood the table.
-    pending: HashMap<String, Pending, Xxh3Builder>,
-    answered: HashSet<String, Xxh3Builder>,
+    pending: Map<String, Pending>,
+    answered: Set<String>,
     assistant_since_user: bool,
     turn: Option<Turn>,
     branches: Option<Branches>,
@@ -76,8 +73,8 @@ impl Validator {
     pub fn new(format: Format) -> Self {
         Validator {
             format,
-            pending: HashMap::default(),
-            answered: HashSet::default(),
+            pending: Map::default(),
+            answered: Set::default(),
             assistant_since_user: false,
             turn: None,
             branches: (format == Format::ClaudeCode).then(Branches::default),

@@ -12,10 +12,7 @@
 //! `check(repair(x))` has no error findings; `repair(repair(x)) == repair(x)`; untouched lines
 //! are byte-identical and keep their order; every removed line is in the rejects output.
 
-/// Hash maps of the repair stages: keyed by call ids, uuids and line numbers looked up once or
-/// more per line, where SipHash showed in profiles. (Keys come from the user's own files.)
-type Map<K, V> = std::collections::HashMap<K, V, xxhash_rust::xxh3::Xxh3Builder>;
-type Set<K> = std::collections::HashSet<K, xxhash_rust::xxh3::Xxh3Builder>;
+use super::{Map, Set};
 
 pub mod plan;
 pub mod rewrite;
