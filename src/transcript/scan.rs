@@ -297,10 +297,9 @@ impl<'a> Scanner<'a> {
                 }
                 let mut unicode = esc_chars & m.u;
                 while unicode != 0 {
-                    let at = i + unicode.trailing_zeros() as usize;
-                    if !b.get(at + 1..at + 5).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
-                        return Err(Invalid { at: at - 1 });
-                    }
+                    // The backslash before this `u` starts the escape to check.
+                    let at = i + unicode.trailing_zeros() as usize - 1;
+                    escape_len(b, at).ok_or(Invalid { at })?;
                     unicode &= unicode - 1;
                 }
             }
