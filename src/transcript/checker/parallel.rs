@@ -199,11 +199,14 @@ impl<O: Observer, F: FnMut(&mut [u8]) -> usize> Shared<'_, O, F> {
                         }
                     }
                 });
-                if checker.stopped.is_some() {
-                    self.stop.store(true, Ordering::Relaxed);
-                }
                 lock(&self.buffers).spare.push(p.into_owner().buf);
-                self.returned.notify_one();
+                if checker.stopped.is_some() {
+                    // Every thread waiting for a buffer must see it, not just one.
+                    self.stop.store(true, Ordering::Relaxed);
+                    self.returned.notify_all();
+                } else {
+                    self.returned.notify_one();
+                }
             }
             drop(checker);
             // A chunk that arrived while this thread held the checker found it taken: look
