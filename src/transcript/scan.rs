@@ -489,6 +489,75 @@ pub fn is_valid(line: &[u8]) -> bool {
     s.skip().and_then(|_| s.end()).is_ok()
 }
 
+/// Appends `s` as a JSON string literal, quotes included: byte for byte what `serde_json`
+/// writes (`\"`, `\\`, the short escapes `\b \f \n \r \t`, `\u00XX` for other control
+/// bytes), found 16 bytes at a time. Repair keeps whole removed lines this way in its rejects.
+pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    let b = s.as_bytes();
+    // The most it can take: every byte a six-byte `\u00XX`, and the quotes.
+    out.reserve(b.len() * 6 + 2);
+    let spare = &mut out.spare_capacity_mut()[..b.len() * 6 + 2];
+    let dst = spare.as_mut_ptr().cast::<u8>();
+    let (mut at, mut d) = (0, 0);
+    // SAFETY: every write below lands in `spare` (`b.len() * 6 + 2` bytes): before input byte
+    // `at` at most `6 * at + 1` bytes are written, a 16-byte copy is made only when 16 input
+    // bytes are left (so it ends by `6 * at + 1 + 16 <= 6 * b.len()`), an escape adds at most 6
+    // bytes for its one input byte and the closing quote is the last byte. Reads stay in `b`.
+    // `set_len` covers exactly the `d` bytes written.
+    unsafe {
+        *dst = b'"';
+        d += 1;
+        while at + 16 <= b.len() {
+            // Copy the whole block, then keep only what comes before its first special byte.
+            std::ptr::copy_nonoverlapping(b.as_ptr().add(at), dst.add(d), 16);
+            let mask = special_mask16(b, at);
+            if mask == 0 {
+                at += 16;
+                d += 16;
+                continue;
+            }
+            let k = mask.trailing_zeros() as usize;
+            d += k;
+            at += k;
+            d += write_escape(dst.add(d), b[at]);
+            at += 1;
+        }
+        for &c in &b[at..] {
+            if matches!(c, b'"' | b'\\' | 0..=0x1f) {
+                d += write_escape(dst.add(d), c);
+            } else {
+                *dst.add(d) = c;
+                d += 1;
+            }
+        }
+        *dst.add(d) = b'"';
+        d += 1;
+        out.set_len(out.len() + d);
+    }
+}
+
+/// Writes the escape of `c` (`"`, `\\` or a control byte) at `dst`; returns its length (2 or 6).
+///
+/// # Safety
+/// `dst` must be valid for writing 6 bytes.
+unsafe fn write_escape(dst: *mut u8, c: u8) -> usize {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let short = match c {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x0c => b'f',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        _ => 0,
+    };
+    let (esc, len) = if short != 0 { ([b'\\', short, 0, 0, 0, 0], 2) } else { ([b'\\', b'u', b'0', b'0', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]], 6) };
+    // SAFETY: the caller guarantees 6 writable bytes at `dst`.
+    unsafe { std::ptr::copy_nonoverlapping(esc.as_ptr(), dst, 6) };
+    len
+}
+
 /// Bit `k` is set when `b[at + k]` is `"`, `\\` or a control byte, for `k` in `0..16`.
 /// Requires `at + 16 <= b.len()`.
 #[inline]
@@ -880,6 +949,16 @@ mod tests {
             if std::str::from_utf8(&s).is_ok() {
                 prop_assert_eq!(is_valid(&s), serde_valid(&s), "{:?}", String::from_utf8_lossy(&s));
             }
+        }
+
+        #[test]
+        fn strings_are_written_like_serde(text in "(\\PC|[\"\\\\\n\r\t\u{0}-\u{1f}\u{7f}]){0,300}", skip in 0usize..17) {
+            // Every start offset, so that special bytes fall on every 16-byte block edge.
+            let text: String = text.chars().skip(skip).collect();
+            let mut out = b"x".to_vec();
+            write_json_string(&mut out, &text);
+            let serde = serde_json::to_vec(&text).unwrap();
+            prop_assert_eq!(&out[1..], serde.as_slice());
         }
 
         #[test]

@@ -16,6 +16,7 @@ use super::{Map, Set};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter};
+use crate::transcript::scan;
 use base64::Engine;
 use std::borrow::Cow;
 
@@ -68,6 +69,8 @@ pub struct Rewriter {
     held: Option<Held>,
     long_open: bool,
     long_rest: Vec<u8>,
+    /// The reject line being written (kept to reuse its allocation).
+    reject_buf: Vec<u8>,
     stats: RewriteStats,
 }
 
@@ -98,6 +101,7 @@ impl Rewriter {
             held: None,
             long_open: false,
             long_rest: Vec::new(),
+            reject_buf: Vec::new(),
             stats: RewriteStats::default(),
         }
     }
@@ -434,15 +438,22 @@ impl Rewriter {
 
     fn reject(&mut self, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
         // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
-        let mut bytes = Vec::with_capacity(original.len() + 96);
-        bytes.extend_from_slice(format!("{{\"line\":{line},\"action\":\"{action}\"").as_bytes());
+        let bytes = &mut self.reject_buf;
+        bytes.clear();
+        bytes.extend_from_slice(b"{\"line\":");
+        bytes.extend_from_slice(line.to_string().as_bytes());
+        bytes.extend_from_slice(b",\"action\":\"");
+        bytes.extend_from_slice(action.as_bytes());
+        bytes.push(b'"');
         if let Some(r) = reason {
-            bytes.extend_from_slice(format!(",\"reason\":\"{}\"", r.as_str()).as_bytes());
+            bytes.extend_from_slice(b",\"reason\":\"");
+            bytes.extend_from_slice(r.as_str().as_bytes());
+            bytes.push(b'"');
         }
-        match std::str::from_utf8(original) {
+        match simdutf8::basic::from_utf8(original) {
             Ok(text) => {
                 bytes.extend_from_slice(b",\"text\":");
-                serde_json::to_writer(&mut bytes, text).expect("writing to a Vec cannot fail");
+                scan::write_json_string(bytes, text);
             }
             Err(_) => {
                 bytes.extend_from_slice(b",\"base64\":\"");
@@ -451,7 +462,7 @@ impl Rewriter {
             }
         }
         bytes.extend_from_slice(b"}\n");
-        out(Emit::Reject(&bytes));
+        out(Emit::Reject(bytes));
     }
 
     /// Streams a removed over-long line into the rejects, base64-encoded as it arrives.

@@ -79,6 +79,25 @@ pub fn object(line: &[u8]) -> Option<Map<String, Value>> {
     }
 }
 
+/// The members named in `keys` of a line's top-level object, parsed; the others are skipped
+/// without being decoded. Empty when the line is not a JSON object. (The last of duplicate keys
+/// wins, as in [`object`].)
+fn members(line: &[u8], keys: &[&str]) -> Map<String, Value> {
+    let mut found = Map::new();
+    let walk = scan::object_line(line, |s, k| {
+        let key = k.key();
+        let Some(want) = keys.iter().find(|want| want.as_bytes() == &*key) else { return s.skip() };
+        let raw = s.raw_value()?;
+        let value = serde_json::from_slice(raw).map_err(|_| scan::Invalid { at: s.position() })?;
+        found.insert((*want).to_owned(), value);
+        Ok(())
+    });
+    if walk.is_err() {
+        return Map::new();
+    }
+    found
+}
+
 /// Serializes an edited line (compact, key order kept).
 pub fn to_line(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).expect("a Value always serializes")
@@ -99,7 +118,11 @@ pub struct CallRef {
 /// (whose envelope it copies). For Claude Code, `parent` is the uuid the new line hangs under and
 /// `uuid` its own.
 pub fn synthetic_result(format: Format, follows: &[u8], call: &CallRef, text: ResultText, parent: Option<&str>, uuid: &str) -> Vec<u8> {
-    let env = object(follows).unwrap_or_default();
+    let env = match format {
+        Format::ClaudeCode => members(follows, &[CLAUDE_ENVELOPE, &["timestamp"]].concat()),
+        Format::Codex => members(follows, &["timestamp", "payload"]),
+        Format::OpenAiChat | Format::Anthropic => Map::new(),
+    };
     let text = text.text();
     let v = match format {
         Format::ClaudeCode => {
@@ -327,6 +350,44 @@ mod tests {
 
     fn call(id: &str) -> CallRef {
         CallRef { id: id.into(), tool: "Bash".into(), item: None }
+    }
+
+    /// [`members`] reads what [`object`] would, on every line of the real fixtures and on edge
+    /// cases (duplicate and escaped keys, lines that are not objects).
+    #[test]
+    fn members_agree_with_the_whole_object() {
+        let keys = [CLAUDE_ENVELOPE, &["timestamp", "payload", "message"]].concat();
+        let agree = |line: &[u8]| {
+            let whole = object(line).unwrap_or_default();
+            let expected: Map<String, Value> = whole.into_iter().filter(|(k, _)| keys.contains(&k.as_str())).collect();
+            assert_eq!(members(line, &keys), expected, "{}", String::from_utf8_lossy(line));
+        };
+        let mut dirs = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/real")];
+        let mut lines = 0;
+        while let Some(dir) = dirs.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let path = e.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|x| x == "jsonl") {
+                    for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
+                        agree(line);
+                        lines += 1;
+                    }
+                }
+            }
+        }
+        assert!(lines > 1000, "the real fixtures were read ({lines} lines)");
+        for line in [
+            &br#"{"cwd":"/a","cwd":"/b","timestamp":1.5e3}"#[..],
+            br#"{"c\u0077d":"/esc","sessionId":{"nested":[1,2,{"x":null}]}}"#,
+            br#"{"cwd":"/a","broken":}"#,
+            br#"["cwd","/a"]"#,
+            b"not json",
+            b"",
+        ] {
+            agree(line);
+        }
     }
 
     #[test]
