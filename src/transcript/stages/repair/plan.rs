@@ -201,6 +201,8 @@ pub struct Planner {
     dropped_here: Vec<String>,
     join_next: Option<u64>,
     merge_next: Option<u64>,
+    /// Claude Code: (line, hash of its parent) of the lines read, while recording.
+    parents: Option<Vec<(u64, Option<u64>)>>,
     plan: Plan,
 }
 
@@ -222,6 +224,18 @@ impl Planner {
         });
         self.plan.edits.sort_by_key(|e| (e.line(), matches!(e, Edit::Insert { .. })));
         self.plan
+    }
+
+    /// Keeps the parent of every Claude Code line read from now on, for
+    /// [`Planner::take_parents`] (the one-pass repair hands them to its rewriter); `false` stops
+    /// and forgets them.
+    pub fn record_parents(&mut self, on: bool) {
+        self.parents = on.then(Vec::new);
+    }
+
+    /// The parents recorded since the last call: (line, [`Node::parent`](crate::transcript::model::Node)), in line order.
+    pub fn take_parents(&mut self) -> Vec<(u64, Option<u64>)> {
+        self.parents.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// The edits planned so far, in planning order (not yet sorted nor deduplicated).
@@ -379,6 +393,9 @@ impl Observer for Planner {
     }
 
     fn line(&mut self, number: u64, parsed: &Parsed<'_>) {
+        if let (Some(parents), Some(node)) = (self.parents.as_mut(), parsed.node) {
+            parents.push((number, node.parent));
+        }
         match &parsed.entry {
             Entry::Message(m) => match m.role {
                 Role::Assistant => self.assistant_line(number, m),

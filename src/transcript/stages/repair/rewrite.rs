@@ -18,7 +18,9 @@ use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter};
 use crate::transcript::scan;
 use base64::Engine;
+use crate::transcript::model::id_hash;
 use std::borrow::Cow;
+use std::collections::VecDeque;
 
 /// What the rewriter produces.
 #[derive(Debug, PartialEq, Eq)]
@@ -63,8 +65,14 @@ pub struct Rewriter {
     merge_targets: Set<u64>,
     splitter: Option<LineSplitter>,
     next_line: u64,
-    repoint: Map<String, Option<String>>,
+    /// Claude Code: the parent each removed line's children move to, by the hash of the
+    /// removed line's uuid ([`id_hash`]).
+    repoint: Map<u64, Option<String>>,
     next_repoint: Option<(Option<String>, String)>,
+    /// Claude Code lines not fed yet whose parent the checker already read: (line, hash of its
+    /// parent), in line order. A line in it needs no look at its bytes to know it does not hang
+    /// under a removed line.
+    parents: VecDeque<(u64, Option<u64>)>,
     message_ids: Map<u64, String>,
     held: Option<Held>,
     long_open: bool,
@@ -97,6 +105,7 @@ impl Rewriter {
             next_line: 1,
             repoint: Map::default(),
             next_repoint: None,
+            parents: VecDeque::new(),
             message_ids: Map::default(),
             held: None,
             long_open: false,
@@ -109,6 +118,14 @@ impl Rewriter {
     /// Sets the file's format (before any line with an edit is fed).
     pub fn set_format(&mut self, format: Format) {
         self.format = format;
+    }
+
+    /// Tells the rewriter the parents of Claude Code lines not fed yet (the checker's
+    /// [`Node::parent`](crate::transcript::model::Node) of each: the hash of its `parentUuid`,
+    /// or of `logicalParentUuid` when that is null), in line order. Optional: a line without
+    /// one is looked at to find its parent.
+    pub fn add_parents(&mut self, parents: impl IntoIterator<Item = (u64, Option<u64>)>) {
+        self.parents.extend(parents);
     }
 
     /// Adds edits. Each must concern lines not fed yet: see [`Rewriter::accepts`].
@@ -170,6 +187,7 @@ impl Rewriter {
                     out(Emit::Out(&bytes[..whole]));
                 }
                 self.next_line = end;
+                self.forget_parents();
                 return whole;
             }
         }
@@ -188,7 +206,7 @@ impl Rewriter {
                 Some(c) => (c, b"\r\n"),
                 None => (raw, b"\n"),
             };
-            let plain = self.interesting.get(self.cursor) != Some(&n) && self.held.is_none() && self.next_repoint.is_none() && !self.repoints(content);
+            let plain = self.interesting.get(self.cursor) != Some(&n) && self.held.is_none() && self.next_repoint.is_none() && !self.repoints(n, content);
             if !plain {
                 if run < start {
                     out(Emit::Out(&bytes[run..start]));
@@ -207,7 +225,15 @@ impl Rewriter {
         if run < start {
             out(Emit::Out(&bytes[run..start]));
         }
+        self.forget_parents();
         start
+    }
+
+    /// Drops the parents of lines already fed.
+    fn forget_parents(&mut self) {
+        while self.parents.front().is_some_and(|&(l, _)| l < self.next_line) {
+            self.parents.pop_front();
+        }
     }
 
     /// What was done so far.
@@ -253,12 +279,20 @@ impl Rewriter {
         self.edits.get(&line).is_some_and(|es| es.iter().any(|e| matches!(e, Edit::Remove { .. })))
     }
 
-    /// Whether the line hangs under a removed line (Claude Code) and must be re-pointed.
-    fn repoints(&self, line: &[u8]) -> bool {
+    /// Whether line `n` hangs under a removed line (Claude Code) and must be re-pointed. A line
+    /// whose parent the checker read is looked at only when that parent was removed (or,
+    /// rarely, when its `logicalParentUuid` was: then the look finds nothing to do).
+    fn repoints(&mut self, n: u64, line: &[u8]) -> bool {
+        self.forget_parents();
         if self.repoint.is_empty() || self.format != Format::ClaudeCode {
             return false;
         }
-        synth::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&*p))
+        if let Some(&(l, parent)) = self.parents.front() {
+            if l == n && !parent.is_some_and(|p| self.repoint.contains_key(&p)) {
+                return false;
+            }
+        }
+        synth::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&id_hash(&p)))
     }
 
     fn busy(&self) -> bool {
@@ -354,13 +388,13 @@ impl Rewriter {
         if claude && (removed.is_some() || self.inserts.contains_key(&n)) {
             let (uuid, parent) = synth::claude_ids(&bytes);
             own_uuid = uuid;
-            own_parent = parent.map(|p| self.repoint.get(&p).cloned().unwrap_or(Some(p))).unwrap_or(None);
+            own_parent = parent.map(|p| self.repoint.get(&id_hash(&p)).cloned().unwrap_or(Some(p))).unwrap_or(None);
         }
         if let Some(reason) = removed {
             self.reject(n, "removed", Some(reason), content, out);
             self.stats.removed += 1;
             if let (true, Some(u)) = (claude, own_uuid.as_ref()) {
-                self.repoint.insert(u.clone(), own_parent.clone());
+                self.repoint.insert(id_hash(u), own_parent.clone());
             }
         } else {
             if let Some(reason) = modified {
@@ -420,7 +454,7 @@ impl Rewriter {
         let next = self.next_repoint.take();
         let target = match next {
             Some((expect, new)) if expect.as_deref() == parent.as_deref() => Some(Some(new)),
-            _ => parent.as_deref().and_then(|p| self.repoint.get(p).cloned()),
+            _ => parent.as_deref().and_then(|p| self.repoint.get(&id_hash(p)).cloned()),
         }?;
         synth::set_parent(line, target.as_deref())
     }

@@ -70,7 +70,9 @@ impl StreamRepair {
     pub fn new(opts: &Options, policy: OrphanPolicy) -> Self {
         let opts = Options { strict: false, ..opts.clone() };
         let rewriter = Rewriter::empty(opts.format.unwrap_or(Format::ClaudeCode), opts.max_line_bytes);
-        let checker = Some(Checker::observed(opts, Planner::new(policy)));
+        let mut planner = Planner::new(policy);
+        planner.record_parents(true);
+        let checker = Some(Checker::observed(opts, planner));
         StreamRepair { checker, plan: None, rewriter, taken: 0, format_set: false, hold_limit: HOLD_LIMIT }
     }
 
@@ -98,7 +100,8 @@ impl StreamRepair {
                 self.format_set = true;
             }
         }
-        let c = self.checker.as_ref().expect("read after end");
+        let c = self.checker.as_mut().expect("read after end");
+        self.rewriter.add_parents(c.observer_mut().take_parents());
         Ok(take(&mut self.rewriter, &mut self.taken, c.observer().edits()))
     }
 
@@ -149,7 +152,10 @@ impl StreamRepair {
     /// Where planning stands, to finish it after the pass gave up.
     pub fn abandon(self) -> Rest {
         match (self.checker, self.plan) {
-            (Some(c), _) => Rest::Planning(Box::new(c)),
+            (Some(mut c), _) => {
+                c.observer_mut().record_parents(false);
+                Rest::Planning(Box::new(c))
+            }
             (None, Some(p)) => Rest::Planned(p),
             (None, None) => unreachable!("a plan is made when the checker finishes"),
         }

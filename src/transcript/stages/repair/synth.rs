@@ -279,12 +279,13 @@ pub fn claude_ids(line: &[u8]) -> (Option<String>, Option<String>) {
 }
 
 /// Byte range of the top-level `parentUuid` value (the whole JSON value: a string with its
-/// quotes, or `null`) and the parent it names. Stops walking at that key: Claude Code writes it
-/// first, so this reads a few bytes of the line.
+/// quotes, or `null`) and the parent it names. Of duplicate keys the last counts, as for every
+/// JSON reader (and the checker's tree). Walks the whole line: repair calls it only for lines
+/// it edits or that may hang under a removed line.
 pub fn parent_span(line: &[u8]) -> Option<(std::ops::Range<usize>, Option<std::borrow::Cow<'_, str>>)> {
     let mut s = Scanner::new(line);
     let mut found = None;
-    // The walk stops (with an error we ignore) as soon as the key has been read.
+    // A line that is not valid JSON ends the walk: what was found before counts.
     let _ = s.object(|s, k| {
         if &*k.key() != b"parentUuid" {
             return s.skip();
@@ -292,7 +293,7 @@ pub fn parent_span(line: &[u8]) -> Option<(std::ops::Range<usize>, Option<std::b
         let start = s.value_start();
         let value = s.opt_string()?;
         found = Some((start..s.position(), value.map(|v| v.decode())));
-        Err(scan::Invalid { at: s.position() })
+        Ok(())
     });
     found
 }
