@@ -435,7 +435,7 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
     }
     // What was removed is safe on disk before the new file takes the old one's place.
     let rejects_file = rejects_path(&job.output);
-    atomic::append_lines(&rejects_file, &rejects).with_context(|| format!("writing {}", rejects_file.display()))?;
+    atomic::append_lines(&rejects_file, &rejects, Some(&meta.permissions())).with_context(|| format!("writing {}", rejects_file.display()))?;
     if s.in_place {
         if let Some(suffix) = &s.backup {
             let backup = backup_path(&job.input, suffix);

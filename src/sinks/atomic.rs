@@ -104,13 +104,20 @@ pub fn copy_file(src: &Path, dest: &Path) -> io::Result<()> {
 }
 
 /// Appends whole lines to `path` in one `write` on an append-mode handle, then syncs. `lines`
-/// must end with a newline. The file is created (mode 0600 by umask rules of `create`) if needed.
-pub fn append_lines(path: &Path, lines: &[u8]) -> io::Result<()> {
+/// must end with a newline. A new file gets `permissions` (before the umask), or 0666 less the
+/// umask: the rejects of a 0600 transcript hold its lines and stay as private as it is.
+pub fn append_lines(path: &Path, lines: &[u8], permissions: Option<&Permissions>) -> io::Result<()> {
     debug_assert!(lines.is_empty() || lines.ends_with(b"\n"));
     if lines.is_empty() {
         return Ok(());
     }
-    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+    let mut open = OpenOptions::new();
+    open.create(true).append(true);
+    if let Some(p) = permissions {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        open.mode(p.mode() & 0o777);
+    }
+    let mut f = open.open(path)?;
     // One write call for the whole batch: an append-mode write of a regular file is not
     // interleaved with other appends.
     let n = f.write(lines)?;
@@ -163,7 +170,7 @@ mod tests {
                 s.spawn(move || {
                     for i in 0..200 {
                         let line = format!("{{\"writer\":{w},\"i\":{i},\"pad\":\"{}\"}}\n", "x".repeat(3000));
-                        append_lines(&p, line.as_bytes()).unwrap();
+                        append_lines(&p, line.as_bytes(), None).unwrap();
                     }
                 });
             }
