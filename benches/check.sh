@@ -20,6 +20,11 @@ hyperfine -N -w 1 -r 7 --export-json "$work/check-1g.json" \
   "wc -l $work/big1g.jsonl" \
   "$bin check -q --jobs 1 $work/big1g.jsonl" \
   "$bin check -q --jobs 2 $work/big1g.jsonl"
+echo "== 1 GiB, ten interleaved rounds (each ratio taken within one round)"
+python3 "$here/ratios.py" --rounds 10 -- \
+  "wc -l $work/big1g.jsonl" \
+  "$bin check -q --jobs 1 $work/big1g.jsonl" \
+  "$bin check -q --jobs 2 $work/big1g.jsonl"
 echo "== 100 MiB (seed 2): $(stat -c %s "$work/s100m.jsonl") bytes"
 hyperfine -w 1 -r 5 --export-json "$work/check-100m.json" \
   "jq -c 'select(.type==\"assistant\")|.uuid' $work/s100m.jsonl > /dev/null" \

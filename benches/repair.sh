@@ -28,6 +28,11 @@ hyperfine -N -i -w 1 -r 5 --prepare "rm -rf $outdir/one" \
   "wc -l $work/f1g.jsonl" \
   "$bin check -q --jobs 1 $work/f1g.jsonl" \
   "$bin repair -q --jobs 1 --out $outdir/one $work/f1g.jsonl"
+echo "== the same, ten interleaved rounds (each ratio taken within one round)"
+python3 "$here/ratios.py" --rounds 10 --prepare "rm -rf $outdir/one" -- \
+  "wc -l $work/f1g.jsonl" \
+  "$bin check -q --jobs 1 $work/f1g.jsonl" \
+  "$bin repair -q --jobs 1 --out $outdir/one $work/f1g.jsonl"
 echo "== archive of 10,000 sessions: $(du -sb "$work/archive" | cut -f1) bytes"
 hyperfine -N -i -w 1 -r 3 --prepare "rm -rf $outdir/arch" \
   "$bin repair -q --jobs 1 --out $outdir/arch $work/archive" \
