@@ -525,7 +525,8 @@ unsafe fn write_escape(dst: *mut u8, c: u8) -> usize {
         b'\t' => b't',
         _ => 0,
     };
-    let (esc, len) = if short != 0 { ([b'\\', short, 0, 0, 0, 0], 2) } else { ([b'\\', b'u', b'0', b'0', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]], 6) };
+    let (esc, len) =
+        if short != 0 { ([b'\\', short, 0, 0, 0, 0], 2) } else { ([b'\\', b'u', b'0', b'0', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]], 6) };
     // SAFETY: the caller guarantees 6 writable bytes at `dst`.
     unsafe { std::ptr::copy_nonoverlapping(esc.as_ptr(), dst, 6) };
     len

@@ -16,9 +16,9 @@ use super::{Map, Set};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter};
+use crate::transcript::model::id_hash;
 use crate::transcript::scan;
 use base64::Engine;
-use crate::transcript::model::id_hash;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
