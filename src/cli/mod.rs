@@ -118,8 +118,8 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     let mult: usize = match unit.trim() {
         "" | "B" | "b" => 1,
         "k" | "K" | "KiB" | "kiB" => 1 << 10,
-        "M" | "MiB" => 1 << 20,
-        "G" | "GiB" => 1 << 30,
+        "m" | "M" | "MiB" => 1 << 20,
+        "g" | "G" | "GiB" => 1 << 30,
         "kB" | "KB" => 1_000,
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
@@ -149,6 +149,7 @@ mod tests {
         assert_eq!(parse_size("64MiB"), Ok(64 << 20));
         assert_eq!(parse_size("100"), Ok(100));
         assert_eq!(parse_size("2k"), Ok(2048));
+        assert_eq!(parse_size("3m"), Ok(3 << 20));
         assert_eq!(parse_size("1MB"), Ok(1_000_000));
         assert!(parse_size("x").is_err());
         assert!(parse_size("5 parsecs").is_err());

@@ -9,7 +9,7 @@
 
 use super::output::human_bytes;
 use super::{Exit, OutputFormat};
-use crate::sinks::atomic::{self, AtomicFile};
+use crate::sinks::atomic::{self, AtomicFile, Spool};
 use crate::sources::batch::{self, Input};
 use crate::transcript::stages::repair::{Edit, Emit, OrphanPolicy, Plan, Planner, Rest, RewriteStats, Rewriter, Step, StreamRepair, Unrepaired};
 use crate::transcript::{Checker, Format, Options};
@@ -191,7 +191,7 @@ pub fn plan_file(path: &Path, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result
 }
 
 /// Rewrites `src` with `plan` into `dest`; rejects are added to `rejects`.
-fn rewrite_file(src: &Path, plan: &Plan, s: &Settings, dest: &mut AtomicFile, rejects: &mut Vec<u8>, buf: &mut Vec<u8>) -> anyhow::Result<RewriteStats> {
+fn rewrite_file(src: &Path, plan: &Plan, s: &Settings, dest: &mut AtomicFile, rejects: &mut Spool, buf: &mut Vec<u8>) -> anyhow::Result<RewriteStats> {
     let mut rw = Rewriter::new(plan, s.check.max_line_bytes);
     let mut failed: Option<std::io::Error> = None;
     let mut emit = |e: crate::transcript::stages::repair::Emit<'_>| match e {
@@ -202,7 +202,7 @@ fn rewrite_file(src: &Path, plan: &Plan, s: &Settings, dest: &mut AtomicFile, re
                 }
             }
         }
-        crate::transcript::stages::repair::Emit::Reject(b) => rejects.extend_from_slice(b),
+        crate::transcript::stages::repair::Emit::Reject(b) => rejects.push(b),
     };
     batch::read_chunks(&Input::File(src.to_path_buf()), buf, |chunk| {
         rw.feed(chunk, &mut emit);
@@ -225,7 +225,7 @@ struct FirstRound {
     plan: Plan,
     /// The output, when the plan has edits.
     out: Option<AtomicFile>,
-    rejects: Vec<u8>,
+    rejects: Spool,
     stats: RewriteStats,
 }
 
@@ -238,7 +238,7 @@ struct LazyOut<'a> {
     permissions: std::fs::Permissions,
     file: Option<AtomicFile>,
     same: u64,
-    rejects: Vec<u8>,
+    rejects: Spool,
     failed: Option<std::io::Error>,
 }
 
@@ -263,7 +263,7 @@ impl LazyOut<'_> {
                     }
                 }
             }
-            (Emit::Reject(b), _) => self.rejects.extend_from_slice(b),
+            (Emit::Reject(b), _) => self.rejects.push(b),
         }
     }
 
@@ -283,7 +283,8 @@ fn first_round(job: &Job, s: &Settings, permissions: std::fs::Permissions, buf: 
     let mut stream = StreamRepair::new(&s.check, s.orphans);
     let mut file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
     let mut win = batch::Window::new(buf, READ);
-    let mut out = LazyOut { input: path, dest: &job.output, permissions: permissions.clone(), file: None, same: 0, rejects: Vec::new(), failed: None };
+    let rejects = Spool::new(&job.output, Spool::LIMIT);
+    let mut out = LazyOut { input: path, dest: &job.output, permissions: permissions.clone(), file: None, same: 0, rejects, failed: None };
     let gave_up = loop {
         let n = win.fill(&mut file).with_context(|| format!("reading {}", path.display()))?;
         if n == 0 {
@@ -323,10 +324,11 @@ fn first_round(job: &Job, s: &Settings, permissions: std::fs::Permissions, buf: 
         }
     };
     if plan.is_empty() {
-        return Ok(FirstRound { plan, out: None, rejects: Vec::new(), stats: RewriteStats::default() });
+        return Ok(FirstRound { plan, out: None, rejects: out.rejects, stats: RewriteStats::default() });
     }
     let mut dest = AtomicFile::create(&job.output, Some(permissions)).with_context(|| format!("creating a temporary file beside {}", job.output.display()))?;
-    let mut rejects = Vec::new();
+    // What the abandoned pass put aside is written again by the second.
+    let mut rejects = Spool::new(&job.output, Spool::LIMIT);
     let stats = rewrite_file(path, &plan, s, &mut dest, &mut rejects, buf)?;
     Ok(FirstRound { plan, out: Some(dest), rejects, stats })
 }
@@ -435,7 +437,7 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
     }
     // What was removed is safe on disk before the new file takes the old one's place.
     let rejects_file = rejects_path(&job.output);
-    atomic::append_lines(&rejects_file, &rejects, Some(&meta.permissions())).with_context(|| format!("writing {}", rejects_file.display()))?;
+    rejects.append_to(&rejects_file, Some(&meta.permissions())).with_context(|| format!("writing {}", rejects_file.display()))?;
     if s.in_place {
         if let Some(suffix) = &s.backup {
             let backup = backup_path(&job.input, suffix);

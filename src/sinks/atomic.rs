@@ -7,7 +7,7 @@
 //! interleave lines, never parts of lines.
 
 use std::fs::{self, File, OpenOptions, Permissions};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 /// A file being written that replaces `dest` on [`AtomicFile::commit`]. Dropped without a
@@ -103,6 +103,17 @@ pub fn copy_file(src: &Path, dest: &Path) -> io::Result<()> {
     f.commit()
 }
 
+/// An append-mode handle on `path`, created with `permissions` (before the umask) if given.
+fn append_handle(path: &Path, permissions: Option<&Permissions>) -> io::Result<File> {
+    let mut open = OpenOptions::new();
+    open.create(true).append(true);
+    if let Some(p) = permissions {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        open.mode(p.mode() & 0o777);
+    }
+    open.open(path)
+}
+
 /// Appends whole lines to `path` in one `write` on an append-mode handle, then syncs. `lines`
 /// must end with a newline. A new file gets `permissions` (before the umask), or 0666 less the
 /// umask: the rejects of a 0600 transcript hold its lines and stay as private as it is.
@@ -111,13 +122,7 @@ pub fn append_lines(path: &Path, lines: &[u8], permissions: Option<&Permissions>
     if lines.is_empty() {
         return Ok(());
     }
-    let mut open = OpenOptions::new();
-    open.create(true).append(true);
-    if let Some(p) = permissions {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        open.mode(p.mode() & 0o777);
-    }
-    let mut f = open.open(path)?;
+    let mut f = append_handle(path, permissions)?;
     // One write call for the whole batch: an append-mode write of a regular file is not
     // interleaved with other appends.
     let n = f.write(lines)?;
@@ -127,10 +132,98 @@ pub fn append_lines(path: &Path, lines: &[u8], permissions: Option<&Permissions>
     f.sync_data()
 }
 
+/// Whole lines to append to a file later (repair's rejects: written only once the repaired
+/// transcript is complete): held in memory up to a limit, beyond it in an unnamed temporary
+/// file, so that memory stays flat however much a file loses. Write errors are kept and
+/// returned by [`Spool::append_to`].
+#[derive(Debug)]
+pub struct Spool {
+    mem: Vec<u8>,
+    limit: usize,
+    dir: PathBuf,
+    disk: Option<BufWriter<File>>,
+    failed: Option<io::Error>,
+}
+
+impl Spool {
+    /// Bytes held in memory before the spool moves to disk.
+    pub const LIMIT: usize = 4 << 20;
+
+    /// A spool that moves past `limit` bytes to an unnamed file in the directory of `beside`
+    /// (the file it will be appended to, or one next to it).
+    pub fn new(beside: &Path, limit: usize) -> Self {
+        Spool { mem: Vec::new(), limit, dir: parent_dir(beside).to_path_buf(), disk: None, failed: None }
+    }
+
+    /// Adds bytes (whole lines, or pieces of one in order).
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.failed.is_some() {
+            return;
+        }
+        if self.disk.is_none() && self.mem.len() + bytes.len() <= self.limit {
+            self.mem.extend_from_slice(bytes);
+            return;
+        }
+        if let Err(e) = self.spill(bytes) {
+            self.failed = Some(e);
+        }
+    }
+
+    fn spill(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let disk = match &mut self.disk {
+            Some(d) => d,
+            None => self.disk.insert(BufWriter::with_capacity(256 << 10, tempfile::tempfile_in(&self.dir)?)),
+        };
+        disk.write_all(&self.mem)?;
+        self.mem = Vec::new();
+        disk.write_all(bytes)
+    }
+
+    /// Whether nothing was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.mem.is_empty() && self.disk.is_none()
+    }
+
+    /// Appends everything pushed to `path` (see [`append_lines`]: one write when it stayed in
+    /// memory, else whole chunks of the spooled file), then syncs.
+    pub fn append_to(self, path: &Path, permissions: Option<&Permissions>) -> io::Result<()> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        let Some(disk) = self.disk else { return append_lines(path, &self.mem, permissions) };
+        let mut spooled = disk.into_inner().map_err(io::IntoInnerError::into_error)?;
+        spooled.seek(io::SeekFrom::Start(0))?;
+        let mut f = append_handle(path, permissions)?;
+        io::copy(&mut spooled, &mut f)?;
+        f.sync_data()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_spool_appends_what_it_held_in_memory_or_on_disk() {
+        let d = tempfile::tempdir().unwrap();
+        for limit in [0, 10, 1 << 20] {
+            let p = d.path().join(format!("r{limit}.jsonl"));
+            fs::write(&p, "earlier\n").unwrap();
+            let mut s = Spool::new(&p, limit);
+            assert!(s.is_empty());
+            for piece in ["{\"a\":1}\n", "{\"b\":", "2}\n", "{\"c\":3}\n"] {
+                s.push(piece.as_bytes());
+            }
+            assert!(!s.is_empty());
+            s.append_to(&p, None).unwrap();
+            assert_eq!(fs::read_to_string(&p).unwrap(), "earlier\n{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n", "limit {limit}");
+        }
+        // A spool that cannot reach its directory reports it at the end.
+        let mut s = Spool::new(&d.path().join("missing/r.jsonl"), 0);
+        s.push(b"x\n");
+        assert!(s.append_to(&d.path().join("r.jsonl"), None).is_err());
+    }
 
     #[test]
     fn replaces_atomically_and_keeps_permissions() {

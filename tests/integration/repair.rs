@@ -265,6 +265,15 @@ fn cli_repair_falls_back_to_two_passes() {
     let opts = Options { max_line_bytes: 1024, ..Options::default() };
     assert_cli_matches_memory(dir.path(), &["long.jsonl"], &["--max-line-bytes", "1k"], &opts);
 
+    // Rejects larger than the spool keeps in memory (a 6 MiB line) go through a temporary
+    // file: the same bytes come out.
+    let mut huge = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
+    let big = format!("{{\"type\":\"progress\",\"data\":\"{}\"}}\n", "y".repeat(6 << 20));
+    huge.splice(at..at, big.into_bytes());
+    std::fs::write(dir.path().join("huge.jsonl"), &huge).unwrap();
+    let opts = Options { max_line_bytes: 1 << 20, ..Options::default() };
+    assert_cli_matches_memory(dir.path(), &["huge.jsonl"], &["--max-line-bytes", "1m"], &opts);
+
     // No format to detect: nothing is final, more than the hold limit would be held.
     let mut unknown = Vec::new();
     for i in 0..(36usize << 20) / 24 {
