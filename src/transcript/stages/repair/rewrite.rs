@@ -497,6 +497,10 @@ impl Rewriter {
         }
         bytes.extend_from_slice(b"}\n");
         out(Emit::Reject(bytes));
+        if bytes.capacity() > 1 << 20 {
+            // Not kept for every later line: a long line reserved six times its length.
+            *bytes = Vec::new();
+        }
     }
 
     /// Streams a removed over-long line into the rejects, base64-encoded as it arrives.

@@ -363,18 +363,13 @@ mod tests {
             let expected: Map<String, Value> = whole.into_iter().filter(|(k, _)| keys.contains(&k.as_str())).collect();
             assert_eq!(members(line, &keys), expected, "{}", String::from_utf8_lossy(line));
         };
-        let mut dirs = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/real")];
         let mut lines = 0;
-        while let Some(dir) = dirs.pop() {
-            for e in std::fs::read_dir(&dir).unwrap() {
-                let path = e.unwrap().path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.extension().is_some_and(|x| x == "jsonl") {
-                    for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
-                        agree(line);
-                        lines += 1;
-                    }
+        for e in walkdir::WalkDir::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real")) {
+            let path = e.unwrap().into_path();
+            if path.extension().is_some_and(|x| x == "jsonl") {
+                for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
+                    agree(line);
+                    lines += 1;
                 }
             }
         }
