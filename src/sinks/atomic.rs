@@ -184,8 +184,9 @@ impl Spool {
         self.mem.is_empty() && self.disk.is_none()
     }
 
-    /// Appends everything pushed to `path` (see [`append_lines`]: one write when it stayed in
-    /// memory, else whole chunks of the spooled file), then syncs.
+    /// Appends everything pushed to `path`, then syncs: in one write (see [`append_lines`]) when
+    /// it stayed in memory; copied from the spooled file in several writes otherwise, so then
+    /// another process appending to the same file at the same moment could land inside a line.
     pub fn append_to(self, path: &Path, permissions: Option<&Permissions>) -> io::Result<()> {
         if let Some(e) = self.failed {
             return Err(e);
