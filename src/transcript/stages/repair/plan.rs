@@ -166,7 +166,8 @@ impl Plan {
 struct Turn {
     first_line: u64,
     key: Option<u64>,
-    lines: Vec<u64>,
+    /// Its lines (a Claude Code turn split over a few lines; one line elsewhere).
+    lines: smallvec::SmallVec<[u64; 4]>,
     exchange_end: u64,
     has_calls: bool,
     invalid_call: bool,
@@ -201,6 +202,8 @@ pub struct Planner {
     dropped_here: Vec<String>,
     join_next: Option<u64>,
     merge_next: Option<u64>,
+    /// Turns with calls pending (scratch space, kept to reuse its allocation).
+    live: Set<u64>,
     /// Claude Code: (line, hash of its parent) of the lines read, while recording.
     parents: Option<Vec<(u64, Option<u64>)>>,
     plan: Plan,
@@ -300,7 +303,7 @@ impl Planner {
             Kind::EmptyAssistantTurn => {
                 self.plan.recheck = true;
                 let turn = self.current.and_then(|c| self.turns.get(&c)).filter(|t| t.first_line == f.line);
-                let lines = turn.map_or_else(|| vec![f.line], |t| t.lines.clone());
+                let lines = turn.map_or_else(|| smallvec::smallvec![f.line], |t| t.lines.clone());
                 for line in lines {
                     self.edit(Edit::Remove { line, reason: f.kind });
                 }
@@ -335,11 +338,22 @@ impl Planner {
                 self.edit(Edit::MergeInto { line, into, reason: Kind::ConsecutiveAssistant });
             }
             // Turns are kept while calls of theirs are pending.
-            let live: Set<u64> = self.calls.values().map(|c| c.turn).collect();
+            self.live.clear();
+            self.live.extend(self.calls.values().map(|c| c.turn));
+            let live = &self.live;
             self.turns.retain(|seq, _| live.contains(seq));
             self.turns.insert(
                 self.seq,
-                Turn { first_line: line, key: m.turn, lines: Vec::new(), exchange_end: line, has_calls: false, invalid_call: false, join, merge_into },
+                Turn {
+                    first_line: line,
+                    key: m.turn,
+                    lines: smallvec::SmallVec::new(),
+                    exchange_end: line,
+                    has_calls: false,
+                    invalid_call: false,
+                    join,
+                    merge_into,
+                },
             );
             self.current = Some(self.seq);
             if self.format != Some(Format::Codex) {
@@ -414,7 +428,7 @@ impl Observer for Planner {
                     let t = Turn {
                         first_line: number,
                         key: None,
-                        lines: Vec::new(),
+                        lines: smallvec::SmallVec::new(),
                         exchange_end: number,
                         has_calls: true,
                         invalid_call: false,
