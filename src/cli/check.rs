@@ -66,7 +66,8 @@ pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileRepo
     let mut c = Checker::new(opts.clone());
     let mut stop: Option<StrictStop> = None;
     // A large file is read and parsed by `jobs` threads in turn, this one among them.
-    let read = if opts.jobs > 1 && is_large(input) {
+    let large = input.path().and_then(|p| std::fs::metadata(p).ok()).is_some_and(|m| m.len() > PARALLEL_MIN);
+    let read = if opts.jobs > 1 && large {
         batch::with_reader(input, |r| {
             let mut error = None;
             let fill = |buf: &mut [u8]| {
@@ -101,23 +102,10 @@ pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileRepo
     }
 }
 
-/// Whether `input` is a file large enough to be parsed by several threads.
-fn is_large(input: &Input) -> bool {
-    input.path().and_then(|p| std::fs::metadata(p).ok()).is_some_and(|m| m.len() > PARALLEL_MIN)
-}
-
-/// Threads each large file gets when `large` of them are checked by `jobs` threads: the jobs
-/// are shared out, so that files checked side by side never run more threads than `jobs` (a
-/// lone large file among small ones gets them all; the small ones then borrow a little).
-fn threads_per_large_file(large: usize, jobs: usize) -> usize {
-    (jobs / large.clamp(1, jobs.max(1))).max(1)
-}
-
 /// Checks every input, `jobs` at a time, in path order.
 pub fn check_all(inputs: &[Input], opts: &Options, jobs: usize) -> Vec<FileReport> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().expect("thread pool");
-    let large = if jobs > 1 { inputs.iter().filter(|i| is_large(i)).count() } else { 0 };
-    let opts = Options { jobs: threads_per_large_file(large, jobs), ..opts.clone() };
+    let opts = Options { jobs, ..opts.clone() };
     pool.install(|| inputs.par_iter().with_max_len(1).map(|input| batch::with_buffer(|buf| check_input(input, &opts, buf))).collect())
 }
 
@@ -203,28 +191,4 @@ fn write_finding(out: &mut impl Write, format: OutputFormat, file: &str, fmt: Op
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::threads_per_large_file;
-
-    #[test]
-    fn large_files_share_the_jobs() {
-        // One large file: every thread; as many as the jobs or more: one each.
-        assert_eq!(threads_per_large_file(1, 8), 8);
-        assert_eq!(threads_per_large_file(0, 8), 8);
-        assert_eq!(threads_per_large_file(3, 8), 2);
-        assert_eq!(threads_per_large_file(8, 8), 1);
-        assert_eq!(threads_per_large_file(100, 8), 1);
-        assert_eq!(threads_per_large_file(2, 2), 1);
-        assert_eq!(threads_per_large_file(5, 1), 1);
-        assert_eq!(threads_per_large_file(1, 0), 1);
-        // Never more threads than jobs over the files checked side by side.
-        for jobs in 1..=16 {
-            for large in 1..=40 {
-                assert!(large.min(jobs) * threads_per_large_file(large, jobs) <= jobs, "{large} files, {jobs} jobs");
-            }
-        }
-    }
 }
