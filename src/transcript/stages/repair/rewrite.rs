@@ -21,6 +21,7 @@ use crate::transcript::scan;
 use base64::Engine;
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::io::Write;
 
 /// What the rewriter produces.
 #[derive(Debug, PartialEq, Eq)]
@@ -474,15 +475,10 @@ impl Rewriter {
         // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
         let bytes = &mut self.reject_buf;
         bytes.clear();
-        bytes.extend_from_slice(b"{\"line\":");
-        bytes.extend_from_slice(line.to_string().as_bytes());
-        bytes.extend_from_slice(b",\"action\":\"");
-        bytes.extend_from_slice(action.as_bytes());
-        bytes.push(b'"');
+        let write = "writing to a Vec cannot fail";
+        write!(bytes, "{{\"line\":{line},\"action\":\"{action}\"").expect(write);
         if let Some(r) = reason {
-            bytes.extend_from_slice(b",\"reason\":\"");
-            bytes.extend_from_slice(r.as_str().as_bytes());
-            bytes.push(b'"');
+            write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
         }
         match simdutf8::basic::from_utf8(original) {
             Ok(text) => {
