@@ -11,6 +11,7 @@ mod context;
 mod daemon;
 mod deploy;
 mod generated;
+mod harness;
 mod orphans;
 mod real;
 mod repair;
