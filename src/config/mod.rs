@@ -64,6 +64,10 @@ pub struct DaemonConfig {
     /// Lines longer than this are `line_too_long` (bytes, with units: "64MiB").
     #[serde(default = "default_max_line_bytes")]
     pub max_line_bytes: String,
+    /// `/health` reports the daemon stuck when one step of its loop (a read, a sink write, a
+    /// checkpoint) runs longer than this.
+    #[serde(default = "default_stall_timeout", with = "humantime_serde")]
+    pub stall_timeout: Duration,
 }
 
 /// How files are noticed.
@@ -196,9 +200,16 @@ pub enum SinkConfig {
     },
     /// Prometheus exporter serving `/metrics` and `/health`.
     Prometheus {
-        /// Listen address; loopback by default.
+        /// Listen address; loopback by default (another address is logged as a warning).
         #[serde(default = "default_metrics_addr")]
         address: String,
+        /// Connections served at once; one more closes the oldest. Lowered to fit the
+        /// descriptor limit.
+        #[serde(default = "default_max_connections")]
+        max_connections: usize,
+        /// A connection must send its request and take its answer within this.
+        #[serde(default = "default_request_timeout", with = "humantime_serde")]
+        request_timeout: Duration,
     },
 }
 
@@ -241,6 +252,15 @@ fn default_rotate_bytes() -> String {
 fn default_keep() -> usize {
     5
 }
+fn default_stall_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_max_connections() -> usize {
+    64
+}
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(5)
+}
 fn default_metrics_addr() -> String {
     "127.0.0.1:9464".into()
 }
@@ -262,6 +282,7 @@ impl Default for DaemonConfig {
             poll_interval: default_poll_interval(),
             evict_after: default_evict_after(),
             max_line_bytes: default_max_line_bytes(),
+            stall_timeout: default_stall_timeout(),
         }
     }
 }
@@ -312,6 +333,19 @@ pub struct Resolved {
     pub repair_orphans: OrphanPolicy,
     /// Prometheus listen address, if the sink is configured.
     pub metrics_addr: Option<SocketAddr>,
+    /// The Prometheus sink's settings, if it is configured.
+    pub metrics: Option<MetricsSettings>,
+}
+
+/// The Prometheus sink, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// Listen address.
+    pub addr: SocketAddr,
+    /// Connections at once.
+    pub max_connections: usize,
+    /// Time a connection has for its request and answer.
+    pub request_timeout: Duration,
 }
 
 impl Config {
@@ -338,6 +372,9 @@ impl Config {
         let max_line_bytes = crate::cli::parse_size(&self.daemon.max_line_bytes).map_err(|m| invalid("daemon.max_line_bytes".into(), m))?;
         if self.daemon.max_open_files == 0 {
             return Err(invalid("daemon.max_open_files".into(), "must be at least 1".into()));
+        }
+        if self.daemon.stall_timeout.is_zero() {
+            return Err(invalid("daemon.stall_timeout".into(), "must be more than 0".into()));
         }
         let mut formats = Vec::new();
         for (i, s) in self.sources.iter().enumerate() {
@@ -371,11 +408,18 @@ impl Config {
                 tools::ToolRegistry::load(r).map_err(|e| invalid(format!("stages[{i}].registry"), e.to_string()))?;
             }
         }
-        let mut metrics_addr = None;
+        let mut metrics = None;
         for (i, s) in self.sinks.iter().enumerate() {
             match s {
-                SinkConfig::Prometheus { address } => {
-                    metrics_addr = Some(address.parse().map_err(|e| invalid(format!("sinks[{i}].address"), format!("{address}: {e}")))?);
+                SinkConfig::Prometheus { address, max_connections, request_timeout } => {
+                    let addr = address.parse().map_err(|e| invalid(format!("sinks[{i}].address"), format!("{address}: {e}")))?;
+                    if *max_connections == 0 {
+                        return Err(invalid(format!("sinks[{i}].max_connections"), "must be at least 1".into()));
+                    }
+                    if request_timeout.is_zero() {
+                        return Err(invalid(format!("sinks[{i}].request_timeout"), "must be more than 0".into()));
+                    }
+                    metrics = Some(MetricsSettings { addr, max_connections: *max_connections, request_timeout: *request_timeout });
                 }
                 SinkConfig::File { max_bytes, keep, .. } => {
                     crate::cli::parse_size(max_bytes).map_err(|m| invalid(format!("sinks[{i}].max_bytes"), m))?;
@@ -386,7 +430,7 @@ impl Config {
                 SinkConfig::Stdout | SinkConfig::RepairedFiles { .. } => {}
             }
         }
-        Ok(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr })
+        Ok(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr: metrics.map(|m| m.addr), metrics })
     }
 
     /// The configuration of `transcriptd run` without a file: watch `dirs` for `*.jsonl`,
@@ -394,7 +438,11 @@ impl Config {
     pub fn for_watch(dirs: &[PathBuf], metrics_addr: Option<&str>, state_dir: Option<&Path>) -> Config {
         let mut sinks = vec![SinkConfig::Stdout];
         if let Some(a) = metrics_addr {
-            sinks.push(SinkConfig::Prometheus { address: a.to_owned() });
+            sinks.push(SinkConfig::Prometheus {
+                address: a.to_owned(),
+                max_connections: default_max_connections(),
+                request_timeout: default_request_timeout(),
+            });
         }
         Config {
             daemon: DaemonConfig { state_dir: state_dir.map_or_else(default_user_state_dir, Path::to_path_buf), ..DaemonConfig::default() },

@@ -91,7 +91,12 @@ fn rotation_truncation_deletion_recreation() {
     let b = w.join("b.jsonl");
     std::fs::rename(&a, &b).unwrap();
     append_in_pieces(&b, line(2).as_bytes(), 1, Duration::ZERO);
-    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "c2" && r["file"] == b.to_str().unwrap())), "{}", d.log());
+    assert!(
+        wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "c2" && r["file"] == b.to_str().unwrap())),
+        "{}\n{:#?}",
+        d.log(),
+        d.records()
+    );
     assert_eq!(d.records().iter().filter(|r| r["call_id"] == "c1" && r["type"] == "finding").count(), 1);
 
     // copytruncate: the content is copied away (to a name not watched) and the file truncated.

@@ -408,11 +408,7 @@ pub fn fold_records(records: &[Value]) -> Folded {
         let file = r["file"].as_str().unwrap_or_default().to_owned();
         match r["type"].as_str().unwrap_or_default() {
             "finding" => *f.live.entry(key(r, r["severity"].as_str().unwrap())).or_default() += 1,
-            "finding_retracted" => {
-                if f.live.remove(&key(r, "error")).is_none() && f.live.remove(&key(r, "warning")).is_none() {
-                    f.unknown.push(r.to_string());
-                }
-            }
+            "finding_retracted" if f.live.remove(&key(r, "error")).is_none() && f.live.remove(&key(r, "warning")).is_none() => f.unknown.push(r.to_string()),
             "finding_demoted" => match f.live.remove(&key(r, "error")) {
                 Some(n) => {
                     f.live.insert(key(r, "warning"), n);
