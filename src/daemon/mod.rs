@@ -558,16 +558,24 @@ impl Daemon {
                 let first = !self.retry.contains_key(p);
                 let r =
                     self.retry.entry(p.to_path_buf()).or_insert(Retry { at: Instant::now(), delay: Duration::from_millis(50), resource, error: String::new() });
-                if first || r.error != e.to_string() {
-                    warn!(file = %p.display(), error = %e, "cannot read file; it is retried until it can be read");
-                }
+                let changed = first || r.error != e.to_string();
                 r.delay = (r.delay * 2).min(if resource { Duration::from_secs(2) } else { Duration::from_secs(30) });
                 r.at = Instant::now() + r.delay;
                 r.resource = resource;
                 r.error = e.to_string();
+                self.report_reading();
+                if changed {
+                    warn!(file = %p.display(), error = %e, "cannot read file; it is retried until it can be read");
+                }
             }
         }
         Ok(())
+    }
+
+    /// Tells `/health` how many files wait for a retry for want of resources.
+    fn report_reading(&self) {
+        let failing: Vec<&Retry> = self.retry.values().filter(|r| r.resource).collect();
+        self.health.reading(failing.len(), failing.first().map(|r| r.error.clone()));
     }
 
     /// The file read as `p` left that path (`hint`: where its inode showed up). A rename to
@@ -781,8 +789,7 @@ impl Daemon {
             self.checkpoint()?;
         }
         self.gauges();
-        let failing: Vec<&Retry> = self.retry.values().filter(|r| r.resource).collect();
-        self.health.reading(failing.len(), failing.first().map(|r| r.error.clone()));
+        self.report_reading();
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 //! SIGSTOP around in-place rewrites, inode reuse, `kill -9`, a shared stdout file, SIGHUP with a
 //! configuration that cannot start, connection floods under a descriptor limit — and kept fixed.
 
-use super::harness::{append, compactions_in, fold_records, free_port, http, metric, metric_sum, result_line, settle, wait, Daemon, Opts, Out};
+use super::harness::{append, compactions_in, fold_records, http, metric, metric_sum, result_line, settle, wait, Daemon, Opts, Out};
 use super::support::{data, transcriptd};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -509,7 +509,7 @@ fn sighup_with_an_unstartable_config_keeps_running_and_health_stays_up() {
     let blocker = d.root.path().join("a-file");
     std::fs::write(&blocker, "").unwrap();
     let bad_configs = [
-        good.replace(&format!("127.0.0.1:{}", d.port), &format!("127.0.0.1:{busy}")),
+        good.replace(&format!("address = \"{}\"", d.address), &format!("address = \"127.0.0.1:{busy}\"")),
         good.replace(&d.state_dir().display().to_string(), &blocker.join("state").display().to_string()),
     ];
     for (i, bad) in bad_configs.iter().enumerate() {
@@ -611,8 +611,7 @@ fn a_connection_flood_under_a_descriptor_limit_leaves_health_checkpoints_and_rea
 /// Issue 15, defect 14: A metrics listener on a non-loopback address logs a warning.
 #[test]
 fn a_non_loopback_metrics_bind_logs_a_warning() {
-    let port = free_port();
-    let d = Daemon::with(Opts { address: Some(format!("0.0.0.0:{port}")), ..Opts::default() });
+    let d = Daemon::with(Opts { address: Some("0.0.0.0:0".into()), ..Opts::default() });
     assert!(d.log().lines().any(|l| l.contains("WARN") && l.contains("0.0.0.0") && l.contains("loopback")), "{}", d.log());
     let local = Daemon::new("", "");
     assert!(!local.log().contains("loopback"), "{}", local.log());

@@ -34,7 +34,8 @@ pub struct Opts {
     pub daemon: String,
     /// Stages, sinks or sources appended to the config.
     pub extra: String,
-    /// The prometheus sink's address; `None` picks a free loopback port.
+    /// The prometheus sink's address; `None` is loopback port 0 (the port the daemon gets is
+    /// read from its log, so parallel tests never collide).
     pub address: Option<String>,
     /// Stdout's wiring.
     pub out: Out,
@@ -53,17 +54,14 @@ pub struct Daemon {
     child: Option<Child>,
     /// Its temp directory: `watch/`, `state/`, `out.jsonl`, `err.log`, `transcriptd.toml`.
     pub root: tempfile::TempDir,
-    /// The metrics port.
+    /// The prometheus sink's address, as configured.
+    pub address: String,
+    /// The metrics port the running daemon listens on.
     pub port: u16,
     /// How it was started.
     pub opts: Opts,
     /// Stdout, when it is a pipe.
     pub pipe: Option<ChildStdout>,
-}
-
-/// A free loopback port.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Daemon {
@@ -84,8 +82,8 @@ impl Daemon {
         self.root.path().join("state")
     }
 
-    /// A config: sources in `watch/`, grace 300 ms, stdout and Prometheus sinks, `extra`
-    /// appended (more stages or sinks).
+    /// A config: sources in `watch/`, grace 300 ms, stdout and Prometheus sinks (on `port` of
+    /// loopback; 0: any), `extra` appended (more stages or sinks).
     pub fn config(root: &Path, port: u16, extra_daemon: &str, extra: &str) -> String {
         Self::config_at(root, &format!("127.0.0.1:{port}"), extra_daemon, extra)
     }
@@ -141,20 +139,22 @@ address = "{address}"
     pub fn prepare(opts: Opts) -> Daemon {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("watch")).unwrap();
-        let (address, port) = match &opts.address {
-            Some(a) => (a.clone(), a.rsplit(':').next().unwrap().parse().unwrap()),
-            None => {
-                let p = free_port();
-                (format!("127.0.0.1:{p}"), p)
-            }
-        };
+        let address = opts.address.clone().unwrap_or_else(|| "127.0.0.1:0".into());
         std::fs::write(root.path().join("transcriptd.toml"), Self::config_at(root.path(), &address, &opts.daemon, &opts.extra)).unwrap();
-        Daemon { child: None, root, port, opts, pipe: None }
+        Daemon { child: None, root, address, port: 0, opts, pipe: None }
     }
 
-    /// Starts the process and waits until `/health` answers `ok`.
+    /// Starts the process, learns its metrics port from its log, and waits until `/health`
+    /// answers `ok`.
     pub fn start(&mut self) {
+        let from = self.log().len();
         self.spawn();
+        let mut port = None;
+        wait(Duration::from_secs(20), || {
+            port = listening_port(&self.log()[from.min(self.log().len())..]);
+            port.is_some()
+        });
+        self.port = port.unwrap_or_else(|| panic!("the daemon did not say where it listens: {}", self.log()));
         assert!(wait(Duration::from_secs(20), || self.get("/health").as_deref() == Some("ok\n")), "daemon did not become healthy: {}", self.log());
     }
 
@@ -269,6 +269,24 @@ address = "{address}"
     pub fn records(&self) -> Vec<Value> {
         read_records(&self.out())
     }
+}
+
+/// The port in the first "serving /metrics and /health" log line of `log`.
+fn listening_port(log: &str) -> Option<u16> {
+    // Without colours' escape sequences.
+    let mut plain = String::with_capacity(log.len());
+    let mut esc = false;
+    for c in log.chars() {
+        match (esc, c) {
+            (false, '\u{1b}') => esc = true,
+            (true, 'm') => esc = false,
+            (true, _) => {}
+            (false, c) => plain.push(c),
+        }
+    }
+    let line = plain.lines().find(|l| l.contains("serving /metrics and /health"))?;
+    let addr = line.split_whitespace().find_map(|w| w.strip_prefix("addr="))?;
+    addr.rsplit(':').next()?.parse().ok()
 }
 
 /// The JSON records in a file, skipping lines that are not JSON objects with a `type` (logs
