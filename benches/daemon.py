@@ -90,7 +90,8 @@ def wait_health(port, timeout=30):
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=1)
             s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            if b"ok" in s.recv(4096):
+            # 503 until the files already there are read.
+            if s.recv(4096).startswith(b"HTTP/1.1 200"):
                 s.close()
                 return
         except OSError:

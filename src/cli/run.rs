@@ -109,6 +109,9 @@ enum Listener {
     Keep,
     /// A new one, already bound.
     New(MetricsServer),
+    /// A new one on the running one's port (another interface): bound once the running one
+    /// is closed.
+    Rebind(std::net::SocketAddr),
     /// None any more.
     Stop,
 }
@@ -119,10 +122,12 @@ fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &Prometheu
     if running.is_some_and(|s| s.configured() == m.addr) {
         return Ok(Listener::Keep);
     }
-    let connections = connections(cfg);
-    let server =
-        MetricsServer::bind(m.addr, connections, m.request_timeout, health.clone(), metrics.clone()).with_context(|| format!("listening on {}", m.addr))?;
-    Ok(Listener::New(server))
+    match MetricsServer::bind(m.addr, connections(cfg), m.request_timeout, health.clone(), metrics.clone()) {
+        Ok(server) => Ok(Listener::New(server)),
+        // 127.0.0.1:9464 -> 0.0.0.0:9464: the running listener holds the port itself.
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && running.is_some_and(|s| s.local().port() == m.addr.port()) => Ok(Listener::Rebind(m.addr)),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("listening on {}", m.addr))),
+    }
 }
 
 /// Metrics connections at once: the configured maximum, within the descriptor budget.
@@ -146,7 +151,7 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
     let mut hup = signal(SignalKind::hangup())?;
     let mut server = match listener(&cfg, None, &metrics, &health)? {
         Listener::New(s) => Some(s),
-        Listener::Keep | Listener::Stop => None,
+        Listener::Keep | Listener::Stop | Listener::Rebind(_) => None,
     };
     let mut started = crate::daemon::start(cfg.clone(), health.clone())?;
     loop {
@@ -181,6 +186,17 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
                     Listener::Keep => {}
                     Listener::New(s) => server = Some(s),
                     Listener::Stop => server = None,
+                    Listener::Rebind(addr) => {
+                        let old = server.take().map(|s| s.configured());
+                        let m = new.metrics.expect("a prometheus sink");
+                        server = match MetricsServer::bind(addr, connections(&new), m.request_timeout, health.clone(), metrics.clone()) {
+                            Ok(s) => Some(s),
+                            Err(e) => {
+                                error!(error = %e, %addr, "cannot listen on the new address; listening on the old one again");
+                                old.and_then(|a| MetricsServer::bind(a, connections(&cfg), m.request_timeout, health.clone(), metrics.clone()).ok())
+                            }
+                        };
+                    }
                 }
                 if let (Some(s), Some(m)) = (server.as_ref(), new.metrics) {
                     s.set_limits(connections(&new), m.request_timeout);

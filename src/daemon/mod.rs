@@ -245,6 +245,9 @@ struct Daemon {
     retry: HashMap<PathBuf, Retry>,
     /// Bytes the running step may still read.
     step_left: u64,
+    /// Files the running step opened (a step that takes up thousands of files at once closes
+    /// them again beyond half of `max_open`).
+    opened_in_step: usize,
     /// Files open at once (`max_open_files`, within the descriptor budget).
     max_open: usize,
     sinks: Sinks,
@@ -295,6 +298,7 @@ pub fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
         queued: HashSet::new(),
         retry: HashMap::new(),
         step_left: STEP_BUDGET,
+        opened_in_step: 0,
         max_open: budget.files.max(1),
         sinks,
         watch,
@@ -349,7 +353,7 @@ impl Started {
                 _ = &mut shutdown => break,
                 change = rx.recv() => {
                     d.health.busy();
-                    d.step_left = STEP_BUDGET;
+                    d.new_step();
                     let Some(change) = change else { break };
                     let mut changes = vec![change];
                     while let Ok(c) = rx.try_recv() {
@@ -359,7 +363,7 @@ impl Started {
                 }
                 _ = tokio::time::sleep_until(deadline.into()) => {
                     d.health.busy();
-                    d.step_left = STEP_BUDGET;
+                    d.new_step();
                 }
             }
             d.timers()?;
@@ -401,6 +405,11 @@ impl Daemon {
             self.by_id.insert((f.dev, f.ino), f.path.clone());
             self.files.insert(f.path.clone(), t);
         }
+    }
+
+    fn new_step(&mut self) {
+        self.step_left = STEP_BUDGET;
+        self.opened_in_step = 0;
     }
 
     fn watched_source(&self, p: &Path) -> Option<usize> {
@@ -523,7 +532,15 @@ impl Daemon {
         let mark = records.len();
         let budget = self.step_left.min(FILE_BUDGET);
         let t = self.files.get_mut(p).expect("present");
+        let was_open = t.is_open();
         let polled = t.poll(&mut self.buf, records, self.stages.compaction, budget);
+        if !was_open && t.is_open() {
+            self.opened_in_step += 1;
+            if self.opened_in_step > self.max_open / 2 {
+                // Reopened on its next event.
+                t.close();
+            }
+        }
         let id = t.id();
         match polled {
             Ok((state, n)) => {

@@ -615,6 +615,17 @@ fn a_non_loopback_metrics_bind_logs_a_warning() {
     assert!(d.log().lines().any(|l| l.contains("WARN") && l.contains("0.0.0.0") && l.contains("loopback")), "{}", d.log());
     let local = Daemon::new("", "");
     assert!(!local.log().contains("loopback"), "{}", local.log());
+    // Opening a loopback listener to every interface on the same port by SIGHUP (the host
+    // configuration's documented step): the running listener holds the port, so it is closed
+    // first and the new one bound in its place.
+    let port = local.port;
+    let text =
+        std::fs::read_to_string(local.config_path()).unwrap().replace(&format!("address = \"{}\"", local.address), &format!("address = \"0.0.0.0:{port}\""));
+    std::fs::write(local.config_path(), text).unwrap();
+    local.signal(libc::SIGHUP);
+    assert!(wait(Duration::from_secs(10), || local.log().contains("configuration reloaded")), "{}", local.log());
+    assert!(local.log().lines().any(|l| l.contains("WARN") && l.contains(&format!("0.0.0.0:{port}")) && l.contains("loopback")), "{}", local.log());
+    assert!(wait(Duration::from_secs(5), || local.health().is_some_and(|h| h.0 == 200)), "{}", local.log());
 }
 
 /// The shipped configurations bind loopback, except where a container's probes need the pod's
