@@ -105,6 +105,13 @@ impl Watch {
             if let Some(id) = now {
                 match self.inner.watch(&root, RecursiveMode::Recursive) {
                     Ok(()) => {
+                        // Links are not followed below a root, and `notify` then leaves out a
+                        // root that is itself a link (its directories are watched, not it):
+                        // watch it by name (inotify follows the name). New directories in it are
+                        // watched by `add_dir`.
+                        if self.events && std::fs::symlink_metadata(&root).is_ok_and(|m| m.file_type().is_symlink()) {
+                            let _ = self.inner.watch(&root, RecursiveMode::NonRecursive);
+                        }
                         self.watched.insert(root.clone(), id);
                         fresh.push(root);
                     }

@@ -480,6 +480,8 @@ fn symlinks_are_skipped_with_a_warning() {
     std::os::unix::fs::symlink(&target, w.join("link.jsonl")).unwrap();
     std::os::unix::fs::symlink(w.join("real.jsonl"), w.join("alias.jsonl")).unwrap();
     std::os::unix::fs::symlink(outside.path().join("dir"), w.join("linkdir")).unwrap();
+    // A link to the whole filesystem: never walked, never watched.
+    std::os::unix::fs::symlink("/", w.join("slash")).unwrap();
     assert!(wait(Duration::from_secs(10), || has_call(&d, "inside1")));
     append(&target, result_line("outside2"));
     std::fs::write(w.join("later.jsonl"), result_line("later")).unwrap();
@@ -492,9 +494,10 @@ fn symlinks_are_skipped_with_a_warning() {
     }
     assert_eq!(recs.iter().filter(|r| r["call_id"] == "inside1").count(), 1, "read once, under its own name");
     let log = d.log();
-    for name in ["link.jsonl", "alias.jsonl"] {
+    for name in ["link.jsonl", "alias.jsonl", "linkdir", "slash"] {
         assert!(log.lines().any(|l| l.contains("WARN") && l.contains(name) && l.contains("symlink")), "no warning naming {name}:\n{log}");
     }
+    assert!(d.inotify_watches() < 10, "{} inotify watches: a link was followed", d.inotify_watches());
 }
 
 /// Issue 15, defect 12: SIGHUP with a configuration that validates but cannot start (metrics port in use, a
@@ -645,4 +648,53 @@ fn shipped_configurations_bind_loopback_or_say_why_not() {
     }
     let unit = std::fs::read_to_string(root.join("deploy/systemd/transcriptd.toml")).unwrap();
     assert!(unit.contains("address = \"127.0.0.1:9464\""), "the host configuration binds loopback by default");
+}
+
+/// Where there are no filesystem events (`watch = "poll"`, network filesystems), the same cases
+/// hold by polling: appends, a rename, a rewrite in place, a FIFO, a recreated root.
+#[test]
+fn polling_covers_appends_renames_rewrites_fifos_and_a_recreated_root() {
+    let d = Daemon::new("watch = \"poll\"", "");
+    let w = d.watch_dir();
+    let a = w.join("a.jsonl");
+    std::fs::write(&a, result_line("p1")).unwrap();
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "p1")), "{}", d.log());
+    mkfifo(&w.join("fifo.jsonl"));
+    append(&a, result_line("p2"));
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "p2")), "{}", d.log());
+    let b = w.join("b.jsonl");
+    std::fs::rename(&a, &b).unwrap();
+    append(&b, result_line("p3"));
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "p3")), "{}", d.log());
+    d.while_stopped(|| {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&b).unwrap();
+        f.set_len(0).unwrap();
+        f.write_all(format!("{}{}{}", result_line("q1-rewritten"), result_line("q2-rewritten"), result_line("q3")).as_bytes()).unwrap();
+    });
+    let (got, want) = settle(&d);
+    assert_eq!(got, want, "{}", d.log());
+    std::fs::remove_dir_all(&w).unwrap();
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(w.join("c.jsonl"), result_line("p4")).unwrap();
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "p4")), "{}", d.log());
+    append(&w.join("c.jsonl"), result_line("p5"));
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "p5")), "{}", d.log());
+    assert!(d.log().lines().any(|l| l.contains("WARN") && l.contains("fifo.jsonl")), "{}", d.log());
+}
+
+/// A watched root may itself be a symlink (a projects directory moved to another disk).
+#[test]
+fn a_watched_root_may_be_a_symlink() {
+    let mut d = Daemon::prepare(Opts::default());
+    let real = d.root.path().join("elsewhere");
+    std::fs::rename(d.watch_dir(), &real).unwrap();
+    std::os::unix::fs::symlink(&real, d.watch_dir()).unwrap();
+    std::fs::write(real.join("before.jsonl"), result_line("r1")).unwrap();
+    d.start();
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "r1")), "{}", d.log());
+    std::fs::create_dir(real.join("sub")).unwrap();
+    std::fs::write(real.join("sub/after.jsonl"), result_line("r2")).unwrap();
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "r2")), "{}", d.log());
+    let files: BTreeSet<String> = d.records().iter().filter_map(|r| r["file"].as_str().map(str::to_owned)).collect();
+    assert!(files.iter().all(|f| f.starts_with(&d.watch_dir().display().to_string())), "reported under the root as configured: {files:?}");
 }

@@ -260,6 +260,19 @@ address = "{address}"
         std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, |d| d.count())
     }
 
+    /// How many inotify watches the process holds.
+    pub fn inotify_watches(&self) -> usize {
+        let pid = self.pid();
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
+        fds.filter_map(Result::ok)
+            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().contains("inotify")))
+            .map(|e| {
+                let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_string_lossy())).unwrap_or_default();
+                info.lines().filter(|l| l.starts_with("inotify wd:")).count()
+            })
+            .sum()
+    }
+
     /// The value of a metric sample (`name{labels}` as served), if served.
     pub fn metric(&self, sample: &str) -> Option<f64> {
         metric(&self.get("/metrics")?, sample)
