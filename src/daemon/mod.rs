@@ -751,7 +751,7 @@ impl Daemon {
         let tail_stage = self.stages.orphans || self.stages.validate;
         for t in self.files.values_mut() {
             if !t.tail_done && t.is_loaded() && t.last_growth + grace <= now {
-                t.tail_done = true;
+                t.quiet();
                 if !tail_stage {
                     continue;
                 }

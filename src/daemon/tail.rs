@@ -358,23 +358,27 @@ impl Tailed {
     }
 
     /// Whether the bytes the file held when read are still there: the first bytes and the
-    /// bytes before the read offset.
-    fn content_holds(&self, f: &File, size: u64) -> io::Result<bool> {
+    /// bytes before the read offset. When they are, returns the latter (the fingerprint's bytes).
+    fn content_holds(&self, f: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
         let end = self.offset.max(self.committed).max(self.fp.map_or(0, |fp| fp.end));
         if size < end {
-            return Ok(false);
+            return Ok(None);
         }
         if let Some((hash, len)) = self.head {
-            if size < len || hash_at(f, 0, len)? != hash {
-                return Ok(false);
+            if size < len || xxhash_rust::xxh3::xxh3_64(&read_at(f, 0, len)?) != hash {
+                return Ok(None);
             }
         }
-        if let Some(fp) = self.fp {
-            if hash_at(f, fp.end - fp.len, fp.len)? != fp.hash {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        let Some(fp) = self.fp else { return Ok(Some(Vec::new())) };
+        let bytes = read_at(f, fp.end - fp.len, fp.len)?;
+        Ok((xxhash_rust::xxh3::xxh3_64(&bytes) == fp.hash).then_some(bytes))
+    }
+
+    /// The file went quiet: the bytes kept to fingerprint the next read are given back (they are
+    /// read again, and checked, when it grows).
+    pub fn quiet(&mut self) {
+        self.tail_done = true;
+        self.ring = Vec::new();
     }
 
     /// Whether `path` holds this very file: the same inode, and the content read from it (a
@@ -385,7 +389,7 @@ impl Tailed {
             Ok(fm) => fm,
             Err(_) => return Ok(false),
         };
-        Ok(open::id(&m) == id && self.content_holds(&f, m.len())?)
+        Ok(open::id(&m) == id && self.content_holds(&f, m.len())?.is_some())
     }
 
     /// Reads what is new, turning it into records; at most `budget` bytes. Returns how many
@@ -410,7 +414,14 @@ impl Tailed {
         self.id = Some(id);
         if changed {
             let f = self.file.as_ref().expect("opened");
-            if !self.content_holds(f, size)? {
+            let holds = self.content_holds(f, size)?;
+            if let Some(bytes) = &holds {
+                // A quiet file's last bytes, just checked: what the next read fingerprints from.
+                if self.ring.is_empty() && self.is_loaded() && self.fp.is_some_and(|fp| fp.end == self.offset) {
+                    self.ring.clone_from(bytes);
+                }
+            }
+            if holds.is_none() {
                 // Retractions first: after `file_truncated` nothing said about the file holds.
                 for f in std::mem::take(&mut self.tail) {
                     out.push(retracted(&self.path, &f, "the file was truncated or rewritten"));
@@ -615,8 +626,8 @@ pub fn paused_calls(transcript: &Path) -> Vec<String> {
     items.iter().filter_map(|i| i.get("call_id").and_then(|c| c.as_str()).map(str::to_owned)).collect()
 }
 
-/// The xxh3 hash of `len` bytes at `at` (a short file hashes what is there).
-fn hash_at(f: &File, at: u64, len: u64) -> io::Result<u64> {
+/// `len` bytes at `at` (fewer at the end of a short file).
+fn read_at(f: &File, at: u64, len: u64) -> io::Result<Vec<u8>> {
     let mut b = vec![0u8; len as usize];
     let mut got = 0;
     while got < b.len() {
@@ -628,7 +639,7 @@ fn hash_at(f: &File, at: u64, len: u64) -> io::Result<u64> {
         }
     }
     b.truncate(got);
-    Ok(xxhash_rust::xxh3::xxh3_64(&b))
+    Ok(b)
 }
 
 /// The record that withdraws a tail finding.
