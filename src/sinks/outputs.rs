@@ -131,6 +131,7 @@ impl StdoutSink {
         } else if !after_checkpoint_is_records(at.len, t.len, is_record) {
             "it has lines after the last checkpoint that the daemon did not write"
         } else {
+            tracing::info!(from = t.len, to = at.len, "stdout cut back to the last checkpoint; the records after it are written again");
             truncate_stdout(at.len)?;
             t.len = at.len;
             return Ok(());
@@ -226,6 +227,7 @@ impl FileSink {
         let m = self.out.get_ref().metadata()?;
         if m.dev() == at.dev && m.ino() == at.ino {
             if m.len() > at.len {
+                tracing::info!(file = %self.path.display(), from = m.len(), to = at.len, "file sink cut back to the last checkpoint; the records after it are written again");
                 self.out.get_ref().set_len(at.len)?;
             }
             return Ok(());
@@ -236,6 +238,7 @@ impl FileSink {
                 if r.len() > at.len {
                     OpenOptions::new().write(true).open(&rotated)?.set_len(at.len)?;
                 }
+                tracing::info!(file = %self.path.display(), from = m.len(), to = 0, "file sink cut back to the last checkpoint (in the file rotated away); the records after it are written again");
                 self.out.get_ref().set_len(0)?;
             }
         }
