@@ -504,20 +504,13 @@ impl Daemon {
         let kind = if src.kind == SourceKind::Events { Kind::Events } else { Kind::Transcript(src.format) };
         let skip = if startup && src.read_from == ReadFrom::End { meta.len() } else { 0 };
         let mut t = Tailed::new(p.to_path_buf(), si, src.rel(p), kind, self.cfg.max_line_bytes, skip);
-        // A file already quiet when found has nothing to wait for.
+        // A file already quiet when found has nothing to wait for: reading it (over as many
+        // steps as it takes) is not growth.
         if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= self.stages.grace) {
-            t.last_growth = Instant::now() - self.stages.grace;
+            t.found_quiet(self.stages.grace);
         }
-        let grew_before = t.last_growth;
         self.files.insert(p.to_path_buf(), t);
-        self.poll_path(p, records)?;
-        // Reading an old file at startup is not growth: its grace has passed already.
-        if let Some(t) = self.files.get_mut(p) {
-            if grew_before + self.stages.grace <= Instant::now() {
-                t.last_growth = grew_before;
-            }
-        }
-        Ok(())
+        self.poll_path(p, records)
     }
 
     fn poll_path(&mut self, p: &Path, records: &mut Vec<Record>) -> anyhow::Result<()> {

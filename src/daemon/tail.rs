@@ -163,6 +163,11 @@ pub struct Tailed {
     pub announced: bool,
     /// When it last grew (or was picked up).
     pub last_growth: Instant,
+    /// Found quiet (not modified for the grace period) and not read to its end yet: reading it
+    /// is not growth, unless it is modified meanwhile.
+    catching_up: Option<std::time::Duration>,
+    /// Modification time at the last poll.
+    modified: Option<std::time::SystemTime>,
     /// Tail findings reported for the file as it stands.
     pub tail: Vec<Finding>,
     /// Whether the tail was evaluated since the last growth.
@@ -205,6 +210,8 @@ impl Tailed {
             file: None,
             announced: false,
             last_growth: Instant::now(),
+            catching_up: None,
+            modified: None,
             tail: Vec::new(),
             tail_done: false,
             size: 0,
@@ -216,6 +223,13 @@ impl Tailed {
             events_seen: BTreeMap::new(),
             pending_seen: 0,
         }
+    }
+
+    /// The file was found quiet (unmodified for `grace`): its tail is due at once, and reading
+    /// what it holds does not count as growth.
+    pub fn found_quiet(&mut self, grace: std::time::Duration) {
+        self.last_growth = Instant::now().checked_sub(grace).unwrap_or_else(Instant::now);
+        self.catching_up = Some(grace);
     }
 
     /// Restores identity from a checkpoint.
@@ -435,12 +449,17 @@ impl Tailed {
         self.size = size;
         self.mtime = mtime;
         self.mtime_s = meta.mtime();
+        self.modified = meta.modified().ok();
         // Nothing new. A file whose state is not in memory is not rebuilt for nothing, unless
         // its tail is still to be evaluated (restored from a checkpoint taken before that).
         if !self.replaying && size <= self.offset.max(self.committed) && (self.is_loaded() || self.tail_done) {
             return Ok((Polled::Ok, 0));
         }
         let n = self.read(buf, out, compactions, budget)?;
+        if n < budget {
+            // Read to its end: from now on, what is read is growth.
+            self.catching_up = None;
+        }
         Ok((if n >= budget { Polled::More } else { Polled::Ok }, n))
     }
 
@@ -466,7 +485,15 @@ impl Tailed {
         self.file = Some(f);
         let (read, fresh) = r?;
         if fresh > 0 {
-            self.last_growth = Instant::now();
+            let age = self.modified.and_then(|m| m.elapsed().ok());
+            match self.catching_up {
+                // Modified while it was being caught up with: it grew then.
+                Some(grace) if age.is_some_and(|a| a < grace) => {
+                    self.last_growth = Instant::now().checked_sub(age.unwrap_or_default()).unwrap_or_else(Instant::now)
+                }
+                Some(_) => {}
+                None => self.last_growth = Instant::now(),
+            }
             metrics::counter!(t::BYTES_READ).increment(fresh);
             if self.tail_done {
                 for f in std::mem::take(&mut self.tail) {

@@ -698,3 +698,29 @@ fn a_watched_root_may_be_a_symlink() {
     let files: BTreeSet<String> = d.records().iter().filter_map(|r| r["file"].as_str().map(str::to_owned)).collect();
     assert!(files.iter().all(|f| f.starts_with(&d.watch_dir().display().to_string())), "reported under the root as configured: {files:?}");
 }
+
+/// A file found quiet at startup (not modified for the grace period) has its tail reported at
+/// once, also when it is larger than one step of the loop reads (the rest is read over the next
+/// steps): reading what was already there is not growth.
+#[test]
+fn a_quiet_file_larger_than_a_step_has_its_tail_reported_at_once() {
+    let mut d = Daemon::prepare(Opts::default());
+    let text = std::fs::read_to_string(d.config_path()).unwrap().replace("grace = \"300ms\"", "grace = \"10m\"");
+    std::fs::write(d.config_path(), text).unwrap();
+    let f = d.watch_dir().join("big.jsonl");
+    let mut body = String::new();
+    let line = format!("{{\"role\":\"user\",\"content\":\"{}\"}}\n", "x".repeat(1000));
+    while body.len() < 40 << 20 {
+        body.push_str(&line);
+    }
+    body.push_str("{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"late\",\"type\":\"function\",\"function\":{\"name\":\"Read\",\"arguments\":\"{}\"}}]}\n");
+    std::fs::write(&f, body).unwrap();
+    let hour_ago = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 3600;
+    super::support::set_mtime(&f, hour_ago);
+    d.start();
+    assert!(
+        wait(Duration::from_secs(20), || d.records().iter().any(|r| r["kind"] == "orphan_call" && r["call_id"] == "late")),
+        "the tail waits for a grace period that has long passed; log:\n{}",
+        d.log()
+    );
+}
