@@ -121,6 +121,16 @@ fn files_created_right_after_a_nested_mkdir_are_never_missed() {
     assert!(wait(Duration::from_secs(10), || missed(&d).is_empty()), "missed: {:?}\n{}", missed(&d), d.log());
 }
 
+/// Waits until `/health` answers 503 with `why` among its reasons.
+fn wait_unhealthy(d: &Daemon, why: &str, timeout: Duration) {
+    let mut last = None;
+    let unhealthy = wait(timeout, || {
+        last = d.health();
+        last.as_ref().is_some_and(|h| h.0 == 503 && h.1.contains(why))
+    });
+    assert!(unhealthy, "/health stays {last:?}, not 503 \"{why}\"; log:\n{}", d.log());
+}
+
 /// Issue 15, defect 4a: `/health` turns unhealthy when the loop is stuck (here: writing to a stdout pipe nobody
 /// reads), and healthy again once it moves.
 #[test]
@@ -133,16 +143,7 @@ fn health_turns_unhealthy_when_the_loop_is_stuck() {
         text.push_str(&result_line(&format!("stuck-{i:04}")));
     }
     std::fs::write(d.watch_dir().join("many.jsonl"), text).unwrap();
-    let mut last = None;
-    assert!(
-        wait(Duration::from_secs(15), || {
-            last = d.health();
-            last.as_ref().is_some_and(|h| h.0 == 503)
-        }),
-        "/health stays {last:?} while the loop is stuck; log:\n{}",
-        d.log()
-    );
-    assert!(last.unwrap().1.contains("stuck"), "the body says why");
+    wait_unhealthy(&d, "stuck", Duration::from_secs(15));
     // Drain the pipe: the loop moves again.
     let mut pipe = d.pipe.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -167,16 +168,7 @@ fn health_turns_unhealthy_while_checkpoints_fail() {
     std::fs::remove_dir_all(d.state_dir()).unwrap();
     std::fs::write(d.state_dir(), "not a directory").unwrap();
     append(&f, result_line("two"));
-    let mut last = None;
-    assert!(
-        wait(Duration::from_secs(10), || {
-            last = d.health();
-            last.as_ref().is_some_and(|h| h.0 == 503)
-        }),
-        "/health stays {last:?} while checkpoints fail; log:\n{}",
-        d.log()
-    );
-    assert!(last.unwrap().1.contains("checkpoint"), "the body says why");
+    wait_unhealthy(&d, "checkpoint writes fail", Duration::from_secs(10));
     std::fs::remove_file(d.state_dir()).unwrap();
     assert!(wait(Duration::from_secs(10), || d.health().is_some_and(|h| h.0 == 200)), "{}", d.log());
     assert!(d.state_dir().join("checkpoints.json").exists());
@@ -210,15 +202,7 @@ fn a_line_unreadable_for_want_of_descriptors_is_retried_not_lost() {
     set_nofile(d.pid(), lowest_free_fd(d.pid()));
     std::fs::write(w.join("b.jsonl"), "{\"role\":\"user\",\"content\":\"q\"}\nnot json at all\n").unwrap();
     assert!(wait(Duration::from_secs(10), || d.log().contains("b.jsonl")), "{}", d.log());
-    let mut last = None;
-    assert!(
-        wait(Duration::from_secs(10), || {
-            last = d.health();
-            last.as_ref().is_some_and(|h| h.0 == 503)
-        }),
-        "/health stays {last:?} while reading fails; log:\n{}",
-        d.log()
-    );
+    wait_unhealthy(&d, "reading fails", Duration::from_secs(10));
     set_nofile(d.pid(), 1024);
     assert!(
         wait(Duration::from_secs(10), || d.records().iter().any(|r| r["kind"] == "malformed_line" && r["file"].as_str().unwrap().ends_with("b.jsonl"))),
