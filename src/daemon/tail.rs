@@ -149,7 +149,9 @@ pub struct Tailed {
     /// The first bytes read, while fewer than [`HEAD_LEN`].
     head_buf: Vec<u8>,
     fp: Option<Fingerprint>,
-    /// The last bytes read before `offset` (at most [`FP_LEN`]), while the pipeline is loaded.
+    /// During a poll: the last bytes before `offset` (at most [`FP_LEN`]) — those just checked
+    /// against the fingerprint, then those read — for the next fingerprint. Empty between
+    /// polls: 10,000 quiet files keep no bytes.
     ring: Vec<u8>,
     offset: u64,
     pipeline: Option<Pipeline>,
@@ -388,11 +390,9 @@ impl Tailed {
         Ok((xxhash_rust::xxh3::xxh3_64(&bytes) == fp.hash).then_some(bytes))
     }
 
-    /// The file went quiet: the bytes kept to fingerprint the next read are given back (they are
-    /// read again, and checked, when it grows).
+    /// The file went quiet: its tail findings are evaluated.
     pub fn quiet(&mut self) {
         self.tail_done = true;
-        self.ring = Vec::new();
     }
 
     /// Whether `path` holds this very file: the same inode, and the content read from it (a
@@ -409,6 +409,7 @@ impl Tailed {
     /// Reads what is new, turning it into records; at most `budget` bytes. Returns how many
     /// bytes were read.
     pub fn poll(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, compactions: bool, budget: u64) -> io::Result<(Polled, u64)> {
+        self.ring.clear();
         let meta = match std::fs::symlink_metadata(&self.path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Polled::Gone, 0)),
@@ -430,8 +431,9 @@ impl Tailed {
             let f = self.file.as_ref().expect("opened");
             let holds = self.content_holds(f, size)?;
             if let Some(bytes) = &holds {
-                // A quiet file's last bytes, just checked: what the next read fingerprints from.
-                if self.ring.is_empty() && self.is_loaded() && self.fp.is_some_and(|fp| fp.end == self.offset) {
+                // The last bytes before the offset, just checked: the next fingerprint starts
+                // from them.
+                if self.fp.is_some_and(|fp| fp.end == self.offset) {
                     self.ring.clone_from(bytes);
                 }
             }
@@ -559,9 +561,19 @@ impl Tailed {
                 self.head_buf = Vec::new();
             }
         }
-        if !self.ring.is_empty() {
+        if left < budget {
+            // Fewer bytes than a fingerprint read, and none checked before them: the rest from
+            // the file (bytes read earlier).
+            let want = (FP_LEN as u64).min(self.offset);
+            let have = self.ring.len() as u64;
+            if have < want {
+                let mut prefix = read_at(f, self.offset - want, want - have)?;
+                prefix.extend_from_slice(&self.ring);
+                self.ring = prefix;
+            }
             self.fp = Some(Fingerprint { end: self.offset, len: self.ring.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(&self.ring) });
         }
+        self.ring = Vec::new();
         Ok((budget - left, fresh))
     }
 
