@@ -4,6 +4,7 @@
   benches/daemon.py latency  [--samples N]        append -> finding on stdout, p50/p99
   benches/daemon.py idle     [--files N] [--secs S] CPU and RSS with N idle watched files
   benches/daemon.py ingest   [--mib M]             sustained ingest of appended lines, all sinks
+  benches/daemon.py catchup  [--mib M]             cold start: a file already there, read until /health is 200
 
 Each run starts the release binary (or $TRANSCRIPTD_BIN) with its own temp dirs and config, and
 prints one JSON object with the figures, the machine and the command line. See BENCHMARKS.md.
@@ -271,6 +272,35 @@ def ingest(args):
     return out
 
 
+def catchup(args):
+    root = tempfile.mkdtemp(prefix="td-cu-")
+    port = free_port()
+    os.makedirs(f"{root}/watch", exist_ok=True)
+    corpus = f"{root}/watch/s.jsonl"
+    subprocess.run([sys.executable, os.path.join(HERE, "gen_transcripts.py"), "--bytes", f"{args.mib}MiB", "--seed", "5", "--faults", "0.01", "--split-assistant", "-o", corpus], check=True)
+    size = os.path.getsize(corpus)
+    old = time.time() - 3600
+    os.utime(corpus, (old, old))
+    # Page cache warm, as for the other benchmarks.
+    with open(corpus, "rb") as f:
+        while f.read(1 << 24):
+            pass
+    t0 = time.time()
+    p = start(root, port, subprocess.DEVNULL)
+    done = time.time() - t0
+    out = {
+        "benchmark": "cold start: one file already there, read (all stages, stdout to /dev/null) until /health answers 200",
+        "bytes": size,
+        "seconds": round(done, 3),
+        "mb_per_s": round(size / done / 1e6, 1),
+        "bytes_read_total": scrape(port).get("transcriptd_bytes_read_total"),
+        "peak_rss_mib": round(rss_kib(p.pid, "VmHWM") / 1024, 1),
+    }
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -285,10 +315,12 @@ def main():
     a.add_argument("--secs", type=float, default=60)
     a = sub.add_parser("ingest")
     a.add_argument("--mib", type=int, default=512)
+    a = sub.add_parser("catchup")
+    a.add_argument("--mib", type=int, default=512)
     args = ap.parse_args()
     if not os.path.exists(BIN):
         raise SystemExit("build first: cargo build --release")
-    res = {"latency": latency, "idle": idle, "ingest": ingest}[args.cmd](args)
+    res = {"latency": latency, "idle": idle, "ingest": ingest, "catchup": catchup}[args.cmd](args)
     res["machine"] = machine()
     res["binary"] = BIN
     res["command"] = " ".join(["benches/daemon.py"] + sys.argv[1:])

@@ -553,12 +553,7 @@ impl Daemon {
                             self.enqueue(p);
                         }
                     }
-                    Polled::Gone => self.vanished(p, None, records, mark)?,
-                    Polled::Replaced => {
-                        self.vanished(p, None, records, mark)?;
-                        // The path now names a new file: read it from the start.
-                        self.discover(p, false, records)?;
-                    }
+                    Polled::Gone | Polled::Replaced => self.vanished(p, None, records, mark)?,
                 }
             }
             Err(e) => {
@@ -625,7 +620,8 @@ impl Daemon {
                         self.by_id.insert(id, q.clone());
                     }
                     self.files.insert(q.clone(), t);
-                    return self.poll_path(&q, records);
+                    self.poll_path(&q, records)?;
+                    return self.taken_over(p, records);
                 }
                 // Moved to a name no source reads: rotated away.
                 None => reason = "rotated",
@@ -641,6 +637,15 @@ impl Daemon {
                 records.push(tail::retracted(&t.path, f, &format!("the file was {reason}")));
             }
             records.push(Record::FileClosed { time: now(), file: p.display().to_string(), reason: reason.into(), to: None });
+        }
+        self.taken_over(p, records)
+    }
+
+    /// The file read as `p` left it: whatever the path names now (a new file, made while the
+    /// daemon looked away: no event will tell of it) is read from the start.
+    fn taken_over(&mut self, p: &Path, records: &mut Vec<Record>) -> anyhow::Result<()> {
+        if std::fs::symlink_metadata(p).is_ok() {
+            self.discover(p, false, records)?;
         }
         Ok(())
     }

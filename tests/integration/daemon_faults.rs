@@ -708,3 +708,32 @@ fn a_quiet_file_larger_than_a_step_has_its_tail_reported_at_once() {
         d.log()
     );
 }
+
+/// While the daemon is down, files are renamed to other watched names and new files take their
+/// old names: after the restart the renamed ones go on under their new names (nothing reported
+/// twice) and the new ones are read at once — whatever order the directory lists them in (a
+/// path the startup search had passed as known was taken over by a new file only later, when
+/// its old file turned up under the new name, and waited for the next rescan).
+#[test]
+fn renamed_and_recreated_while_down_are_both_read_after_a_restart() {
+    let mut d = Daemon::new("", "");
+    let w = d.watch_dir();
+    let n = 12;
+    for i in 0..n {
+        std::fs::write(w.join(format!("x{i}.jsonl")), result_line(&format!("old{i}"))).unwrap();
+    }
+    assert!(wait(Duration::from_secs(10), || (0..n).all(|i| has_call(&d, &format!("old{i}")))), "{}", d.log());
+    assert_eq!(d.stop(), Some(0));
+    for i in 0..n {
+        std::fs::rename(w.join(format!("x{i}.jsonl")), w.join(format!("y{i}.jsonl"))).unwrap();
+        std::fs::write(w.join(format!("x{i}.jsonl")), result_line(&format!("new{i}"))).unwrap();
+    }
+    d.start();
+    // Well before the periodic rescan (30 s).
+    assert!(wait(Duration::from_secs(5), || (0..n).all(|i| has_call(&d, &format!("new{i}")))), "{}", d.log());
+    let (got, want) = settle(&d);
+    assert_eq!(got, want, "{}", d.log());
+    for i in 0..n {
+        assert_eq!(d.records().iter().filter(|r| r["type"] == "finding" && r["call_id"] == format!("old{i}")).count(), 1, "old{i} reported again");
+    }
+}

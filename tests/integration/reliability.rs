@@ -357,9 +357,13 @@ fn rotation_model_findings_equal_check_on_what_the_files_held() {
             let (got, want, problems) = &last;
             let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(*k)).collect();
             let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(*k)).collect();
+            let files: BTreeSet<&String> = missing.iter().chain(&extra).map(|k| &k.0).collect();
+            let about: Vec<String> =
+                d.records().iter().filter(|r| r["file"].as_str().is_some_and(|f| files.contains(&f.to_owned()))).map(|r| r.to_string()).collect();
             panic!(
-                "round {round} (TRANSCRIPTD_SEED={seed}): daemon != check\nmissing {missing:#?}\nextra {extra:#?}\nproblems {problems:#?}\nops:\n{}\nlog:\n{}",
+                "round {round} (TRANSCRIPTD_SEED={seed}): daemon != check\nmissing {missing:#?}\nextra {extra:#?}\nproblems {problems:#?}\nops:\n{}\nrecords about those files:\n{}\nlog:\n{}",
                 history.join("\n"),
+                about.join("\n"),
                 d.log()
             );
         }
