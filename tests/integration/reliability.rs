@@ -108,7 +108,7 @@ fn kill_9_harness_is_exactly_once_for_the_file_sink_and_stdout_to_a_file() {
     let status = std::process::Command::new("python3")
         .arg(super::support::root().join("benches/gen_transcripts.py"))
         .args(["--lines", &lines.to_string(), "--sessions", "6", "--out-dir", corpus.to_str().unwrap()])
-        .args(["--faults", "0.01", "--compact-boundary", "0.2", "--truncate-last", "0.5", "--split-assistant", "--seed", &seed.to_string()])
+        .args(["--faults", "0.02", "--compact-boundary", "0.2", "--truncate-last", "0.5", "--split-assistant", "--seed", &seed.to_string()])
         .status()
         .expect("python3 runs the generator");
     assert!(status.success());
@@ -174,7 +174,7 @@ fn kill_9_harness_is_exactly_once_for_the_file_sink_and_stdout_to_a_file() {
             elapsed.as_secs_f64()
         );
         assert!(t.lost.is_empty() && t.duplicated.is_empty() && t.spurious.is_empty(), "{name} (TRANSCRIPTD_SEED={seed}): {t:#?}");
-        assert!(t.findings > 20 && t.compactions > 0, "{name}: the corpus has findings and compactions: {t:?}");
+        assert!(t.findings > 0 && t.compactions > 0, "{name}: the corpus has findings and compactions: {t:?}");
     }
     let rotated = (1..).take_while(|k| PathBuf::from(format!("{}.{k}", sink.display())).exists()).count();
     assert!(rotated > 0, "the file sink rotated");
