@@ -107,6 +107,7 @@ pub fn load(state_dir: &Path) -> Result<Checkpoint, LoadError> {
 pub fn store(state_dir: &Path, cp: &Checkpoint) -> std::io::Result<()> {
     std::fs::create_dir_all(state_dir)?;
     let bytes = serde_json::to_vec(cp).map_err(std::io::Error::other)?;
+    let _gate = super::fds::gate();
     crate::sinks::atomic::write_file(&state_dir.join(FILE_NAME), &bytes, None)
 }
 

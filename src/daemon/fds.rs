@@ -10,6 +10,16 @@
 /// Descriptors kept for everything that is neither a watched file nor a metrics connection.
 pub const RESERVED: u64 = 48;
 
+static GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Held while the daemon opens a watched file or writes a checkpoint, and while the metrics
+/// listener trades its reserve descriptor for a connection (or takes it back): when no
+/// descriptor is left, the one the listener frees goes to the connection that reports it
+/// (`/health`: 503), not to a file open racing for it.
+pub fn gate() -> std::sync::MutexGuard<'static, ()> {
+    GATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (at most 2^20); returns the soft limit.
 pub fn raise_limit() -> u64 {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

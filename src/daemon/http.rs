@@ -98,84 +98,124 @@ impl Drop for MetricsServer {
 
 type Live = Arc<Mutex<VecDeque<(u64, CancellationToken)>>>;
 
+/// A descriptor held in reserve (`/dev/null`): when `accept` fails for want of descriptors, it
+/// is traded for the waiting connection.
+type Reserve = Arc<Mutex<Option<std::fs::File>>>;
+
+/// Takes a reserve descriptor again if there is none (under the gate, so that no file open
+/// takes the slot first).
+fn refill(reserve: &Reserve) {
+    if reserve.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        return;
+    }
+    let _gate = super::fds::gate();
+    let mut r = reserve.lock().unwrap_or_else(|e| e.into_inner());
+    if r.is_none() {
+        *r = std::fs::File::open("/dev/null").ok();
+    }
+}
+
+/// What a connection task needs.
+#[derive(Clone)]
+struct Shared {
+    live: Live,
+    reserve: Reserve,
+    health: Arc<Health>,
+    handle: PrometheusHandle,
+}
+
 async fn serve(listener: std::net::TcpListener, limits: Arc<Limits>, health: Arc<Health>, handle: PrometheusHandle, stop: CancellationToken) {
+    // The same socket, for the one accept made while holding the gate (without waiting).
+    let fallback = listener.try_clone().ok();
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => return warn!(error = %e, "metrics listener failed"),
     };
-    let live: Live = Arc::default();
-    let mut reserve = std::fs::File::open("/dev/null").ok();
+    let shared = Shared { live: Arc::default(), reserve: Arc::default(), health, handle };
+    refill(&shared.reserve);
     let mut next_id = 0u64;
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
             r = listener.accept() => r,
         };
-        match accepted {
-            Ok((stream, _)) => {
-                next_id += 1;
-                let token = CancellationToken::new();
-                {
-                    let mut l = live.lock().unwrap_or_else(|e| e.into_inner());
-                    while l.len() >= limits.max_connections.load(Ordering::Relaxed) {
-                        match l.pop_front() {
-                            Some((_, oldest)) => oldest.cancel(),
-                            None => break,
-                        }
-                    }
-                    l.push_back((next_id, token.clone()));
-                }
-                let timeout = Duration::from_millis(limits.request_timeout_ms.load(Ordering::Relaxed));
-                tokio::spawn(connection(stream, next_id, token, timeout, live.clone(), health.clone(), handle.clone()));
-                if reserve.is_none() {
-                    reserve = std::fs::File::open("/dev/null").ok();
-                }
-            }
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
             Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                // Release the reserve: the next accept takes its slot.
-                if reserve.take().is_some() {
-                    continue;
+                // Trade the reserve for the waiting connection, with no file open racing for
+                // the slot.
+                let traded = {
+                    let _gate = super::fds::gate();
+                    let had = shared.reserve.lock().unwrap_or_else(|e| e.into_inner()).take().is_some();
+                    if had {
+                        fallback.as_ref().map(std::net::TcpListener::accept)
+                    } else {
+                        None
+                    }
+                };
+                match traded.map(|r| r.and_then(|(s, _)| s.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(s)))) {
+                    Some(Ok(s)) => s,
+                    _ => {
+                        debug!(error = %e, "no descriptor for a metrics connection");
+                        tokio::select! {
+                            _ = stop.cancelled() => break,
+                            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                        }
+                        refill(&shared.reserve);
+                        continue;
+                    }
                 }
-                debug!(error = %e, "no descriptor for a metrics connection");
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                }
-                reserve = std::fs::File::open("/dev/null").ok();
             }
             Err(e) => {
                 debug!(error = %e, "metrics accept failed");
                 tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
             }
+        };
+        next_id += 1;
+        let token = CancellationToken::new();
+        {
+            let mut l = shared.live.lock().unwrap_or_else(|e| e.into_inner());
+            while l.len() >= limits.max_connections.load(Ordering::Relaxed) {
+                match l.pop_front() {
+                    Some((_, oldest)) => oldest.cancel(),
+                    None => break,
+                }
+            }
+            l.push_back((next_id, token.clone()));
         }
+        let timeout = Duration::from_millis(limits.request_timeout_ms.load(Ordering::Relaxed));
+        tokio::spawn(connection(stream, next_id, token, timeout, shared.clone()));
+        refill(&shared.reserve);
     }
-    for (_, t) in live.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+    for (_, t) in shared.live.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
         t.cancel();
     }
 }
 
-async fn connection(
-    stream: tokio::net::TcpStream,
-    id: u64,
-    token: CancellationToken,
-    timeout: Duration,
-    live: Live,
-    health: Arc<Health>,
-    handle: PrometheusHandle,
-) {
+async fn connection(stream: tokio::net::TcpStream, id: u64, token: CancellationToken, timeout: Duration, shared: Shared) {
+    let (health, handle) = (shared.health.clone(), shared.handle.clone());
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let r = respond(&req, &health, &handle);
         std::future::ready(Ok::<_, std::convert::Infallible>(r))
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.keep_alive(false).timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(timeout);
-    let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    let mut conn = Box::pin(builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
     tokio::select! {
-        _ = conn => {}
+        _ = conn.as_mut() => {}
         _ = token.cancelled() => {}
         _ = tokio::time::sleep(timeout) => {}
     }
-    live.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
+    shared.live.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
+    // The descriptor goes back to the reserve if it was taken from it, before a file open can
+    // take it.
+    let _gate = super::fds::gate();
+    drop(conn);
+    let mut r = shared.reserve.lock().unwrap_or_else(|e| e.into_inner());
+    if r.is_none() {
+        *r = std::fs::File::open("/dev/null").ok();
+    }
 }
 
 fn respond(req: &Request<Incoming>, health: &Health, handle: &PrometheusHandle) -> Response<Full<Bytes>> {

@@ -87,7 +87,11 @@ pub fn linked_dir_between(root: &Path, path: &Path) -> bool {
 /// Opens `path` for reading if it is a regular file, without following a link and without
 /// blocking. `Ok(Err(_))` is a path that is not to be read; `Err` an IO error.
 pub fn open_regular(path: &Path) -> io::Result<Result<(File, Metadata), Refused>> {
-    let f = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY).open(path) {
+    let opened = {
+        let _gate = super::fds::gate();
+        OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY).open(path)
+    };
+    let f = match opened {
         Ok(f) => f,
         // O_NOFOLLOW on a symbolic link.
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(Err(Refused::Symlink)),
