@@ -5,7 +5,7 @@
 //! demotions applied) gives exactly what `transcriptd check --output json` reports on the final
 //! files.
 
-use super::harness::{append_in_pieces, settle, wait, Daemon, Opts};
+use super::harness::{append_in_pieces, metric, settle, wait, Daemon, Opts};
 use super::support::{data, jsonl_files, transcriptd};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -209,17 +209,22 @@ fn pending_json_pauses_calls_and_bounded_open_files() {
         std::fs::write(dir.join("t.jsonl"), call).unwrap();
     }
     assert!(wait(Duration::from_secs(10), || d.records().iter().filter(|r| r["kind"] == "orphan_call").count() == 6), "{}", d.log());
-    std::thread::sleep(Duration::from_millis(600));
+    // The gauges are set at the end of a step, the counter when a finding is made: wait for
+    // the scrape that shows all twelve files (not a fixed sleep).
+    let mut m = String::new();
+    let settled = wait(Duration::from_secs(10), || {
+        m = d.get("/metrics").unwrap_or_default();
+        metric(&m, "transcriptd_files_watched") == Some(12.0) && metric(&m, "transcriptd_orphan_tool_calls_total{side_effect=\"read\"}") == Some(6.0)
+    });
+    assert!(settled, "{m}\n{}", d.log());
+    // Open handles stay within the limit in every scrape.
+    let open = metric(&m, "transcriptd_open_files").unwrap();
+    assert!(open <= 3.0, "{open}");
+    // By now every file has been read and its grace (300 ms) has passed for the odd ones: the
+    // paused calls (even) were never reported.
     let orphans: Vec<String> = d.records().iter().filter(|r| r["kind"] == "orphan_call").map(|r| r["call_id"].as_str().unwrap().to_owned()).collect();
     assert_eq!(orphans.len(), 6, "{orphans:?}");
-    assert!(orphans.iter().all(|c| c.trim_start_matches("call").parse::<u32>().unwrap() % 2 == 1));
-    let m = d.get("/metrics").unwrap();
-    let open: f64 = m.lines().find(|l| l.starts_with("transcriptd_open_files ")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert!(open <= 3.0, "{open}");
-    let watched: f64 = m.lines().find(|l| l.starts_with("transcriptd_files_watched ")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert_eq!(watched, 12.0);
-    // Orphans are counted by the side effect the tool registry gives their tool.
-    assert!(m.contains("transcriptd_orphan_tool_calls_total{side_effect=\"read\"} 6"), "{m}");
+    assert!(orphans.iter().all(|c| c.trim_start_matches("call").parse::<u32>().unwrap() % 2 == 1), "{orphans:?}");
 }
 
 #[test]
