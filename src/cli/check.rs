@@ -116,16 +116,18 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if paths.is_empty() {
         anyhow::bail!("no paths given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
     }
-    let (inputs, missing) = batch::expand(&paths)?;
+    let found = batch::expand(&paths);
+    let (inputs, missing) = (&found.inputs, &found.missing);
     let jobs = super::jobs(args.jobs);
     let opts = Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: args.strict, jobs };
-    let reports = check_all(&inputs, &opts, jobs);
+    let reports = check_all(inputs, &opts, jobs);
 
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
+    let unreadable = super::output::report_skipped(&mut out, args.output, &found.skipped)?;
     let (mut errors, mut warnings, mut failed) = (0u64, 0u64, 0u64);
     let mut bad_files = 0u64;
-    for m in &missing {
+    for m in missing {
         let f = Finding::new(
             0,
             Kind::MissingTranscript,
@@ -172,9 +174,13 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             plural(bad_files),
             if failed > 0 { format!("; {failed} could not be checked") } else { String::new() },
         );
+        if !found.skipped.is_empty() {
+            eprintln!("skipped {} path{} ({unreadable} could not be read)", found.skipped.len(), plural(found.skipped.len() as u64));
+        }
     }
-    if failed > 0 {
-        anyhow::bail!("{failed} input{} could not be checked", plural(failed));
+    if failed > 0 || unreadable > 0 {
+        let n = failed + unreadable as u64;
+        anyhow::bail!("{n} input{} could not be checked", plural(n));
     }
     Ok(if errors > 0 { Exit::Findings } else { Exit::Clean })
 }
