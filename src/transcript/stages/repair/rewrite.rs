@@ -7,8 +7,10 @@
 //! rejects stream without being held.
 //!
 //! Rejects are JSON lines: `{"line", "action": "removed"|"modified"|"merged", "reason", "text"}`,
-//! with `"base64"` instead of `"text"` for bytes that are not UTF-8 (and for over-long lines). A
-//! modified line's original is kept there too: nothing the repair changes is lost.
+//! with `"base64"` instead of `"text"` for bytes that are not UTF-8, for text whose escapes would
+//! make it longer than base64 (control bytes), and for over-long lines. A modified line's
+//! original is kept there too: nothing the repair changes is lost. A record of a long line is
+//! emitted in pieces of 64 KiB of the line, so it needs no memory of its size.
 
 use super::plan::{Edit, Plan};
 use super::synth::{self, CallRef};
@@ -23,13 +25,25 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::Write;
 
+/// Bytes of a removed line a rejects record takes at a time past this size: the record goes out
+/// in pieces.
+const REJECT_PIECE: usize = 64 << 10;
+
+/// Appends `data` in standard base64 (padded) to `out`.
+fn push_base64(out: &mut Vec<u8>, data: &[u8]) {
+    let start = out.len();
+    out.resize(start + base64::encoded_len(data.len(), true).expect("a line's length fits"), 0);
+    let n = base64::engine::general_purpose::STANDARD.encode_slice(data, &mut out[start..]).expect("sized to fit");
+    out.truncate(start + n);
+}
+
 /// What the rewriter produces.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Emit<'a> {
     /// Bytes of the repaired transcript.
     Out(&'a [u8]),
-    /// Bytes of the rejects stream (whole JSON lines, or pieces of one while an over-long line
-    /// streams).
+    /// Bytes of the rejects stream (whole JSON lines, or pieces of one: the record of a long
+    /// line goes out in pieces).
     Reject(&'a [u8]),
 }
 
@@ -473,6 +487,9 @@ impl Rewriter {
 
     fn reject(&mut self, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
         // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
+        // Text when the line is UTF-8 and its escapes do not make it longer than base64 would
+        // (a line of control bytes escapes to six bytes each); a long line goes out in pieces,
+        // so the record never needs memory of its own size.
         let bytes = &mut self.reject_buf;
         bytes.clear();
         let write = "writing to a Vec cannot fail";
@@ -480,21 +497,52 @@ impl Rewriter {
         if let Some(r) = reason {
             write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
         }
-        match simdutf8::basic::from_utf8(original) {
-            Ok(text) => {
+        let text = simdutf8::basic::from_utf8(original).ok().filter(|_| scan::json_string_len(original) <= original.len().div_ceil(3) * 4);
+        match text {
+            Some(text) if original.len() <= REJECT_PIECE => {
                 bytes.extend_from_slice(b",\"text\":");
                 scan::write_json_string(bytes, text);
             }
-            Err(_) => {
+            Some(text) => {
+                bytes.extend_from_slice(b",\"text\":\"");
+                out(Emit::Reject(bytes));
+                let mut rest = text;
+                while !rest.is_empty() {
+                    let mut cut = rest.len().min(REJECT_PIECE);
+                    while !rest.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    let (piece, after) = rest.split_at(cut);
+                    bytes.clear();
+                    scan::write_json_string(bytes, piece);
+                    out(Emit::Reject(&bytes[1..bytes.len() - 1]));
+                    rest = after;
+                }
+                bytes.clear();
+                bytes.push(b'"');
+            }
+            None if original.len() <= REJECT_PIECE => {
                 bytes.extend_from_slice(b",\"base64\":\"");
-                bytes.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(original).as_bytes());
+                push_base64(bytes, original);
+                bytes.push(b'"');
+            }
+            None => {
+                bytes.extend_from_slice(b",\"base64\":\"");
+                out(Emit::Reject(bytes));
+                // Whole groups of three bytes per piece: no padding until the end.
+                for piece in original.chunks(REJECT_PIECE / 3 * 3) {
+                    bytes.clear();
+                    push_base64(bytes, piece);
+                    out(Emit::Reject(bytes));
+                }
+                bytes.clear();
                 bytes.push(b'"');
             }
         }
         bytes.extend_from_slice(b"}\n");
         out(Emit::Reject(bytes));
         if bytes.capacity() > 1 << 20 {
-            // Not kept for every later line: a long line reserved six times its length.
+            // Not kept for every later line.
             *bytes = Vec::new();
         }
     }
