@@ -392,6 +392,11 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
         return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, stats, covered: reader.pos() });
     };
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
+    if buf.capacity() > 4 * READ {
+        // The window grew to hold up to HOLD_LIMIT bytes; the passes below read in chunks of the
+        // buffer's size, and a chunk that large would be copied again by the rewriter.
+        *buf = Vec::with_capacity(READ);
+    }
     let plan = match stream.abandon() {
         Rest::Planned(plan) => plan,
         Rest::Planning(mut c) => {

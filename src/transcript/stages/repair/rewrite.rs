@@ -554,22 +554,41 @@ impl Rewriter {
             let head = format!("{{\"line\":{},\"action\":\"removed\",\"reason\":\"{}\",\"base64\":\"", self.next_line, Kind::LineTooLong.as_str());
             out(Emit::Reject(head.as_bytes()));
         }
-        self.long_rest.extend_from_slice(bytes);
-        let whole = self.long_rest.len() / 3 * 3;
-        if whole > 0 {
-            let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest[..whole]);
-            out(Emit::Reject(enc.as_bytes()));
-            self.long_rest.drain(..whole);
+        // Complete the group of three bytes left over from the last piece, then encode whole
+        // groups straight from `bytes`, a piece at a time: nothing the size of the line is held.
+        let mut bytes = bytes;
+        if !self.long_rest.is_empty() {
+            let k = (3 - self.long_rest.len()).min(bytes.len());
+            self.long_rest.extend_from_slice(&bytes[..k]);
+            bytes = &bytes[k..];
+            if self.long_rest.len() < 3 {
+                return;
+            }
+            let buf = &mut self.reject_buf;
+            buf.clear();
+            push_base64(buf, &self.long_rest);
+            out(Emit::Reject(buf));
+            self.long_rest.clear();
         }
+        let whole = bytes.len() / 3 * 3;
+        for piece in bytes[..whole].chunks(REJECT_PIECE / 3 * 3) {
+            let buf = &mut self.reject_buf;
+            buf.clear();
+            push_base64(buf, piece);
+            out(Emit::Reject(buf));
+        }
+        self.long_rest.extend_from_slice(&bytes[whole..]);
     }
 
     fn close_long(&mut self, out: &mut impl FnMut(Emit<'_>)) {
         if !self.long_open {
             return;
         }
-        let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest);
-        out(Emit::Reject(enc.as_bytes()));
-        out(Emit::Reject(b"\"}\n"));
+        let buf = &mut self.reject_buf;
+        buf.clear();
+        push_base64(buf, &self.long_rest);
+        buf.extend_from_slice(b"\"}\n");
+        out(Emit::Reject(buf));
         self.long_rest.clear();
         self.long_open = false;
         self.stats.removed += 1;
