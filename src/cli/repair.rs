@@ -519,9 +519,9 @@ enum Checked {
 }
 
 impl Guard<'_> {
-    /// What changed since the file was read, if anything. `last`: the check just before the
-    /// rename, which also looks for writers (in place, without `--force`).
-    fn check(&self, s: &Settings, last: bool) -> std::io::Result<Checked> {
+    /// What changed since the file was read, if anything; in place without `--force`, also
+    /// whether another process opened it for writing.
+    fn check(&self, s: &Settings) -> std::io::Result<Checked> {
         if s.force && !s.in_place {
             // A copy of a snapshot is what was asked for: the input is not touched.
             return Ok(Checked::Unchanged);
@@ -543,7 +543,7 @@ impl Guard<'_> {
                 return Ok(Checked::Changed("it was modified".into()));
             }
         }
-        if last && s.in_place && !s.force {
+        if s.in_place && !s.force {
             let (w, _) = holders::writers_of(now.dev, now.ino);
             if !w.is_empty() {
                 return Ok(Checked::Held(w));
@@ -583,8 +583,8 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, attempt: 
             ));
         }
     }
-    // Without --force the last check before the swap looks for writers (one look through
-    // /proc per replaced file, not one per file); with it, a writer decides how to read.
+    // Without --force the checks before the swap look for writers (looks through /proc only
+    // for the files replaced, not for every file); with it, a writer decides how to read.
     let writers = if s.in_place && s.force && !s.dry_run { holders::writers_of(before.dev, before.ino).0 } else { Vec::new() };
     // A file being appended to is repaired up to its last complete line; the rest is carried.
     let live = s.in_place && s.force && (!writers.is_empty() || attempt > 0);
@@ -613,7 +613,7 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, attempt: 
         report.unrepaired = plan.unrepaired;
         report.status = if report.unrepaired.is_empty() { Status::Clean } else { Status::Partial };
         if !s.in_place {
-            if let Checked::Changed(w) = (Guard { file: &file, path, before, covered, live }).check(s, false)? {
+            if let Checked::Changed(w) = (Guard { file: &file, path, before, covered, live }).check(s)? {
                 return Ok(Attempt::Changed(w));
             }
             atomic::copy_file(&file, covered, output, Some(keep)).with_context(|| format!("writing {}", output.display()))?;
@@ -654,8 +654,10 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, attempt: 
         plan.unrepaired.extend(last.unrepaired);
     }
     let guard = Guard { file: &file, path, before, covered, live };
-    if let Checked::Changed(w) = guard.check(s, false)? {
-        return Ok(Attempt::Changed(w));
+    match guard.check(s)? {
+        Checked::Unchanged => {}
+        Checked::Changed(w) => return Ok(Attempt::Changed(w)),
+        Checked::Held(w) => return done(held(job, &w)),
     }
     // The slow part (owner, mode, fsync) before the last check, so that the check is close to
     // the rename.
@@ -670,7 +672,7 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, attempt: 
         (true, suffix) => Some(link_backup(path, suffix.as_deref().unwrap_or(".orig"), &file, before, keep)?),
         (false, _) => None,
     };
-    let last = guard.check(s, true)?;
+    let last = guard.check(s)?;
     if !matches!(last, Checked::Unchanged) {
         if let Some(b) = backup.as_ref().filter(|b| b.created) {
             let _ = std::fs::remove_file(&b.path);

@@ -16,5 +16,6 @@ mod real;
 mod repair;
 mod reverse;
 mod rules;
+mod safety;
 mod sessions;
 mod support;
