@@ -494,6 +494,55 @@ mod tests {
     }
 
     #[test]
+    fn a_spool_is_added_once_never_through_a_link_and_never_wider() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.jsonl");
+        let spool = |text: &str| {
+            let mut s = Spool::new(&p, 4);
+            s.push(text.as_bytes());
+            s
+        };
+        // A last line without its newline gets one before the new records.
+        fs::write(&p, "torn").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(spool("{\"a\":1}\n").replace_into(&p, Keep::mode(0o600)).unwrap(), Merged::Written);
+        assert_eq!(fs::read_to_string(&p).unwrap(), "torn\n{\"a\":1}\n");
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "never wider than the transcript");
+        // The same records again (a run stopped after writing them): not added twice.
+        assert_eq!(spool("{\"a\":1}\n").replace_into(&p, Keep::mode(0o600)).unwrap(), Merged::AlreadyThere);
+        // ... but only as whole lines at the end.
+        assert_eq!(spool("1}\n").replace_into(&p, Keep::mode(0o600)).unwrap(), Merged::Written);
+        assert_eq!(fs::read_to_string(&p).unwrap(), "torn\n{\"a\":1}\n1}\n");
+        // A link is not followed.
+        let target = d.path().join("target");
+        fs::write(&target, "x\n").unwrap();
+        let link = d.path().join("l.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut s = Spool::new(&link, 4);
+        s.push(b"{}\n");
+        assert!(s.replace_into(&link, Keep::mode(0o600)).unwrap_err().to_string().contains("symbolic link"));
+        assert_eq!(fs::read_to_string(&target).unwrap(), "x\n");
+        assert!(Spool::new(&p, 4).replace_into(&p, Keep::mode(0o600)).is_ok_and(|m| m == Merged::Nothing));
+    }
+
+    #[test]
+    fn an_unnamed_file_leaves_nothing_until_committed_and_can_be_read_back() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.jsonl");
+        let mut f = AtomicFile::create(&p, Some(Keep::mode(0o640))).unwrap();
+        f.write_all(b"abc\n").unwrap();
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 0, "nothing visible while written");
+        let mut back = String::new();
+        std::io::Read::read_to_string(&mut f.read_back().unwrap(), &mut back).unwrap();
+        assert_eq!(back, "abc\n");
+        f.write_all(b"def\n").unwrap();
+        let file = f.commit_file().unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "abc\ndef\n");
+        assert_eq!(file.metadata().unwrap().permissions().mode() & 0o777, 0o640);
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
     fn replaces_atomically_and_keeps_permissions() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("t.jsonl");

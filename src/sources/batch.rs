@@ -375,6 +375,33 @@ mod tests {
     }
 
     #[test]
+    fn expand_skips_what_it_cannot_read_and_goes_on() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.jsonl"), "").unwrap();
+        symlink(d.path().join("nowhere"), d.path().join("dangling.jsonl")).unwrap();
+        symlink(d.path().join("self.jsonl"), d.path().join("self.jsonl")).unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        symlink("..", d.path().join("sub/up")).unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(d.path().join("s.jsonl")).unwrap();
+        let found = expand(&[d.path().to_path_buf(), d.path().join("missing.jsonl")]);
+        assert_eq!(found.inputs, vec![Input::File(d.path().join("a.jsonl"))]);
+        let got: Vec<(String, SkipReason, bool)> =
+            found.skipped.iter().map(|s| (s.path.strip_prefix(d.path()).unwrap().display().to_string(), s.reason, s.error)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("dangling.jsonl".into(), SkipReason::DanglingSymlink, true),
+                ("missing.jsonl".into(), SkipReason::Unreadable, true),
+                ("s.jsonl".into(), SkipReason::NotRegular, false),
+                ("self.jsonl".into(), SkipReason::SymlinkLoop, true),
+                ("sub/up".into(), SkipReason::SymlinkLoop, true),
+            ]
+        );
+        assert_eq!(found.errors(), 4);
+    }
+
+    #[test]
     fn expand_walks_sorted_and_guards_data_loss() {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("b")).unwrap();

@@ -1048,6 +1048,7 @@ mod tests {
             write_json_string(&mut out, &text);
             let serde = serde_json::to_vec(&text).unwrap();
             prop_assert_eq!(&out[1..], serde.as_slice());
+            prop_assert_eq!(json_string_len(text.as_bytes()), serde.len() - 2);
         }
 
         #[test]

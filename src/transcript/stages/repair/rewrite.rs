@@ -594,3 +594,59 @@ impl Rewriter {
         self.stats.removed += 1;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::stages::repair::{plan_bytes, OrphanPolicy};
+    use crate::transcript::Options;
+    use base64::Engine;
+
+    /// The rejects of `input`, fed in chunks, and the size of the largest piece emitted.
+    fn rejects_of(input: &[u8], max_line_bytes: usize) -> (Vec<serde_json::Value>, usize) {
+        let opts = Options { max_line_bytes, ..Options::default() };
+        let plan = plan_bytes(input, &opts, OrphanPolicy::Answer).unwrap();
+        let mut rw = Rewriter::new(&plan, max_line_bytes);
+        let (mut largest, mut rejects) = (0, Vec::new());
+        let mut emit = |e: Emit<'_>| {
+            if let Emit::Reject(b) = e {
+                largest = largest.max(b.len());
+                rejects.extend_from_slice(b);
+            }
+        };
+        for c in input.chunks(100_000) {
+            rw.feed(c, &mut emit);
+        }
+        rw.finish(&mut emit);
+        let records = rejects.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+        (records, largest)
+    }
+
+    fn content(v: &serde_json::Value) -> (&'static str, Vec<u8>) {
+        match (v.get("text"), v.get("base64")) {
+            (Some(t), _) => ("text", t.as_str().unwrap().as_bytes().to_vec()),
+            (_, Some(b)) => ("base64", base64::engine::general_purpose::STANDARD.decode(b.as_str().unwrap()).unwrap()),
+            _ => panic!("{v}"),
+        }
+    }
+
+    #[test]
+    fn long_removed_lines_go_out_in_pieces_in_the_compact_field() {
+        let text: Vec<u8> = b"not json \"quoted\" \xc3\xa9 ".iter().copied().cycle().take(1 << 20).collect();
+        let control = vec![1u8; 1 << 20];
+        let long = vec![b'x'; 3 << 20];
+        let mut input = b"{\"role\":\"user\",\"content\":\"hi\"}\n".to_vec();
+        for line in [&text, &control, &long] {
+            input.extend_from_slice(line);
+            input.push(b'\n');
+        }
+        let (records, largest) = rejects_of(&input, 2 << 20);
+        assert!(largest <= 6 * REJECT_PIECE + 2, "a piece of {largest} bytes");
+        let got: Vec<(&str, Vec<u8>)> = records.iter().map(content).collect();
+        assert_eq!(got, vec![("text", text), ("base64", control), ("base64", long)]);
+        assert_eq!(records[2]["reason"], "line_too_long");
+        // A short line keeps its one-record form: text unless its escapes outgrow base64.
+        let (records, _) = rejects_of(b"{\"role\":\"user\",\"content\":\"hi\"}\nnot \"json\"\n\x01\x02\x03\x04\n", 1 << 20);
+        assert_eq!(records.iter().map(content).collect::<Vec<_>>(), vec![("text", b"not \"json\"".to_vec()), ("base64", vec![1, 2, 3, 4])]);
+    }
+}
