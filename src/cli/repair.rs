@@ -65,16 +65,20 @@ pub struct Args {
     /// Files or directories (searched recursively for *.jsonl).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// Write repaired files under DIR, mirroring the input tree (clean files are copied).
+    /// Write repaired files under DIR, mirroring the input tree (clean files are copied). DIR
+    /// must not be, or reach by any spelling, an input directory; two inputs must not map to one
+    /// output.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Replace the files themselves, keeping the original as <name><suffix>.
+    /// Replace the files themselves, keeping the original as <name><suffix> (a symbolic link
+    /// keeps pointing at its target, which is repaired; owner, group and mode are kept).
     #[arg(long)]
     pub in_place: bool,
     /// Suffix of the backup --in-place keeps.
     #[arg(long, default_value = ".orig")]
     pub backup_suffix: String,
-    /// With --in-place, keep no backup (the rejects file still keeps every removed line).
+    /// With --in-place, keep no backup (the rejects file still keeps every removed line; an old
+    /// file a writer appended to during the repair is kept all the same).
     #[arg(long, requires = "in_place")]
     pub no_backup: bool,
     /// Print the plan, one JSON action per line, and write nothing.
@@ -84,10 +88,13 @@ pub struct Args {
     /// result, drop them, or keep them (the file then stays not fully repaired).
     #[arg(long, default_value = "answer", value_parser = clap::value_parser!(OrphanPolicy))]
     pub orphans: OrphanPolicy,
-    /// Skip files modified more recently than this: they may still be written.
+    /// Skip files modified more recently than this: they may still be written. Files that change
+    /// while repaired, and (in place) files another process holds open for writing, are skipped
+    /// too.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub min_idle: Duration,
-    /// Repair files even if they were modified within --min-idle.
+    /// Repair files even if they are live. In place, lines a writer appends to the old file
+    /// during the repair are carried into the repaired one; the old file is kept if it grew.
     #[arg(long)]
     pub force: bool,
     /// Process only the files whose path hashes to shard I of N (e.g. 0/4), for Kubernetes
@@ -527,7 +534,10 @@ impl Guard<'_> {
             return Ok(Checked::Unchanged);
         }
         let now = Identity::of(&self.file.metadata()?);
-        match std::fs::symlink_metadata(self.path) {
+        // In place the path is the file itself (a link was resolved): its name must still be
+        // it. A --out input may be a link to it.
+        let at_path = if s.in_place { std::fs::symlink_metadata(self.path) } else { std::fs::metadata(self.path) };
+        match at_path {
             Ok(m) if Identity::of(&m).same_file(&now) => {}
             Ok(_) => return Ok(Checked::Changed("another file took its name".into())),
             Err(e) => return Ok(Checked::Changed(format!("its name is gone: {e}"))),
@@ -885,15 +895,19 @@ fn whole_lines_end(file: &File, from: u64, to: u64) -> std::io::Result<u64> {
     Ok(end.max(from))
 }
 
-/// Appends bytes `[from, to)` of `old` to `new` (an append-mode handle), whole lines in one
-/// write each.
+/// Appends bytes `[from, to)` of `old` to `new` (an append-mode handle), in writes that end at
+/// line ends where they can (a line longer than the buffer is written in pieces), so that
+/// another process appending whole lines to `new` cannot land inside one.
 fn copy_appended(old: &File, from: u64, to: u64, mut new: &File) -> std::io::Result<Carried> {
     let mut buf = vec![0u8; ((to - from) as usize).min(8 << 20)];
     let mut at = from;
     let mut c = Carried::default();
     while at < to {
-        let n = ((to - at) as usize).min(buf.len());
+        let mut n = ((to - at) as usize).min(buf.len());
         old.read_exact_at(&mut buf[..n], at)?;
+        if at + (n as u64) < to {
+            n = memchr::memrchr(b'\n', &buf[..n]).map_or(n, |i| i + 1);
+        }
         new.write_all(&buf[..n])?;
         c.bytes += n as u64;
         c.lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;

@@ -42,9 +42,13 @@ impl Scan {
     }
 }
 
-/// Every regular file some other process holds open for writing, when `want` says the file is
-/// of interest (device, inode). This process is left out.
-pub fn scan(mut want: impl FnMut(u64, u64) -> bool) -> Scan {
+/// The descriptors other processes hold open for writing on any of `files` (device, inode).
+/// This process is left out.
+///
+/// Each descriptor's `fdinfo` is read first (access mode and, on Linux 5.14 and later, inode):
+/// only a descriptor open for writing on a wanted inode is then `stat`ed to learn its device, so
+/// the file systems of other processes' files (a hung network mount) are not touched.
+pub fn scan(files: &[(u64, u64)]) -> Scan {
     use std::os::unix::fs::MetadataExt;
     let mut out = Scan::default();
     let Ok(procs) = std::fs::read_dir("/proc") else { return out };
@@ -55,7 +59,7 @@ pub fn scan(mut want: impl FnMut(u64, u64) -> bool) -> Scan {
             continue;
         }
         let dir = p.path();
-        let fds = match std::fs::read_dir(dir.join("fd")) {
+        let fds = match std::fs::read_dir(dir.join("fdinfo")) {
             Ok(f) => f,
             // The process exited meanwhile.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -64,36 +68,55 @@ pub fn scan(mut want: impl FnMut(u64, u64) -> bool) -> Scan {
                 continue;
             }
         };
+        let mut hidden = false;
         for fd in fds.flatten() {
-            // stat follows the magic link to the open file.
-            let Ok(m) = std::fs::metadata(fd.path()) else { continue };
-            if !m.is_file() || !want(m.dev(), m.ino()) {
+            let Some(n) = fd.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let Some((flags, ino)) = fdinfo(&fd.path()) else { continue };
+            if flags & libc::O_ACCMODE as u32 == libc::O_RDONLY as u32 {
                 continue;
             }
-            let Some(n) = fd.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-            if !open_for_writing(&dir.join("fdinfo").join(n.to_string())) {
+            if ino.is_some_and(|ino| !files.iter().any(|f| f.1 == ino)) {
+                continue;
+            }
+            // stat follows the magic link to the open file.
+            let m = match std::fs::metadata(dir.join("fd").join(n.to_string())) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    hidden = true;
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            if !m.is_file() || !files.contains(&(m.dev(), m.ino())) {
                 continue;
             }
             let command = std::fs::read_to_string(dir.join("comm")).map(|c| c.trim_end().to_owned()).unwrap_or_default();
             out.writers.entry((m.dev(), m.ino())).or_default().push(Holder { pid, command, fd: n });
         }
+        out.hidden += usize::from(hidden);
     }
     out
 }
 
 /// The other processes that hold the file with device `dev` and inode `ino` open for writing.
 pub fn writers_of(dev: u64, ino: u64) -> (Vec<Holder>, usize) {
-    let mut s = scan(|d, i| (d, i) == (dev, ino));
+    let mut s = scan(&[(dev, ino)]);
     (s.writers.remove(&(dev, ino)).unwrap_or_default(), s.hidden)
 }
 
-/// Whether the `flags:` line of an fdinfo file has write access (`O_WRONLY` or `O_RDWR`).
-fn open_for_writing(fdinfo: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(fdinfo) else { return false };
-    text.lines()
-        .find_map(|l| l.strip_prefix("flags:"))
-        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
-        .is_some_and(|f| f & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32)
+/// The access flags and (when the kernel gives it) the inode of one `fdinfo` file.
+fn fdinfo(path: &Path) -> Option<(u32, Option<u64>)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut flags = None;
+    let mut ino = None;
+    for l in text.lines() {
+        if let Some(f) = l.strip_prefix("flags:") {
+            flags = u32::from_str_radix(f.trim(), 8).ok();
+        } else if let Some(i) = l.strip_prefix("ino:") {
+            ino = i.trim().parse().ok();
+        }
+    }
+    Some((flags?, ino))
 }
 
 #[cfg(test)]

@@ -485,6 +485,15 @@ fn in_place_keeps_links_and_says_what_happened() {
     assert!(rep["notes"].to_string().contains("is a symbolic link"), "{rep}");
     let c = transcriptd(&["check", s(&link)]);
     assert_eq!(c.status.code(), Some(0));
+    // With --out a link is read through, under the idle guard (no --force).
+    let other = d.path().join("real2/u.jsonl");
+    broken_at(&other);
+    let link2 = d.path().join("in2/link.jsonl");
+    fs::create_dir_all(link2.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&other, &link2).unwrap();
+    let r = transcriptd(&["repair", "--min-idle", "10s", "-o", "json", "--out", s(&d.path().join("out2")), s(&link2)]);
+    assert_eq!(report(&r)["status"], "repaired", "{}", stdout(&r));
+    assert!(fs::symlink_metadata(&link2).unwrap().file_type().is_symlink());
 
     // Hard links: the name given is replaced; the other name keeps the old content, and the
     // report says so.
