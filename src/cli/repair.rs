@@ -453,8 +453,8 @@ enum Attempt {
 
 fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Report> {
     // --in-place on a symbolic link repairs its target and keeps the link.
-    let (path, link_note) = match std::fs::symlink_metadata(&job.input) {
-        Ok(m) if s.in_place && m.file_type().is_symlink() => {
+    let (path, link_note) = match s.in_place.then(|| std::fs::symlink_metadata(&job.input)) {
+        Some(Ok(m)) if m.file_type().is_symlink() => {
             let target = std::fs::canonicalize(&job.input).with_context(|| format!("following the symbolic link {}", job.input.display()))?;
             let note = format!("{} is a symbolic link: its target {} was repaired in place and the link kept", job.input.display(), target.display());
             (target, Some(note))
@@ -1000,11 +1000,28 @@ pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) ->
             );
         }
     }
-    let ids: HashSet<(u64, u64)> = jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| (m.dev(), m.ino())).collect();
+    // The inputs' identities, looked up only if some output already exists.
+    let mut ids: Option<HashSet<(u64, u64)>> = None;
+    let input_ids = |jobs: &[Job]| jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| (m.dev(), m.ino())).collect::<HashSet<_>>();
+    // Outputs share few directories: each is resolved once.
+    let mut dirs: HashMap<PathBuf, PathBuf> = HashMap::new();
     let mut kept: Vec<Job> = Vec::new();
-    for job in jobs {
-        let oc = canonical_lenient(&job.output)?;
-        let hits_input = roots.iter().any(|(_, r)| oc.starts_with(r)) || std::fs::metadata(&oc).is_ok_and(|m| ids.contains(&(m.dev(), m.ino())));
+    for i in 0..jobs.len() {
+        let job = &jobs[i];
+        let parent = job.output.parent().unwrap_or(Path::new("")).to_path_buf();
+        let dir_c = match dirs.get(&parent) {
+            Some(d) => d.clone(),
+            None => {
+                let d = canonical_lenient(&parent)?;
+                dirs.insert(parent, d.clone());
+                d
+            }
+        };
+        let oc = dir_c.join(job.output.file_name().unwrap_or_default());
+        let hits_input = roots.iter().any(|(_, r)| oc.starts_with(r))
+            || std::fs::symlink_metadata(&oc).is_ok()
+                && std::fs::metadata(&oc).is_ok_and(|m| ids.get_or_insert_with(|| input_ids(&jobs)).contains(&(m.dev(), m.ino())));
+        let job = job.clone();
         if hits_input {
             anyhow::bail!("--out would overwrite an input: {} resolves to {}; choose a directory outside the inputs", job.output.display(), oc.display());
         }

@@ -226,16 +226,46 @@ pub fn copy_range(src: &File, from: u64, len: u64, dst: &mut File) -> io::Result
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
-            Some(libc::ENOSYS | libc::EXDEV | libc::EINVAL | libc::EOPNOTSUPP | libc::EBADF) => {
-                let mut r = regular::ReadAt::new(src, off as u64, Some(end));
-                let copied = io::copy(&mut r, dst)?;
-                if off as u64 + copied < end {
-                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being copied"));
-                }
-                return Ok(());
-            }
+            Some(libc::ENOSYS | libc::EXDEV | libc::EINVAL | libc::EOPNOTSUPP | libc::EBADF) => return send_range(src, off as u64, end, dst),
+
             _ => return Err(e),
         }
+    }
+    Ok(())
+}
+
+/// [`copy_range`] where `copy_file_range` cannot (across file systems on older kernels, into
+/// an append-mode file): `sendfile` from an offset, else reads and writes of 256 KiB.
+fn send_range(src: &File, mut off: u64, end: u64, dst: &mut File) -> io::Result<()> {
+    let short = || io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being copied");
+    while off < end {
+        let want = ((end - off).min(1 << 30)) as usize;
+        let mut at = off as libc::off_t;
+        // SAFETY: both descriptors are open; `at` is a valid off_t the kernel updates.
+        let n = unsafe { libc::sendfile(dst.as_raw_fd(), src.as_raw_fd(), &mut at, want) };
+        if n > 0 {
+            off = at as u64;
+            continue;
+        }
+        if n == 0 {
+            return Err(short());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EINVAL | libc::ENOSYS) => break,
+            _ => return Err(e),
+        }
+    }
+    let mut buf = vec![0u8; ((end - off) as usize).min(256 << 10)];
+    while off < end {
+        let n = ((end - off) as usize).min(buf.len());
+        let got = src.read_at(&mut buf[..n], off)?;
+        if got == 0 {
+            return Err(short());
+        }
+        dst.write_all(&buf[..got])?;
+        off += got as u64;
     }
     Ok(())
 }

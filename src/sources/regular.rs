@@ -134,7 +134,7 @@ pub fn open(path: &Path, follow: Follow) -> io::Result<(File, Metadata)> {
     if (meta.dev(), meta.ino()) != (looked.dev(), looked.ino()) {
         return Err(io::Error::other(format!("{}: replaced by another file while being opened", path.display())));
     }
-    clear_nonblock(&file)?;
+    clear_nonblock_read_only(&file)?;
     Ok((file, meta))
 }
 
@@ -143,7 +143,9 @@ pub fn open_file(path: &Path) -> io::Result<File> {
     open(path, Follow::Yes).map(|(f, _)| f)
 }
 
-/// Clears `O_NONBLOCK` on an open file.
+/// Clears `O_NONBLOCK` on an open file. `F_SETFL` sets only the status flags (`O_APPEND`,
+/// `O_ASYNC`, `O_DIRECT`, `O_NOATIME`, `O_NONBLOCK`), so the ones kept are read first, unless
+/// none can be set: a read-only descriptor opened here has none but `O_NONBLOCK`.
 pub fn clear_nonblock(file: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
@@ -154,6 +156,16 @@ pub fn clear_nonblock(file: &File) -> io::Result<()> {
     }
     // SAFETY: as above.
     if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// [`clear_nonblock`] for a descriptor [`open`] made: read-only, no other status flag set.
+fn clear_nonblock_read_only(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor this function borrows; no memory is passed.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, 0) } < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
