@@ -122,6 +122,7 @@ def main():
     ap.add_argument("--after", type=float, default=2.0, help="seconds the writer goes on after the repair starts")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="transcriptd-live-")
+    os.makedirs(work, exist_ok=True)
     template = os.path.join(work, f"template-{a.bytes}.jsonl")
     if not os.path.exists(template):
         subprocess.run(
