@@ -497,7 +497,11 @@ impl Rewriter {
         if let Some(r) = reason {
             write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
         }
-        let text = simdutf8::basic::from_utf8(original).ok().filter(|_| scan::json_string_len(original) <= original.len().div_ceil(3) * 4);
+        // An over-long line is always base64: one that spans chunks is streamed before its end
+        // is seen (`stream_long`), and the record must not depend on the chunking.
+        let text = simdutf8::basic::from_utf8(original)
+            .ok()
+            .filter(|_| reason != Some(Kind::LineTooLong) && scan::json_string_len(original) <= original.len().div_ceil(3) * 4);
         match text {
             Some(text) if original.len() <= REJECT_PIECE => {
                 bytes.extend_from_slice(b",\"text\":");
@@ -603,7 +607,7 @@ mod tests {
     use base64::Engine;
 
     /// The rejects of `input`, fed in chunks, and the size of the largest piece emitted.
-    fn rejects_of(input: &[u8], max_line_bytes: usize) -> (Vec<serde_json::Value>, usize) {
+    fn rejects_of(input: &[u8], max_line_bytes: usize, chunk: usize) -> (Vec<serde_json::Value>, usize) {
         let opts = Options { max_line_bytes, ..Options::default() };
         let plan = plan_bytes(input, &opts, OrphanPolicy::Answer).unwrap();
         let mut rw = Rewriter::new(&plan, max_line_bytes);
@@ -614,7 +618,7 @@ mod tests {
                 rejects.extend_from_slice(b);
             }
         };
-        for c in input.chunks(100_000) {
+        for c in input.chunks(chunk) {
             rw.feed(c, &mut emit);
         }
         rw.finish(&mut emit);
@@ -640,13 +644,15 @@ mod tests {
             input.extend_from_slice(line);
             input.push(b'\n');
         }
-        let (records, largest) = rejects_of(&input, 2 << 20);
+        let (records, largest) = rejects_of(&input, 2 << 20, 100_000);
         assert!(largest <= 6 * REJECT_PIECE + 2, "a piece of {largest} bytes");
+        // The same records whatever the chunking (an over-long line in one chunk, too).
+        assert_eq!(rejects_of(&input, 2 << 20, input.len()).0, records);
         let got: Vec<(&str, Vec<u8>)> = records.iter().map(content).collect();
         assert_eq!(got, vec![("text", text), ("base64", control), ("base64", long)]);
         assert_eq!(records[2]["reason"], "line_too_long");
         // A short line keeps its one-record form: text unless its escapes outgrow base64.
-        let (records, _) = rejects_of(b"{\"role\":\"user\",\"content\":\"hi\"}\nnot \"json\"\n\x01\x02\x03\x04\n", 1 << 20);
+        let (records, _) = rejects_of(b"{\"role\":\"user\",\"content\":\"hi\"}\nnot \"json\"\n\x01\x02\x03\x04\n", 1 << 20, 7);
         assert_eq!(records.iter().map(content).collect::<Vec<_>>(), vec![("text", b"not \"json\"".to_vec()), ("base64", vec![1, 2, 3, 4])]);
     }
 }
