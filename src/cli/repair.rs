@@ -796,7 +796,14 @@ fn after_swap(old: &File, covered: u64, live: bool, new: &File, backup: Backup, 
         report.backup = Some(shown);
         return Ok(());
     }
-    // --no-backup: an old file that grew is never deleted.
+    // --no-backup: a name this run did not make is not removed (a link the user made, or one a
+    // stopped run left: it cannot tell them apart).
+    if !backup.created {
+        report.notes.push(format!("{shown}, a link to the old file made before this run, is left as it is despite --no-backup"));
+        report.backup = Some(shown);
+        return Ok(());
+    }
+    // An old file that grew is never deleted.
     if f.grew || f.truncated || f.timed_out {
         report.notes.push(format!("the old file is kept as {shown} despite --no-backup: a writer appended to it during the repair"));
         report.backup = Some(shown);
