@@ -139,13 +139,28 @@ impl AtomicFile {
         let dir = parent_dir(&self.dest).to_path_buf();
         match self.named {
             Some(p) => p.persist(&self.dest).map_err(|e| e.error)?,
-            None => {
-                let tmp = link_unnamed(&file, &self.dest)?;
-                if let Err(e) = fs::rename(&tmp, &self.dest) {
-                    let _ = fs::remove_file(&tmp);
-                    return Err(e);
+            None => match link_unnamed(&file, &self.dest) {
+                Ok(tmp) => {
+                    if let Err(e) = fs::rename(&tmp, &self.dest) {
+                        let _ = fs::remove_file(&tmp);
+                        return Err(e);
+                    }
                 }
-            }
+                Err(e) => {
+                    // No /proc and no CAP_DAC_READ_SEARCH: the unnamed file cannot be linked.
+                    // Copy it into a named one instead.
+                    tracing::debug!(error = %e, dest = %self.dest.display(), "cannot link an unnamed file: copying it");
+                    let (mut named, path) = tempfile::Builder::new().prefix(&temp_prefix(&self.dest)).suffix(".tmp").tempfile_in(&dir)?.into_parts();
+                    copy_range(&file, 0, file.metadata()?.len(), &mut named)?;
+                    if let Some(k) = &self.keep {
+                        k.apply(&named)?;
+                    }
+                    named.sync_all()?;
+                    path.persist(&self.dest).map_err(|e| e.error)?;
+                    sync_dir(&dir)?;
+                    return Ok(named);
+                }
+            },
         }
         sync_dir(&dir)?;
         Ok(file)

@@ -3,8 +3,9 @@
 //! A path named `*.jsonl` is not always a file: it can be a FIFO (whose open blocks until a
 //! writer comes, and whose read blocks until it writes), a socket, a device (whose open can have
 //! side effects: a tape rewinds, a terminal becomes controlling), a directory, or a symbolic link
-//! an adversary planted. Every reader of transcripts (the verbs, the sessions index, the daemon)
-//! opens through [`open`], which:
+//! an adversary planted. Every reader of transcripts in the verbs and the sessions index opens
+//! through [`open`] (the daemon's tailer should too: [`open`] with [`Follow::Yes`], then
+//! [`not_regular`] on the error to skip a FIFO with a warning), which:
 //!
 //! 1. looks at the path first (`stat`, or `lstat` with [`Follow::No`]) and refuses anything but
 //!    a regular file without opening it;
