@@ -1,0 +1,1 @@
+//! Dataset statistics (see below).
