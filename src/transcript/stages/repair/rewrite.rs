@@ -472,31 +472,7 @@ impl Rewriter {
     }
 
     fn reject(&mut self, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
-        let bytes = &mut self.reject_buf;
-        bytes.clear();
-        let write = "writing to a Vec cannot fail";
-        write!(bytes, "{{\"line\":{line},\"action\":\"{action}\"").expect(write);
-        if let Some(r) = reason {
-            write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
-        }
-        match simdutf8::basic::from_utf8(original) {
-            Ok(text) => {
-                bytes.extend_from_slice(b",\"text\":");
-                scan::write_json_string(bytes, text);
-            }
-            Err(_) => {
-                bytes.extend_from_slice(b",\"base64\":\"");
-                bytes.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(original).as_bytes());
-                bytes.push(b'"');
-            }
-        }
-        bytes.extend_from_slice(b"}\n");
-        out(Emit::Reject(bytes));
-        if bytes.capacity() > 1 << 20 {
-            // Not kept for every later line: a long line reserved six times its length.
-            *bytes = Vec::new();
-        }
+        reject_line(&mut self.reject_buf, line, action, reason, original, out);
     }
 
     /// Streams a removed over-long line into the rejects, base64-encoded as it arrives.
@@ -525,5 +501,34 @@ impl Rewriter {
         self.long_rest.clear();
         self.long_open = false;
         self.stats.removed += 1;
+    }
+}
+
+/// Writes one rejects line, `{"line", "action", "reason", "text" | "base64"}`, into `bytes` (a
+/// buffer reused between lines) and hands it to `out`. The dataset repair writes the same lines.
+pub fn reject_line(bytes: &mut Vec<u8>, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+    // Action and reason are plain words.
+    bytes.clear();
+    let write = "writing to a Vec cannot fail";
+    write!(bytes, "{{\"line\":{line},\"action\":\"{action}\"").expect(write);
+    if let Some(r) = reason {
+        write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
+    }
+    match simdutf8::basic::from_utf8(original) {
+        Ok(text) => {
+            bytes.extend_from_slice(b",\"text\":");
+            scan::write_json_string(bytes, text);
+        }
+        Err(_) => {
+            bytes.extend_from_slice(b",\"base64\":\"");
+            bytes.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(original).as_bytes());
+            bytes.push(b'"');
+        }
+    }
+    bytes.extend_from_slice(b"}\n");
+    out(Emit::Reject(bytes));
+    if bytes.capacity() > 1 << 20 {
+        // Not kept for every later line: a long line reserved six times its length.
+        *bytes = Vec::new();
     }
 }
