@@ -11,6 +11,7 @@ use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sinks::atomic::{self, AtomicFile, Spool};
 use crate::sources::batch::{self, Input};
+use crate::transcript::stages::dataset::repair::{Action, Policy as DatasetPolicy};
 use crate::transcript::stages::repair::{Edit, Emit, OrphanPolicy, Plan, Planner, Rest, RewriteStats, Rewriter, Step, StreamRepair, Unrepaired};
 use crate::transcript::{Checker, Format, Options};
 use anyhow::Context;
@@ -62,6 +63,11 @@ pub struct Args {
     /// The transcript format; detected per file when not given.
     #[arg(long)]
     pub format: Option<Format>,
+    /// Datasets (one conversation per line): what to do with a line whose conversation has
+    /// errors: drop it, truncate the conversation before its first break, or answer its calls
+    /// without results. A line the policy cannot make clean is dropped.
+    #[arg(long, default_value = "drop", value_parser = clap::value_parser!(DatasetPolicy))]
+    pub dataset_policy: DatasetPolicy,
     /// Lines longer than this are removed as line_too_long.
     #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
     pub max_line_bytes: usize,
@@ -145,10 +151,13 @@ pub struct Report {
     /// The plan, for --dry-run.
     #[serde(skip)]
     pub plan: Vec<Edit>,
+    /// Datasets: the lines removed or replaced (the plan, for --dry-run).
+    #[serde(skip)]
+    pub dataset_actions: Vec<Action>,
 }
 
 impl Report {
-    fn new(job: &Job, status: Status) -> Self {
+    pub(crate) fn new(job: &Job, status: Status) -> Self {
         Report {
             file: job.input.display().to_string(),
             output: None,
@@ -159,6 +168,7 @@ impl Report {
             unrepaired: Vec::new(),
             message: None,
             plan: Vec::new(),
+            dataset_actions: Vec::new(),
         }
     }
 }
@@ -232,18 +242,23 @@ struct FirstRound {
 /// The output of the one-pass repair. Nothing is written until the first edit: up to then the
 /// output is the input, and that prefix is copied from the input by the kernel when the first
 /// edit comes (a clean file is never written at all).
-struct LazyOut<'a> {
+pub(crate) struct LazyOut<'a> {
     input: &'a Path,
     dest: &'a Path,
     permissions: std::fs::Permissions,
-    file: Option<AtomicFile>,
+    pub(crate) file: Option<AtomicFile>,
     same: u64,
-    rejects: Spool,
+    pub(crate) rejects: Spool,
     failed: Option<std::io::Error>,
 }
 
-impl LazyOut<'_> {
-    fn open(&mut self) -> anyhow::Result<()> {
+impl<'a> LazyOut<'a> {
+    /// An output for `dest` that copies `input` up to the first edit.
+    pub(crate) fn new(input: &'a Path, dest: &'a Path, permissions: std::fs::Permissions) -> Self {
+        LazyOut { input, dest, permissions, file: None, same: 0, rejects: Spool::new(dest, Spool::LIMIT), failed: None }
+    }
+
+    pub(crate) fn open(&mut self) -> anyhow::Result<()> {
         if self.file.is_none() {
             let mut f = AtomicFile::create(self.dest, Some(self.permissions.clone()))
                 .with_context(|| format!("creating a temporary file beside {}", self.dest.display()))?;
@@ -253,7 +268,7 @@ impl LazyOut<'_> {
         Ok(())
     }
 
-    fn emit(&mut self, e: Emit<'_>) {
+    pub(crate) fn emit(&mut self, e: Emit<'_>) {
         match (e, &mut self.file) {
             (Emit::Out(b), None) => self.same += b.len() as u64,
             (Emit::Out(b), Some(f)) => {
@@ -267,7 +282,7 @@ impl LazyOut<'_> {
         }
     }
 
-    fn check(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn check(&mut self) -> anyhow::Result<()> {
         match self.failed.take() {
             Some(e) => Err(e).with_context(|| format!("writing {}", self.dest.display())),
             None => Ok(()),
@@ -340,7 +355,7 @@ pub fn rejects_path(output: &Path) -> PathBuf {
     output.with_file_name(format!("{stem}.rejects.jsonl"))
 }
 
-fn backup_path(input: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn backup_path(input: &Path, suffix: &str) -> PathBuf {
     let name = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let first = input.with_file_name(format!("{name}{suffix}"));
     if !first.exists() {
@@ -350,9 +365,14 @@ fn backup_path(input: &Path, suffix: &str) -> PathBuf {
     (1..).map(|k| input.with_file_name(format!("{name}{suffix}.{k}"))).find(|p| !p.exists()).expect("a free name")
 }
 
-/// Repairs one file.
+/// Repairs one file (a dataset under the default `drop` policy).
 pub fn repair_file(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> Report {
-    match try_repair(job, s, buf) {
+    repair_file_with(job, s, DatasetPolicy::default(), buf)
+}
+
+/// Repairs one file; a dataset under `policy`.
+pub fn repair_file_with(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>) -> Report {
+    match try_repair(job, s, policy, buf) {
         Ok(r) => r,
         Err(e) => {
             let mut r = Report::new(job, Status::Failed);
@@ -362,7 +382,7 @@ pub fn repair_file(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> Report {
     }
 }
 
-fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Report> {
+fn try_repair(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>) -> anyhow::Result<Report> {
     let meta = std::fs::metadata(&job.input).with_context(|| format!("reading {}", job.input.display()))?;
     if !s.force {
         let age = meta.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).unwrap_or_default();
@@ -375,6 +395,9 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
             ));
             return Ok(r);
         }
+    }
+    if let Some(d) = super::dataset_repair::dataset_of(&job.input, s)? {
+        return super::dataset_repair::repair(job, s, d, policy, &meta, buf);
     }
     if s.dry_run {
         let plan = plan_file(&job.input, s, buf)?;
@@ -505,7 +528,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         jobs.par_iter()
             .with_max_len(1)
             .map(|job| {
-                let r = batch::with_buffer(|buf| repair_file(job, &settings, buf));
+                let r = batch::with_buffer(|buf| repair_file_with(job, &settings, args.dataset_policy, buf));
                 if let Some(p) = &progress {
                     p.inc(1);
                 }
@@ -524,6 +547,12 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 for e in &r.plan {
                     let mut v = serde_json::to_value(e)?;
                     v.as_object_mut().expect("edits are objects").insert("file".into(), r.file.clone().into());
+                    serde_json::to_writer(&mut out, &v)?;
+                    out.write_all(b"\n")?;
+                }
+                for a in &r.dataset_actions {
+                    let mut v = serde_json::to_value(a)?;
+                    v.as_object_mut().expect("actions are objects").insert("file".into(), r.file.clone().into());
                     serde_json::to_writer(&mut out, &v)?;
                     out.write_all(b"\n")?;
                 }

@@ -82,6 +82,23 @@ pub fn classify(obj: &serde_json::Map<String, serde_json::Value>) -> Option<Data
     None
 }
 
+/// The format the first complete lines of `head` show (at most [`super::DETECT_LINES`] of
+/// them), for shells that must choose a path before reading a file: `repair` and `stats`.
+pub fn detect_head(head: &[u8]) -> Option<super::Format> {
+    let mut d = super::Detector::new();
+    let whole = memchr::memrchr(b'\n', head).map_or(0, |nl| nl + 1);
+    for line in head[..whole].split(|&b| b == b'\n') {
+        if !d.wants_more() {
+            break;
+        }
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if !crate::transcript::lines::is_blank(line) && simdutf8::basic::from_utf8(line).is_ok() {
+            d.observe(line);
+        }
+    }
+    d.format()
+}
+
 /// How a conversation's messages pair calls with results, which decides the rules that apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pairing {
