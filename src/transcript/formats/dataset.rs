@@ -122,12 +122,14 @@ pub enum Content {
 }
 
 /// Raw arguments of a call, for the declared schema's required properties.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RawArgs<'a> {
     /// A JSON-encoded string (`arguments` of OpenAI calls).
     Encoded(RawStr<'a>),
     /// A JSON value as written (`input` of Anthropic calls, object `arguments`).
     Json(&'a [u8]),
+    /// The keys of an arguments object read another way (ShareGPT's JSON-in-a-string calls).
+    Keys(Vec<String>),
 }
 
 /// One message of a conversation.
@@ -463,7 +465,7 @@ fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<
                     if let Some((name, args)) = function_call {
                         let id = format!("function_call@{index}");
                         legacy = Some(id.clone());
-                        calls.push((Call { id: id.into(), name: name.decode(), args: args_shape(args), item: None }, args));
+                        calls.push((Call { id: id.into(), name: name.decode(), args: args_shape(args.as_ref()), item: None }, args));
                     }
                     for (call, args) in calls {
                         m.calls.push(call);
@@ -501,11 +503,11 @@ fn content_state(present: bool, parts: &super::blocks::Parts<'_>) -> Content {
     }
 }
 
-fn args_shape(args: Option<RawArgs<'_>>) -> Args {
+fn args_shape(args: Option<&RawArgs<'_>>) -> Args {
     match args {
         Some(RawArgs::Encoded(a)) => args_of_string(Some(&a.decode())),
         Some(RawArgs::Json(raw)) => args_of_value(Scanner::new(raw).peek()),
-        None => Args::Object,
+        Some(RawArgs::Keys(_)) | None => Args::Object,
     }
 }
 
@@ -528,7 +530,7 @@ fn read_tool_call<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(Call<'a>, Opt
     // A call without an id cannot be answered; the API rejects it, so it still counts as a
     // call (with an id no result can name).
     let id = id.map(|i| i.decode()).unwrap_or_else(|| Cow::Owned(format!("(no id: {name})")));
-    Ok(Some((Call { id, name, args: args_shape(args), item: None }, args)))
+    Ok(Some((Call { id, name, args: args_shape(args.as_ref()), item: None }, args)))
 }
 
 /// `{"name", "arguments"}`: the name and the raw arguments.
@@ -735,11 +737,11 @@ fn sharegpt_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Res
                 let mut m = Message::new(Role::Assistant);
                 open.clear();
                 let calls = value.map(|v| sharegpt_calls(&v.decode())).unwrap_or_default();
-                for (k, (name, args)) in calls.into_iter().enumerate() {
+                for (k, (name, args, keys)) in calls.into_iter().enumerate() {
                     let id = format!("call@{index}.{k}");
                     open.push(id.clone());
                     m.calls.push(Call { id: id.into(), name: name.into(), args, item: None });
-                    msg.args.push(None);
+                    msg.args.push(Some(RawArgs::Keys(keys)));
                 }
                 m
             }
@@ -765,23 +767,33 @@ fn sharegpt_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Res
     })
 }
 
-/// The calls a ShareGPT `function_call` value holds: `(name, arguments shape)`. A value that is
-/// not JSON is one call with unparseable arguments.
-pub fn sharegpt_calls(value: &str) -> Vec<(String, Args)> {
-    let one = |v: &serde_json::Value| {
+/// The calls a ShareGPT `function_call` value holds: `(name, arguments shape, argument keys)`.
+/// A value that is not JSON is one call with unparseable arguments.
+pub fn sharegpt_calls(value: &str) -> Vec<(String, Args, Vec<String>)> {
+    use serde_json::Value;
+    let one = |v: &Value| {
         let name = v.get("name").and_then(|n| n.as_str()).unwrap_or("").to_owned();
+        let parsed;
+        let object = match v.get("arguments") {
+            Some(Value::String(s)) => {
+                parsed = serde_json::from_str::<Value>(s).ok();
+                parsed.as_ref()
+            }
+            other => other,
+        };
         let args = match v.get("arguments") {
-            None | Some(serde_json::Value::Null) => Args::Object,
-            Some(serde_json::Value::String(s)) => args_of_string(Some(s)),
-            Some(serde_json::Value::Object(_)) => Args::Object,
+            None | Some(Value::Null) => Args::Object,
+            Some(Value::String(s)) => args_of_string(Some(s)),
+            Some(Value::Object(_)) => Args::Object,
             Some(_) => Args::NotObject,
         };
-        (name, args)
+        let keys = object.and_then(Value::as_object).map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        (name, args, keys)
     };
-    match serde_json::from_str::<serde_json::Value>(value) {
-        Ok(serde_json::Value::Array(a)) => a.iter().map(one).collect(),
-        Ok(v @ serde_json::Value::Object(_)) => vec![one(&v)],
-        _ => vec![(String::new(), Args::Unparseable)],
+    match serde_json::from_str::<Value>(value) {
+        Ok(Value::Array(a)) => a.iter().map(one).collect(),
+        Ok(v @ Value::Object(_)) => vec![one(&v)],
+        _ => vec![(String::new(), Args::Unparseable, Vec::new())],
     }
 }
 
@@ -870,6 +882,7 @@ pub fn argument_keys<'a>(args: &RawArgs<'a>) -> Option<Vec<Cow<'a, str>>> {
         Some(out)
     }
     match args {
+        RawArgs::Keys(k) => Some(k.iter().map(|k| Cow::Owned(k.clone())).collect()),
         RawArgs::Json(raw) => keys(raw),
         RawArgs::Encoded(text) => match text.decode() {
             Cow::Borrowed(b) => keys(b.as_bytes()),

@@ -177,7 +177,7 @@ fn call_names(m: &serde_json::Map<String, Value>) -> Vec<String> {
     }
     if m.get("from").and_then(Value::as_str) == Some("function_call") {
         if let Some(text) = m.get("value").and_then(Value::as_str) {
-            names.extend(crate::transcript::formats::dataset::sharegpt_calls(text).into_iter().map(|(n, _)| n));
+            names.extend(crate::transcript::formats::dataset::sharegpt_calls(text).into_iter().map(|(n, _, _)| n));
         }
     }
     names
