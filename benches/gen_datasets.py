@@ -255,6 +255,10 @@ class Gen:
             at = first + 1
             while at < len(msgs) and msgs[at]["role"] == "tool":
                 at += 1
+            if at >= len(msgs):
+                # Not last: that would be another fault (a fine-tuning example must end with
+                # an answer).
+                return False
             msgs.insert(at, {"role": "system", "text": "Be brief."})
             return at
         return None
@@ -275,7 +279,7 @@ class Gen:
             v = json.loads(text)
             v["custom_id"] = r.choice(self.custom_ids)
             text = json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-        elif fmt in ("openai-batch", "anthropic-batch"):
+        elif fmt in ("openai-batch", "anthropic-batch") and kind != "malformed":
             self.custom_ids.append(json.loads(text)["custom_id"])
         if kind == "malformed":
             text = text[: r.randint(1, len(text) - 1)]

@@ -109,6 +109,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
         let Some(m) = entry else {
             let name = role.as_deref().map_or("(none)".to_owned(), |r| format!("`{r}`"));
             report.findings.push(own(Kind::UnknownRole, format!("role {name} is not a {} role", d.as_str())));
+            last_role = None;
             continue;
         };
         report.messages += 1;
@@ -188,8 +189,9 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
         report.findings.push(f);
     }
     if d.fine_tuning() {
-        if let Some(at) = last.filter(|_| last_role != Some(Role::Assistant)) {
-            let role = last_role.map_or("unknown", |r| r.as_str());
+        // (A last message of an unknown role is reported as that.)
+        if let (Some(at), Some(role)) = (last, last_role.filter(|r| *r != Role::Assistant)) {
+            let role = role.as_str();
             let f = Finding {
                 message_index: Some(at as u64),
                 ..Finding::new(
