@@ -285,3 +285,39 @@ fn differential_against_mistral_common() {
         assert!(seen.get(d.0).is_some_and(|&n| n >= 10), "too few `{}` lines: {seen:?}", d.0);
     }
 }
+
+#[test]
+fn real_public_datasets() {
+    let dir = data("real-datasets");
+    let expected: Vec<Value> = std::fs::read_to_string(dir.join("EXPECTED.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut actual = Vec::new();
+    let files = super::support::jsonl_files(&dir);
+    let files: Vec<&PathBuf> = files.iter().filter(|p| !p.ends_with("EXPECTED.jsonl")).collect();
+    assert!(!files.is_empty());
+    for file in &files {
+        let input = std::fs::read(file).unwrap();
+        let (findings, _, format) = check_bytes(&input, Options::default()).unwrap();
+        assert!(format.and_then(Format::dataset).is_some(), "{}: detected {format:?}", file.display());
+        let rel = file.strip_prefix(&dir).unwrap().to_str().unwrap();
+        for f in findings {
+            actual.push(
+                serde_json::json!({"file": rel, "line": f.line, "message_index": f.message_index, "kind": f.kind.as_str(), "severity": f.severity.as_str()}),
+            );
+        }
+        // A clean real file is left as it is by every policy.
+        for policy in ["drop", "truncate", "answer"] {
+            let out = tempfile::tempdir().unwrap();
+            let (output, rejects) = repair(file, out.path(), &["--dataset-policy", policy]);
+            if actual.iter().all(|a| a["file"] != rel) {
+                assert_eq!((output == input, rejects.len()), (true, 0), "{rel}: {policy} changed a clean file");
+            }
+        }
+    }
+    assert_eq!(actual, expected, "findings on the real datasets differ from EXPECTED.jsonl");
+    // The ShareGPT slice: its calls and tools, as stats counts them.
+    let glaive = dir.join("sharegpt/glaive_toolcall_en_demo.head40.jsonl");
+    let o = transcriptd(&["stats", "--no-tokens", "-o", "json", glaive.to_str().unwrap()]);
+    let s = &json_lines(&o)[0];
+    assert_eq!((s["conversations"].as_u64(), s["messages"].as_u64(), s["tool_calls"].as_u64()), (Some(40), Some(266), Some(29)));
+    assert_eq!(s["tool_calls_per_tool"]["calculate_area"], 3);
+}
