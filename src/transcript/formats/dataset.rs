@@ -14,9 +14,9 @@
 //! [`stages::dataset`](crate::transcript::stages::dataset). Reading is lenient like every
 //! adapter: a field of an unexpected shape is "absent"; only a line that is not JSON fails.
 
-use super::blocks::{args_of_string, args_of_value, read_content};
+use super::blocks::{args_of_string, read_content};
 use super::codex;
-use crate::transcript::model::{Args, Call, Entry, Message, Role, ToolResult};
+use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, ToolResult};
 use crate::transcript::scan::{self, Kind, RawStr, Scanner};
 use smallvec::SmallVec;
 use std::borrow::Cow;
@@ -121,15 +121,44 @@ pub enum Content {
     Present,
 }
 
-/// Raw arguments of a call, for the declared schema's required properties.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RawArgs<'a> {
-    /// A JSON-encoded string (`arguments` of OpenAI calls).
-    Encoded(RawStr<'a>),
-    /// A JSON value as written (`input` of Anthropic calls, object `arguments`).
-    Json(&'a [u8]),
-    /// The keys of an arguments object read another way (ShareGPT's JSON-in-a-string calls).
-    Keys(Vec<String>),
+/// The top-level keys of a call's arguments object (as hashes), for the declared schema's
+/// required properties. Empty when the arguments are not an object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArgKeys(pub SmallVec<[u64; 4]>);
+
+impl ArgKeys {
+    /// Whether the arguments have the property `key`.
+    pub fn has(&self, key: &str) -> bool {
+        self.0.contains(&xxhash_rust::xxh3::xxh3_64(key.as_bytes()))
+    }
+
+    fn of_names<'k>(names: impl IntoIterator<Item = &'k str>) -> Self {
+        ArgKeys(names.into_iter().map(|k| xxhash_rust::xxh3::xxh3_64(k.as_bytes())).collect())
+    }
+}
+
+/// The shape and keys of arguments given as one JSON value (`raw`), read in one pass. Blank
+/// text counts as `{}` (as the APIs take it); text that is not JSON is `Unparseable`.
+fn args_info(raw: &[u8]) -> (Args, ArgKeys) {
+    if crate::transcript::lines::is_blank(raw) {
+        return (Args::Object, ArgKeys::default());
+    }
+    let mut s = Scanner::new(raw);
+    let mut keys = ArgKeys::default();
+    let object = s.peek() == Some(Kind::Object);
+    let read = if object {
+        s.object(|s, k| {
+            keys.0.push(xxhash_rust::xxh3::xxh3_64(&k.key()));
+            s.skip()
+        })
+    } else {
+        s.skip()
+    };
+    match read.and_then(|_| s.end()) {
+        Ok(()) if object => (Args::Object, keys),
+        Ok(()) => (Args::NotObject, ArgKeys::default()),
+        Err(_) => (Args::Unparseable, ArgKeys::default()),
+    }
 }
 
 /// One message of a conversation.
@@ -139,19 +168,32 @@ pub struct Msg<'a> {
     /// that are not messages).
     pub role: Option<Cow<'a, str>>,
     /// Its meaning in the turn model; `None` for a role the format does not have.
-    pub entry: Option<Message<'a>>,
+    /// (Held as the validator takes it, so that it is fed by reference.)
+    pub entry: Option<Parsed<'a>>,
     /// Whether content is there (calls aside).
     pub content: Content,
     /// An assistant `weight` other than 0 or 1.
     pub bad_weight: bool,
-    /// Raw arguments of each call, in the order of `entry.calls`.
-    pub args: SmallVec<[Option<RawArgs<'a>>; 1]>,
+    /// The argument keys of each call, in the order of its calls.
+    pub args: SmallVec<[ArgKeys; 1]>,
     /// The item is of a type that is neither a message nor a call nor a result (Responses
     /// `reasoning`, `web_search_call`, ...): not checked.
     pub passive: bool,
 }
 
 impl<'a> Msg<'a> {
+    /// Its meaning in the turn model; `None` for a role the format does not have.
+    pub fn message(&self) -> Option<&Message<'a>> {
+        match &self.entry {
+            Some(Parsed { entry: Entry::Message(m), .. }) => Some(m),
+            _ => None,
+        }
+    }
+
+    fn set(&mut self, m: Message<'a>) {
+        self.entry = Some(Parsed::of(Entry::Message(m)));
+    }
+
     fn new(role: Option<Cow<'a, str>>) -> Self {
         Msg { role, entry: None, content: Content::Absent, bad_weight: false, args: SmallVec::new(), passive: false }
     }
@@ -400,6 +442,7 @@ fn message_array<'a>(
     mut one: impl FnMut(&mut Scanner<'a>, &mut Conversation<'a>) -> scan::Result<()>,
 ) -> scan::Result<Option<Conversation<'a>>> {
     let mut c = Conversation::new(pairing);
+    c.messages.reserve(16);
     let is_array = s.opt_array(|s| {
         if s.peek() == Some(Kind::Object) {
             one(s, &mut c)
@@ -424,7 +467,7 @@ fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<
     message_array(s, Pairing::Chat, bad_shape, |s, c| {
         let index = c.messages.len();
         let (mut role, mut parts, mut null, mut seen) = (None, None, true, false);
-        let mut calls: SmallVec<[(Call<'a>, Option<RawArgs<'a>>); 1]> = SmallVec::new();
+        let mut calls: SmallVec<[(Call<'a>, ArgKeys); 1]> = SmallVec::new();
         let (mut tool_call_id, mut weight_bad, mut function_call) = (None, false, None);
         s.object(|s, k| {
             match &*k.key() {
@@ -462,10 +505,10 @@ fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<
             let mut m = parts.into_message(role);
             match role {
                 Role::Assistant => {
-                    if let Some((name, args)) = function_call {
+                    if let Some((name, (args, keys))) = function_call {
                         let id = format!("function_call@{index}");
                         legacy = Some(id.clone());
-                        calls.push((Call { id: id.into(), name: name.decode(), args: args_shape(args.as_ref()), item: None }, args));
+                        calls.push((Call { id: id.into(), name: name.decode(), args, item: None }, keys));
                     }
                     for (call, args) in calls {
                         m.calls.push(call);
@@ -486,7 +529,7 @@ fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<
                 }
                 _ => {}
             }
-            msg.entry = Some(m);
+            msg.set(m);
         }
         c.messages.push(msg);
         Ok(())
@@ -503,17 +546,9 @@ fn content_state(present: bool, parts: &super::blocks::Parts<'_>) -> Content {
     }
 }
 
-fn args_shape(args: Option<&RawArgs<'_>>) -> Args {
-    match args {
-        Some(RawArgs::Encoded(a)) => args_of_string(Some(&a.decode())),
-        Some(RawArgs::Json(raw)) => args_of_value(Scanner::new(raw).peek()),
-        Some(RawArgs::Keys(_)) | None => Args::Object,
-    }
-}
-
 /// One `tool_calls` entry: `{"id", "type", "function": {"name", "arguments"}}`; `arguments` may
 /// be a string (OpenAI) or an object (Hugging Face datasets).
-fn read_tool_call<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(Call<'a>, Option<RawArgs<'a>>)>> {
+fn read_tool_call<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(Call<'a>, ArgKeys)>> {
     let (mut id, mut function): (Option<RawStr<'a>>, _) = (None, None);
     s.opt_object(|s, k| {
         match &*k.key() {
@@ -523,30 +558,37 @@ fn read_tool_call<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(Call<'a>, Opt
         }
         Ok(())
     })?;
-    let (name, args) = match function {
+    let (name, (args, keys)) = match function {
         Some((name, args)) => (name.decode(), args),
-        None => (Cow::Borrowed(""), None),
+        None => (Cow::Borrowed(""), (Args::Object, ArgKeys::default())),
     };
     // A call without an id cannot be answered; the API rejects it, so it still counts as a
     // call (with an id no result can name).
     let id = id.map(|i| i.decode()).unwrap_or_else(|| Cow::Owned(format!("(no id: {name})")));
-    Ok(Some((Call { id, name, args: args_shape(args.as_ref()), item: None }, args)))
+    Ok(Some((Call { id, name, args, item: None }, keys)))
 }
 
-/// `{"name", "arguments"}`: the name and the raw arguments.
-fn read_function<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(RawStr<'a>, Option<RawArgs<'a>>)>> {
-    let (mut name, mut args) = (None, None);
+/// `{"name", "arguments"}`: the name, and the shape and keys of the arguments (a missing
+/// `arguments` is `{}`).
+fn read_function<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(RawStr<'a>, (Args, ArgKeys))>> {
+    let (mut name, mut args) = (None, (Args::Object, ArgKeys::default()));
     let is_object = s.opt_object(|s, k| {
         match &*k.key() {
             b"name" => name = s.opt_string()?,
             b"arguments" => {
                 args = match s.peek() {
-                    Some(Kind::String) => Some(RawArgs::Encoded(s.string()?)),
+                    Some(Kind::String) => {
+                        let text = s.string()?;
+                        match text.raw().contains(&b'\\') {
+                            true => args_info(text.decode().as_bytes()),
+                            false => args_info(text.raw()),
+                        }
+                    }
                     Some(Kind::Null) | None => {
                         s.skip()?;
-                        None
+                        (Args::Object, ArgKeys::default())
                     }
-                    Some(_) => Some(RawArgs::Json(s.raw_value()?)),
+                    Some(_) => args_info(s.raw_value()?),
                 }
             }
             _ => s.skip()?,
@@ -571,7 +613,7 @@ fn responses_input<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Resul
         m.prompt = true;
         m.has_content = !text.is_blank();
         msg.content = if text.is_blank() { Content::Blank } else { Content::Present };
-        msg.entry = Some(m);
+        msg.set(m);
         c.messages.push(msg);
         return Ok(Some(c));
     }
@@ -586,7 +628,7 @@ fn responses_input<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Resul
                 b"name" => it.name = s.opt_string()?,
                 b"arguments" => {
                     it.arguments = s.opt_string()?;
-                    raw_args = it.arguments.map(RawArgs::Encoded);
+                    raw_args = it.arguments.map(|a| args_info(a.decode().as_bytes()).1);
                 }
                 b"content" => {
                     seen = true;
@@ -611,12 +653,12 @@ fn responses_input<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Resul
         match codex::response_item(it) {
             Entry::Message(m) => {
                 if !m.calls.is_empty() {
-                    msg.args.push(raw_args);
+                    msg.args.push(raw_args.unwrap_or_default());
                 }
                 if !is_message {
                     msg.content = Content::Present;
                 }
-                msg.entry = Some(m);
+                msg.set(m);
             }
             // A message with a role the API does not have.
             _ if is_message => {}
@@ -667,10 +709,10 @@ fn anthropic_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Re
             if !m.calls.is_empty() {
                 let inputs = raw_content.map(tool_use_inputs).unwrap_or_default();
                 for call in &m.calls {
-                    msg.args.push(inputs.iter().find(|(id, _)| *id == call.id).map(|(_, raw)| RawArgs::Json(raw)));
+                    msg.args.push(inputs.iter().find(|(id, _)| *id == call.id).map(|(_, raw)| args_info(raw).1).unwrap_or_default());
                 }
             }
-            msg.entry = Some(m);
+            msg.set(m);
         }
         c.messages.push(msg);
         Ok(())
@@ -741,7 +783,7 @@ fn sharegpt_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Res
                     let id = format!("call@{index}.{k}");
                     open.push(id.clone());
                     m.calls.push(Call { id: id.into(), name: name.into(), args, item: None });
-                    msg.args.push(Some(RawArgs::Keys(keys)));
+                    msg.args.push(ArgKeys::of_names(keys.iter().map(String::as_str)));
                 }
                 m
             }
@@ -761,7 +803,7 @@ fn sharegpt_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Res
             }
         };
         m.has_content = text || !m.calls.is_empty() || m.role == Role::Tool;
-        msg.entry = Some(m);
+        msg.set(m);
         c.messages.push(msg);
         Ok(())
     })
@@ -865,32 +907,6 @@ fn read_required<'a>(s: &mut Scanner<'a>, required: &mut SmallVec<[Cow<'a, str>;
     Ok(())
 }
 
-/// The top-level keys of call arguments, when they are a JSON object.
-pub fn argument_keys<'a>(args: &RawArgs<'a>) -> Option<Vec<Cow<'a, str>>> {
-    fn keys<'b>(raw: &'b [u8]) -> Option<Vec<Cow<'b, str>>> {
-        let mut s = Scanner::new(raw);
-        let mut out = Vec::new();
-        if s.peek() != Some(Kind::Object) {
-            return None;
-        }
-        s.object(|s, k| {
-            out.push(k.decode());
-            s.skip()
-        })
-        .ok()?;
-        s.end().ok()?;
-        Some(out)
-    }
-    match args {
-        RawArgs::Keys(k) => Some(k.iter().map(|k| Cow::Owned(k.clone())).collect()),
-        RawArgs::Json(raw) => keys(raw),
-        RawArgs::Encoded(text) => match text.decode() {
-            Cow::Borrowed(b) => keys(b.as_bytes()),
-            Cow::Owned(o) => Some(keys(o.as_bytes())?.into_iter().map(|k| Cow::Owned(k.into_owned())).collect()),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -918,10 +934,10 @@ mod tests {
         );
         let c = &r.conversations[0];
         assert_eq!(c.messages.len(), 4);
-        let call = &c.messages[1].entry.as_ref().unwrap().calls[0];
+        let call = &c.messages[1].message().unwrap().calls[0];
         assert_eq!((call.id.as_ref(), call.name.as_ref(), call.args), ("c1", "f", Args::Object));
-        assert_eq!(argument_keys(c.messages[1].args[0].as_ref().unwrap()).unwrap(), vec!["a"]);
-        assert_eq!(c.messages[2].entry.as_ref().unwrap().results[0].id, "c1");
+        assert!(c.messages[1].args[0].has("a") && !c.messages[1].args[0].has("b"));
+        assert_eq!(c.messages[2].message().unwrap().results[0].id, "c1");
         assert_eq!(c.messages[3].content, Content::Blank);
         assert_eq!(c.tools.as_ref().unwrap()[0].required.as_slice(), ["a", "b"]);
     }
@@ -944,15 +960,15 @@ mod tests {
         );
         let c = &r.conversations[0];
         assert_eq!(c.pairing, Pairing::Responses);
-        assert!(c.messages[0].entry.as_ref().unwrap().prompt);
-        assert_eq!(c.messages[1].entry.as_ref().unwrap().calls[0].id, "c");
+        assert!(c.messages[0].message().unwrap().prompt);
+        assert_eq!(c.messages[1].message().unwrap().calls[0].id, "c");
         assert!(c.messages[2].passive);
         let r = one(
             Dataset::ShareGpt,
             r#"{"conversations":[{"from":"human","value":"x"},{"from":"function_call","value":"{\"name\":\"f\",\"arguments\":{}}"},{"from":"observation","value":"r"},{"from":"gpt","value":"ok"}]}"#,
         );
         let c = &r.conversations[0];
-        assert_eq!(c.messages[1].entry.as_ref().unwrap().calls[0].id, "call@1.0");
-        assert_eq!(c.messages[2].entry.as_ref().unwrap().results[0].id, "call@1.0");
+        assert_eq!(c.messages[1].message().unwrap().calls[0].id, "call@1.0");
+        assert_eq!(c.messages[2].message().unwrap().results[0].id, "call@1.0");
     }
 }

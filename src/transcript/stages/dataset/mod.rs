@@ -25,9 +25,9 @@ pub mod stats;
 use super::validate::Validator;
 use super::Map;
 use crate::transcript::finding::{Finding, Kind, Output, Severity};
-use crate::transcript::formats::dataset::{self, argument_keys, Content, Conversation, Dataset, Msg, Pairing, Record};
+use crate::transcript::formats::dataset::{self, Content, Conversation, Dataset, Msg, Pairing, Record};
 use crate::transcript::formats::Format;
-use crate::transcript::model::{Args, Entry, Parsed, Role};
+use crate::transcript::model::{Args, Role};
 use crate::transcript::scan;
 
 /// What checking one dataset line gives.
@@ -99,14 +99,14 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
     };
     let mut started = false;
     let mut last_role = None;
-    for (i, msg) in messages.into_iter().enumerate() {
+    for (i, msg) in messages.iter().enumerate() {
         let at = i as u64;
         let own = |kind: Kind, text: String| Finding { message_index: Some(at), ..Finding::new(line, kind, text) };
         let Msg { role, entry, content, bad_weight, args, passive } = msg;
-        if passive {
+        if *passive {
             continue;
         }
-        let Some(m) = entry else {
+        let (Some(parsed), Some(m)) = (entry, msg.message()) else {
             let name = role.as_deref().map_or("(none)".to_owned(), |r| format!("`{r}`"));
             report.findings.push(own(Kind::UnknownRole, format!("role {name} is not a {} role", d.as_str())));
             last_role = None;
@@ -126,7 +126,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
         }
         // Content: missing is an error for every role; blank is one where the message is the
         // target (an assistant message without calls) and worth a warning for a prompt.
-        let empty = match (m.role, content) {
+        let empty = match (m.role, *content) {
             (_, Content::Present) => None,
             (Role::Assistant, _) if !m.calls.is_empty() => None,
             (Role::Assistant, Content::Blank) => Some(Severity::Error),
@@ -135,15 +135,15 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
             (_, Content::Absent) => Some(Severity::Error),
         };
         if let Some(severity) = empty {
-            let what = if content == Content::Blank { "blank" } else { "no" };
+            let what = if *content == Content::Blank { "blank" } else { "no" };
             let mut f = own(Kind::EmptyContent, format!("{} message with {what} content", m.role.as_str()));
             f.severity = severity;
             report.findings.push(f);
         }
-        if bad_weight {
+        if *bad_weight {
             report.findings.push(own(Kind::InvalidWeight, "assistant `weight` must be 0 or 1".to_owned()));
         }
-        for (c, raw) in m.calls.iter().zip(args.iter().chain(std::iter::repeat(&None))) {
+        for (c, keys) in m.calls.iter().zip(args.iter().map(Some).chain(std::iter::repeat(None))) {
             let Some(tools) = &tools else { break };
             let call = |f: Finding| f.with_call(&c.id, Some(&c.name));
             let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
@@ -153,8 +153,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
             if tool.required.is_empty() || c.args != Args::Object {
                 continue;
             }
-            let keys = raw.as_ref().and_then(argument_keys).unwrap_or_default();
-            let missing: Vec<&str> = tool.required.iter().filter(|r| !keys.contains(r)).map(|r| r.as_ref()).collect();
+            let missing: Vec<&str> = tool.required.iter().filter(|r| !keys.is_some_and(|k| k.has(r))).map(|r| r.as_ref()).collect();
             if !missing.is_empty() {
                 let list = missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
                 report.findings.push(call(own(Kind::MissingRequiredArgument, format!("arguments of the call to `{}` lack required {list}", c.name))));
@@ -164,7 +163,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
         if m.role == Role::User && m.prompt && pairing != Pairing::Responses && !v.pending().is_empty() {
             v.moved_on(at, &mut out);
         }
-        v.push(at, &Parsed::of(Entry::Message(m)), &mut out);
+        v.push(at, parsed, &mut out);
     }
     v.finish(&mut out);
     for mut f in found {
