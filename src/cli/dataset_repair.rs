@@ -3,7 +3,7 @@
 //! or changed line in `<name>.rejects.jsonl` under its own line number, atomic replacement).
 //! The core is [`DatasetRepair`]; this is its file shell.
 
-use super::repair::{backup_path, rejects_path, Job, LazyOut, Report, Settings, Status};
+use super::repair::{put_in_place, Job, LazyOut, Report, Settings, Status};
 use crate::sinks::atomic;
 use crate::sources::batch::{self, Input};
 use crate::transcript::formats::dataset::{detect_head, Dataset};
@@ -80,18 +80,7 @@ pub fn repair(job: &Job, s: &Settings, d: Dataset, policy: Policy, meta: &std::f
         return Ok(report);
     };
     file.flush().with_context(|| format!("writing {}", job.output.display()))?;
-    // What was removed is safe on disk before the new file takes the old one's place.
-    let rejects_file = rejects_path(&job.output);
-    out.rejects.append_to(&rejects_file, Some(&meta.permissions())).with_context(|| format!("writing {}", rejects_file.display()))?;
-    if s.in_place {
-        if let Some(suffix) = &s.backup {
-            let backup = backup_path(&job.input, suffix);
-            if std::fs::hard_link(&job.input, &backup).is_err() {
-                atomic::copy_file(&job.input, &backup).with_context(|| format!("writing backup {}", backup.display()))?;
-            }
-        }
-    }
-    file.commit().with_context(|| format!("replacing {}", job.output.display()))?;
+    put_in_place(job, s, meta, out.rejects, file)?;
     report.output = Some(job.output.display().to_string());
     report.lines = stats;
     report.status = Status::Repaired;

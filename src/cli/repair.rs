@@ -355,7 +355,7 @@ pub fn rejects_path(output: &Path) -> PathBuf {
     output.with_file_name(format!("{stem}.rejects.jsonl"))
 }
 
-pub(crate) fn backup_path(input: &Path, suffix: &str) -> PathBuf {
+fn backup_path(input: &Path, suffix: &str) -> PathBuf {
     let name = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let first = input.with_file_name(format!("{name}{suffix}"));
     if !first.exists() {
@@ -458,7 +458,18 @@ fn try_repair(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>)
         }
         plan.unrepaired.extend(last.unrepaired);
     }
-    // What was removed is safe on disk before the new file takes the old one's place.
+    put_in_place(job, s, &meta, rejects, out)?;
+    report.output = Some(job.output.display().to_string());
+    report.lines = total;
+    report.unrepaired = plan.unrepaired;
+    report.status = if report.unrepaired.is_empty() { Status::Repaired } else { Status::Partial };
+    Ok(report)
+}
+
+/// Puts a repaired file in place: its rejects appended to `<name>.rejects.jsonl` first (what was
+/// removed is safe on disk before the new file takes the old one's place), the backup kept
+/// with `--in-place`, then the new file renamed over the output.
+pub(crate) fn put_in_place(job: &Job, s: &Settings, meta: &std::fs::Metadata, rejects: Spool, out: AtomicFile) -> anyhow::Result<()> {
     let rejects_file = rejects_path(&job.output);
     rejects.append_to(&rejects_file, Some(&meta.permissions())).with_context(|| format!("writing {}", rejects_file.display()))?;
     if s.in_place {
@@ -469,12 +480,7 @@ fn try_repair(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>)
             }
         }
     }
-    out.commit().with_context(|| format!("replacing {}", job.output.display()))?;
-    report.output = Some(job.output.display().to_string());
-    report.lines = total;
-    report.unrepaired = plan.unrepaired;
-    report.status = if report.unrepaired.is_empty() { Status::Repaired } else { Status::Partial };
-    Ok(report)
+    out.commit().with_context(|| format!("replacing {}", job.output.display()))
 }
 
 /// Expands the paths into jobs: directories walked, outputs mirrored under `out`, shards

@@ -365,15 +365,7 @@ fn openai_batch_line<'a>(s: &mut Scanner<'a>) -> scan::Result<Record<'a>> {
         }
         None => messages.or(input),
     };
-    if bad_shape {
-        rec.problem = Some("a message that is not an object");
-        return Ok(rec);
-    }
-    if let Some(mut c) = conv {
-        c.tools = tools;
-        rec.conversations.push(c);
-    }
-    Ok(rec)
+    Ok(with_conversation(rec, conv, tools, bad_shape))
 }
 
 /// `{"custom_id", "params": {"messages", "system"?, "tools"?}}`.
@@ -398,20 +390,12 @@ fn anthropic_batch_line<'a>(s: &mut Scanner<'a>) -> scan::Result<Record<'a>> {
         }
         Ok(())
     })?;
-    if bad_shape {
-        rec.problem = Some("a message that is not an object");
-        return Ok(rec);
-    }
-    if let Some(mut c) = conv {
-        c.tools = tools;
-        rec.conversations.push(c);
-    }
-    Ok(rec)
+    Ok(with_conversation(rec, conv, tools, bad_shape))
 }
 
 /// `{"conversations": [{"from", "value"}], "tools"?}`.
 fn sharegpt_line<'a>(s: &mut Scanner<'a>) -> scan::Result<Record<'a>> {
-    let mut rec = Record::default();
+    let rec = Record::default();
     let (mut conv, mut tools) = (None, None);
     let mut bad_shape = false;
     s.object(|s, k| {
@@ -422,15 +406,18 @@ fn sharegpt_line<'a>(s: &mut Scanner<'a>) -> scan::Result<Record<'a>> {
         }
         Ok(())
     })?;
+    Ok(with_conversation(rec, conv, tools, bad_shape))
+}
+
+/// The record of a line with one conversation (when it has one) and the tools it declares.
+fn with_conversation<'a>(mut rec: Record<'a>, conv: Option<Conversation<'a>>, tools: Option<Vec<Tool<'a>>>, bad_shape: bool) -> Record<'a> {
     if bad_shape {
         rec.problem = Some("a message that is not an object");
-        return Ok(rec);
-    }
-    if let Some(mut c) = conv {
+    } else if let Some(mut c) = conv {
         c.tools = tools;
         rec.conversations.push(c);
     }
-    Ok(rec)
+    rec
 }
 
 /// An array of objects, each read by `one`; `None` when the value is not an array. A member
@@ -595,7 +582,7 @@ fn read_function<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(RawStr<'a>, (A
         }
         Ok(())
     })?;
-    Ok(is_object.then(|| (name.unwrap_or_else(|| empty_raw()), args)))
+    Ok(is_object.then(|| (name.unwrap_or_else(empty_raw), args)))
 }
 
 fn empty_raw<'a>() -> RawStr<'a> {
