@@ -16,7 +16,8 @@ pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
     /// standard locations, ~/.claude/projects and ~/.codex/sessions.
     pub paths: Vec<PathBuf>,
-    /// The transcript format; detected per file from its first lines when not given.
+    /// The format (a transcript format, or a dataset's: openai-dataset, openai-batch,
+    /// anthropic-batch, sharegpt); detected per file from its first lines when not given.
     #[arg(long)]
     pub format: Option<Format>,
     /// Stop at the first line that cannot be read and exit 2, naming file and line.
@@ -193,7 +194,8 @@ fn write_finding(out: &mut impl Write, format: OutputFormat, file: &str, fmt: Op
         }
         OutputFormat::Text => {
             let call = f.call_id.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
-            writeln!(out, "{file}:{}: {}: {}: {}{call}", f.line, f.severity.as_str(), f.kind, f.message)?;
+            let at = f.message_index.map(|m| format!(" message {m}:")).unwrap_or_default();
+            writeln!(out, "{file}:{}:{at} {}: {}: {}{call}", f.line, f.severity.as_str(), f.kind, f.message)?;
         }
     }
     Ok(())

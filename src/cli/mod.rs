@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod context;
+pub mod dataset_repair;
 pub mod history;
 pub mod input;
 pub mod orphans;
@@ -10,6 +11,7 @@ pub mod repair;
 pub mod run;
 pub mod sessions;
 pub mod show;
+pub mod stats;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -67,6 +69,9 @@ pub enum Command {
     Sessions(sessions::Args),
     /// Show one session, named by a short prefix of its id.
     Show(show::Args),
+    /// Statistics of datasets (one conversation per line): messages per role, tool calls per
+    /// tool, tokens per conversation and the tokens fine-tuning bills.
+    Stats(stats::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -92,6 +97,7 @@ pub fn main() -> ExitCode {
         Command::Orphans(a) => orphans::run(a),
         Command::Sessions(a) => sessions::run(a),
         Command::Show(a) => show::run(a),
+        Command::Stats(a) => stats::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,

@@ -32,6 +32,7 @@ use crate::sinks::atomic::{self, AtomicFile, Keep, Merged, Spool};
 use crate::sources::batch::{self, Input, Skipped};
 use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
+use crate::transcript::stages::dataset::repair::{Action, Policy as DatasetPolicy};
 use crate::transcript::stages::repair::{Edit, Emit, OrphanPolicy, Plan, Planner, Rest, RewriteStats, Rewriter, Step, StreamRepair, Unrepaired};
 use crate::transcript::{Checker, Format, Options};
 use anyhow::Context;
@@ -88,6 +89,11 @@ pub struct Args {
     /// result, drop them, or keep them (the file then stays not fully repaired).
     #[arg(long, default_value = "answer", value_parser = clap::value_parser!(OrphanPolicy))]
     pub orphans: OrphanPolicy,
+    /// Datasets (one conversation per line): what to do with a line whose conversation has
+    /// errors: drop it, truncate the conversation before its first break, or answer its calls
+    /// without results. A line the policy cannot make clean is dropped.
+    #[arg(long, default_value = "drop", value_parser = clap::value_parser!(DatasetPolicy))]
+    pub dataset_policy: DatasetPolicy,
     /// Skip files modified more recently than this: they may still be written. Files that change
     /// while repaired, and (in place) files another process holds open for writing, are skipped
     /// too.
@@ -199,10 +205,13 @@ pub struct Report {
     /// The plan, for --dry-run.
     #[serde(skip)]
     pub plan: Vec<Edit>,
+    /// Datasets: the lines removed or replaced (the plan, for --dry-run).
+    #[serde(skip)]
+    pub dataset_actions: Vec<Action>,
 }
 
 impl Report {
-    fn new(job: &Job, status: Status) -> Self {
+    pub(crate) fn new(job: &Job, status: Status) -> Self {
         Report {
             file: job.input.display().to_string(),
             output: None,
@@ -216,6 +225,7 @@ impl Report {
             carried: Carried::default(),
             notes: Vec::new(),
             plan: Vec::new(),
+            dataset_actions: Vec::new(),
         }
     }
 
@@ -305,31 +315,46 @@ fn rewrite(src: &mut impl Read, plan: &Plan, s: &Settings, dest: &mut AtomicFile
 const READ: usize = 1 << 20;
 
 /// What the first round of a file's repair produced.
-struct FirstRound {
-    plan: Plan,
+pub(crate) struct FirstRound {
+    pub(crate) plan: Plan,
     /// The output, when the plan has edits.
-    out: Option<AtomicFile>,
-    rejects: Spool,
-    stats: RewriteStats,
+    pub(crate) out: Option<AtomicFile>,
+    pub(crate) rejects: Spool,
+    pub(crate) stats: RewriteStats,
     /// Bytes of the input the round covered (its snapshot).
-    covered: u64,
+    pub(crate) covered: u64,
+    /// Datasets: the lines removed or replaced (their plan is empty).
+    pub(crate) actions: Vec<Action>,
+}
+
+impl FirstRound {
+    /// Whether the round changed anything.
+    fn edited(&self) -> bool {
+        !self.plan.is_empty() || !self.actions.is_empty()
+    }
 }
 
 /// The output of the one-pass repair. Nothing is written until the first edit: up to then the
 /// output is the input, and that prefix is copied from the input by the kernel when the first
 /// edit comes (a clean file is never written at all).
-struct LazyOut<'a> {
+pub(crate) struct LazyOut<'a> {
     input: &'a File,
     dest: &'a Path,
     keep: Keep,
-    file: Option<AtomicFile>,
+    pub(crate) file: Option<AtomicFile>,
     same: u64,
-    rejects: Spool,
+    pub(crate) rejects: Spool,
     failed: Option<std::io::Error>,
 }
 
-impl LazyOut<'_> {
-    fn open(&mut self) -> anyhow::Result<()> {
+impl<'a> LazyOut<'a> {
+    /// An output for `dest` that copies `input` up to the first edit.
+    pub(crate) fn new(input: &'a File, dest: &'a Path, keep: Keep) -> Self {
+        LazyOut { input, dest, keep, file: None, same: 0, rejects: Spool::new(dest, Spool::LIMIT), failed: None }
+    }
+
+    /// Opens the output, copying what was passed through so far.
+    pub(crate) fn open(&mut self) -> anyhow::Result<()> {
         if self.file.is_none() {
             let mut f = AtomicFile::create(self.dest, Some(self.keep)).with_context(|| format!("creating a temporary file beside {}", self.dest.display()))?;
             f.copy_from(self.input, 0, self.same).with_context(|| format!("writing {}", self.dest.display()))?;
@@ -338,7 +363,8 @@ impl LazyOut<'_> {
         Ok(())
     }
 
-    fn emit(&mut self, e: Emit<'_>) {
+    /// Writes an output or rejects piece.
+    pub(crate) fn emit(&mut self, e: Emit<'_>) {
         match (e, &mut self.file) {
             (Emit::Out(b), None) => self.same += b.len() as u64,
             (Emit::Out(b), Some(f)) => {
@@ -352,7 +378,8 @@ impl LazyOut<'_> {
         }
     }
 
-    fn check(&mut self) -> anyhow::Result<()> {
+    /// The first write error, if any.
+    pub(crate) fn check(&mut self) -> anyhow::Result<()> {
         match self.failed.take() {
             Some(e) => Err(e).with_context(|| format!("writing {}", self.dest.display())),
             None => Ok(()),
@@ -368,8 +395,7 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
     let mut stream = StreamRepair::new(&s.check, s.orphans);
     let mut reader = ReadAt::new(input, 0, limit);
     let mut win = batch::Window::new(buf, READ);
-    let rejects = Spool::new(output, Spool::LIMIT);
-    let mut out = LazyOut { input, dest: output, keep, file: None, same: 0, rejects, failed: None };
+    let mut out = LazyOut::new(input, output, keep);
     let gave_up = loop {
         let n = win.fill(&mut reader).with_context(|| format!("reading {}", path.display()))?;
         if n == 0 {
@@ -396,7 +422,7 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
         if let Some(f) = out.file.as_mut() {
             f.flush().with_context(|| format!("writing {}", output.display()))?;
         }
-        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, stats, covered: reader.pos() });
+        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, stats, covered: reader.pos(), actions: Vec::new() });
     };
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
     if buf.capacity() > 4 * READ {
@@ -415,13 +441,13 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
     };
     let covered = reader.pos();
     if plan.is_empty() {
-        return Ok(FirstRound { plan, out: None, rejects: out.rejects, stats: RewriteStats::default(), covered });
+        return Ok(FirstRound { plan, out: None, rejects: out.rejects, stats: RewriteStats::default(), covered, actions: Vec::new() });
     }
     let mut dest = AtomicFile::create(output, Some(keep)).with_context(|| format!("creating a temporary file beside {}", output.display()))?;
     // What the abandoned pass put aside is written again by the second.
     let mut rejects = Spool::new(output, Spool::LIMIT);
     let stats = rewrite(&mut ReadAt::new(input, 0, Some(covered)), &plan, s, &mut dest, &mut rejects, buf).with_context(|| path.display().to_string())?;
-    Ok(FirstRound { plan, out: Some(dest), rejects, stats, covered })
+    Ok(FirstRound { plan, out: Some(dest), rejects, stats, covered, actions: Vec::new() })
 }
 
 /// `<dir>/<stem>.rejects.jsonl` beside `output`.
@@ -431,9 +457,14 @@ pub fn rejects_path(output: &Path) -> PathBuf {
     output.with_file_name(format!("{stem}.rejects.jsonl"))
 }
 
-/// Repairs one file.
+/// Repairs one file (a dataset under the default `drop` policy).
 pub fn repair_file(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> Report {
-    match try_repair(job, s, buf) {
+    repair_file_with(job, s, DatasetPolicy::default(), buf)
+}
+
+/// Repairs one file; a dataset under `policy`.
+pub fn repair_file_with(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>) -> Report {
+    match try_repair(job, s, policy, buf) {
         Ok(r) => r,
         Err(e) => {
             let mut r = Report::new(job, Status::Failed);
@@ -451,7 +482,7 @@ enum Attempt {
     Changed(String),
 }
 
-fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Report> {
+fn try_repair(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>) -> anyhow::Result<Report> {
     // --in-place on a symbolic link repairs its target and keeps the link.
     let (path, link_note) = match s.in_place.then(|| std::fs::symlink_metadata(&job.input)) {
         Some(Ok(m)) if m.file_type().is_symlink() => {
@@ -464,7 +495,7 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
     let output = if s.in_place { path.clone() } else { job.output.clone() };
     let mut why = String::new();
     for attempt in 0..ATTEMPTS {
-        match attempt_repair(job, &path, &output, s, attempt, buf)? {
+        match attempt_repair(job, &path, &output, s, policy, attempt, buf)? {
             Attempt::Done(mut r) => {
                 if matches!(r.status, Status::Repaired | Status::Partial) {
                     r.notes.splice(0..0, link_note);
@@ -575,7 +606,7 @@ fn held(job: &Job, writers: &[Holder]) -> Report {
 }
 
 /// One attempt: read, repair into a temporary file, check again, swap.
-fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, attempt: usize, buf: &mut Vec<u8>) -> anyhow::Result<Attempt> {
+fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: DatasetPolicy, attempt: usize, buf: &mut Vec<u8>) -> anyhow::Result<Attempt> {
     let (file, meta) = regular::open(path, Follow::Yes).with_context(|| format!("reading {}", path.display()))?;
     let before = Identity::of(&meta);
     let done = |r: Report| Ok(Attempt::Done(Box::new(r)));
@@ -599,6 +630,16 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, attempt: 
     // A file being appended to is repaired up to its last complete line; the rest is carried.
     let live = s.in_place && s.force && (!writers.is_empty() || attempt > 0);
     let limit = if live { Some(complete_lines_end(&file, before.len).with_context(|| format!("reading {}", path.display()))?) } else { None };
+    let dataset = super::dataset_repair::dataset_of(&file, s).with_context(|| format!("reading {}", path.display()))?;
+    if let (true, Some(d)) = (s.dry_run, dataset) {
+        let actions =
+            super::dataset_repair::plan(&mut ReadAt::new(&file, 0, limit), d, policy, s, buf).with_context(|| format!("reading {}", path.display()))?;
+        let mut report = Report::new(job, if actions.is_empty() { Status::Clean } else { Status::Planned });
+        report.format = Some(Format::Dataset(d));
+        report.edits = actions.len();
+        report.dataset_actions = actions;
+        return done(report);
+    }
     if s.dry_run {
         let plan = plan_reader(&mut ReadAt::new(&file, 0, limit), s, buf).with_context(|| format!("reading {}", path.display()))?;
         let mut report = Report::new(job, Status::Planned);
@@ -613,13 +654,18 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, attempt: 
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let keep = Keep::of(&meta, s.in_place);
-    let first = first_round(path, &file, limit, output, s, keep, buf)?;
+    let first = match dataset {
+        Some(d) => super::dataset_repair::first_round(path, &file, limit, output, d, policy, s, keep, buf)?,
+        None => first_round(path, &file, limit, output, s, keep, buf)?,
+    };
+    let edited = first.edited();
     let covered = first.covered;
     let mut plan = first.plan;
     let mut report = Report::new(job, Status::Clean);
-    report.format = plan.format;
-    report.edits = plan.edits.len();
-    let Some(mut out) = first.out.filter(|_| !plan.is_empty()) else {
+    report.format = dataset.map(Format::Dataset).or(plan.format);
+    report.edits = plan.edits.len() + first.actions.len();
+    report.dataset_actions = first.actions;
+    let Some(mut out) = first.out.filter(|_| edited) else {
         report.unrepaired = plan.unrepaired;
         report.status = if report.unrepaired.is_empty() { Status::Clean } else { Status::Partial };
         if !s.in_place {
@@ -1085,7 +1131,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         jobs.par_iter()
             .with_max_len(1)
             .map(|job| {
-                let r = batch::with_buffer(|buf| repair_file(job, &settings, buf));
+                let r = batch::with_buffer(|buf| repair_file_with(job, &settings, args.dataset_policy, buf));
                 if let Some(p) = &progress {
                     p.inc(1);
                 }
@@ -1105,6 +1151,12 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 for e in &r.plan {
                     let mut v = serde_json::to_value(e)?;
                     v.as_object_mut().expect("edits are objects").insert("file".into(), r.file.clone().into());
+                    serde_json::to_writer(&mut out, &v)?;
+                    out.write_all(b"\n")?;
+                }
+                for a in &r.dataset_actions {
+                    let mut v = serde_json::to_value(a)?;
+                    v.as_object_mut().expect("actions are objects").insert("file".into(), r.file.clone().into());
                     serde_json::to_writer(&mut out, &v)?;
                     out.write_all(b"\n")?;
                 }

@@ -216,7 +216,7 @@ fn render_parts(v: &Value, format: Format) -> Vec<String> {
     let msg = match format {
         Format::ClaudeCode => &v["message"],
         Format::Codex => v.get("payload").unwrap_or(v),
-        Format::OpenAiChat | Format::Anthropic => v,
+        Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
     };
     let mut parts = Vec::new();
     let call_id = |m: &Value| m.get("call_id").or_else(|| m.get("id")).and_then(Value::as_str).unwrap_or("").to_owned();

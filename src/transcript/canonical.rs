@@ -211,7 +211,7 @@ impl<'a> Canonical<'a> {
                 }
             }
             Format::Codex => self.codex(line, bytes, out),
-            Format::OpenAiChat | Format::Anthropic => {
+            Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
                 if scan::object_line(bytes, |s, _| s.skip()).is_ok() {
                     self.write_object(line, bytes, out);
                 }

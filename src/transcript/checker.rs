@@ -12,6 +12,7 @@ use super::formats::{Detector, Format};
 use super::lines::{self, Block, LineSplitter};
 use super::model::{Entry, Parsed, Usage};
 use super::scan;
+use super::stages::dataset::{self, CustomIds, LineReport};
 use super::stages::validate::{Pending, Validator};
 use std::collections::BTreeMap;
 
@@ -87,6 +88,8 @@ pub enum Outcome<'a> {
     Fault(Finding),
     /// Valid JSON, but the format is not known yet.
     Undetected(u64),
+    /// A line of a dataset: a whole conversation, checked on its own.
+    Dataset(u64, Box<LineReport>),
 }
 
 impl Outcome<'_> {
@@ -95,6 +98,12 @@ impl Outcome<'_> {
         match self {
             Outcome::Parsed(line, _) | Outcome::Undetected(line) => *line += base,
             Outcome::Fault(f) => f.line += base,
+            Outcome::Dataset(line, r) => {
+                *line += base;
+                for f in &mut r.findings {
+                    f.line += base;
+                }
+            }
         }
     }
 }
@@ -108,6 +117,12 @@ pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) 
     if simdutf8::basic::from_utf8(bytes).is_err() {
         let e = simdutf8::compat::from_utf8(bytes).unwrap_err();
         return Outcome::Fault(Finding::new(number, Kind::InvalidUtf8, format!("invalid UTF-8 at byte {}", e.valid_up_to())));
+    }
+    if let Some(d) = format.and_then(Format::dataset) {
+        return match dataset::check_line(d, number, bytes) {
+            Ok(r) => Outcome::Dataset(number, Box::new(r)),
+            Err(_) => Outcome::Fault(malformed(number, bytes)),
+        };
     }
     let parsed = match format {
         Some(f) => f.parse(bytes),
@@ -179,6 +194,7 @@ pub struct Checker<O = ()> {
     stopped: Option<StrictStop>,
     codex_model: Option<String>,
     last_usage_key: Option<u64>,
+    custom_ids: CustomIds,
     /// Number of the next physical line.
     next_line: u64,
     observer: O,
@@ -217,6 +233,7 @@ impl<O: Observer> Checker<O> {
             stopped: None,
             codex_model: None,
             last_usage_key: None,
+            custom_ids: CustomIds::default(),
             next_line: 1,
             observer,
         }
@@ -393,6 +410,19 @@ impl<O: Observer> Checker<O> {
             Outcome::Undetected(_) => {
                 self.stats.lines += 1;
                 self.stats.unknown_records += 1;
+            }
+            Outcome::Dataset(line, r) => {
+                self.stats.lines += 1;
+                self.stats.messages += r.messages;
+                self.stats.calls += r.calls;
+                self.stats.results += r.results;
+                let LineReport { findings, custom_id, .. } = *r;
+                let dup = custom_id.and_then(|id| self.custom_ids.see(line, &id));
+                for f in findings.into_iter().chain(dup) {
+                    let o = Output::Finding(f);
+                    self.observer.output(&o);
+                    self.outputs.push(o);
+                }
             }
             Outcome::Parsed(line, p) => {
                 self.stats.lines += 1;

@@ -9,6 +9,7 @@ mod chunking;
 mod cli;
 mod context;
 mod daemon;
+mod datasets;
 mod deploy;
 mod generated;
 mod orphans;

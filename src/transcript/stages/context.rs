@@ -105,7 +105,7 @@ impl ContextScan {
         match format {
             Format::ClaudeCode => Route::Claude(CompactionCut::new()),
             Format::Codex => Route::Codex(ModelContextScan::new()),
-            Format::OpenAiChat | Format::Anthropic => Route::Whole(Vec::new()),
+            Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => Route::Whole(Vec::new()),
         }
     }
 

@@ -4,6 +4,7 @@
 pub mod branches;
 pub mod compaction;
 pub mod context;
+pub mod dataset;
 pub mod events;
 pub mod model_context;
 pub mod orphans;

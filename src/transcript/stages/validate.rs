@@ -203,8 +203,10 @@ impl Validator {
         }
     }
 
-    /// The conversation moved on at `line`: calls still pending there are unanswered.
-    fn moved_on(&mut self, line: u64, out: &mut impl FnMut(Output)) {
+    /// The conversation moved on at `line`: calls still pending there are unanswered. The
+    /// dataset stage calls it at a user prompt in a chat conversation (results must come
+    /// before one).
+    pub fn moved_on(&mut self, line: u64, out: &mut impl FnMut(Output)) {
         let pending: Vec<Pending> = self.pending().into_iter().cloned().collect();
         for p in pending {
             let f = Finding::new(

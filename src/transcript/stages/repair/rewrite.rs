@@ -486,69 +486,7 @@ impl Rewriter {
     }
 
     fn reject(&mut self, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
-        // Text when the line is UTF-8 and its escapes do not make it longer than base64 would
-        // (a line of control bytes escapes to six bytes each); a long line goes out in pieces,
-        // so the record never needs memory of its own size.
-        let bytes = &mut self.reject_buf;
-        bytes.clear();
-        let write = "writing to a Vec cannot fail";
-        write!(bytes, "{{\"line\":{line},\"action\":\"{action}\"").expect(write);
-        if let Some(r) = reason {
-            write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
-        }
-        // An over-long line is always base64: one that spans chunks is streamed before its end
-        // is seen (`stream_long`), and the record must not depend on the chunking.
-        let text = simdutf8::basic::from_utf8(original)
-            .ok()
-            .filter(|_| reason != Some(Kind::LineTooLong) && scan::json_string_len(original) <= original.len().div_ceil(3) * 4);
-        match text {
-            Some(text) if original.len() <= REJECT_PIECE => {
-                bytes.extend_from_slice(b",\"text\":");
-                scan::write_json_string(bytes, text);
-            }
-            Some(text) => {
-                bytes.extend_from_slice(b",\"text\":\"");
-                out(Emit::Reject(bytes));
-                let mut rest = text;
-                while !rest.is_empty() {
-                    let mut cut = rest.len().min(REJECT_PIECE);
-                    while !rest.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    let (piece, after) = rest.split_at(cut);
-                    bytes.clear();
-                    scan::write_json_string(bytes, piece);
-                    out(Emit::Reject(&bytes[1..bytes.len() - 1]));
-                    rest = after;
-                }
-                bytes.clear();
-                bytes.push(b'"');
-            }
-            None if original.len() <= REJECT_PIECE => {
-                bytes.extend_from_slice(b",\"base64\":\"");
-                push_base64(bytes, original);
-                bytes.push(b'"');
-            }
-            None => {
-                bytes.extend_from_slice(b",\"base64\":\"");
-                out(Emit::Reject(bytes));
-                // Whole groups of three bytes per piece: no padding until the end.
-                for piece in original.chunks(REJECT_PIECE / 3 * 3) {
-                    bytes.clear();
-                    push_base64(bytes, piece);
-                    out(Emit::Reject(bytes));
-                }
-                bytes.clear();
-                bytes.push(b'"');
-            }
-        }
-        bytes.extend_from_slice(b"}\n");
-        out(Emit::Reject(bytes));
-        if bytes.capacity() > 1 << 20 {
-            // Not kept for every later line.
-            *bytes = Vec::new();
-        }
+        reject_line(&mut self.reject_buf, line, action, reason, original, out);
     }
 
     /// Streams a removed over-long line into the rejects, base64-encoded as it arrives.
@@ -596,6 +534,74 @@ impl Rewriter {
         self.long_rest.clear();
         self.long_open = false;
         self.stats.removed += 1;
+    }
+}
+
+/// Writes one rejects line, `{"line", "action", "reason", "text" | "base64"}`, into `bytes` (a
+/// buffer reused between lines) and hands it to `out`, in pieces for a long line. The dataset
+/// repair writes the same lines.
+pub fn reject_line(bytes: &mut Vec<u8>, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+    // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
+    // Text when the line is UTF-8 and its escapes do not make it longer than base64 would
+    // (a line of control bytes escapes to six bytes each); a long line goes out in pieces,
+    // so the record never needs memory of its own size.
+    bytes.clear();
+    let write = "writing to a Vec cannot fail";
+    write!(bytes, "{{\"line\":{line},\"action\":\"{action}\"").expect(write);
+    if let Some(r) = reason {
+        write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
+    }
+    // An over-long line is always base64: one that spans chunks is streamed before its end
+    // is seen (`stream_long`), and the record must not depend on the chunking.
+    let text = simdutf8::basic::from_utf8(original)
+        .ok()
+        .filter(|_| reason != Some(Kind::LineTooLong) && scan::json_string_len(original) <= original.len().div_ceil(3) * 4);
+    match text {
+        Some(text) if original.len() <= REJECT_PIECE => {
+            bytes.extend_from_slice(b",\"text\":");
+            scan::write_json_string(bytes, text);
+        }
+        Some(text) => {
+            bytes.extend_from_slice(b",\"text\":\"");
+            out(Emit::Reject(bytes));
+            let mut rest = text;
+            while !rest.is_empty() {
+                let mut cut = rest.len().min(REJECT_PIECE);
+                while !rest.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let (piece, after) = rest.split_at(cut);
+                bytes.clear();
+                scan::write_json_string(bytes, piece);
+                out(Emit::Reject(&bytes[1..bytes.len() - 1]));
+                rest = after;
+            }
+            bytes.clear();
+            bytes.push(b'"');
+        }
+        None if original.len() <= REJECT_PIECE => {
+            bytes.extend_from_slice(b",\"base64\":\"");
+            push_base64(bytes, original);
+            bytes.push(b'"');
+        }
+        None => {
+            bytes.extend_from_slice(b",\"base64\":\"");
+            out(Emit::Reject(bytes));
+            // Whole groups of three bytes per piece: no padding until the end.
+            for piece in original.chunks(REJECT_PIECE / 3 * 3) {
+                bytes.clear();
+                push_base64(bytes, piece);
+                out(Emit::Reject(bytes));
+            }
+            bytes.clear();
+            bytes.push(b'"');
+        }
+    }
+    bytes.extend_from_slice(b"}\n");
+    out(Emit::Reject(bytes));
+    if bytes.capacity() > 1 << 20 {
+        // Not kept for every later line.
+        *bytes = Vec::new();
     }
 }
 
