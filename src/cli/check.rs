@@ -110,6 +110,34 @@ pub fn check_all(inputs: &[Input], opts: &Options, jobs: usize) -> Vec<FileRepor
     pool.install(|| inputs.par_iter().with_max_len(1).map(|input| batch::with_buffer(|buf| check_input(input, &opts, buf))).collect())
 }
 
+/// Checks every input, `jobs` at a time, and folds each report into an accumulator as soon as it
+/// is made, so that memory holds one report per thread, not one per file. Reports arrive in no
+/// particular order and accumulators are merged in any grouping: `fold` and `merge` must not
+/// care. `fold` gets the thread's read buffer to reuse.
+pub fn check_fold<A: Send>(
+    inputs: &[Input],
+    opts: &Options,
+    jobs: usize,
+    init: impl Fn() -> A + Sync + Send,
+    fold: impl Fn(A, FileReport, &mut Vec<u8>) -> A + Sync + Send,
+    merge: impl Fn(A, A) -> A + Sync + Send,
+) -> A {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().expect("thread pool");
+    let opts = Options { jobs, ..opts.clone() };
+    pool.install(|| {
+        inputs
+            .par_iter()
+            .with_max_len(1)
+            .fold(&init, |acc, input| {
+                batch::with_buffer(|buf| {
+                    let report = check_input(input, &opts, buf);
+                    fold(acc, report, buf)
+                })
+            })
+            .reduce(&init, &merge)
+    })
+}
+
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let started = Instant::now();
