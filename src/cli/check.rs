@@ -64,6 +64,17 @@ const PARALLEL_CHUNK: usize = 256 << 10;
 
 /// Checks one input.
 pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileReport {
+    check_input_with_head(input, opts, buf, &mut Vec::new(), 0)
+}
+
+/// [`check_input`], also keeping the first `head_max` bytes it reads in `head` (what `report`
+/// dates a session by), so that they need no second read.
+pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, head: &mut Vec<u8>, head_max: usize) -> FileReport {
+    let mut keep_head = |chunk: &[u8]| {
+        if head.len() < head_max {
+            head.extend_from_slice(&chunk[..chunk.len().min(head_max - head.len())]);
+        }
+    };
     let mut c = Checker::new(opts.clone());
     let mut stop: Option<StrictStop> = None;
     // A large file is read and parsed by `jobs` threads in turn, this one among them.
@@ -72,20 +83,25 @@ pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileRepo
         batch::with_reader(input, |r| {
             let mut error = None;
             let fill = |buf: &mut [u8]| {
-                batch::read_some(r, buf).unwrap_or_else(|e| {
+                let n = batch::read_some(r, buf).unwrap_or_else(|e| {
                     error = Some(e);
                     0
-                })
+                });
+                keep_head(&buf[..n]);
+                n
             };
             stop = checker::feed_parallel(&mut c, opts.jobs, PARALLEL_CHUNK, fill).err();
             error.map_or(Ok(()), Err)
         })
     } else {
-        batch::read_chunks(input, buf, |chunk| match c.feed(chunk) {
-            Ok(()) => true,
-            Err(s) => {
-                stop = Some(s);
-                false
+        batch::read_chunks(input, buf, |chunk| {
+            keep_head(chunk);
+            match c.feed(chunk) {
+                Ok(()) => true,
+                Err(s) => {
+                    stop = Some(s);
+                    false
+                }
             }
         })
         .map(drop)
@@ -113,13 +129,15 @@ pub fn check_all(inputs: &[Input], opts: &Options, jobs: usize) -> Vec<FileRepor
 /// Checks every input, `jobs` at a time, and folds each report into an accumulator as soon as it
 /// is made, so that memory holds one report per thread, not one per file. Reports arrive in no
 /// particular order and accumulators are merged in any grouping: `fold` and `merge` must not
-/// care. `fold` gets the thread's read buffer to reuse.
+/// care. `fold` also gets the first `head_max` bytes of the input and the thread's read buffer
+/// to reuse.
 pub fn check_fold<A: Send>(
     inputs: &[Input],
     opts: &Options,
     jobs: usize,
+    head_max: usize,
     init: impl Fn() -> A + Sync + Send,
-    fold: impl Fn(A, FileReport, &mut Vec<u8>) -> A + Sync + Send,
+    fold: impl Fn(A, FileReport, &[u8], &mut Vec<u8>) -> A + Sync + Send,
     merge: impl Fn(A, A) -> A + Sync + Send,
 ) -> A {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().expect("thread pool");
@@ -130,8 +148,9 @@ pub fn check_fold<A: Send>(
             .with_max_len(1)
             .fold(&init, |acc, input| {
                 batch::with_buffer(|buf| {
-                    let report = check_input(input, &opts, buf);
-                    fold(acc, report, buf)
+                    let mut head = Vec::new();
+                    let report = check_input_with_head(input, &opts, buf, &mut head, head_max);
+                    fold(acc, report, &head, buf)
                 })
             })
             .reduce(&init, &merge)

@@ -4,8 +4,8 @@
 //! Built from the findings `check` makes: every file goes through [`check::check_input`] on
 //! `check`'s thread pool ([`check::check_fold`]), and each [`check::FileReport`] is folded into
 //! [`model::Acc`] as soon as it is made, so memory holds aggregates and top-N lists, never the
-//! findings of the whole archive. Besides the findings, a file costs one read of its first
-//! [`session::HEAD_BYTES`] (its first timestamp: the session's date). With `--plan`, each file
+//! findings of the whole archive. Besides the findings, a file's first [`session::HEAD_BYTES`]
+//! are kept as `check` reads them (its first timestamp: the session's date). With `--plan`, each file
 //! that has findings is also repaired the way `repair --out` repairs it, into a scratch
 //! directory that is emptied after each file, and what the repair did is counted.
 //!
@@ -118,18 +118,17 @@ impl Scratch {
 }
 
 /// Folds one checked file: its date, its session, and (with `--plan`) its repair.
-fn fold(mut acc: Acc, r: FileReport, plan: Option<(&Scratch, &Settings)>, buf: &mut Vec<u8>) -> Acc {
+fn fold(mut acc: Acc, r: FileReport, head: &[u8], plan: Option<(&Scratch, &Settings)>, buf: &mut Vec<u8>) -> Acc {
     let path = r.input.path().map(Path::to_path_buf);
-    let date = path.as_deref().map_or(session::SessionDate { day: None, by: session::DatedBy::Undated }, session::session_date);
     let repair = match (plan, &path) {
         (Some((scratch, settings)), Some(p)) if !r.findings.is_empty() || r.error.is_some() => Some(scratch.plan(p, settings, buf)),
         _ => None,
     };
     acc.add(Facts {
         report: &r,
-        date,
+        date: session::session_date(head, path.as_deref()),
         subagent: path.as_deref().is_some_and(session::is_subagent),
-        open: path.as_deref().and_then(session::open_command),
+        path: path.as_deref(),
         plan: repair,
     });
     acc
@@ -176,9 +175,10 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         &found.inputs,
         &opts,
         jobs,
+        session::HEAD_BYTES,
         || Acc::new(args.plan),
-        |acc, r, buf| {
-            let acc = fold(acc, r, plan, buf);
+        |acc, r, head, buf| {
+            let acc = fold(acc, r, head, plan, buf);
             if let Some(p) = &progress {
                 p.inc(1);
             }

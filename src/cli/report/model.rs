@@ -260,8 +260,8 @@ pub struct Facts<'a> {
     pub date: SessionDate,
     /// Whether it is a subagent's transcript.
     pub subagent: bool,
-    /// The command that opens it ([`SessionRow::open`]).
-    pub open: Option<String>,
+    /// Its path (`None` for stdin).
+    pub path: Option<&'a std::path::Path>,
     /// What `repair` would do, with `--plan` and findings to repair.
     pub plan: Option<RepairReport>,
 }
@@ -392,7 +392,7 @@ impl Acc {
                 warnings,
                 calls_without_results: backlog,
                 compactions: s.compactions,
-                open: f.open,
+                open: f.path.and_then(super::session::open_command),
             };
             self.worst_errors.push(errors, path.clone(), row.clone());
             self.worst_backlog.push(backlog, path.clone(), row.clone());

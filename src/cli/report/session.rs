@@ -8,7 +8,8 @@
 //! `<session>/subagents/` or, in old Claude Code versions, `agent-*.jsonl` beside the session.
 //!
 //! The date is the session's **first timestamp**: the top-level `timestamp` of the first line
-//! among the first [`HEAD_LINES`] lines (within [`HEAD_BYTES`]) that has one (Claude Code and
+//! among the first [`HEAD_LINES`] lines (within the first [`HEAD_BYTES`], which `check` keeps
+//! as it reads them) that has one (Claude Code and
 //! Codex write one on nearly every line), in UTC. A transcript without one (chat logs) is dated
 //! by its name when the name holds a date (Codex rollouts, `<timestamp>-<id>` session
 //! directories; local time, as the agents write it), else it is undated.
@@ -17,7 +18,6 @@ use crate::sessions::id::{rollout_id, session_dir_id, split_timestamped, validat
 use crate::sessions::tail::timestamp_of_line;
 use crate::sessions::Timestamp;
 use serde::Serialize;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Bytes read from the start of a transcript to find its first timestamp.
@@ -156,22 +156,10 @@ fn day_from_name(path: &Path) -> Option<i64> {
     day_in_name(stamp)
 }
 
-thread_local! {
-    static HEAD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The date of the session whose transcript is `path` (see the module docs). Reads at most
-/// [`HEAD_BYTES`] of it, opened as every verb opens a transcript (a regular file only); a file
-/// that cannot be read is dated by its name.
-pub fn session_date(path: &Path) -> SessionDate {
-    let from_head = HEAD.with(|h| {
-        let mut head = h.borrow_mut();
-        head.clear();
-        let file = crate::sources::regular::open_file(path).ok()?;
-        file.take(HEAD_BYTES as u64).read_to_end(&mut head).ok()?;
-        first_day_in(&head)
-    });
-    match (from_head, day_from_name(path)) {
+/// The date of the session whose transcript is `path` and starts with `head` (its first
+/// [`HEAD_BYTES`], as `check` read them; see the module docs).
+pub fn session_date(head: &[u8], path: Option<&Path>) -> SessionDate {
+    match (first_day_in(head), path.and_then(day_from_name)) {
         (Some(day), _) => SessionDate { day: Some(day), by: DatedBy::Transcript },
         (None, Some(day)) => SessionDate { day: Some(day), by: DatedBy::Name },
         (None, None) => SessionDate { day: None, by: DatedBy::Undated },
@@ -231,5 +219,9 @@ mod tests {
         assert_eq!(day_from_name(Path::new("/w/20260101T120000Z-abc/subagents/a.jsonl")).map(day_string).as_deref(), Some("2026-01-01"));
         assert_eq!(day_from_name(Path::new("/p/4c2d.jsonl")), None);
         assert_eq!(day_string(0), "1970-01-01");
+        let rollout = Path::new("/c/rollout-2026-02-23T12-47-42-x.jsonl");
+        assert_eq!(session_date(head, Some(rollout)).by, DatedBy::Transcript);
+        assert_eq!(session_date(b"{}\n", Some(rollout)), SessionDate { day: day_in_name("2026-02-23"), by: DatedBy::Name });
+        assert_eq!(session_date(b"{}\n", None), SessionDate { day: None, by: DatedBy::Undated });
     }
 }
