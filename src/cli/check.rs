@@ -126,35 +126,38 @@ pub fn check_all(inputs: &[Input], opts: &Options, jobs: usize) -> Vec<FileRepor
     pool.install(|| inputs.par_iter().with_max_len(1).map(|input| batch::with_buffer(|buf| check_input(input, &opts, buf))).collect())
 }
 
-/// Checks every input, `jobs` at a time, and folds each report into an accumulator as soon as it
-/// is made, so that memory holds one report per thread, not one per file. Reports arrive in no
-/// particular order and accumulators are merged in any grouping: `fold` and `merge` must not
-/// care. `fold` also gets the first `head_max` bytes of the input and the thread's read buffer
-/// to reuse.
+/// Checks every input, `jobs` at a time, and folds each report into the accumulator of the
+/// thread that made it as soon as it is made, so that memory holds one report and one
+/// accumulator per thread, never one per file. Reports arrive in no particular order and the
+/// threads' accumulators are merged at the end: `fold` and `merge` must not care. `fold` also
+/// gets the first `head_max` bytes of the input and the thread's read buffer to reuse; it must
+/// not run work on the pool (it holds its thread's accumulator).
 pub fn check_fold<A: Send>(
     inputs: &[Input],
     opts: &Options,
     jobs: usize,
     head_max: usize,
     init: impl Fn() -> A + Sync + Send,
-    fold: impl Fn(A, FileReport, &[u8], &mut Vec<u8>) -> A + Sync + Send,
-    merge: impl Fn(A, A) -> A + Sync + Send,
+    fold: impl Fn(&mut A, FileReport, &[u8], &mut Vec<u8>) + Sync + Send,
+    merge: impl Fn(A, A) -> A,
 ) -> A {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().expect("thread pool");
     let opts = Options { jobs, ..opts.clone() };
+    // One accumulator per worker thread: a rayon `fold` would make one per split, and splits go
+    // down to single files here (`with_max_len(1)`, for balance), each then merged.
+    let slots: Vec<std::sync::Mutex<Option<A>>> = (0..jobs).map(|_| std::sync::Mutex::new(None)).collect();
     pool.install(|| {
-        inputs
-            .par_iter()
-            .with_max_len(1)
-            .fold(&init, |acc, input| {
-                batch::with_buffer(|buf| {
-                    let mut head = Vec::new();
-                    let report = check_input_with_head(input, &opts, buf, &mut head, head_max);
-                    fold(acc, report, &head, buf)
-                })
+        inputs.par_iter().with_max_len(1).for_each(|input| {
+            batch::with_buffer(|buf| {
+                let mut head = Vec::new();
+                let report = check_input_with_head(input, &opts, buf, &mut head, head_max);
+                let slot = &slots[rayon::current_thread_index().unwrap_or(0) % slots.len()];
+                let mut acc = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                fold(acc.get_or_insert_with(&init), report, &head, buf);
             })
-            .reduce(&init, &merge)
-    })
+        })
+    });
+    slots.into_iter().filter_map(|s| s.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)).fold(init(), merge)
 }
 
 /// Runs the verb.

@@ -118,7 +118,7 @@ impl Scratch {
 }
 
 /// Folds one checked file: its date, its session, and (with `--plan`) its repair.
-fn fold(mut acc: Acc, r: FileReport, head: &[u8], plan: Option<(&Scratch, &Settings)>, buf: &mut Vec<u8>) -> Acc {
+fn fold(acc: &mut Acc, r: FileReport, head: &[u8], plan: Option<(&Scratch, &Settings)>, buf: &mut Vec<u8>) {
     let path = r.input.path().map(Path::to_path_buf);
     let repair = match (plan, &path) {
         (Some((scratch, settings)), Some(p)) if !r.findings.is_empty() || r.error.is_some() => Some(scratch.plan(p, settings, buf)),
@@ -131,7 +131,6 @@ fn fold(mut acc: Acc, r: FileReport, head: &[u8], plan: Option<(&Scratch, &Setti
         path: path.as_deref(),
         plan: repair,
     });
-    acc
 }
 
 /// Builds the report of `paths` (what [`run`] writes), and the number of paths that could not
@@ -178,11 +177,10 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         session::HEAD_BYTES,
         || Acc::new(args.plan),
         |acc, r, head, buf| {
-            let acc = fold(acc, r, head, plan, buf);
+            fold(acc, r, head, plan, buf);
             if let Some(p) = &progress {
                 p.inc(1);
             }
-            acc
         },
         Acc::merge,
     );
