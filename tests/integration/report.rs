@@ -438,3 +438,27 @@ fn page_size_does_not_grow_with_the_archive() {
     assert!(large_n <= &(small_n + small_n / 20), "{small_n} elements for 600 sessions, {large_n} for 3000");
     assert!(large_bytes <= &(small_bytes + small_bytes / 20), "{small_bytes} bytes for 600 sessions, {large_bytes} for 3000");
 }
+
+/// How long a page takes to open in headless Chromium (for BENCHMARKS.md, not a test target):
+/// `REPORT_PAGE=FILE cargo test --test integration report_page_load -- --ignored --nocapture`.
+/// Each of five loads is a fresh navigation; timings are the browser's navigation timing.
+#[test]
+#[ignore = "a measurement: run by benches/report.sh"]
+fn report_page_load() {
+    let page = std::env::var("REPORT_PAGE").expect("REPORT_PAGE names the page to load");
+    let page = std::fs::canonicalize(page).unwrap();
+    let mut c = Chromium::start();
+    for round in 1..=5 {
+        c.navigate("about:blank");
+        c.navigate(&format!("file://{}", page.display()));
+        assert_eq!(c.problems(), Vec::<String>::new());
+        let t = c.eval(
+            "(() => { const n = performance.getEntriesByType('navigation')[0]; \
+              const p = performance.getEntriesByName('first-contentful-paint')[0]; \
+              return { dom_content_loaded_ms: n.domContentLoadedEventEnd, load_ms: n.loadEventEnd, \
+                       first_contentful_paint_ms: p ? p.startTime : null, \
+                       elements: document.getElementsByTagName('*').length, bytes: n.decodedBodySize }; })()",
+        );
+        println!("round {round}: {t}");
+    }
+}
