@@ -13,7 +13,7 @@ mkdir -p "$work"
 gen() { python3 "$here/gen_transcripts.py" --sessions "$1" --bytes "$2" --seed 18 --faults 0.002 --truncate-last 0.02 --compact-boundary 0.02 --split-assistant --out-dir "$3"; }
 [ -d "$work/a10k" ] || gen 10000 300M "$work/a10k"
 [ -d "$work/a1k" ] || gen 1000 30M "$work/a1k"
-echo "== archive: $(find "$work/a10k" -name '*.jsonl' | wc -l) files, $(du -sh "$work/a10k" | cut -f1)"
+echo "== archive: $(find -L "$work/a10k" -name "*.jsonl" | wc -l) files, $(du -shL "$work/a10k" | cut -f1)"
 echo "== machine"; nproc; grep -m1 'model name' /proc/cpuinfo || true; uptime
 
 for j in 1 2; do
