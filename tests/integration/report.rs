@@ -394,7 +394,11 @@ fn progress_bar_only_on_a_terminal() {
     archive(&dir, "40", "2000", "bar");
     let bin = env!("CARGO_BIN_EXE_transcriptd");
     // `script` gives the command a terminal (its stdout and stderr).
-    let on_tty = Command::new("script").args(["-qec", &format!("{bin} report {} -o json -j 1", dir.display()), "/dev/null"]).output().unwrap();
+    let on_tty = Command::new("script")
+        .args(["-qec", &format!("{bin} report {} -o json -j 1", dir.display()), "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
     assert!(on_tty.status.success());
     let screen = String::from_utf8_lossy(&on_tty.stdout);
     assert!(screen.contains("reporting [") && screen.contains("files"), "no progress bar on a terminal: {screen}");
