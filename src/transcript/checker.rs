@@ -74,7 +74,7 @@ pub struct Stats {
     pub compactions: u64,
     /// Lines that could not be read (framing findings).
     pub bad_lines: u64,
-    /// Token usage by model, each report counted once.
+    /// Token usage by model: each API message once, with its final usage.
     pub tokens: BTreeMap<String, Usage>,
 }
 
@@ -178,7 +178,8 @@ pub struct Checker<O = ()> {
     stats: Stats,
     stopped: Option<StrictStop>,
     codex_model: Option<String>,
-    last_usage_key: Option<u64>,
+    /// The usage counted for the API messages seen last, newest first (see [`Checker::count`]).
+    recent_usage: std::collections::VecDeque<(u64, Usage)>,
     /// Number of the next physical line.
     next_line: u64,
     observer: O,
@@ -216,7 +217,7 @@ impl<O: Observer> Checker<O> {
             stats: Stats::default(),
             stopped: None,
             codex_model: None,
-            last_usage_key: None,
+            recent_usage: std::collections::VecDeque::new(),
             next_line: 1,
             observer,
         }
@@ -394,13 +395,14 @@ impl<O: Observer> Checker<O> {
                 self.stats.lines += 1;
                 self.stats.unknown_records += 1;
             }
-            Outcome::Parsed(line, p) => {
+            Outcome::Parsed(line, mut p) => {
                 self.stats.lines += 1;
                 self.count(&p);
                 if let Some(v) = self.validator.as_mut() {
                     let start = self.outputs.len();
                     let outputs = &mut self.outputs;
                     v.push(line, &p, &mut |o| outputs.push(o));
+                    p.thread = v.thread();
                     for o in &self.outputs[start..] {
                         self.observer.output(o);
                     }
@@ -429,15 +431,39 @@ impl<O: Observer> Checker<O> {
             }
         }
         if let Some(u) = p.usage {
-            if self.last_usage_key != Some(u.key) || u.key == 0 {
-                self.last_usage_key = Some(u.key);
-                let model = p.model.as_deref().or(self.codex_model.as_deref()).unwrap_or("unknown");
-                let t = s.tokens.entry(model.to_owned()).or_default();
-                t.input += u.input;
-                t.output += u.output;
-                t.cache_read += u.cache_read;
-                t.cache_creation += u.cache_creation;
-            }
+            // Each API message counts once, with its final usage: Claude Code writes one
+            // message over several lines (one content block each, other threads' lines may come
+            // between), each with the usage so far, and output tokens grow over them. A later
+            // line of a message seen lately replaces the usage counted for it when its total is
+            // larger (as ccusage does); a line without a message id counts on its own. Codex
+            // repeats a report under the same running total: it counts once.
+            let model = p.model.as_deref().or(self.codex_model.as_deref()).unwrap_or("unknown");
+            let seen = if u.key == 0 { None } else { self.recent_usage.iter().position(|(k, _)| *k == u.key) };
+            let counted = match seen {
+                Some(i) => {
+                    let (_, old) = self.recent_usage[i];
+                    if total(&u) <= total(&old) {
+                        return;
+                    }
+                    self.recent_usage[i].1 = u;
+                    Some(old)
+                }
+                None => {
+                    if u.key != 0 {
+                        if self.recent_usage.len() == RECENT_MESSAGES {
+                            self.recent_usage.pop_back();
+                        }
+                        self.recent_usage.push_front((u.key, u));
+                    }
+                    None
+                }
+            };
+            let t = self.stats.tokens.entry(model.to_owned()).or_default();
+            let old = counted.unwrap_or_default();
+            t.input = (t.input + u.input).saturating_sub(old.input);
+            t.output = (t.output + u.output).saturating_sub(old.output);
+            t.cache_read = (t.cache_read + u.cache_read).saturating_sub(old.cache_read);
+            t.cache_creation = (t.cache_creation + u.cache_creation).saturating_sub(old.cache_creation);
         }
     }
 
@@ -451,6 +477,14 @@ impl<O: Observer> Checker<O> {
             self.outputs.push(o);
         }
     }
+}
+
+/// How many API messages back a later line of a message is still recognised as one.
+const RECENT_MESSAGES: usize = 64;
+
+/// All the tokens of a usage report.
+fn total(u: &Usage) -> u64 {
+    u.input + u.output + u.cache_read + u.cache_creation
 }
 
 /// Checks a whole in-memory transcript: the findings (demotions applied, sorted by line), the

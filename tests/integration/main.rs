@@ -18,3 +18,4 @@ mod reverse;
 mod rules;
 mod sessions;
 mod support;
+mod threads;

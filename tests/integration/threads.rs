@@ -1,0 +1,87 @@
+//! Conversation threads (Claude Code 1.0.x inline subagents): interleaved threads are never a
+//! finding, and repair never edits a thread for what another thread did. The cases are the
+//! hand-written (synthetic) files `tests/data/check/claude-code/0019..0021`, shaped like the
+//! 1.0.x files in `tests/data/real/`.
+
+use super::support::data;
+use serde_json::Value;
+use transcriptd::transcript::stages::repair::{repair_bytes, Edit, OrphanPolicy};
+use transcriptd::transcript::{check_bytes, Options, Severity};
+
+fn case(name: &str) -> Vec<u8> {
+    std::fs::read(data("check/claude-code").join(name)).unwrap()
+}
+
+fn lines(b: &[u8]) -> Vec<Value> {
+    b.split(|c| *c == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect()
+}
+
+/// The chain of uuids from the last line of `thread` (main: not sidechain) up to its root.
+fn chain_from_leaf(b: &[u8], sidechain: bool) -> Vec<String> {
+    let ls = lines(b);
+    let by_uuid: std::collections::HashMap<&str, &Value> = ls.iter().map(|v| (v["uuid"].as_str().unwrap(), v)).collect();
+    let leaf = ls.iter().rev().find(|v| v["isSidechain"].as_bool() == Some(sidechain)).unwrap();
+    let mut chain = vec![leaf["uuid"].as_str().unwrap().to_owned()];
+    let mut at = leaf;
+    while let Some(p) = at["parentUuid"].as_str() {
+        at = by_uuid[p];
+        chain.push(p.to_owned());
+    }
+    chain
+}
+
+#[test]
+fn interleaved_subagents_are_clean_and_repair_leaves_them_alone() {
+    let input = case("0019_inline_subagents_interleave_without_findings.jsonl");
+    let (findings, _, _) = check_bytes(&input, Options::default()).unwrap();
+    assert!(findings.is_empty(), "{findings:?}");
+    let r = repair_bytes(&input, &Options::default(), OrphanPolicy::Answer, 4).unwrap();
+    assert!(r.plans[0].is_empty(), "{:?}", r.plans[0]);
+    assert_eq!(r.output, input);
+}
+
+#[test]
+fn a_break_in_a_subagent_is_repaired_in_its_thread_only() {
+    let input = case("0020_inline_subagent_break_stays_in_its_thread.jsonl");
+    let r = repair_bytes(&input, &Options::default(), OrphanPolicy::Answer, 4).unwrap();
+    // One result inserted for agent A's call, after the call's own line; nothing else planned.
+    let edits = &r.plans[0].edits;
+    assert!(matches!(&edits[..], [Edit::Insert { after: 7, call_id, .. }] if call_id == "toolu_a1"), "{edits:?}");
+    let (after, _, _) = check_bytes(&r.output, Options::default()).unwrap();
+    assert!(after.iter().all(|f| f.severity != Severity::Error), "{after:?}");
+    // The inserted result joins agent A's thread, and A's next line hangs under it.
+    let out = lines(&r.output);
+    let inserted = &out[7];
+    assert_eq!(inserted["isSidechain"], true);
+    assert_eq!(inserted["parentUuid"], "a2");
+    let a4 = out.iter().find(|v| v["uuid"] == "a4").unwrap();
+    assert_eq!(a4["parentUuid"], inserted["uuid"]);
+    // Every line of the main thread and of agent B is byte-identical and in order.
+    let keep = |b: &[u8]| -> Vec<Vec<u8>> {
+        b.split(|c| *c == b'\n')
+            .filter(|l| serde_json::from_slice::<Value>(l).is_ok_and(|v| v["uuid"].as_str().is_some_and(|u| u.starts_with('m') || u.starts_with('b'))))
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    assert_eq!(keep(&r.output), keep(&input));
+}
+
+#[test]
+fn a_result_written_into_another_thread_is_repaired_where_each_thread_needs_it() {
+    let input = case("0021_result_in_another_thread_answers_nothing.jsonl");
+    let r = repair_bytes(&input, &Options::default(), OrphanPolicy::Answer, 4).unwrap();
+    let edits = &r.plans[0].edits;
+    // Agent A's thread loses the result that answers nothing there (line 13); the main thread
+    // gets the result its Task call lacks, after the results its turn did get (line 14, agent
+    // A's answer): each where it belongs.
+    assert!(edits.iter().any(|e| matches!(e, Edit::DropResults { line: 13, call_id, .. } if call_id == "toolu_B")), "{edits:?}");
+    assert!(edits.iter().any(|e| matches!(e, Edit::Insert { after: 14, call_id, .. } if call_id == "toolu_B")), "{edits:?}");
+    assert_eq!(edits.len(), 2, "{edits:?}");
+    let (after, _, _) = check_bytes(&r.output, Options::default()).unwrap();
+    assert!(after.iter().all(|f| f.severity != Severity::Error), "{after:?}");
+    // Resume follows parentUuid from the main thread's last line: the inserted result is on
+    // that chain although subagent lines separate it from the main thread's next line.
+    let out = lines(&r.output);
+    let inserted = out.iter().find(|v| v["message"]["content"][0]["tool_use_id"] == "toolu_B" && v["isSidechain"] == false).unwrap();
+    assert!(chain_from_leaf(&r.output, false).contains(&inserted["uuid"].as_str().unwrap().to_owned()));
+}
