@@ -85,3 +85,37 @@ fn a_result_written_into_another_thread_is_repaired_where_each_thread_needs_it()
     let inserted = out.iter().find(|v| v["message"]["content"][0]["tool_use_id"] == "toolu_B" && v["isSidechain"] == false).unwrap();
     assert!(chain_from_leaf(&r.output, false).contains(&inserted["uuid"].as_str().unwrap().to_owned()));
 }
+
+/// `context` of a file with inline subagents: the main conversation only, a valid resume seed
+/// (the Messages API's pairing rules hold, checked by the validator in the `anthropic` format).
+pub fn assert_context_is_a_resume_seed(path: &std::path::Path) -> Vec<Value> {
+    let out = super::support::transcriptd(&["context", "--quiet", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", super::support::stderr(&out));
+    let opts = Options { format: Some(transcriptd::transcript::Format::Anthropic), ..Options::default() };
+    let (findings, stats, _) = check_bytes(&out.stdout, opts).unwrap();
+    let errors: Vec<_> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
+    assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+    assert!(stats.messages > 0, "{}", path.display());
+    lines(&out.stdout)
+}
+
+#[test]
+fn context_leaves_subagents_out_and_is_a_resume_seed() {
+    let path = data("check/claude-code/0019_inline_subagents_interleave_without_findings.jsonl");
+    let records = assert_context_is_a_resume_seed(&path);
+    let text = serde_json::to_string(&records).unwrap();
+    assert!(!text.contains("agent A prompt") && !text.contains("toolu_a1"), "{text}");
+    assert_eq!(records.len(), 5, "prompt, the merged Task calls, two results, the answer: {text}");
+    assert_eq!(records[1]["content"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn history_shows_subagent_records_marked_after_the_call_they_ran_under() {
+    let path = data("check/claude-code/0019_inline_subagents_interleave_without_findings.jsonl");
+    let out = super::support::transcriptd(&["history", path.to_str().unwrap()]);
+    let records = lines(&out.stdout);
+    let order: Vec<(u64, bool)> = records.iter().map(|r| (r["line"].as_u64().unwrap(), r["sidechain"] == true)).collect();
+    let want: Vec<(u64, bool)> =
+        [(1, false), (2, false)].into_iter().chain((5..=12).map(|l| (l, true))).chain([(13, false), (14, false), (15, false)]).collect();
+    assert_eq!(order, want);
+}
