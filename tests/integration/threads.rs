@@ -119,3 +119,43 @@ fn history_shows_subagent_records_marked_after_the_call_they_ran_under() {
         [(1, false), (2, false)].into_iter().chain((5..=12).map(|l| (l, true))).chain([(13, false), (14, false), (15, false)]).collect();
     assert_eq!(order, want);
 }
+
+/// The real Claude Code 1.0.x files with inline subagents (tests/data/real/claude-code/happy-cli):
+/// no finding, `repair` changes nothing, and `context` is a resume seed without the subagents.
+#[test]
+fn real_inline_subagent_sessions_are_clean_and_left_alone() {
+    let dir = data("real/claude-code/happy-cli");
+    let files = super::support::jsonl_files(&dir);
+    assert_eq!(files.len(), 2);
+    for f in files {
+        let input = std::fs::read(&f).unwrap();
+        assert!(input.windows(20).any(|w| w == b"\"isSidechain\":true,\""), "{}: has inline subagents", f.display());
+        let (findings, _, _) = check_bytes(&input, Options::default()).unwrap();
+        assert!(findings.is_empty(), "{}: {findings:?}", f.display());
+        let r = repair_bytes(&input, &Options::default(), OrphanPolicy::Answer, 4).unwrap();
+        assert!(r.plans[0].is_empty(), "{}: {:?}", f.display(), r.plans[0]);
+        let records = assert_context_is_a_resume_seed(&f);
+        let prompts = lines(&input).into_iter().filter(|v| v["isSidechain"] == true && v["parentUuid"].is_null()).count();
+        assert!(prompts > 0);
+        // The subagent's prompt is not a user message of the context (the Task call's input
+        // repeats its text, as the model wrote it).
+        for v in lines(&input).into_iter().filter(|v| v["isSidechain"] == true && v["parentUuid"].is_null()) {
+            assert!(!records.iter().any(|r| r["content"] == v["message"]["content"]), "{}: a subagent prompt in the context", f.display());
+        }
+    }
+}
+
+/// Every real Claude Code session without an error in EXPECTED.jsonl has a `context` that is a
+/// valid resume seed.
+#[test]
+fn context_of_every_clean_real_claude_session_is_a_resume_seed() {
+    let expected = std::fs::read_to_string(data("real/EXPECTED.jsonl")).unwrap();
+    for f in super::support::jsonl_files(&data("real")) {
+        let rel = f.strip_prefix(data("real")).unwrap().to_str().unwrap().to_owned();
+        let claude = rel.starts_with("claude-code/") || rel.contains("dag_compact");
+        if !claude || expected.contains(&format!("\"{rel}\"")) {
+            continue;
+        }
+        assert_context_is_a_resume_seed(&f);
+    }
+}
