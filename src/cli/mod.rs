@@ -10,6 +10,7 @@ pub mod repair;
 pub mod run;
 pub mod sessions;
 pub mod show;
+pub mod usage;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -67,6 +68,8 @@ pub enum Command {
     Sessions(sessions::Args),
     /// Show one session, named by a short prefix of its id.
     Show(show::Args),
+    /// Token usage by model (each API message once, with its final usage), without the daemon.
+    Usage(usage::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -92,6 +95,7 @@ pub fn main() -> ExitCode {
         Command::Orphans(a) => orphans::run(a),
         Command::Sessions(a) => sessions::run(a),
         Command::Show(a) => show::run(a),
+        Command::Usage(a) => usage::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,

@@ -19,3 +19,4 @@ mod rules;
 mod sessions;
 mod support;
 mod threads;
+mod usage;
