@@ -285,23 +285,17 @@ impl<'a> Canonical<'a> {
     /// unmerged, after the open assistant message it ran under.
     fn message(&mut self, line: Option<u64>, role: Role, id: Option<u64>, content: Cow<'a, [u8]>, sidechain: bool, out: &mut impl FnMut(&[u8])) {
         let role = role.as_str();
-        if sidechain != *self.main_side.get_or_insert(sidechain) {
-            if self.mode == Mode::History {
-                let held = Held { line, role, content: Content::Value(content), side: true };
-                if self.open.is_some() {
-                    self.side.push(held);
-                } else {
-                    write_held(self.mode, &held, out);
-                }
-            }
+        let side = sidechain != *self.main_side.get_or_insert(sidechain);
+        if side && self.mode != Mode::History {
             return;
         }
-        if role == "user" {
-            let held = Held { line, role, content: Content::Value(content), side: false };
-            if self.open.is_some() {
-                self.held.push(held);
-            } else {
-                write_held(self.mode, &held, out);
+        if side || role == "user" {
+            // Held while an assistant message is open: a result may still follow it.
+            let held = Held { line, role, content: Content::Value(content), side };
+            match (self.open.is_some(), side) {
+                (true, true) => self.side.push(held),
+                (true, false) => self.held.push(held),
+                (false, _) => write_held(self.mode, &held, out),
             }
             return;
         }

@@ -436,7 +436,7 @@ impl Planner {
 
     fn result_line(&mut self, line: u64, thread: u64, m: &crate::transcript::model::Message<'_>) {
         for r in &m.results {
-            if !self.calls.get(r.id.as_ref()).is_some_and(|c| c.thread == thread) {
+            if self.calls.get(r.id.as_ref()).is_none_or(|c| c.thread != thread) {
                 continue;
             }
             let call = self.calls.remove(r.id.as_ref()).expect("just found");
