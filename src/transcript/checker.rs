@@ -479,8 +479,10 @@ impl<O: Observer> Checker<O> {
     }
 }
 
-/// How many API messages back a later line of a message is still recognised as one.
-const RECENT_MESSAGES: usize = 64;
+/// How many API messages back a later line of a message is still recognised as one: the lines
+/// of one message are separated only by results and by other threads' lines (parallel
+/// subagents), so a few suffice; a miss scans them all, for every message.
+const RECENT_MESSAGES: usize = 16;
 
 /// All the tokens of a usage report.
 fn total(u: &Usage) -> u64 {

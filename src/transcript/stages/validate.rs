@@ -270,10 +270,16 @@ impl Validator {
 
     fn results(&mut self, line: u64, t: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
         for r in &m.results {
-            if self.pending.get(r.id.as_ref()).is_some_and(|p| p.thread == t) {
-                let p = self.pending.remove(r.id.as_ref()).expect("just found");
-                self.lane(t).answered.insert(p.id);
-            } else if self.lane(t).answered.contains(r.id.as_ref()) {
+            match self.pending.remove(r.id.as_ref()) {
+                Some(p) if p.thread == t => {
+                    self.lane(t).answered.insert(p.id);
+                    continue;
+                }
+                // A call of another thread: still pending there.
+                Some(p) => drop(self.pending.insert(p.id.clone(), p)),
+                None => {}
+            }
+            if self.lane(t).answered.contains(r.id.as_ref()) {
                 let f = Finding::new(line, Kind::DuplicateResult, "a second result for a call that already has one").with_call(&r.id, None);
                 self.emit(f.in_thread(t), node, out);
             } else {
