@@ -90,6 +90,8 @@ pub struct Validator {
     thread: u64,
     /// Idle sidechain threads are let go from this line on.
     next_sweep: u64,
+    /// How long a sidechain thread may be idle before it is let go, in lines.
+    horizon: u64,
     branches: Option<Branches>,
     emitted: Vec<Emitted>,
 }
@@ -106,6 +108,7 @@ impl Validator {
             threads: claude.then(Threads::default),
             thread: MAIN_THREAD,
             next_sweep: HORIZON as u64,
+            horizon: HORIZON as u64,
             branches: claude.then(Branches::default),
             emitted: Vec::new(),
         }
@@ -140,7 +143,7 @@ impl Validator {
         };
         self.thread = t;
         if line >= self.next_sweep {
-            self.next_sweep = line + (HORIZON as u64) / 4;
+            self.next_sweep = line + self.horizon / 4;
             self.sweep(line, out);
         }
         if let (Some(b), Some(n)) = (self.branches.as_mut(), parsed.node) {
@@ -177,8 +180,8 @@ impl Validator {
     /// subagents a file holds.
     fn sweep(&mut self, line: u64, out: &mut impl FnMut(Output)) {
         let busy: Set<u64> = self.pending.values().map(|p| p.thread).collect();
-        let mut idle: Vec<(u64, u64)> =
-            self.side.iter().filter(|(t, l)| l.last + (HORIZON as u64) < line && !busy.contains(t)).map(|(t, l)| (l.last, *t)).collect();
+        let horizon = self.horizon;
+        let mut idle: Vec<(u64, u64)> = self.side.iter().filter(|(t, l)| l.last + horizon < line && !busy.contains(t)).map(|(t, l)| (l.last, *t)).collect();
         idle.sort_unstable();
         for (_, t) in idle {
             self.close_turn(t, out);
@@ -384,5 +387,52 @@ fn tool_name(name: &str) -> String {
         "a tool".to_owned()
     } else {
         format!("`{name}`")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::model::{Message, Node};
+
+    fn line(id: u64, parent: Option<u64>, sidechain: bool, role: Role, content: bool) -> Parsed<'static> {
+        let mut m = Message::new(role);
+        m.has_content = content;
+        m.prompt = role == Role::User;
+        Parsed { node: Some(Node { id, parent, sidechain }), ..Parsed::of(Entry::Message(m)) }
+    }
+
+    /// A file with a subagent every few lines (each a prompt and an answer) keeps the state of
+    /// the recent ones only; a thread let go closes its turn as the end of the file would.
+    #[test]
+    fn idle_sidechain_threads_are_let_go() {
+        let horizon = 64;
+        let mut v = Validator { horizon, next_sweep: horizon, ..Validator::new(Format::ClaudeCode) };
+        let mut out = Vec::new();
+        let mut most = 0;
+        let threads = 3 * horizon;
+        for t in 0..threads {
+            let root = 10 * t + 1_000_000;
+            let n = 4 * t + 1;
+            v.push(n, &line(root, None, true, Role::User, true), &mut |o| out.push(o));
+            // The first subagent's answer is blank: an empty turn, reported when it is let go.
+            v.push(n + 1, &line(root + 1, Some(root), true, Role::Assistant, t != 0), &mut |o| out.push(o));
+            v.push(n + 2, &line(t + 1, Some(t), false, Role::User, true), &mut |o| out.push(o));
+            v.push(n + 3, &line(t + 2, Some(t + 1), false, Role::Assistant, true), &mut |o| out.push(o));
+            most = most.max(v.side.len());
+        }
+        assert!(most as u64 <= (horizon + horizon / 4) / 4 + 2, "{most} sidechain threads kept");
+        assert!(v.side.len() < threads as usize);
+        let empty: Vec<&Finding> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Finding(f) if f.kind == Kind::EmptyAssistantTurn => Some(f),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(empty.iter().map(|f| f.line).collect::<Vec<_>>(), [2], "{out:?}");
+        let mut rest = Vec::new();
+        v.finish(&mut |o| rest.push(o));
+        assert!(rest.is_empty(), "{rest:?}");
     }
 }

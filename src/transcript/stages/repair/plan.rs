@@ -178,6 +178,8 @@ struct Turn {
     join: Option<u64>,
     /// Chat formats: the line this message merges into.
     merge_into: Option<u64>,
+    /// Its thread's current turn (kept while it is, calls pending or not).
+    current: bool,
 }
 
 #[derive(Debug)]
@@ -197,8 +199,6 @@ struct Lane {
     current: Option<u64>,
     /// Role of its last conversation line that stays in the output.
     prev_kept: Option<Role>,
-    join_next: Option<u64>,
-    merge_next: Option<u64>,
     /// Where each call answered in its current turn got its first result.
     answered_at: Map<String, u64>,
     /// The last line seen in it.
@@ -221,6 +221,13 @@ pub struct Planner {
     side: HashKeyed<Lane>,
     /// Idle sidechain threads are let go from this line on.
     next_sweep: u64,
+    /// The validator's horizon: a thread idle for twice as many lines is let go.
+    horizon: u64,
+    /// The turn each thread's next assistant turn joins (Claude Code) or merges into (chat
+    /// formats), by thread: kept apart from the lanes so that the watermark needs no walk over
+    /// every thread.
+    join_next: HashKeyed<u64>,
+    merge_next: HashKeyed<u64>,
     /// Results planned away from the line being read, by call id.
     dropped_here: Vec<String>,
     /// Turns still tracked (scratch space, kept to reuse its allocation).
@@ -233,7 +240,7 @@ pub struct Planner {
 impl Planner {
     /// A planner with an orphan policy.
     pub fn new(policy: OrphanPolicy) -> Self {
-        Planner { policy, ..Planner::default() }
+        Planner { policy, horizon: HORIZON as u64, ..Planner::default() }
     }
 
     /// The plan, edits sorted and deduplicated (a removed line gets no other edit).
@@ -272,9 +279,8 @@ impl Planner {
     /// inserted result, a removed turn or a join may reach; a turn waiting to be joined or
     /// merged into is tracked too.
     pub fn watermark(&self) -> u64 {
-        let turns = self.turns.values().flat_map(|t| [Some(t.first_line), t.join, t.merge_into]);
-        let lanes = std::iter::once(&self.main).chain(self.side.values()).flat_map(|l| [l.join_next, l.merge_next]);
-        turns.chain(lanes).flatten().min().unwrap_or(u64::MAX)
+        let turns = self.turns.values().flat_map(|t| [Some(t.first_line), t.join, t.merge_into]).flatten();
+        turns.chain(self.join_next.values().copied()).chain(self.merge_next.values().copied()).min().unwrap_or(u64::MAX)
     }
 
     fn lane(&mut self, thread: u64) -> &mut Lane {
@@ -290,18 +296,34 @@ impl Planner {
     fn prune_turns(&mut self) {
         self.live.clear();
         self.live.extend(self.calls.values().map(|c| c.turn));
-        self.live.extend(std::iter::once(&self.main).chain(self.side.values()).filter_map(|l| l.current));
         let live = &self.live;
-        self.turns.retain(|seq, _| live.contains(seq));
+        self.turns.retain(|seq, t| t.current || live.contains(seq));
+    }
+
+    /// Makes `seq` (or no turn) the current turn of `thread`.
+    fn set_current(&mut self, thread: u64, seq: Option<u64>) {
+        let old = std::mem::replace(&mut self.lane(thread).current, seq);
+        if let Some(t) = old.and_then(|o| self.turns.get_mut(&o)) {
+            t.current = false;
+        }
+        if let Some(t) = seq.and_then(|s| self.turns.get_mut(&s)) {
+            t.current = true;
+        }
     }
 
     /// Lets go of sidechain threads idle for twice as long as the validator keeps them (so
     /// every finding about one arrives while it is known), with no call pending.
     fn sweep(&mut self, line: u64) {
         let busy: Set<u64> = self.calls.values().map(|c| c.thread).collect();
-        let before = self.side.len();
-        self.side.retain(|t, l| l.last + 2 * (HORIZON as u64) >= line || busy.contains(t));
-        if self.side.len() != before {
+        let horizon = self.horizon.max(1);
+        let idle: Vec<u64> = self.side.iter().filter(|(t, l)| l.last + 2 * horizon < line && !busy.contains(t)).map(|(t, _)| *t).collect();
+        for t in &idle {
+            self.set_current(*t, None);
+            self.side.remove(t);
+            self.join_next.remove(t);
+            self.merge_next.remove(t);
+        }
+        if !idle.is_empty() {
             self.prune_turns();
         }
     }
@@ -376,8 +398,8 @@ impl Planner {
         }
         let (join, merge) = (prev.join.unwrap_or(prev.first_line), prev.merge_into.unwrap_or(prev.first_line));
         match self.format {
-            Some(Format::ClaudeCode) => self.lane(thread).join_next = Some(join),
-            Some(Format::OpenAiChat | Format::Anthropic) => self.lane(thread).merge_next = Some(merge),
+            Some(Format::ClaudeCode) => drop(self.join_next.insert(thread, join)),
+            Some(Format::OpenAiChat | Format::Anthropic) => drop(self.merge_next.insert(thread, merge)),
             _ => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
         }
     }
@@ -388,12 +410,11 @@ impl Planner {
         if !same {
             self.seq += 1;
             let codex = self.format == Some(Format::Codex);
-            let lane = self.lane(thread);
-            let join = lane.join_next.take();
-            let merge_into = lane.merge_next.take();
-            lane.current = None;
+            let join = self.join_next.remove(&thread);
+            let merge_into = self.merge_next.remove(&thread);
+            self.set_current(thread, None);
             if !codex {
-                lane.answered_at.clear();
+                self.lane(thread).answered_at.clear();
             }
             if let Some(into) = merge_into {
                 self.edit(Edit::MergeInto { line, into, reason: Kind::ConsecutiveAssistant });
@@ -412,10 +433,10 @@ impl Planner {
                     invalid_call: false,
                     join,
                     merge_into,
+                    current: false,
                 },
             );
-            let seq = self.seq;
-            self.lane(thread).current = Some(seq);
+            self.set_current(thread, Some(self.seq));
         }
         let seq = self.lane(thread).current.expect("a current turn");
         let turn = self.turns.get_mut(&seq).expect("current turn is kept");
@@ -472,7 +493,7 @@ impl Observer for Planner {
         }
         let thread = parsed.thread;
         if number >= self.next_sweep {
-            self.next_sweep = number + (HORIZON as u64) / 4;
+            self.next_sweep = number + self.horizon.max(4) / 4;
             self.sweep(number);
         }
         match &parsed.entry {
@@ -505,6 +526,7 @@ impl Observer for Planner {
                         invalid_call: false,
                         join: None,
                         merge_into: None,
+                        current: false,
                     };
                     self.turns.insert(self.seq, t);
                     for c in carried {
@@ -524,5 +546,34 @@ impl Observer for Planner {
                 self.finding(f);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::{Checker, Options};
+
+    /// A file with a subagent thread every few lines: the planner keeps the recent threads only.
+    #[test]
+    fn idle_sidechain_threads_are_let_go() {
+        let horizon = 64;
+        let planner = Planner { horizon, ..Planner::new(OrphanPolicy::Answer) };
+        let mut c = Checker::observed(Options { format: Some(Format::ClaudeCode), ..Options::default() }, planner);
+        let mut most = 0;
+        for t in 0..(3 * horizon) {
+            let lines = format!(
+                concat!(
+                    "{{\"type\":\"user\",\"isSidechain\":true,\"parentUuid\":null,\"uuid\":\"s{t}\",\"message\":{{\"role\":\"user\",\"content\":\"go\"}}}}\n",
+                    "{{\"type\":\"assistant\",\"isSidechain\":true,\"parentUuid\":\"s{t}\",\"uuid\":\"a{t}\",\"message\":{{\"id\":\"m{t}\",\"role\":\"assistant\",\"content\":\"done\"}}}}\n"
+                ),
+                t = t
+            );
+            c.feed(lines.as_bytes()).unwrap();
+            most = most.max(c.observer().side.len());
+        }
+        assert!(most as u64 <= (2 * horizon + horizon / 4) / 2 + 2, "{most} sidechain threads kept");
+        let done = c.finish().unwrap();
+        assert!(done.observer.into_plan(Some(Format::ClaudeCode)).is_empty());
     }
 }
