@@ -60,7 +60,8 @@ pub struct Stats {
     /// Conversation entries.
     pub messages: u64,
     /// User turns: user messages that start one (prompts), not those that only carry tool
-    /// results or a compaction summary.
+    /// results or a compaction summary, nor the prompt of a subagent whose records Claude Code
+    /// 1.0.x wrote into the main file (a sidechain line, when the file's first message is not).
     pub turns: u64,
     /// Known records that are not conversation.
     pub other_records: u64,
@@ -178,6 +179,8 @@ pub struct Checker<O = ()> {
     stats: Stats,
     stopped: Option<StrictStop>,
     codex_model: Option<String>,
+    /// Claude Code: `isSidechain` of the file's first message, the main conversation's.
+    main_side: Option<bool>,
     /// The usage counted for the API messages seen last, newest first (see [`Checker::count`]).
     recent_usage: std::collections::VecDeque<(u64, Usage)>,
     /// Number of the next physical line.
@@ -217,6 +220,7 @@ impl<O: Observer> Checker<O> {
             stats: Stats::default(),
             stopped: None,
             codex_model: None,
+            main_side: None,
             recent_usage: std::collections::VecDeque::new(),
             next_line: 1,
             observer,
@@ -417,7 +421,8 @@ impl<O: Observer> Checker<O> {
         match &p.entry {
             Entry::Message(m) => {
                 s.messages += 1;
-                s.turns += u64::from(m.prompt);
+                let side = p.node.is_some_and(|n| n.sidechain);
+                s.turns += u64::from(m.prompt && side == *self.main_side.get_or_insert(side));
                 s.calls += m.calls.len() as u64;
                 s.results += m.results.len() as u64;
             }

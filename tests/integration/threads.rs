@@ -159,3 +159,13 @@ fn context_of_every_clean_real_claude_session_is_a_resume_seed() {
         assert_context_is_a_resume_seed(&f);
     }
 }
+
+/// A subagent's prompt in the main file is not a user turn; in a subagent's own file its
+/// conversation is the sidechain.
+#[test]
+fn subagent_prompts_are_not_user_turns() {
+    let turns = |rel: &str| check_bytes(&std::fs::read(data(rel)).unwrap(), Options::default()).unwrap().1.turns;
+    assert_eq!(turns("real/claude-code/happy-cli/task_non_sdk.jsonl"), 1);
+    assert_eq!(turns("check/claude-code/0019_inline_subagents_interleave_without_findings.jsonl"), 1);
+    assert_eq!(turns("real/claude-code/codemie/-tmp-private/agent-36541525.jsonl"), 1);
+}
