@@ -13,6 +13,7 @@ pub mod run;
 pub mod sessions;
 pub mod show;
 pub mod stats;
+pub mod usage;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -78,6 +79,8 @@ pub enum Command {
     /// Statistics of datasets (one conversation per line): messages per role, tool calls per
     /// tool, tokens per conversation and the tokens fine-tuning bills.
     Stats(stats::Args),
+    /// Token usage by model (each API message once, with its final usage), without the daemon.
+    Usage(usage::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -105,6 +108,7 @@ pub fn main() -> ExitCode {
         Command::Show(a) => show::run(a),
         Command::Stats(a) => stats::run(a),
         Command::Report(a) => report::run(a),
+        Command::Usage(a) => usage::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,

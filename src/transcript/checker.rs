@@ -61,7 +61,8 @@ pub struct Stats {
     /// Conversation entries.
     pub messages: u64,
     /// User turns: user messages that start one (prompts), not those that only carry tool
-    /// results or a compaction summary.
+    /// results or a compaction summary, nor the prompt of a subagent whose records Claude Code
+    /// 1.0.x wrote into the main file (a sidechain line, when the file's first message is not).
     pub turns: u64,
     /// Known records that are not conversation.
     pub other_records: u64,
@@ -75,7 +76,7 @@ pub struct Stats {
     pub compactions: u64,
     /// Lines that could not be read (framing findings).
     pub bad_lines: u64,
-    /// Token usage by model, each report counted once.
+    /// Token usage by model: each API message once, with its final usage.
     pub tokens: BTreeMap<String, Usage>,
 }
 
@@ -193,8 +194,11 @@ pub struct Checker<O = ()> {
     stats: Stats,
     stopped: Option<StrictStop>,
     codex_model: Option<String>,
-    last_usage_key: Option<u64>,
     custom_ids: CustomIds,
+    /// Claude Code: `isSidechain` of the file's first message, the main conversation's.
+    main_side: Option<bool>,
+    /// The usage counted for the API messages seen last, newest first (see [`Checker::count`]).
+    recent_usage: std::collections::VecDeque<(u64, Usage)>,
     /// Number of the next physical line.
     next_line: u64,
     observer: O,
@@ -232,8 +236,9 @@ impl<O: Observer> Checker<O> {
             stats: Stats::default(),
             stopped: None,
             codex_model: None,
-            last_usage_key: None,
             custom_ids: CustomIds::default(),
+            main_side: None,
+            recent_usage: std::collections::VecDeque::new(),
             next_line: 1,
             observer,
         }
@@ -424,13 +429,14 @@ impl<O: Observer> Checker<O> {
                     self.outputs.push(o);
                 }
             }
-            Outcome::Parsed(line, p) => {
+            Outcome::Parsed(line, mut p) => {
                 self.stats.lines += 1;
                 self.count(&p);
                 if let Some(v) = self.validator.as_mut() {
                     let start = self.outputs.len();
                     let outputs = &mut self.outputs;
                     v.push(line, &p, &mut |o| outputs.push(o));
+                    p.thread = v.thread();
                     for o in &self.outputs[start..] {
                         self.observer.output(o);
                     }
@@ -445,7 +451,8 @@ impl<O: Observer> Checker<O> {
         match &p.entry {
             Entry::Message(m) => {
                 s.messages += 1;
-                s.turns += u64::from(m.prompt);
+                let side = p.node.is_some_and(|n| n.sidechain);
+                s.turns += u64::from(m.prompt && side == *self.main_side.get_or_insert(side));
                 s.calls += m.calls.len() as u64;
                 s.results += m.results.len() as u64;
             }
@@ -459,15 +466,39 @@ impl<O: Observer> Checker<O> {
             }
         }
         if let Some(u) = p.usage {
-            if self.last_usage_key != Some(u.key) || u.key == 0 {
-                self.last_usage_key = Some(u.key);
-                let model = p.model.as_deref().or(self.codex_model.as_deref()).unwrap_or("unknown");
-                let t = s.tokens.entry(model.to_owned()).or_default();
-                t.input += u.input;
-                t.output += u.output;
-                t.cache_read += u.cache_read;
-                t.cache_creation += u.cache_creation;
-            }
+            // Each API message counts once, with its final usage: Claude Code writes one
+            // message over several lines (one content block each, other threads' lines may come
+            // between), each with the usage so far, and output tokens grow over them. A later
+            // line of a message seen lately replaces the usage counted for it when its total is
+            // larger (as ccusage does); a line without a message id counts on its own. Codex
+            // repeats a report under the same running total: it counts once.
+            let model = p.model.as_deref().or(self.codex_model.as_deref()).unwrap_or("unknown");
+            let seen = if u.key == 0 { None } else { self.recent_usage.iter().position(|(k, _)| *k == u.key) };
+            let counted = match seen {
+                Some(i) => {
+                    let (_, old) = self.recent_usage[i];
+                    if total(&u) <= total(&old) {
+                        return;
+                    }
+                    self.recent_usage[i].1 = u;
+                    Some(old)
+                }
+                None => {
+                    if u.key != 0 {
+                        if self.recent_usage.len() == RECENT_MESSAGES {
+                            self.recent_usage.pop_back();
+                        }
+                        self.recent_usage.push_front((u.key, u));
+                    }
+                    None
+                }
+            };
+            let t = self.stats.tokens.entry(model.to_owned()).or_default();
+            let old = counted.unwrap_or_default();
+            t.input = (t.input + u.input).saturating_sub(old.input);
+            t.output = (t.output + u.output).saturating_sub(old.output);
+            t.cache_read = (t.cache_read + u.cache_read).saturating_sub(old.cache_read);
+            t.cache_creation = (t.cache_creation + u.cache_creation).saturating_sub(old.cache_creation);
         }
     }
 
@@ -481,6 +512,16 @@ impl<O: Observer> Checker<O> {
             self.outputs.push(o);
         }
     }
+}
+
+/// How many API messages back a later line of a message is still recognised as one: the lines
+/// of one message are separated only by results and by other threads' lines (parallel
+/// subagents), so a few suffice; a miss scans them all, for every message.
+const RECENT_MESSAGES: usize = 16;
+
+/// All the tokens of a usage report.
+fn total(u: &Usage) -> u64 {
+    u.input + u.output + u.cache_read + u.cache_creation
 }
 
 /// Checks a whole in-memory transcript: the findings (demotions applied, sorted by line), the

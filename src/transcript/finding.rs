@@ -3,6 +3,7 @@
 //! The kind names are the public contract (README "Finding kinds"): they appear in JSON output,
 //! in metrics labels and in repair plans, and never change meaning.
 
+use crate::transcript::model::MAIN_THREAD;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -173,18 +174,28 @@ pub struct Finding {
     pub message_index: Option<u64>,
     /// A sentence for people.
     pub message: String,
+    /// The conversation thread it is about (Claude Code; [`MAIN_THREAD`] otherwise): what the
+    /// repair planner needs to act within that thread. Not part of the output.
+    #[serde(skip)]
+    pub thread: u64,
 }
 
 impl Finding {
     /// A finding with the kind's default severity.
     pub fn new(line: u64, kind: Kind, message: impl Into<String>) -> Self {
-        Finding { line, kind, severity: kind.default_severity(), call_id: None, tool: None, message_index: None, message: message.into() }
+        Finding { line, kind, severity: kind.default_severity(), call_id: None, tool: None, message_index: None, message: message.into(), thread: MAIN_THREAD }
     }
 
     /// Adds the call id.
     pub fn with_call(mut self, call_id: &str, tool: Option<&str>) -> Self {
         self.call_id = Some(call_id.to_owned());
         self.tool = tool.filter(|t| !t.is_empty()).map(str::to_owned);
+        self
+    }
+
+    /// Names the thread it is about.
+    pub fn in_thread(mut self, thread: u64) -> Self {
+        self.thread = thread;
         self
     }
 

@@ -22,3 +22,5 @@ mod rules;
 mod safety;
 mod sessions;
 mod support;
+mod threads;
+mod usage;

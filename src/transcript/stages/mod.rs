@@ -9,6 +9,7 @@ pub mod events;
 pub mod model_context;
 pub mod orphans;
 pub mod repair;
+pub mod threads;
 pub mod validate;
 
 /// Hash maps and sets keyed by ids from the transcript (call ids, uuids), hashed with xxh3:

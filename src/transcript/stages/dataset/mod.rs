@@ -27,7 +27,7 @@ use super::Map;
 use crate::transcript::finding::{Finding, Kind, Output, Severity};
 use crate::transcript::formats::dataset::{self, Content, Conversation, Dataset, Msg, Pairing, Record};
 use crate::transcript::formats::Format;
-use crate::transcript::model::{Args, Role};
+use crate::transcript::model::{Args, Role, MAIN_THREAD};
 use crate::transcript::scan;
 
 /// What checking one dataset line gives.
@@ -161,7 +161,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
         }
         // A prompt ends the exchange: results must come before it.
         if m.role == Role::User && m.prompt && pairing != Pairing::Responses && !v.pending().is_empty() {
-            v.moved_on(at, &mut out);
+            v.moved_on(at, MAIN_THREAD, &mut out);
         }
         v.push(at, parsed, &mut out);
     }

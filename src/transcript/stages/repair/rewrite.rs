@@ -462,14 +462,17 @@ impl Rewriter {
         }
     }
 
-    /// The line with its parent re-pointed, when it must be: after an insertion (the next line
-    /// only), or under a removed line.
+    /// The line with its parent re-pointed, when it must be: after an insertion (the first
+    /// later line that hung under the followed line: lines of other conversation threads may
+    /// come between), or under a removed line.
     fn repoint_parent(&mut self, line: &[u8]) -> Option<Vec<u8>> {
         let (_, parent) = synth::parent_span(line)?;
-        let next = self.next_repoint.take();
-        let target = match next {
+        let target = match self.next_repoint.take() {
             Some((expect, new)) if expect.as_deref() == parent.as_deref() => Some(Some(new)),
-            _ => parent.as_deref().and_then(|p| self.repoint.get(&id_hash(p)).cloned()),
+            next => {
+                self.next_repoint = next;
+                parent.as_deref().and_then(|p| self.repoint.get(&id_hash(p)).cloned())
+            }
         }?;
         synth::set_parent(line, target.as_deref())
     }
