@@ -169,22 +169,26 @@ fn page_of_the_real_fixtures_in_chromium_has_checks_numbers() {
     assert_eq!(json["compactions"]["total"], total);
     assert_eq!(json["totals"]["files"], files.len());
 
-    // Tokens by model: the chart's periods and the undated sessions add up to what the core
-    // counts file by file.
+    // Tokens by model: the table holds what `usage` counts, and the chart's periods add up to
+    // it (the models past the chart's eight summed as `(other)`).
+    let usage = Command::new(env!("CARGO_BIN_EXE_transcriptd")).current_dir(&repo).args(["usage", "tests/data/real", "-o", "json"]).output().unwrap();
+    let usage: BTreeMap<String, u64> = json_lines(&usage.stdout).iter().map(|r| (s(&r["model"]), r["total_tokens"].as_u64().unwrap())).collect();
+    assert!(usage.len() > 8, "the fixtures have more models than the chart has colours");
+    let table = c.eval("Array.from(document.querySelectorAll('#tokens table tr')).slice(1).map(r => [r.cells[0].textContent, Number(r.cells[5].textContent.replace(/,/g, ''))])");
+    let table: BTreeMap<String, u64> = table.as_array().unwrap().iter().map(|r| (s(&r[0]), r[1].as_u64().unwrap())).collect();
+    assert_eq!(table, usage);
+    let charted: Vec<String> = json["tokens"]["chart_models"].as_array().unwrap().iter().map(s).collect();
     let mut expected: BTreeMap<String, u64> = BTreeMap::new();
-    for f in &files {
-        let (_, stats, _) = transcriptd::transcript::check_bytes(&std::fs::read(f).unwrap(), Default::default()).unwrap();
-        for (model, u) in stats.tokens {
-            *expected.entry(model).or_default() += u.input + u.output + u.cache_read + u.cache_creation;
-        }
+    for (model, n) in &usage {
+        let series = if charted.contains(model) { model.clone() } else { "(other)".to_owned() };
+        *expected.entry(series).or_default() += n;
     }
     let mut drawn: BTreeMap<String, u64> = BTreeMap::new();
     for ((_, model), n) in chart(&mut c, "tokens-over-time") {
         *drawn.entry(model).or_default() += n;
     }
-    assert!(expected.len() <= 8, "every model has its own colour here");
     assert_eq!(json["tokens"]["undated"]["input"], 0, "every session with tokens is dated");
-    assert_eq!(drawn, expected.into_iter().filter(|(_, n)| *n > 0).collect());
+    assert_eq!(drawn, expected);
 
     // The worst sessions are the files with the most errors in `check`'s output.
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
