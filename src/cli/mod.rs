@@ -8,6 +8,7 @@ pub mod input;
 pub mod orphans;
 pub mod output;
 pub mod repair;
+pub mod report;
 pub mod run;
 pub mod sessions;
 pub mod show;
@@ -70,6 +71,11 @@ pub enum Command {
     Sessions(sessions::Args),
     /// Show one session, named by a short prefix of its id.
     Show(show::Args),
+    /// An audit of an archive: one self-contained HTML page (--html) or JSON (--output json)
+    /// with totals, findings by kind, format, severity and date, the worst sessions,
+    /// compactions, calls without results by tool and side effect, tokens by model, and
+    /// (--plan) what repair would do.
+    Report(report::Args),
     /// Statistics of datasets (one conversation per line): messages per role, tool calls per
     /// tool, tokens per conversation and the tokens fine-tuning bills.
     Stats(stats::Args),
@@ -101,6 +107,7 @@ pub fn main() -> ExitCode {
         Command::Sessions(a) => sessions::run(a),
         Command::Show(a) => show::run(a),
         Command::Stats(a) => stats::run(a),
+        Command::Report(a) => report::run(a),
         Command::Usage(a) => usage::run(a),
     };
     match result {

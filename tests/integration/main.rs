@@ -1,10 +1,11 @@
 //! The one integration test binary: data-driven rules, real transcripts, generated corpora,
 //! the CLI contract, the architecture guard, the deploy/ files against the code, the context,
 //! history and orphans stages with the reverse-paged reader, sessions over real directory
-//! trees, and concurrent appends.
+//! trees, concurrent appends, and the report verb in a real browser.
 
 mod append;
 mod architecture;
+mod browser;
 mod chunking;
 mod cli;
 mod context;
@@ -15,6 +16,7 @@ mod generated;
 mod orphans;
 mod real;
 mod repair;
+mod report;
 mod reverse;
 mod rules;
 mod safety;
