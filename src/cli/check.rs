@@ -16,7 +16,8 @@ pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
     /// standard locations, ~/.claude/projects and ~/.codex/sessions.
     pub paths: Vec<PathBuf>,
-    /// The transcript format; detected per file from its first lines when not given.
+    /// The format (a transcript format, or a dataset's: openai-dataset, openai-batch,
+    /// anthropic-batch, sharegpt); detected per file from its first lines when not given.
     #[arg(long)]
     pub format: Option<Format>,
     /// Stop at the first line that cannot be read and exit 2, naming file and line.
@@ -63,6 +64,17 @@ const PARALLEL_CHUNK: usize = 256 << 10;
 
 /// Checks one input.
 pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileReport {
+    check_input_with_head(input, opts, buf, &mut Vec::new(), 0)
+}
+
+/// [`check_input`], also keeping the first `head_max` bytes it reads in `head` (what `report`
+/// dates a session by), so that they need no second read.
+pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, head: &mut Vec<u8>, head_max: usize) -> FileReport {
+    let mut keep_head = |chunk: &[u8]| {
+        if head.len() < head_max {
+            head.extend_from_slice(&chunk[..chunk.len().min(head_max - head.len())]);
+        }
+    };
     let mut c = Checker::new(opts.clone());
     let mut stop: Option<StrictStop> = None;
     // A large file is read and parsed by `jobs` threads in turn, this one among them.
@@ -71,20 +83,25 @@ pub fn check_input(input: &Input, opts: &Options, buf: &mut Vec<u8>) -> FileRepo
         batch::with_reader(input, |r| {
             let mut error = None;
             let fill = |buf: &mut [u8]| {
-                batch::read_some(r, buf).unwrap_or_else(|e| {
+                let n = batch::read_some(r, buf).unwrap_or_else(|e| {
                     error = Some(e);
                     0
-                })
+                });
+                keep_head(&buf[..n]);
+                n
             };
             stop = checker::feed_parallel(&mut c, opts.jobs, PARALLEL_CHUNK, fill).err();
             error.map_or(Ok(()), Err)
         })
     } else {
-        batch::read_chunks(input, buf, |chunk| match c.feed(chunk) {
-            Ok(()) => true,
-            Err(s) => {
-                stop = Some(s);
-                false
+        batch::read_chunks(input, buf, |chunk| {
+            keep_head(chunk);
+            match c.feed(chunk) {
+                Ok(()) => true,
+                Err(s) => {
+                    stop = Some(s);
+                    false
+                }
             }
         })
         .map(drop)
@@ -109,6 +126,40 @@ pub fn check_all(inputs: &[Input], opts: &Options, jobs: usize) -> Vec<FileRepor
     pool.install(|| inputs.par_iter().with_max_len(1).map(|input| batch::with_buffer(|buf| check_input(input, &opts, buf))).collect())
 }
 
+/// Checks every input, `jobs` at a time, and folds each report into the accumulator of the
+/// thread that made it as soon as it is made, so that memory holds one report and one
+/// accumulator per thread, never one per file. Reports arrive in no particular order and the
+/// threads' accumulators are merged at the end: `fold` and `merge` must not care. `fold` also
+/// gets the first `head_max` bytes of the input and the thread's read buffer to reuse; it must
+/// not run work on the pool (it holds its thread's accumulator).
+pub fn check_fold<A: Send>(
+    inputs: &[Input],
+    opts: &Options,
+    jobs: usize,
+    head_max: usize,
+    init: impl Fn() -> A + Sync + Send,
+    fold: impl Fn(&mut A, FileReport, &[u8], &mut Vec<u8>) + Sync + Send,
+    merge: impl Fn(A, A) -> A,
+) -> A {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().expect("thread pool");
+    let opts = Options { jobs, ..opts.clone() };
+    // One accumulator per worker thread: a rayon `fold` would make one per split, and splits go
+    // down to single files here (`with_max_len(1)`, for balance), each then merged.
+    let slots: Vec<std::sync::Mutex<Option<A>>> = (0..jobs).map(|_| std::sync::Mutex::new(None)).collect();
+    pool.install(|| {
+        inputs.par_iter().with_max_len(1).for_each(|input| {
+            batch::with_buffer(|buf| {
+                let mut head = Vec::new();
+                let report = check_input_with_head(input, &opts, buf, &mut head, head_max);
+                let slot = &slots[rayon::current_thread_index().unwrap_or(0) % slots.len()];
+                let mut acc = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                fold(acc.get_or_insert_with(&init), report, &head, buf);
+            })
+        })
+    });
+    slots.into_iter().filter_map(|s| s.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)).fold(init(), merge)
+}
+
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let started = Instant::now();
@@ -116,16 +167,18 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if paths.is_empty() {
         anyhow::bail!("no paths given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
     }
-    let (inputs, missing) = batch::expand(&paths)?;
+    let found = batch::expand(&paths);
+    let (inputs, missing) = (&found.inputs, &found.missing);
     let jobs = super::jobs(args.jobs);
     let opts = Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: args.strict, jobs };
-    let reports = check_all(&inputs, &opts, jobs);
+    let reports = check_all(inputs, &opts, jobs);
 
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
+    let unreadable = super::output::report_skipped(&mut out, args.output, &found.skipped)?;
     let (mut errors, mut warnings, mut failed) = (0u64, 0u64, 0u64);
     let mut bad_files = 0u64;
-    for m in &missing {
+    for m in missing {
         let f = Finding::new(
             0,
             Kind::MissingTranscript,
@@ -172,9 +225,13 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             plural(bad_files),
             if failed > 0 { format!("; {failed} could not be checked") } else { String::new() },
         );
+        if !found.skipped.is_empty() {
+            eprintln!("skipped {} path{} ({unreadable} could not be read)", found.skipped.len(), plural(found.skipped.len() as u64));
+        }
     }
-    if failed > 0 {
-        anyhow::bail!("{failed} input{} could not be checked", plural(failed));
+    if failed > 0 || unreadable > 0 {
+        let n = failed + unreadable as u64;
+        anyhow::bail!("{n} input{} could not be checked", plural(n));
     }
     Ok(if errors > 0 { Exit::Findings } else { Exit::Clean })
 }
@@ -187,7 +244,8 @@ fn write_finding(out: &mut impl Write, format: OutputFormat, file: &str, fmt: Op
         }
         OutputFormat::Text => {
             let call = f.call_id.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
-            writeln!(out, "{file}:{}: {}: {}: {}{call}", f.line, f.severity.as_str(), f.kind, f.message)?;
+            let at = f.message_index.map(|m| format!(" message {m}:")).unwrap_or_default();
+            writeln!(out, "{file}:{}:{at} {}: {}: {}{call}", f.line, f.severity.as_str(), f.kind, f.message)?;
         }
     }
     Ok(())

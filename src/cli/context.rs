@@ -111,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         std::io::stdin().lock().read_to_end(&mut buf).context("reading stdin")?;
         scan(&mut &buf[..], *format, *max_line_bytes, reverse::FIRST_PAGE)
     } else {
-        let f = std::fs::File::open(file).with_context(|| format!("{name}: cannot open"))?;
+        let f = crate::sources::regular::open_file(file).with_context(|| format!("{name}: cannot open"))?;
         scan(&mut FileSource::new(f)?, *format, *max_line_bytes, reverse::FIRST_PAGE)
     }
     .with_context(|| format!("{name}: read failed"))?;

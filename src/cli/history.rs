@@ -37,7 +37,7 @@ pub fn history(input: &Input, format: Option<Format>, max_line_bytes: usize, raw
     };
     let mut on_line = |o: Outcome<'_>, bytes: &[u8], format: Option<Format>| match o {
         Outcome::Fault(f) => faults.push(f),
-        Outcome::Undetected(_) => {}
+        Outcome::Undetected(_) | Outcome::Dataset(..) => {}
         Outcome::Parsed(n, p) => {
             if raw {
                 if matches!(p.entry, Entry::Message(_) | Entry::Compaction { .. }) {

@@ -2,14 +2,18 @@
 
 pub mod check;
 pub mod context;
+pub mod dataset_repair;
 pub mod history;
 pub mod input;
 pub mod orphans;
 pub mod output;
 pub mod repair;
+pub mod report;
 pub mod run;
 pub mod sessions;
 pub mod show;
+pub mod stats;
+pub mod usage;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -67,6 +71,16 @@ pub enum Command {
     Sessions(sessions::Args),
     /// Show one session, named by a short prefix of its id.
     Show(show::Args),
+    /// An audit of an archive: one self-contained HTML page (--html) or JSON (--output json)
+    /// with totals, findings by kind, format, severity and date, the worst sessions,
+    /// compactions, calls without results by tool and side effect, tokens by model, and
+    /// (--plan) what repair would do.
+    Report(report::Args),
+    /// Statistics of datasets (one conversation per line): messages per role, tool calls per
+    /// tool, tokens per conversation and the tokens fine-tuning bills.
+    Stats(stats::Args),
+    /// Token usage by model (each API message once, with its final usage), without the daemon.
+    Usage(usage::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -92,6 +106,9 @@ pub fn main() -> ExitCode {
         Command::Orphans(a) => orphans::run(a),
         Command::Sessions(a) => sessions::run(a),
         Command::Show(a) => show::run(a),
+        Command::Stats(a) => stats::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Usage(a) => usage::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,

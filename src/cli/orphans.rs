@@ -141,13 +141,15 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if paths.is_empty() {
         anyhow::bail!("no paths given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
     }
-    let (inputs, _) = batch::expand(&paths)?;
+    let found = batch::expand(&paths);
+    let inputs = &found.inputs;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    let unreadable = super::output::report_skipped(&mut out, args.output, &found.skipped)? as u64;
     let mut paused_by_dir: BTreeMap<PathBuf, HashSet<String>> = BTreeMap::new();
     let (mut failed, mut orphans, mut paused, mut in_flight) = (0u64, 0u64, 0u64, 0u64);
     let mut by_handling: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for input in &inputs {
+    for input in inputs {
         let name = input.display();
         let scanned = scan(input, args.format, args.max_line_bytes, args.grace).and_then(|s| {
             let dir = input.path().and_then(Path::parent).map(Path::to_path_buf);
@@ -199,11 +201,12 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             inputs.len(),
             if inputs.len() == 1 { "" } else { "s" },
             if orphans == 1 { "" } else { "s" },
-            if failed > 0 { format!("; {failed} could not be scanned") } else { String::new() },
+            if failed + unreadable > 0 { format!("; {} could not be scanned", failed + unreadable) } else { String::new() },
         );
     }
-    if failed > 0 {
-        anyhow::bail!("{failed} input{} could not be scanned", if failed == 1 { "" } else { "s" });
+    if failed + unreadable > 0 {
+        let n = failed + unreadable;
+        anyhow::bail!("{n} input{} could not be scanned", if n == 1 { "" } else { "s" });
     }
     Ok(if orphans > 0 { Exit::Findings } else { Exit::Clean })
 }

@@ -1,9 +1,11 @@
 //! Writing results: the JSON record of a finding (the public contract shared by `check
 //! --output json` and the daemon's stdout sink) and broken-pipe handling.
 
+use super::OutputFormat;
+use crate::sources::batch::{SkipReason, Skipped};
 use crate::transcript::{Finding, Format};
 use serde::Serialize;
-use std::io;
+use std::io::{self, Write};
 
 /// A finding as one JSON line: `file`, `line`, `format`, `kind`, `severity`, `call_id` (when there
 /// is one), `tool` (when known) and `message`.
@@ -24,6 +26,42 @@ impl<'a> FindingRecord<'a> {
     pub fn new(file: &'a str, format: Option<Format>, finding: &'a Finding) -> Self {
         FindingRecord { file, format, finding }
     }
+}
+
+/// A path skipped by the walk as one JSON line: `file`, `skipped` (`dangling_symlink`,
+/// `symlink_loop`, `not_regular`, `unreadable`), `severity` (`error` when it makes the verb exit
+/// 2, else `warning`) and `message`. No finding record has a `skipped` key.
+#[derive(Debug, Serialize)]
+pub struct SkipRecord<'a> {
+    /// The path.
+    pub file: String,
+    /// Why it was skipped.
+    pub skipped: SkipReason,
+    /// `error` or `warning`.
+    pub severity: &'static str,
+    /// What went wrong.
+    pub message: &'a str,
+}
+
+impl<'a> SkipRecord<'a> {
+    /// The record of `s`.
+    pub fn new(s: &'a Skipped) -> Self {
+        SkipRecord { file: s.path.display().to_string(), skipped: s.reason, severity: if s.error { "error" } else { "warning" }, message: &s.message }
+    }
+}
+
+/// Reports the paths a walk skipped: a line on stderr each and, with `--output json`, a
+/// [`SkipRecord`] on `out`. Returns how many are errors (the verb exits 2 at its end).
+pub fn report_skipped(out: &mut impl Write, format: OutputFormat, skipped: &[Skipped]) -> anyhow::Result<usize> {
+    for s in skipped {
+        let record = SkipRecord::new(s);
+        eprintln!("transcriptd: {}: {}: {}", record.severity, record.file, s.message);
+        if format == OutputFormat::Json {
+            serde_json::to_writer(&mut *out, &record)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok(skipped.iter().filter(|s| s.error).count())
 }
 
 /// Whether an error is (or wraps) a broken pipe: the reader of our stdout went away, as with

@@ -194,7 +194,9 @@ fn print_history(out: &mut impl Write, session: &Session, output: OutputFormat) 
             let v: Value = serde_json::from_slice(record).map_err(io::Error::other)?;
             let parts = render_parts(&v, format);
             let mut parts = parts.iter();
-            writeln!(out, "{line:>6}  {:<9}  {}", role.as_str(), indent(parts.next().map_or("", String::as_str)))?;
+            // A subagent's record (Claude Code 1.0.x writes them into the main file) is marked.
+            let role = if v["isSidechain"] == true { format!("↳ {}", role.as_str()) } else { role.as_str().to_owned() };
+            writeln!(out, "{line:>6}  {role:<9}  {}", indent(parts.next().map_or("", String::as_str)))?;
             for p in parts {
                 writeln!(out, "{:>6}  {:<9}  {}", "", "", indent(p))?;
             }
@@ -216,7 +218,7 @@ fn render_parts(v: &Value, format: Format) -> Vec<String> {
     let msg = match format {
         Format::ClaudeCode => &v["message"],
         Format::Codex => v.get("payload").unwrap_or(v),
-        Format::OpenAiChat | Format::Anthropic => v,
+        Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
     };
     let mut parts = Vec::new();
     let call_id = |m: &Value| m.get("call_id").or_else(|| m.get("id")).and_then(Value::as_str).unwrap_or("").to_owned();

@@ -8,7 +8,6 @@
 use super::lines::{for_each_line, top_level_string};
 use super::Error;
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -69,7 +68,7 @@ impl UuidIndex {
 
 /// The bytes of `span` in `path`.
 pub fn read_span(path: &Path, span: Span) -> io::Result<Vec<u8>> {
-    let mut f = File::open(path)?;
+    let mut f = crate::sources::regular::open_file(path)?;
     f.seek(SeekFrom::Start(span.offset))?;
     let mut buf = vec![0u8; span.len];
     f.read_exact(&mut buf)?;

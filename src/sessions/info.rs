@@ -185,7 +185,7 @@ fn count_subagents(companion: &Path) -> usize {
 pub fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut head = Vec::new();
-    std::fs::File::open(path)?.take(HEAD_BYTES as u64).read_to_end(&mut head)?;
+    crate::sources::regular::open_file(path)?.take(HEAD_BYTES as u64).read_to_end(&mut head)?;
     Ok(head)
 }
 

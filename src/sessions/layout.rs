@@ -381,16 +381,21 @@ fn list_dir(dir: &Pending) -> Result<Vec<(String, bool, bool)>, Error> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io(&entry.path(), e)),
         };
-        let (is_dir, is_file, link) = if ty.is_symlink() {
+        let (ty, link) = if ty.is_symlink() {
             // A dangling link is no session.
             match fs::metadata(entry.path()) {
-                Ok(m) => (m.is_dir(), m.is_file(), true),
+                Ok(m) => (m.file_type(), true),
                 Err(_) => continue,
             }
         } else {
-            (ty.is_dir(), ty.is_file(), false)
+            (ty, false)
         };
+        let (is_dir, is_file) = (ty.is_dir(), ty.is_file());
         if !is_dir && !is_file {
+            if entry.file_name().to_string_lossy().ends_with(".jsonl") {
+                let kind = crate::sources::regular::FileKind::of(ty);
+                tracing::warn!(path = %entry.path().display(), "skipped: not a regular file ({}), never opened", kind.describe());
+            }
             continue;
         }
         let Ok(name) = entry.file_name().into_string() else {

@@ -12,7 +12,6 @@
 use super::lines::top_level_string;
 use super::timestamp::Timestamp;
 use memchr::{memchr, memrchr};
-use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -31,7 +30,7 @@ pub fn timestamp_of_line(line: &[u8]) -> Option<Timestamp> {
 /// The timestamp of the last complete line of `path` that has one, read from the tail. `None`
 /// when no such line is found within the limits.
 pub fn last_timestamp(path: &Path) -> io::Result<Option<Timestamp>> {
-    let mut file = File::open(path)?;
+    let mut file = crate::sources::regular::open_file(path)?;
     let len = file.metadata()?.len();
     last_timestamp_in(&mut file, len)
 }

@@ -25,9 +25,24 @@ pub struct Appender {
 }
 
 impl Appender {
-    /// Opens `path` for appending, creating it if it does not exist.
+    /// Opens `path` for appending, creating it if it does not exist. Anything but a regular
+    /// file is refused (see [`crate::sources::regular`]); the open never blocks (a FIFO without
+    /// a reader would block a plain open for writing).
     pub fn open(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new().append(true).create(true).open(path).map_err(|e| named(path, e))?;
+        use crate::sources::regular;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = OpenOptions::new().append(true).create(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENXIO) {
+                regular::not_regular_error(path, regular::FileKind::Fifo)
+            } else {
+                named(path, e)
+            }
+        })?;
+        let meta = file.metadata().map_err(|e| named(path, e))?;
+        if !meta.is_file() {
+            return Err(regular::not_regular_error(path, regular::FileKind::of(meta.file_type())));
+        }
+        regular::clear_nonblock(&file).map_err(|e| named(path, e))?;
         Ok(Appender { file, path: path.to_path_buf() })
     }
 
@@ -92,6 +107,7 @@ fn named(path: &Path, e: io::Error) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
 
     #[test]
     fn appends_newline_terminated_lines_and_creates_the_file() {
@@ -116,6 +132,21 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         assert!(err.to_string().contains("x.jsonl"));
         assert_eq!(std::fs::read(a.path()).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_fifo_or_directory_is_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("p.jsonl");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = Appender::open(&fifo).unwrap_err();
+        assert_eq!(crate::sources::regular::not_regular(&e), Some(crate::sources::regular::FileKind::Fifo), "{e}");
+        // With a reader on the FIFO the open succeeds, and fstat refuses it.
+        let _reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&fifo).unwrap();
+        assert!(crate::sources::regular::not_regular(&Appender::open(&fifo).unwrap_err()).is_some());
+        assert!(Appender::open(d.path()).is_err());
     }
 
     #[test]

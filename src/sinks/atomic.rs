@@ -6,73 +6,283 @@
 //! lines in one `write` on an append-mode handle (seed 003), so that concurrent writers
 //! interleave lines, never parts of lines.
 
-use std::fs::{self, File, OpenOptions, Permissions};
-use std::io::{self, BufWriter, Read, Seek, Write};
+use crate::sources::regular::{self, Follow};
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+
+/// What a replacement keeps of the file it replaces (or of the file it derives from): the
+/// permission bits and, when given, the owner and group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    /// Permission bits (`0o7777` at most), set after the owner (a `chown` clears set-id bits).
+    pub mode: u32,
+    /// Owner and group.
+    pub owner: Option<(u32, u32)>,
+    /// Whether failing to set the owner (not permitted: another user's file, and not root)
+    /// fails the write. Otherwise the new file keeps the writer's owner.
+    pub owner_required: bool,
+}
+
+impl Keep {
+    /// Mode, owner and group of `meta`; `owner_required` as for the field.
+    pub fn of(meta: &Metadata, owner_required: bool) -> Keep {
+        Keep { mode: meta.mode() & 0o7777, owner: Some((meta.uid(), meta.gid())), owner_required }
+    }
+
+    /// Only a mode.
+    pub fn mode(mode: u32) -> Keep {
+        Keep { mode: mode & 0o7777, owner: None, owner_required: false }
+    }
+
+    /// Sets owner, then mode, on `file`.
+    pub fn apply(&self, file: &File) -> io::Result<()> {
+        if let Some((uid, gid)) = self.owner {
+            let m = file.metadata()?;
+            if (m.uid(), m.gid()) != (uid, gid) {
+                if let Err(e) = std::os::unix::fs::fchown(file, Some(uid), Some(gid)) {
+                    if self.owner_required || e.kind() != io::ErrorKind::PermissionDenied {
+                        return Err(io::Error::new(e.kind(), format!("cannot keep owner {uid}:{gid}: {e}")));
+                    }
+                }
+            }
+        }
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(fs::Permissions::from_mode(self.mode))
+    }
+}
 
 /// A file being written that replaces `dest` on [`AtomicFile::commit`]. Dropped without a
 /// commit, it leaves nothing behind.
+///
+/// On Linux it is an unnamed file (`O_TMPFILE`) in `dest`'s directory: a crash or `kill -9`
+/// while it is written leaves nothing at all. [`AtomicFile::commit`] links it under a temporary
+/// name and renames that over `dest` (two system calls: the only moment a crash leaves a
+/// `.<name>.*.tmp` file, complete and synced). Where unnamed files are not supported it is a
+/// named temporary file from the start.
 #[derive(Debug)]
 pub struct AtomicFile {
-    tmp: BufWriter<tempfile::NamedTempFile>,
+    file: BufWriter<File>,
+    /// The temporary name, when the file has one (no `O_TMPFILE`).
+    named: Option<tempfile::TempPath>,
     dest: PathBuf,
-    permissions: Option<Permissions>,
+    keep: Option<Keep>,
+    synced: bool,
 }
 
 impl AtomicFile {
     /// Starts writing a replacement for `dest` (its directory must exist). Writes of 64 KiB or
-    /// more go straight to the file, unbuffered. `permissions`, when
-    /// given, are set on the new file before it takes `dest`'s place.
-    pub fn create(dest: &Path, permissions: Option<Permissions>) -> io::Result<Self> {
+    /// more go straight to the file, unbuffered. `keep`, when given, is applied to the new file
+    /// before it takes `dest`'s place.
+    pub fn create(dest: &Path, keep: Option<Keep>) -> io::Result<Self> {
         let dir = parent_dir(dest);
-        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)?;
-        Ok(AtomicFile { tmp: BufWriter::with_capacity(64 << 10, tmp), dest: dest.to_path_buf(), permissions })
+        let (file, named) = match unnamed_in(dir) {
+            Ok(f) => (f, None),
+            Err(_) => {
+                let (f, p) = tempfile::Builder::new().prefix(&temp_prefix(dest)).suffix(".tmp").tempfile_in(dir)?.into_parts();
+                (f, Some(p))
+            }
+        };
+        Ok(AtomicFile { file: BufWriter::with_capacity(64 << 10, file), named, dest: dest.to_path_buf(), keep, synced: false })
     }
 
-    /// The temporary file's path (to read back what was written before committing).
-    pub fn path(&self) -> &Path {
-        self.tmp.get_ref().path()
+    /// The destination.
+    pub fn dest(&self) -> &Path {
+        &self.dest
     }
 
-    /// Flushes what is buffered (so that [`AtomicFile::path`] can be read).
+    /// Flushes what is buffered (so that [`AtomicFile::read_back`] sees it).
     pub fn flush(&mut self) -> io::Result<()> {
-        self.tmp.flush()
+        self.file.flush()
     }
 
-    /// Appends the first `len` bytes of `src`, copied by the kernel where it can
-    /// (`copy_file_range`, `sendfile`): no pass through user space. Fails if `src` is shorter.
-    pub fn copy_prefix(&mut self, src: &Path, len: u64) -> io::Result<()> {
-        self.tmp.flush()?;
-        let copied = io::copy(&mut File::open(src)?.take(len), self.tmp.get_mut().as_file_mut())?;
-        if copied < len {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{} shrank while being copied", src.display())));
+    /// A reader of what was written so far, from its start (positional reads: the write
+    /// position is not moved).
+    pub fn read_back(&mut self) -> io::Result<regular::ReadAt<'_>> {
+        self.file.flush()?;
+        Ok(regular::ReadAt::new(self.file.get_ref(), 0, None))
+    }
+
+    /// Appends bytes `[from, from + len)` of `src`, copied by the kernel where it can
+    /// (`copy_file_range`): no pass through user space. Fails if `src` is shorter.
+    pub fn copy_from(&mut self, src: &File, from: u64, len: u64) -> io::Result<()> {
+        self.file.flush()?;
+        copy_range(src, from, len, self.file.get_mut())
+    }
+
+    /// Applies the kept owner and mode and syncs the data: what [`AtomicFile::commit`] does
+    /// first, done earlier when the caller wants the slow part behind it before a last check.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.file.flush()?;
+        if let Some(k) = &self.keep {
+            k.apply(self.file.get_ref())?;
         }
+        self.file.get_ref().sync_all()?;
+        self.synced = true;
         Ok(())
     }
 
-    /// Syncs the data, renames it over the destination and syncs the directory.
+    /// Syncs (unless [`AtomicFile::sync`] was called), renames the new file over the
+    /// destination and syncs the directory.
     pub fn commit(self) -> io::Result<()> {
-        let tmp = self.tmp.into_inner().map_err(|e| e.into_error())?;
-        if let Some(p) = self.permissions {
-            tmp.as_file().set_permissions(p)?;
+        self.commit_file().map(drop)
+    }
+
+    /// [`AtomicFile::commit`], returning the new file (open for reading and writing).
+    pub fn commit_file(mut self) -> io::Result<File> {
+        if !self.synced {
+            self.sync()?;
         }
-        tmp.as_file().sync_all()?;
-        tmp.persist(&self.dest).map_err(|e| e.error)?;
-        sync_dir(parent_dir(&self.dest))
+        let file = self.file.into_inner().map_err(|e| e.into_error())?;
+        let dir = parent_dir(&self.dest).to_path_buf();
+        match self.named {
+            Some(p) => p.persist(&self.dest).map_err(|e| e.error)?,
+            None => match link_unnamed(&file, &self.dest) {
+                Ok(tmp) => {
+                    if let Err(e) = fs::rename(&tmp, &self.dest) {
+                        let _ = fs::remove_file(&tmp);
+                        return Err(e);
+                    }
+                }
+                Err(e) => {
+                    // No /proc and no CAP_DAC_READ_SEARCH: the unnamed file cannot be linked.
+                    // Copy it into a named one instead.
+                    tracing::debug!(error = %e, dest = %self.dest.display(), "cannot link an unnamed file: copying it");
+                    let (mut named, path) = tempfile::Builder::new().prefix(&temp_prefix(&self.dest)).suffix(".tmp").tempfile_in(&dir)?.into_parts();
+                    copy_range(&file, 0, file.metadata()?.len(), &mut named)?;
+                    if let Some(k) = &self.keep {
+                        k.apply(&named)?;
+                    }
+                    named.sync_all()?;
+                    path.persist(&self.dest).map_err(|e| e.error)?;
+                    sync_dir(&dir)?;
+                    return Ok(named);
+                }
+            },
+        }
+        sync_dir(&dir)?;
+        Ok(file)
     }
 }
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.tmp.write(buf)
+        self.file.write(buf)
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.tmp.write_all(buf)
+        self.file.write_all(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.tmp.flush()
+        self.file.flush()
     }
+}
+
+fn temp_prefix(dest: &Path) -> String {
+    format!(".{}.", dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+}
+
+/// An unnamed file in `dir` (`O_TMPFILE`), mode 0600.
+#[cfg(target_os = "linux")]
+fn unnamed_in(dir: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new().read(true).write(true).mode(0o600).custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC).open(dir)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unnamed_in(_dir: &Path) -> io::Result<File> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+/// Gives the unnamed `file` a fresh temporary name beside `dest`; returns it.
+fn link_unnamed(file: &File, dest: &Path) -> io::Result<PathBuf> {
+    let dir = parent_dir(dest);
+    let proc_path = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL");
+    for attempt in 0u32..100 {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let name = format!("{}{:x}{:x}{attempt}.tmp", temp_prefix(dest), std::process::id(), nanos);
+        let tmp = dir.join(name);
+        let c_tmp = std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+        // SAFETY: both paths are valid NUL-terminated strings; no memory is kept.
+        let mut r = unsafe { libc::linkat(libc::AT_FDCWD, proc_path.as_ptr(), libc::AT_FDCWD, c_tmp.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
+        if r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+            // No /proc: linking the descriptor itself needs CAP_DAC_READ_SEARCH.
+            // SAFETY: an empty path with AT_EMPTY_PATH names the descriptor.
+            r = unsafe { libc::linkat(file.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, c_tmp.as_ptr(), libc::AT_EMPTY_PATH) };
+        }
+        if r == 0 {
+            return Ok(tmp);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return Err(e);
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::AlreadyExists, "no free temporary name"))
+}
+
+/// Copies bytes `[from, from + len)` of `src` to the end of what was written to `dst` (its
+/// current position): `copy_file_range` where the kernel has it, else reads and writes. Fails
+/// if `src` is shorter.
+pub fn copy_range(src: &File, from: u64, len: u64, dst: &mut File) -> io::Result<()> {
+    let (mut off, end) = (from as i64, from + len);
+    while (off as u64) < end {
+        let want = ((end - off as u64).min(1 << 30)) as usize;
+        // SAFETY: both descriptors are open; `off` is a valid i64 the kernel updates; the
+        // destination offset is its file position (null).
+        let n = unsafe { libc::copy_file_range(src.as_raw_fd(), &mut off, dst.as_raw_fd(), std::ptr::null_mut(), want, 0) };
+        if n > 0 {
+            continue;
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being copied"));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ENOSYS | libc::EXDEV | libc::EINVAL | libc::EOPNOTSUPP | libc::EBADF) => return send_range(src, off as u64, end, dst),
+
+            _ => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// [`copy_range`] where `copy_file_range` cannot (across file systems on older kernels, into
+/// an append-mode file): `sendfile` from an offset, else reads and writes of 256 KiB.
+fn send_range(src: &File, mut off: u64, end: u64, dst: &mut File) -> io::Result<()> {
+    let short = || io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being copied");
+    while off < end {
+        let want = ((end - off).min(1 << 30)) as usize;
+        let mut at = off as libc::off_t;
+        // SAFETY: both descriptors are open; `at` is a valid off_t the kernel updates.
+        let n = unsafe { libc::sendfile(dst.as_raw_fd(), src.as_raw_fd(), &mut at, want) };
+        if n > 0 {
+            off = at as u64;
+            continue;
+        }
+        if n == 0 {
+            return Err(short());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EINVAL | libc::ENOSYS) => break,
+            _ => return Err(e),
+        }
+    }
+    let mut buf = vec![0u8; ((end - off) as usize).min(256 << 10)];
+    while off < end {
+        let n = ((end - off) as usize).min(buf.len());
+        let got = src.read_at(&mut buf[..n], off)?;
+        if got == 0 {
+            return Err(short());
+        }
+        dst.write_all(&buf[..got])?;
+        off += got as u64;
+    }
+    Ok(())
 }
 
 fn parent_dir(p: &Path) -> &Path {
@@ -87,42 +297,47 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Writes `bytes` (`dest` in whole, atomically) with `permissions`.
-pub fn write_file(dest: &Path, bytes: &[u8], permissions: Option<Permissions>) -> io::Result<()> {
-    let mut f = AtomicFile::create(dest, permissions)?;
+/// Writes `bytes` (`dest` in whole, atomically), keeping `keep`.
+pub fn write_file(dest: &Path, bytes: &[u8], keep: Option<Keep>) -> io::Result<()> {
+    let mut f = AtomicFile::create(dest, keep)?;
     f.write_all(bytes)?;
     f.commit()
 }
 
-/// Copies `src` to `dest` atomically, keeping `src`'s permissions.
-pub fn copy_file(src: &Path, dest: &Path) -> io::Result<()> {
-    let perms = fs::metadata(src)?.permissions();
-    let mut f = AtomicFile::create(dest, Some(perms))?;
-    // File to file: the kernel copies (copy_file_range, sendfile).
-    io::copy(&mut File::open(src)?, f.tmp.get_mut().as_file_mut())?;
+/// Copies the first `len` bytes of `src` to `dest` atomically, with `keep`.
+pub fn copy_file(src: &File, len: u64, dest: &Path, keep: Option<Keep>) -> io::Result<()> {
+    let mut f = AtomicFile::create(dest, keep)?;
+    f.copy_from(src, 0, len)?;
     f.commit()
 }
 
-/// An append-mode handle on `path`, created with `permissions` (before the umask) if given.
-fn append_handle(path: &Path, permissions: Option<&Permissions>) -> io::Result<File> {
+/// An append-mode handle on `path`, created with `mode` (before the umask) if given. A symbolic
+/// link is not followed and anything but a regular file is refused (a FIFO is never opened for
+/// a blocking write).
+fn append_handle(path: &Path, mode: Option<u32>) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
     let mut open = OpenOptions::new();
-    open.create(true).append(true);
-    if let Some(p) = permissions {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        open.mode(p.mode() & 0o777);
+    open.create(true).append(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    if let Some(m) = mode {
+        open.mode(m & 0o777);
     }
-    open.open(path)
+    let f = open.open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(regular::not_regular_error(path, regular::FileKind::of(m.file_type())));
+    }
+    regular::clear_nonblock(&f)?;
+    Ok(f)
 }
 
 /// Appends whole lines to `path` in one `write` on an append-mode handle, then syncs. `lines`
-/// must end with a newline. A new file gets `permissions` (before the umask), or 0666 less the
-/// umask: the rejects of a 0600 transcript hold its lines and stay as private as it is.
-pub fn append_lines(path: &Path, lines: &[u8], permissions: Option<&Permissions>) -> io::Result<()> {
+/// must end with a newline. A new file gets `mode` (before the umask), or 0666 less the umask.
+pub fn append_lines(path: &Path, lines: &[u8], mode: Option<u32>) -> io::Result<()> {
     debug_assert!(lines.is_empty() || lines.ends_with(b"\n"));
     if lines.is_empty() {
         return Ok(());
     }
-    let mut f = append_handle(path, permissions)?;
+    let mut f = append_handle(path, mode)?;
     // One write call for the whole batch: an append-mode write of a regular file is not
     // interleaved with other appends.
     let n = f.write(lines)?;
@@ -132,16 +347,29 @@ pub fn append_lines(path: &Path, lines: &[u8], permissions: Option<&Permissions>
     f.sync_data()
 }
 
-/// Whole lines to append to a file later (repair's rejects: written only once the repaired
+/// What [`Spool::replace_into`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merged {
+    /// Nothing was pushed: the file is untouched.
+    Nothing,
+    /// The file was replaced by its old content followed by what was pushed.
+    Written,
+    /// The file already ended with exactly what was pushed (an earlier run was stopped after
+    /// writing it): untouched.
+    AlreadyThere,
+}
+
+/// Whole lines to add to a file later (repair's rejects: written only once the repaired
 /// transcript is complete): held in memory up to a limit, beyond it in an unnamed temporary
 /// file, so that memory stays flat however much a file loses. Write errors are kept and
-/// returned by [`Spool::append_to`].
+/// returned by [`Spool::replace_into`].
 #[derive(Debug)]
 pub struct Spool {
     mem: Vec<u8>,
     limit: usize,
     dir: PathBuf,
     disk: Option<BufWriter<File>>,
+    len: u64,
     failed: Option<io::Error>,
 }
 
@@ -150,9 +378,9 @@ impl Spool {
     pub const LIMIT: usize = 4 << 20;
 
     /// A spool that moves past `limit` bytes to an unnamed file in the directory of `beside`
-    /// (the file it will be appended to, or one next to it).
+    /// (the file it will be added to, or one next to it).
     pub fn new(beside: &Path, limit: usize) -> Self {
-        Spool { mem: Vec::new(), limit, dir: parent_dir(beside).to_path_buf(), disk: None, failed: None }
+        Spool { mem: Vec::new(), limit, dir: parent_dir(beside).to_path_buf(), disk: None, len: 0, failed: None }
     }
 
     /// Adds bytes (whole lines, or pieces of one in order).
@@ -160,6 +388,7 @@ impl Spool {
         if self.failed.is_some() {
             return;
         }
+        self.len += bytes.len() as u64;
         if self.disk.is_none() && self.mem.len() + bytes.len() <= self.limit {
             self.mem.extend_from_slice(bytes);
             return;
@@ -181,22 +410,105 @@ impl Spool {
 
     /// Whether nothing was pushed.
     pub fn is_empty(&self) -> bool {
-        self.mem.is_empty() && self.disk.is_none()
+        self.len == 0
     }
 
-    /// Appends everything pushed to `path`, then syncs: in one write (see [`append_lines`]) when
-    /// it stayed in memory; copied from the spooled file in several writes otherwise, so then
-    /// another process appending to the same file at the same moment could land inside a line.
-    pub fn append_to(self, path: &Path, permissions: Option<&Permissions>) -> io::Result<()> {
+    /// Bytes pushed.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Adds everything pushed to the end of the file at `path`, atomically: a new file holding
+    /// the old content (a newline added if its last line had none) and then the pushed bytes,
+    /// synced and renamed over `path`. So a crash leaves the old file or the new one, never a
+    /// torn record; a descriptor someone holds on the old file never sees the new lines; and
+    /// the new file gets `keep`'s owner and its mode narrowed by the old file's (never wider than
+    /// either). A symbolic link at `path` is not followed: it is an error, and nothing is
+    /// written. When the file already ends with exactly the pushed bytes (an earlier run
+    /// stopped after writing them), it is left as it is.
+    pub fn replace_into(self, path: &Path, keep: Keep) -> io::Result<Merged> {
         if let Some(e) = self.failed {
             return Err(e);
         }
-        let Some(disk) = self.disk else { return append_lines(path, &self.mem, permissions) };
-        let mut spooled = disk.into_inner().map_err(io::IntoInnerError::into_error)?;
-        spooled.seek(io::SeekFrom::Start(0))?;
-        let mut f = append_handle(path, permissions)?;
-        io::copy(&mut spooled, &mut f)?;
-        f.sync_data()
+        if self.len == 0 {
+            return Ok(Merged::Nothing);
+        }
+        let spooled = match self.disk {
+            Some(d) => Some(d.into_inner().map_err(io::IntoInnerError::into_error)?),
+            None => None,
+        };
+        let existing = match regular::open(path, Follow::No) {
+            Ok(x) => Some(x),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) if regular::is_symlink_refusal(&e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is a symbolic link: not followed, so the removed lines are not written through it (move it away)", path.display()),
+                ))
+            }
+            Err(e) => return Err(e),
+        };
+        let pushed = Pushed { mem: &self.mem, disk: spooled.as_ref(), len: self.len };
+        let mut mode = keep.mode & 0o666;
+        if let Some((f, m)) = &existing {
+            if pushed.is_tail_of(f, m.len())? {
+                return Ok(Merged::AlreadyThere);
+            }
+            mode &= m.mode() & 0o666;
+        }
+        let mut out = AtomicFile::create(path, Some(Keep { mode, ..keep }))?;
+        if let Some((f, m)) = &existing {
+            out.copy_from(f, 0, m.len())?;
+            let mut last = [0u8];
+            if m.len() > 0 && f.read_at(&mut last, m.len() - 1)? == 1 && last[0] != b'\n' {
+                out.write_all(b"\n")?;
+            }
+        }
+        match pushed.disk {
+            Some(d) => out.copy_from(d, 0, pushed.len)?,
+            None => out.write_all(pushed.mem)?,
+        }
+        out.commit()?;
+        Ok(Merged::Written)
+    }
+}
+
+/// The bytes a [`Spool`] holds, in memory or on disk.
+struct Pushed<'a> {
+    mem: &'a [u8],
+    disk: Option<&'a File>,
+    len: u64,
+}
+
+impl Pushed<'_> {
+    /// Whether `file` (of length `len`) ends with these bytes, starting a line.
+    fn is_tail_of(&self, file: &File, len: u64) -> io::Result<bool> {
+        if len < self.len {
+            return Ok(false);
+        }
+        let start = len - self.len;
+        let mut one = [0u8];
+        if start > 0 && (file.read_at(&mut one, start - 1)? != 1 || one[0] != b'\n') {
+            return Ok(false);
+        }
+        let (mut a, mut b) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+        let mut at = 0u64;
+        while at < self.len {
+            let n = ((self.len - at) as usize).min(a.len());
+            file.read_exact_at(&mut a[..n], start + at)?;
+            let ours: &[u8] = match self.disk {
+                Some(d) => {
+                    d.read_exact_at(&mut b[..n], at)?;
+                    &b[..n]
+                }
+                None => &self.mem[at as usize..at as usize + n],
+            };
+            if a[..n] != *ours {
+                return Ok(false);
+            }
+            at += n as u64;
+        }
+        Ok(true)
     }
 }
 
@@ -217,13 +529,62 @@ mod tests {
                 s.push(piece.as_bytes());
             }
             assert!(!s.is_empty());
-            s.append_to(&p, None).unwrap();
+            assert_eq!(s.replace_into(&p, Keep::mode(0o644)).unwrap(), Merged::Written);
             assert_eq!(fs::read_to_string(&p).unwrap(), "earlier\n{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n", "limit {limit}");
         }
         // A spool that cannot reach its directory reports it at the end.
         let mut s = Spool::new(&d.path().join("missing/r.jsonl"), 0);
         s.push(b"x\n");
-        assert!(s.append_to(&d.path().join("r.jsonl"), None).is_err());
+        assert!(s.replace_into(&d.path().join("r.jsonl"), Keep::mode(0o644)).is_err());
+    }
+
+    #[test]
+    fn a_spool_is_added_once_never_through_a_link_and_never_wider() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.jsonl");
+        let spool = |text: &str| {
+            let mut s = Spool::new(&p, 4);
+            s.push(text.as_bytes());
+            s
+        };
+        // A last line without its newline gets one before the new records.
+        fs::write(&p, "torn").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(spool("{\"a\":1}\n").replace_into(&p, Keep::mode(0o600)).unwrap(), Merged::Written);
+        assert_eq!(fs::read_to_string(&p).unwrap(), "torn\n{\"a\":1}\n");
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "never wider than the transcript");
+        // The same records again (a run stopped after writing them): not added twice.
+        assert_eq!(spool("{\"a\":1}\n").replace_into(&p, Keep::mode(0o600)).unwrap(), Merged::AlreadyThere);
+        // ... but only as whole lines at the end.
+        assert_eq!(spool("1}\n").replace_into(&p, Keep::mode(0o600)).unwrap(), Merged::Written);
+        assert_eq!(fs::read_to_string(&p).unwrap(), "torn\n{\"a\":1}\n1}\n");
+        // A link is not followed.
+        let target = d.path().join("target");
+        fs::write(&target, "x\n").unwrap();
+        let link = d.path().join("l.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut s = Spool::new(&link, 4);
+        s.push(b"{}\n");
+        assert!(s.replace_into(&link, Keep::mode(0o600)).unwrap_err().to_string().contains("symbolic link"));
+        assert_eq!(fs::read_to_string(&target).unwrap(), "x\n");
+        assert!(Spool::new(&p, 4).replace_into(&p, Keep::mode(0o600)).is_ok_and(|m| m == Merged::Nothing));
+    }
+
+    #[test]
+    fn an_unnamed_file_leaves_nothing_until_committed_and_can_be_read_back() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.jsonl");
+        let mut f = AtomicFile::create(&p, Some(Keep::mode(0o640))).unwrap();
+        f.write_all(b"abc\n").unwrap();
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 0, "nothing visible while written");
+        let mut back = String::new();
+        std::io::Read::read_to_string(&mut f.read_back().unwrap(), &mut back).unwrap();
+        assert_eq!(back, "abc\n");
+        f.write_all(b"def\n").unwrap();
+        let file = f.commit_file().unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "abc\ndef\n");
+        assert_eq!(file.metadata().unwrap().permissions().mode() & 0o777, 0o640);
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
     }
 
     #[test]
@@ -231,9 +592,9 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("t.jsonl");
         fs::write(&p, "old\n").unwrap();
-        fs::set_permissions(&p, Permissions::from_mode(0o600)).unwrap();
-        let perms = fs::metadata(&p).unwrap().permissions();
-        let mut f = AtomicFile::create(&p, Some(perms)).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        let keep = Keep::of(&fs::metadata(&p).unwrap(), true);
+        let mut f = AtomicFile::create(&p, Some(keep)).unwrap();
         f.write_all(b"new\n").unwrap();
         // Not visible before the commit.
         assert_eq!(fs::read_to_string(&p).unwrap(), "old\n");

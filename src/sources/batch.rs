@@ -1,7 +1,12 @@
 //! Batch sources: turn command-line paths into an ordered list of inputs, and read an input in
 //! chunks into a reused buffer.
+//!
+//! The walk follows links and never stops at a path it cannot use: a dangling link, a link loop,
+//! a directory it may not read, a FIFO or socket named `*.jsonl` are each a [`Skipped`] record
+//! (the verbs print a warning and go on, as ripgrep does). Files are opened through
+//! [`regular::open`], so nothing but a regular file is ever read.
 
-use std::fs::File;
+use super::regular;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -41,45 +46,176 @@ pub struct MissingTranscript {
     pub transcript: PathBuf,
 }
 
+/// Why a path was skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// A symbolic link whose target does not exist.
+    DanglingSymlink,
+    /// A symbolic link that leads back to itself or to a directory above it.
+    SymlinkLoop,
+    /// A FIFO, socket or device named like a transcript (never opened).
+    NotRegular,
+    /// Any other error reading the path or directory (permission denied, vanished, ...).
+    Unreadable,
+}
+
+impl SkipReason {
+    /// The name in records (`dangling_symlink`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::DanglingSymlink => "dangling_symlink",
+            SkipReason::SymlinkLoop => "symlink_loop",
+            SkipReason::NotRegular => "not_regular",
+            SkipReason::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// A path the walk could not use: skipped with a warning, the rest goes on (as ripgrep does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The path.
+    pub path: PathBuf,
+    /// Why.
+    pub reason: SkipReason,
+    /// What went wrong, for people.
+    pub message: String,
+    /// Whether it makes the verb exit 2 at the end: a path that could not be read (a dangling
+    /// link, a loop, an IO error), or one named on the command line that is not a regular file.
+    /// A FIFO, socket or device met while walking a directory is only a warning.
+    pub error: bool,
+}
+
+/// What [`expand`] found.
+#[derive(Debug, Default)]
+pub struct Expanded {
+    /// The inputs, sorted by path, each once.
+    pub inputs: Vec<Input>,
+    /// Meta sidecars whose transcript is missing.
+    pub missing: Vec<MissingTranscript>,
+    /// Paths skipped, sorted by path.
+    pub skipped: Vec<Skipped>,
+}
+
+impl Expanded {
+    /// How many skipped paths are errors (see [`Skipped::error`]).
+    pub fn errors(&self) -> usize {
+        self.skipped.iter().filter(|s| s.error).count()
+    }
+}
+
 /// The inputs named by `paths`, sorted by path: files as given, directories walked recursively
-/// for `*.jsonl`, `-` for stdin. Also returns meta sidecars whose transcript is missing.
-pub fn expand(paths: &[PathBuf]) -> io::Result<(Vec<Input>, Vec<MissingTranscript>)> {
-    let mut inputs = Vec::new();
-    let mut missing = Vec::new();
+/// (following links) for `*.jsonl`, `-` for stdin. Also returns meta sidecars whose transcript
+/// is missing, and the paths skipped: a path that cannot be read (a dangling link, a link loop,
+/// a permission error) or that is not a regular file is skipped and reported, never fatal.
+pub fn expand(paths: &[PathBuf]) -> Expanded {
+    let mut out = Expanded::default();
     for p in paths {
         if p.as_os_str() == "-" {
-            inputs.push(Input::Stdin);
+            out.inputs.push(Input::Stdin);
             continue;
         }
-        let meta = std::fs::metadata(p).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+        let meta = match std::fs::metadata(p) {
+            Ok(m) => m,
+            Err(e) => {
+                out.skipped.push(skip_io(p, &e));
+                continue;
+            }
+        };
+        if meta.is_file() {
+            out.inputs.push(Input::File(p.clone()));
+            continue;
+        }
         if !meta.is_dir() {
-            inputs.push(Input::File(p.clone()));
+            let kind = regular::FileKind::of(meta.file_type());
+            out.skipped.push(Skipped {
+                path: p.clone(),
+                reason: SkipReason::NotRegular,
+                message: format!("not a regular file ({}): not read", kind.describe()),
+                error: true,
+            });
             continue;
         }
-        for entry in walkdir::WalkDir::new(p).follow_links(true).sort_by_file_name() {
-            let entry = entry.map_err(|e| io::Error::other(e.to_string()))?;
-            if !entry.file_type().is_file() {
+        walk(p, &mut out);
+    }
+    out.inputs.sort();
+    out.inputs.dedup();
+    out.missing.sort_by(|a, b| a.transcript.cmp(&b.transcript));
+    out.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    out.skipped.dedup_by(|a, b| a.path == b.path);
+    out
+}
+
+fn walk(root: &Path, out: &mut Expanded) {
+    for entry in walkdir::WalkDir::new(root).follow_links(true).sort_by_file_name() {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                out.skipped.push(skip_walk(root, &e));
                 continue;
             }
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy();
-            if name.ends_with(".rejects.jsonl") {
-                // What `repair` removed: kept for people, not a transcript.
-                continue;
-            }
+        };
+        let ty = entry.file_type();
+        if ty.is_dir() {
+            continue;
+        }
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy();
+        if name.ends_with(".rejects.jsonl") {
+            // What `repair` removed: kept for people, not a transcript.
+            continue;
+        }
+        if !ty.is_file() {
             if name.ends_with(".jsonl") {
-                inputs.push(Input::File(path.to_path_buf()));
-            } else if let Some(transcript) = transcript_of_meta(path) {
-                if !transcript.exists() {
-                    missing.push(MissingTranscript { meta: path.to_path_buf(), transcript });
-                }
+                let kind = regular::FileKind::of(ty);
+                out.skipped.push(Skipped {
+                    path: path.to_path_buf(),
+                    reason: SkipReason::NotRegular,
+                    message: format!("not a regular file ({}): skipped, never opened", kind.describe()),
+                    error: false,
+                });
+            }
+            continue;
+        }
+        if name.ends_with(".jsonl") {
+            out.inputs.push(Input::File(path.to_path_buf()));
+        } else if let Some(transcript) = transcript_of_meta(path) {
+            if !transcript.exists() {
+                out.missing.push(MissingTranscript { meta: path.to_path_buf(), transcript });
             }
         }
     }
-    inputs.sort();
-    inputs.dedup();
-    missing.sort_by(|a, b| a.transcript.cmp(&b.transcript));
-    Ok((inputs, missing))
+}
+
+/// The skip record of a path `stat` failed on.
+fn skip_io(path: &Path, e: &io::Error) -> Skipped {
+    let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let (reason, message) = if e.raw_os_error() == Some(libc::ELOOP) {
+        (SkipReason::SymlinkLoop, "symbolic link loop: not followed".to_owned())
+    } else if link && e.kind() == io::ErrorKind::NotFound {
+        let target = std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
+        (SkipReason::DanglingSymlink, format!("dangling symbolic link (to {target}): skipped"))
+    } else {
+        (SkipReason::Unreadable, format!("{e}"))
+    };
+    Skipped { path: path.to_path_buf(), reason, message, error: true }
+}
+
+fn skip_walk(root: &Path, e: &walkdir::Error) -> Skipped {
+    let path = e.path().unwrap_or(root).to_path_buf();
+    if let Some(ancestor) = e.loop_ancestor() {
+        return Skipped {
+            path,
+            reason: SkipReason::SymlinkLoop,
+            message: format!("symbolic link loop (back to {}): not followed", ancestor.display()),
+            error: true,
+        };
+    }
+    match e.io_error() {
+        Some(io) => skip_io(&path, io),
+        None => Skipped { path, reason: SkipReason::Unreadable, message: e.to_string(), error: true },
+    }
 }
 
 /// The transcript a meta sidecar describes: `<dir>/.meta.json` → `<dir>/transcript.jsonl`
@@ -117,7 +253,7 @@ pub fn with_buffer<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
 /// Runs `f` with a reader of `input` (one that can move to another thread).
 pub fn with_reader<T>(input: &Input, f: impl FnOnce(&mut (dyn Read + Send)) -> io::Result<T>) -> io::Result<T> {
     match input {
-        Input::File(p) => f(&mut File::open(p)?),
+        Input::File(p) => f(&mut regular::open_file(p)?),
         Input::Stdin => f(&mut io::stdin()),
     }
 }
@@ -239,6 +375,33 @@ mod tests {
     }
 
     #[test]
+    fn expand_skips_what_it_cannot_read_and_goes_on() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.jsonl"), "").unwrap();
+        symlink(d.path().join("nowhere"), d.path().join("dangling.jsonl")).unwrap();
+        symlink(d.path().join("self.jsonl"), d.path().join("self.jsonl")).unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        symlink("..", d.path().join("sub/up")).unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(d.path().join("s.jsonl")).unwrap();
+        let found = expand(&[d.path().to_path_buf(), d.path().join("missing.jsonl")]);
+        assert_eq!(found.inputs, vec![Input::File(d.path().join("a.jsonl"))]);
+        let got: Vec<(String, SkipReason, bool)> =
+            found.skipped.iter().map(|s| (s.path.strip_prefix(d.path()).unwrap().display().to_string(), s.reason, s.error)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("dangling.jsonl".into(), SkipReason::DanglingSymlink, true),
+                ("missing.jsonl".into(), SkipReason::Unreadable, true),
+                ("s.jsonl".into(), SkipReason::NotRegular, false),
+                ("self.jsonl".into(), SkipReason::SymlinkLoop, true),
+                ("sub/up".into(), SkipReason::SymlinkLoop, true),
+            ]
+        );
+        assert_eq!(found.errors(), 4);
+    }
+
+    #[test]
     fn expand_walks_sorted_and_guards_data_loss() {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("b")).unwrap();
@@ -246,8 +409,9 @@ mod tests {
         std::fs::write(d.path().join("a.jsonl"), "").unwrap();
         std::fs::write(d.path().join("notes.txt"), "").unwrap();
         std::fs::write(d.path().join("gone.meta.json"), "{}").unwrap();
-        let (inputs, missing) = expand(&[d.path().to_path_buf()]).unwrap();
-        assert_eq!(inputs, vec![Input::File(d.path().join("a.jsonl")), Input::File(d.path().join("b/z.jsonl"))]);
-        assert_eq!(missing[0].transcript, d.path().join("gone.jsonl"));
+        let found = expand(&[d.path().to_path_buf()]);
+        assert_eq!(found.inputs, vec![Input::File(d.path().join("a.jsonl")), Input::File(d.path().join("b/z.jsonl"))]);
+        assert_eq!(found.missing[0].transcript, d.path().join("gone.jsonl"));
+        assert!(found.skipped.is_empty());
     }
 }

@@ -90,6 +90,8 @@ struct Held<'a> {
     line: Option<u64>,
     role: &'static str,
     content: Content<'a>,
+    /// A record of a sidechain thread (a subagent), not of the main conversation.
+    side: bool,
 }
 
 /// Turns lines into canonical records. See the module docs.
@@ -101,6 +103,11 @@ pub struct Canonical<'a> {
     held: Vec<Held<'a>>,
     /// Hash of the open assistant message's `message.id`.
     open: Option<u64>,
+    /// Claude Code: the `isSidechain` of the main conversation, taken from the first message
+    /// (in a subagent's own file every line is a sidechain, and that is its conversation).
+    main_side: Option<bool>,
+    /// History: sidechain records that arrived while a main message was held; they follow it.
+    side: Vec<Held<'a>>,
 }
 
 /// What a Claude Code line is to the canonical records, as byte ranges into the line: a stage
@@ -112,6 +119,8 @@ pub enum ClaudeFields {
     Boundary {
         /// Where its `compactMetadata` value is.
         metadata: Option<Range<usize>>,
+        /// `isSidechain`.
+        sidechain: bool,
     },
     /// A `user` or `assistant` record whose `message` has `content` (not null).
     Message {
@@ -121,15 +130,21 @@ pub enum ClaudeFields {
         id: Option<u64>,
         /// Where the `content` value is.
         content: Range<usize>,
+        /// `isSidechain`: a subagent's record (Claude Code 1.0.x writes them into the main file).
+        sidechain: bool,
     },
     /// Not conversation: `progress`, `summary`, snapshots, other `system` records, unknown types.
-    Other,
+    Other {
+        /// `isSidechain`.
+        sidechain: bool,
+    },
 }
 
 impl ClaudeFields {
     /// Reads a line (valid UTF-8); `Err` when it is not a JSON object.
     pub fn read(line: &[u8]) -> scan::Result<Self> {
         let (mut ty, mut subtype, mut id, mut content, mut metadata) = (None, None, None, None, None);
+        let mut sidechain = false;
         let span = |v: &[u8]| {
             let start = v.as_ptr() as usize - line.as_ptr() as usize;
             start..start + v.len()
@@ -139,6 +154,7 @@ impl ClaudeFields {
                 b"type" => ty = s.opt_string()?,
                 b"subtype" => subtype = s.opt_string()?,
                 b"compactMetadata" => metadata = Some(span(s.raw_value()?)),
+                b"isSidechain" => sidechain = s.opt_true()?,
                 b"message" => {
                     s.opt_object(|s, k| {
                         match &*k.key() {
@@ -156,18 +172,30 @@ impl ClaudeFields {
         let role = match ty.map(|t| t.key()).as_deref() {
             Some(b"user") => Role::User,
             Some(b"assistant") => Role::Assistant,
-            Some(b"system") if subtype.is_some_and(|s| s.is("compact_boundary")) => return Ok(ClaudeFields::Boundary { metadata }),
-            _ => return Ok(ClaudeFields::Other),
+            Some(b"system") if subtype.is_some_and(|s| s.is("compact_boundary")) => return Ok(ClaudeFields::Boundary { metadata, sidechain }),
+            _ => return Ok(ClaudeFields::Other { sidechain }),
         };
         Ok(match content {
-            Some(content) => ClaudeFields::Message { role, id: id.map(|i| i.hash()), content },
-            None => ClaudeFields::Other,
+            Some(content) => ClaudeFields::Message { role, id: id.map(|i| i.hash()), content, sidechain },
+            None => ClaudeFields::Other { sidechain },
         })
     }
 
     /// Whether the line is a `compact_boundary`.
     pub fn is_boundary(&self) -> bool {
         matches!(self, ClaudeFields::Boundary { .. })
+    }
+
+    /// Whether the line is a conversation message.
+    pub fn is_message(&self) -> bool {
+        matches!(self, ClaudeFields::Message { .. })
+    }
+
+    /// `isSidechain` of the line.
+    pub fn sidechain(&self) -> bool {
+        match self {
+            ClaudeFields::Boundary { sidechain, .. } | ClaudeFields::Message { sidechain, .. } | ClaudeFields::Other { sidechain } => *sidechain,
+        }
     }
 }
 
@@ -188,7 +216,7 @@ fn read_envelope(line: &[u8]) -> scan::Result<(Option<scan::RawStr<'_>>, Option<
 impl<'a> Canonical<'a> {
     /// Records of `mode` for a transcript of `format`.
     pub fn new(format: Format, mode: Mode) -> Self {
-        Canonical { format, mode, held: Vec::new(), open: None }
+        Canonical { format, mode, held: Vec::new(), open: None, main_side: None, side: Vec::new() }
     }
 
     /// Adds the next line (`line` is its number, when known); `out` receives the bytes of the
@@ -201,17 +229,17 @@ impl<'a> Canonical<'a> {
             Format::ClaudeCode => {
                 // The line does not outlive this call: what is held back is copied.
                 match ClaudeFields::read(bytes) {
-                    Ok(ClaudeFields::Message { role, id, content }) => {
+                    Ok(ClaudeFields::Message { role, id, content, sidechain }) => {
                         if let Some(c) = bytes.get(content) {
-                            self.message(line, role, id, Cow::Owned(c.to_vec()), out);
+                            self.message(line, role, id, Cow::Owned(c.to_vec()), sidechain, out);
                         }
                     }
-                    Ok(ClaudeFields::Boundary { metadata }) => self.marker(line, bytes, metadata, out),
-                    Ok(ClaudeFields::Other) | Err(_) => {}
+                    Ok(ClaudeFields::Boundary { metadata, .. }) => self.marker(line, bytes, metadata, out),
+                    Ok(ClaudeFields::Other { .. }) | Err(_) => {}
                 }
             }
             Format::Codex => self.codex(line, bytes, out),
-            Format::OpenAiChat | Format::Anthropic => {
+            Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
                 if scan::object_line(bytes, |s, _| s.skip()).is_ok() {
                     self.write_object(line, bytes, out);
                 }
@@ -227,13 +255,13 @@ impl<'a> Canonical<'a> {
     /// Adds the next Claude Code line with the fields already read from it; what is held back
     /// borrows from the line.
     pub fn push_claude(&mut self, line: Option<u64>, bytes: &'a [u8], fields: &ClaudeFields, out: &mut impl FnMut(&[u8])) {
-        let (role, id, content) = match fields {
-            ClaudeFields::Boundary { metadata } => return self.marker(line, bytes, metadata.clone(), out),
-            ClaudeFields::Other => return,
-            ClaudeFields::Message { role, id, content } => (*role, *id, content.clone()),
+        let (role, id, content, sidechain) = match fields {
+            ClaudeFields::Boundary { metadata, .. } => return self.marker(line, bytes, metadata.clone(), out),
+            ClaudeFields::Other { .. } => return,
+            ClaudeFields::Message { role, id, content, sidechain } => (*role, *id, content.clone(), *sidechain),
         };
         if let Some(content) = bytes.get(content) {
-            self.message(line, role, id, Cow::Borrowed(content), out);
+            self.message(line, role, id, Cow::Borrowed(content), sidechain, out);
         }
     }
 
@@ -252,14 +280,22 @@ impl<'a> Canonical<'a> {
     }
 
     /// A conversation message: written, held back, or merged into the open assistant message.
-    fn message(&mut self, line: Option<u64>, role: Role, id: Option<u64>, content: Cow<'a, [u8]>, out: &mut impl FnMut(&[u8])) {
+    /// A record of another thread than the main conversation's (a subagent's sidechain in the
+    /// main file) is no part of the context; `history` writes it marked `"sidechain": true`,
+    /// unmerged, after the open assistant message it ran under.
+    fn message(&mut self, line: Option<u64>, role: Role, id: Option<u64>, content: Cow<'a, [u8]>, sidechain: bool, out: &mut impl FnMut(&[u8])) {
         let role = role.as_str();
-        if role == "user" {
-            let held = Held { line, role, content: Content::Value(content) };
-            if self.open.is_some() {
-                self.held.push(held);
-            } else {
-                write_held(self.mode, &held, out);
+        let side = sidechain != *self.main_side.get_or_insert(sidechain);
+        if side && self.mode != Mode::History {
+            return;
+        }
+        if side || role == "user" {
+            // Held while an assistant message is open: a result may still follow it.
+            let held = Held { line, role, content: Content::Value(content), side };
+            match (self.open.is_some(), side) {
+                (true, true) => self.side.push(held),
+                (true, false) => self.held.push(held),
+                (false, _) => write_held(self.mode, &held, out),
             }
             return;
         }
@@ -280,11 +316,11 @@ impl<'a> Canonical<'a> {
         self.flush(out);
         match id {
             Some(id) => {
-                self.held.push(Held { line, role, content: Content::Value(content) });
+                self.held.push(Held { line, role, content: Content::Value(content), side: false });
                 self.open = Some(id);
             }
             // A message without an id cannot be continued: it goes out as it is.
-            None => write_held(self.mode, &Held { line, role, content: Content::Value(content) }, out),
+            None => write_held(self.mode, &Held { line, role, content: Content::Value(content), side: false }, out),
         }
     }
 
@@ -337,7 +373,16 @@ impl<'a> Canonical<'a> {
     }
 
     fn flush(&mut self, out: &mut impl FnMut(&[u8])) {
-        for h in std::mem::take(&mut self.held) {
+        let mut held = std::mem::take(&mut self.held).into_iter();
+        // The open assistant message, then the subagent records that ran under it, then the
+        // results that arrived for it.
+        if let Some(first) = held.next() {
+            write_held(self.mode, &first, out);
+        }
+        for h in std::mem::take(&mut self.side) {
+            write_held(self.mode, &h, out);
+        }
+        for h in held {
             write_held(self.mode, &h, out);
         }
         self.open = None;
@@ -347,6 +392,7 @@ impl<'a> Canonical<'a> {
 /// Writes a held message as one record, in pieces (the content is not copied again).
 fn write_held(mode: Mode, h: &Held<'_>, out: &mut impl FnMut(&[u8])) {
     match (mode, h.line) {
+        (Mode::History, Some(n)) if h.side => out(format!("{{\"line\":{n},\"sidechain\":true,\"role\":\"{}\",\"content\":", h.role).as_bytes()),
         (Mode::History, Some(n)) => out(format!("{{\"line\":{n},\"role\":\"{}\",\"content\":", h.role).as_bytes()),
         _ => out(format!("{{\"role\":\"{}\",\"content\":", h.role).as_bytes()),
     }

@@ -12,6 +12,7 @@ use super::formats::{Detector, Format};
 use super::lines::{self, Block, LineSplitter};
 use super::model::{Entry, Parsed, Usage};
 use super::scan;
+use super::stages::dataset::{self, CustomIds, LineReport};
 use super::stages::validate::{Pending, Validator};
 use std::collections::BTreeMap;
 
@@ -60,7 +61,8 @@ pub struct Stats {
     /// Conversation entries.
     pub messages: u64,
     /// User turns: user messages that start one (prompts), not those that only carry tool
-    /// results or a compaction summary.
+    /// results or a compaction summary, nor the prompt of a subagent whose records Claude Code
+    /// 1.0.x wrote into the main file (a sidechain line, when the file's first message is not).
     pub turns: u64,
     /// Known records that are not conversation.
     pub other_records: u64,
@@ -74,7 +76,7 @@ pub struct Stats {
     pub compactions: u64,
     /// Lines that could not be read (framing findings).
     pub bad_lines: u64,
-    /// Token usage by model, each report counted once.
+    /// Token usage by model: each API message once, with its final usage.
     pub tokens: BTreeMap<String, Usage>,
 }
 
@@ -87,6 +89,8 @@ pub enum Outcome<'a> {
     Fault(Finding),
     /// Valid JSON, but the format is not known yet.
     Undetected(u64),
+    /// A line of a dataset: a whole conversation, checked on its own.
+    Dataset(u64, Box<LineReport>),
 }
 
 impl Outcome<'_> {
@@ -95,6 +99,12 @@ impl Outcome<'_> {
         match self {
             Outcome::Parsed(line, _) | Outcome::Undetected(line) => *line += base,
             Outcome::Fault(f) => f.line += base,
+            Outcome::Dataset(line, r) => {
+                *line += base;
+                for f in &mut r.findings {
+                    f.line += base;
+                }
+            }
         }
     }
 }
@@ -108,6 +118,12 @@ pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) 
     if simdutf8::basic::from_utf8(bytes).is_err() {
         let e = simdutf8::compat::from_utf8(bytes).unwrap_err();
         return Outcome::Fault(Finding::new(number, Kind::InvalidUtf8, format!("invalid UTF-8 at byte {}", e.valid_up_to())));
+    }
+    if let Some(d) = format.and_then(Format::dataset) {
+        return match dataset::check_line(d, number, bytes) {
+            Ok(r) => Outcome::Dataset(number, Box::new(r)),
+            Err(_) => Outcome::Fault(malformed(number, bytes)),
+        };
     }
     let parsed = match format {
         Some(f) => f.parse(bytes),
@@ -178,7 +194,11 @@ pub struct Checker<O = ()> {
     stats: Stats,
     stopped: Option<StrictStop>,
     codex_model: Option<String>,
-    last_usage_key: Option<u64>,
+    custom_ids: CustomIds,
+    /// Claude Code: `isSidechain` of the file's first message, the main conversation's.
+    main_side: Option<bool>,
+    /// The usage counted for the API messages seen last, newest first (see [`Checker::count`]).
+    recent_usage: std::collections::VecDeque<(u64, Usage)>,
     /// Number of the next physical line.
     next_line: u64,
     observer: O,
@@ -216,7 +236,9 @@ impl<O: Observer> Checker<O> {
             stats: Stats::default(),
             stopped: None,
             codex_model: None,
-            last_usage_key: None,
+            custom_ids: CustomIds::default(),
+            main_side: None,
+            recent_usage: std::collections::VecDeque::new(),
             next_line: 1,
             observer,
         }
@@ -394,13 +416,27 @@ impl<O: Observer> Checker<O> {
                 self.stats.lines += 1;
                 self.stats.unknown_records += 1;
             }
-            Outcome::Parsed(line, p) => {
+            Outcome::Dataset(line, r) => {
+                self.stats.lines += 1;
+                self.stats.messages += r.messages;
+                self.stats.calls += r.calls;
+                self.stats.results += r.results;
+                let LineReport { findings, custom_id, .. } = *r;
+                let dup = custom_id.and_then(|id| self.custom_ids.see(line, &id));
+                for f in findings.into_iter().chain(dup) {
+                    let o = Output::Finding(f);
+                    self.observer.output(&o);
+                    self.outputs.push(o);
+                }
+            }
+            Outcome::Parsed(line, mut p) => {
                 self.stats.lines += 1;
                 self.count(&p);
                 if let Some(v) = self.validator.as_mut() {
                     let start = self.outputs.len();
                     let outputs = &mut self.outputs;
                     v.push(line, &p, &mut |o| outputs.push(o));
+                    p.thread = v.thread();
                     for o in &self.outputs[start..] {
                         self.observer.output(o);
                     }
@@ -415,7 +451,8 @@ impl<O: Observer> Checker<O> {
         match &p.entry {
             Entry::Message(m) => {
                 s.messages += 1;
-                s.turns += u64::from(m.prompt);
+                let side = p.node.is_some_and(|n| n.sidechain);
+                s.turns += u64::from(m.prompt && side == *self.main_side.get_or_insert(side));
                 s.calls += m.calls.len() as u64;
                 s.results += m.results.len() as u64;
             }
@@ -429,15 +466,39 @@ impl<O: Observer> Checker<O> {
             }
         }
         if let Some(u) = p.usage {
-            if self.last_usage_key != Some(u.key) || u.key == 0 {
-                self.last_usage_key = Some(u.key);
-                let model = p.model.as_deref().or(self.codex_model.as_deref()).unwrap_or("unknown");
-                let t = s.tokens.entry(model.to_owned()).or_default();
-                t.input += u.input;
-                t.output += u.output;
-                t.cache_read += u.cache_read;
-                t.cache_creation += u.cache_creation;
-            }
+            // Each API message counts once, with its final usage: Claude Code writes one
+            // message over several lines (one content block each, other threads' lines may come
+            // between), each with the usage so far, and output tokens grow over them. A later
+            // line of a message seen lately replaces the usage counted for it when its total is
+            // larger (as ccusage does); a line without a message id counts on its own. Codex
+            // repeats a report under the same running total: it counts once.
+            let model = p.model.as_deref().or(self.codex_model.as_deref()).unwrap_or("unknown");
+            let seen = if u.key == 0 { None } else { self.recent_usage.iter().position(|(k, _)| *k == u.key) };
+            let counted = match seen {
+                Some(i) => {
+                    let (_, old) = self.recent_usage[i];
+                    if total(&u) <= total(&old) {
+                        return;
+                    }
+                    self.recent_usage[i].1 = u;
+                    Some(old)
+                }
+                None => {
+                    if u.key != 0 {
+                        if self.recent_usage.len() == RECENT_MESSAGES {
+                            self.recent_usage.pop_back();
+                        }
+                        self.recent_usage.push_front((u.key, u));
+                    }
+                    None
+                }
+            };
+            let t = self.stats.tokens.entry(model.to_owned()).or_default();
+            let old = counted.unwrap_or_default();
+            t.input = (t.input + u.input).saturating_sub(old.input);
+            t.output = (t.output + u.output).saturating_sub(old.output);
+            t.cache_read = (t.cache_read + u.cache_read).saturating_sub(old.cache_read);
+            t.cache_creation = (t.cache_creation + u.cache_creation).saturating_sub(old.cache_creation);
         }
     }
 
@@ -451,6 +512,16 @@ impl<O: Observer> Checker<O> {
             self.outputs.push(o);
         }
     }
+}
+
+/// How many API messages back a later line of a message is still recognised as one: the lines
+/// of one message are separated only by results and by other threads' lines (parallel
+/// subagents), so a few suffice; a miss scans them all, for every message.
+const RECENT_MESSAGES: usize = 16;
+
+/// All the tokens of a usage report.
+fn total(u: &Usage) -> u64 {
+    u.input + u.output + u.cache_read + u.cache_creation
 }
 
 /// Checks a whole in-memory transcript: the findings (demotions applied, sorted by line), the

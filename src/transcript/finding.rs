@@ -3,6 +3,7 @@
 //! The kind names are the public contract (README "Finding kinds"): they appear in JSON output,
 //! in metrics labels and in repair plans, and never change meaning.
 
+use crate::transcript::model::MAIN_THREAD;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -56,11 +57,29 @@ pub enum Kind {
     DuplicateCallId,
     /// A session meta sidecar whose transcript file is missing (data-loss guard).
     MissingTranscript,
+    /// Datasets: a line that holds no conversation of its format.
+    NotAConversation,
+    /// Datasets: a message whose role the format does not have.
+    UnknownRole,
+    /// Datasets: a system or developer message after the conversation started.
+    MisplacedSystem,
+    /// Fine-tuning datasets: the conversation does not end with an assistant message.
+    LastMessageNotAssistant,
+    /// Datasets: a message without content.
+    EmptyContent,
+    /// Datasets: a call to a tool the line's `tools` does not declare.
+    UndeclaredTool,
+    /// Datasets: call arguments without a property the tool's schema requires.
+    MissingRequiredArgument,
+    /// Fine-tuning datasets: an assistant `weight` other than 0 or 1.
+    InvalidWeight,
+    /// Batch datasets: a `custom_id` an earlier line already used.
+    DuplicateCustomId,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 22] = [
         Kind::MalformedLine,
         Kind::InvalidUtf8,
         Kind::LineTooLong,
@@ -74,6 +93,15 @@ impl Kind {
         Kind::InvalidArguments,
         Kind::DuplicateCallId,
         Kind::MissingTranscript,
+        Kind::NotAConversation,
+        Kind::UnknownRole,
+        Kind::MisplacedSystem,
+        Kind::LastMessageNotAssistant,
+        Kind::EmptyContent,
+        Kind::UndeclaredTool,
+        Kind::MissingRequiredArgument,
+        Kind::InvalidWeight,
+        Kind::DuplicateCustomId,
     ];
 
     /// The public name of the kind.
@@ -92,13 +120,22 @@ impl Kind {
             Kind::InvalidArguments => "invalid_arguments",
             Kind::DuplicateCallId => "duplicate_call_id",
             Kind::MissingTranscript => "missing_transcript",
+            Kind::NotAConversation => "not_a_conversation",
+            Kind::UnknownRole => "unknown_role",
+            Kind::MisplacedSystem => "misplaced_system",
+            Kind::LastMessageNotAssistant => "last_message_not_assistant",
+            Kind::EmptyContent => "empty_content",
+            Kind::UndeclaredTool => "undeclared_tool",
+            Kind::MissingRequiredArgument => "missing_required_argument",
+            Kind::InvalidWeight => "invalid_weight",
+            Kind::DuplicateCustomId => "duplicate_custom_id",
         }
     }
 
     /// The severity a finding of this kind has unless a rule lowers it (an abandoned branch).
     pub fn default_severity(self) -> Severity {
         match self {
-            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId => Severity::Warning,
+            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId | Kind::MisplacedSystem => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -131,20 +168,34 @@ pub struct Finding {
     /// The tool name of the call involved, when known.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tool: Option<String>,
+    /// Datasets: the 0-based index of the message in the line's conversation
+    /// (`messages[i]`), when the finding is about one message.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message_index: Option<u64>,
     /// A sentence for people.
     pub message: String,
+    /// The conversation thread it is about (Claude Code; [`MAIN_THREAD`] otherwise): what the
+    /// repair planner needs to act within that thread. Not part of the output.
+    #[serde(skip)]
+    pub thread: u64,
 }
 
 impl Finding {
     /// A finding with the kind's default severity.
     pub fn new(line: u64, kind: Kind, message: impl Into<String>) -> Self {
-        Finding { line, kind, severity: kind.default_severity(), call_id: None, tool: None, message: message.into() }
+        Finding { line, kind, severity: kind.default_severity(), call_id: None, tool: None, message_index: None, message: message.into(), thread: MAIN_THREAD }
     }
 
     /// Adds the call id.
     pub fn with_call(mut self, call_id: &str, tool: Option<&str>) -> Self {
         self.call_id = Some(call_id.to_owned());
         self.tool = tool.filter(|t| !t.is_empty()).map(str::to_owned);
+        self
+    }
+
+    /// Names the thread it is about.
+    pub fn in_thread(mut self, thread: u64) -> Self {
+        self.thread = thread;
         self
     }
 

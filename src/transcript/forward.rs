@@ -75,6 +75,7 @@ mod tests {
                 Outcome::Parsed(n, p) => format!("{n} {}", matches!(p.entry, Entry::Message(_))),
                 Outcome::Fault(f) => format!("{} {}", f.line, f.kind),
                 Outcome::Undetected(n) => format!("{n} undetected"),
+                Outcome::Dataset(n, _) => format!("{n} dataset"),
             })
         };
         for chunk in input.chunks(7) {

@@ -92,6 +92,9 @@ pub struct Node {
     pub id: u64,
     /// Hash of `parentUuid`, when not null.
     pub parent: Option<u64>,
+    /// `isSidechain: true`: the line belongs to a subagent's thread, not to the main
+    /// conversation (see [`crate::transcript::stages::threads`]).
+    pub sidechain: bool,
 }
 
 /// One message, or for Claude Code one line of a message split over several lines.
@@ -148,12 +151,19 @@ pub struct Parsed<'a> {
     pub usage: Option<Usage>,
     /// Model that produced the usage.
     pub model: Option<Cow<'a, str>>,
+    /// The conversation thread the line belongs to ([`MAIN_THREAD`] for every line of a format
+    /// without threads). Assigned by the validator, which knows the lines before it; the
+    /// adapters leave it at [`MAIN_THREAD`].
+    pub thread: u64,
 }
+
+/// The thread of the main conversation (see [`crate::transcript::stages::threads`]).
+pub const MAIN_THREAD: u64 = 0;
 
 impl<'a> Parsed<'a> {
     /// A line that carries only `entry`.
     pub fn of(entry: Entry<'a>) -> Self {
-        Parsed { entry, node: None, usage: None, model: None }
+        Parsed { entry, node: None, usage: None, model: None, thread: MAIN_THREAD }
     }
 }
 

@@ -509,6 +509,27 @@ pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
     }
 }
 
+/// The length of `b` written as a JSON string by [`write_json_string`], quotes left out:
+/// what the escapes add, found 16 bytes at a time.
+pub fn json_string_len(b: &[u8]) -> usize {
+    let escape = |c: u8| match c {
+        b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 1,
+        0..=0x1f => 5,
+        _ => 0,
+    };
+    let (mut at, mut extra) = (0, 0);
+    while at + 16 <= b.len() {
+        let mut mask = special_mask16(b, at);
+        while mask != 0 {
+            extra += escape(b[at + mask.trailing_zeros() as usize]);
+            mask &= mask - 1;
+        }
+        at += 16;
+    }
+    extra += b[at..].iter().map(|&c| escape(c)).sum::<usize>();
+    b.len() + extra
+}
+
 /// Writes the escape of `c` (`"`, `\\` or a control byte) at `dst`; returns its length (2 or 6).
 ///
 /// # Safety
@@ -1027,6 +1048,7 @@ mod tests {
             write_json_string(&mut out, &text);
             let serde = serde_json::to_vec(&text).unwrap();
             prop_assert_eq!(&out[1..], serde.as_slice());
+            prop_assert_eq!(json_string_len(text.as_bytes()), serde.len() - 2);
         }
 
         #[test]

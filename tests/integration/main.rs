@@ -1,15 +1,17 @@
 //! The one integration test binary: data-driven rules, real transcripts, generated corpora,
 //! the CLI contract, the architecture guard, the deploy/ files against the code, the context,
 //! history and orphans stages with the reverse-paged reader, sessions over real directory
-//! trees, and concurrent appends.
+//! trees, concurrent appends, and the report verb in a real browser.
 
 mod append;
 mod architecture;
+mod browser;
 mod chunking;
 mod cli;
 mod context;
 mod daemon;
 mod daemon_faults;
+mod datasets;
 mod deploy;
 mod generated;
 mod harness;
@@ -17,7 +19,11 @@ mod orphans;
 mod real;
 mod reliability;
 mod repair;
+mod report;
 mod reverse;
 mod rules;
+mod safety;
 mod sessions;
 mod support;
+mod threads;
+mod usage;

@@ -92,7 +92,17 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
             let last = all
                 .iter()
                 .rposition(|l| matches!(read_line(0, &l.bytes, usize::MAX, format), Outcome::Parsed(_, p) if matches!(p.entry, Entry::Compaction { .. })));
-            all.split_off(last.map_or(0, |i| i + 1))
+            // Records of another thread than the main conversation's (subagents that Claude Code
+            // 1.0.x wrote into the main file) are not context; the main conversation's
+            // `isSidechain` is the boundary's, or the oldest message's.
+            let side = |l: &SourceLine| serde_json::from_slice::<serde_json::Value>(&l.bytes).is_ok_and(|v| v["isSidechain"] == true);
+            let message = |l: &SourceLine| matches!(read_line(0, &l.bytes, usize::MAX, format), Outcome::Parsed(_, p) if matches!(p.entry, Entry::Message(_)));
+            let main = match last {
+                Some(i) => Some(side(&all[i])),
+                None => all.iter().find(|l| message(l)).map(side),
+            };
+            let kept = all.split_off(last.map_or(0, |i| i + 1));
+            kept.into_iter().filter(|l| main.is_none_or(|m| side(l) == m)).collect()
         }
         Some(Format::Codex) => {
             let mut scan = ModelContextScan::new();

@@ -17,6 +17,12 @@ pub struct Parts<'a> {
 }
 
 impl<'a> Parts<'a> {
+    /// Whether nothing in the content is worth reading: blank text, no parts, or only blank
+    /// parts.
+    pub fn is_blank(&self) -> bool {
+        !self.has_content
+    }
+
     /// The message these parts make for `role`: `tool_use` parts are calls of an assistant,
     /// `tool_result` parts are results in a user message. A user message is a prompt when it
     /// has a part that is not a tool result and no tool result.

@@ -28,7 +28,7 @@ struct Msg<'a> {
 /// Parses one line (valid UTF-8, not blank). `Err` means the line is not a JSON object.
 pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     let (mut ty, mut subtype, mut uuid, mut parent, mut logical_parent) = (None, None, None, None, None);
-    let mut compact_summary = false;
+    let (mut compact_summary, mut sidechain) = (false, false);
     let mut msg: Option<Msg<'_>> = None;
     object_line(line, |s, k| {
         match &*k.key() {
@@ -38,13 +38,14 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
             b"parentUuid" => parent = s.opt_string()?,
             b"logicalParentUuid" => logical_parent = s.opt_string()?,
             b"isCompactSummary" => compact_summary = s.opt_true()?,
+            b"isSidechain" => sidechain = s.opt_true()?,
             b"message" => msg = read_message(s)?,
             _ => s.skip()?,
         }
         Ok(())
     })?;
-    let node = uuid.map(|u| Node { id: u.hash(), parent: parent.or(logical_parent).map(|p| p.hash()) });
-    let of = |entry| Parsed { entry, node, usage: None, model: None };
+    let node = uuid.map(|u| Node { id: u.hash(), parent: parent.or(logical_parent).map(|p| p.hash()), sidechain });
+    let of = |entry| Parsed { node, ..Parsed::of(entry) };
     let ty = ty.map(|t| t.key()).unwrap_or_default();
     let role = match &*ty {
         b"user" => Role::User,
@@ -63,12 +64,12 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
         m.prompt = false;
     }
     if role == Role::User {
-        return Ok(Parsed { entry: Entry::Message(m), node, usage: None, model: None });
+        return Ok(of(Entry::Message(m)));
     }
     m.turn = msg.id.map(|i| i.hash());
     let key = m.turn.unwrap_or(0);
     let usage = msg.usage.map(|u| Usage { key, ..u });
-    Ok(Parsed { entry: Entry::Message(m), node, usage, model: msg.model.map(|m| m.decode()) })
+    Ok(Parsed { usage, model: msg.model.map(|m| m.decode()), ..of(Entry::Message(m)) })
 }
 
 fn read_message<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<Msg<'a>>> {
@@ -154,6 +155,6 @@ mod tests {
     fn compact_boundary() {
         let p = parse(br#"{"parentUuid":null,"logicalParentUuid":"a","type":"system","subtype":"compact_boundary","uuid":"b"}"#).unwrap();
         assert!(matches!(p.entry, Entry::Compaction { .. }));
-        assert_eq!(p.node, Some(Node { id: id_hash("b"), parent: Some(id_hash("a")) }));
+        assert_eq!(p.node, Some(Node { id: id_hash("b"), parent: Some(id_hash("a")), sidechain: false }));
     }
 }

@@ -147,11 +147,11 @@ fn interpret(item: Item<'_>) -> Parsed<'_> {
         }
         Some("event_msg") => {
             let usage = item.payload.filter(|p| p.ty.is_some_and(|t| t.is("token_count"))).and_then(|p| p.usage).map(|(u, _)| u);
-            Parsed { entry: Entry::Other, node: None, usage, model: None }
+            Parsed { usage, ..Parsed::of(Entry::Other) }
         }
         Some("turn_context") => {
             let model = item.payload.and_then(|p| p.model).map(|m| m.decode());
-            Parsed { entry: Entry::Other, node: None, usage: None, model }
+            Parsed { model, ..Parsed::of(Entry::Other) }
         }
         Some(t) if ENVELOPE_OTHER.contains(&t) => Parsed::of(Entry::Other),
         // The legacy layout: the line is the item.

@@ -6,14 +6,18 @@ pub mod blocks;
 pub mod chat;
 pub mod claude_code;
 pub mod codex;
+pub mod dataset;
+
+pub use dataset::Dataset;
 
 use crate::transcript::model::Parsed;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// The transcript formats transcriptd reads.
+/// The transcript formats transcriptd reads. Serialized as its public name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "&'static str")]
 pub enum Format {
     /// Claude Code session and subagent files.
     #[serde(rename = "claude-code")]
@@ -27,11 +31,35 @@ pub enum Format {
     /// One Anthropic Messages API message per line.
     #[serde(rename = "anthropic")]
     Anthropic,
+    /// One whole conversation per line: fine-tuning, batch request and chat datasets.
+    Dataset(Dataset),
+}
+
+impl TryFrom<String> for Format {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Format> for &'static str {
+    fn from(f: Format) -> Self {
+        f.as_str()
+    }
 }
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 4] = [Format::ClaudeCode, Format::Codex, Format::OpenAiChat, Format::Anthropic];
+    pub const ALL: [Format; 8] = [
+        Format::ClaudeCode,
+        Format::Codex,
+        Format::OpenAiChat,
+        Format::Anthropic,
+        Format::Dataset(Dataset::OpenAi),
+        Format::Dataset(Dataset::OpenAiBatch),
+        Format::Dataset(Dataset::AnthropicBatch),
+        Format::Dataset(Dataset::ShareGpt),
+    ];
 
     /// Its public name.
     pub fn as_str(self) -> &'static str {
@@ -40,6 +68,7 @@ impl Format {
             Format::Codex => "codex",
             Format::OpenAiChat => "openai-chat",
             Format::Anthropic => "anthropic",
+            Format::Dataset(d) => d.as_str(),
         }
     }
 
@@ -50,6 +79,17 @@ impl Format {
             Format::ClaudeCode => claude_code::parse(line),
             Format::Codex => codex::parse(line),
             Format::OpenAiChat | Format::Anthropic => chat::parse(line),
+            // A whole conversation is not one entry of the turn model: the checker reads
+            // dataset lines with `stages::dataset`; other readers see a record to skip.
+            Format::Dataset(_) => crate::transcript::scan::object_line(line, |s, _| s.skip()).map(|_| Parsed::of(crate::transcript::model::Entry::Other)),
+        }
+    }
+
+    /// The dataset shape, when the format is one.
+    pub fn dataset(self) -> Option<Dataset> {
+        match self {
+            Format::Dataset(d) => Some(d),
+            _ => None,
         }
     }
 
@@ -68,10 +108,11 @@ impl fmt::Display for Format {
 impl FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Format::ALL
-            .into_iter()
-            .find(|f| f.as_str() == s)
-            .ok_or_else(|| format!("unknown format `{s}` (expected one of: claude-code, codex, openai-chat, anthropic)"))
+        Format::ALL.into_iter().find(|f| f.as_str() == s).ok_or_else(|| {
+            format!(
+                "unknown format `{s}` (expected one of: claude-code, codex, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt)"
+            )
+        })
     }
 }
 
@@ -180,7 +221,7 @@ fn classify(v: &serde_json::Value) -> Option<Format> {
     if obj.get("role").is_some_and(|r| r.is_string()) {
         return Some(Format::OpenAiChat);
     }
-    None
+    dataset::classify(obj).map(Format::Dataset)
 }
 
 #[cfg(test)]
@@ -207,5 +248,11 @@ mod tests {
         );
         assert_eq!(detect(&[r#"{"role":"user","content":"x"}"#]), Some(Format::OpenAiChat));
         assert_eq!(detect(&["{}", "[1]"]), None);
+        assert_eq!(detect(&[r#"{"messages":[{"role":"user","content":"x"}]}"#]), Some(Format::Dataset(Dataset::OpenAi)));
+        assert_eq!(detect(&[r#"{"conversations":[{"from":"human","value":"x"}]}"#]), Some(Format::Dataset(Dataset::ShareGpt)));
+        for f in Format::ALL {
+            assert_eq!(f.as_str().parse::<Format>(), Ok(f));
+            assert_eq!(serde_json::to_string(&f).unwrap(), format!("\"{f}\""));
+        }
     }
 }

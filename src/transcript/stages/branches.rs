@@ -18,7 +18,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// The keys are already 64-bit hashes of uuids: hashing them again would only cost time.
 #[derive(Default)]
-struct Identity(u64);
+pub(crate) struct Identity(u64);
 
 impl Hasher for Identity {
     fn finish(&self) -> u64 {
@@ -46,6 +46,9 @@ struct Info {
 }
 
 type Map = HashMap<u64, Info, BuildHasherDefault<Identity>>;
+
+/// A map keyed by uuid hashes (see [`Identity`]).
+pub(crate) type HashKeyed<V> = HashMap<u64, V, BuildHasherDefault<Identity>>;
 
 /// Upper bound on the parent walk, against cycles in corrupted files.
 const MAX_WALK: usize = 1 << 20;
@@ -125,7 +128,7 @@ mod tests {
     use super::*;
 
     fn n(id: u64, parent: Option<u64>) -> Node {
-        Node { id, parent }
+        Node { id, parent, sidechain: false }
     }
 
     #[test]

@@ -105,7 +105,7 @@ impl ContextScan {
         match format {
             Format::ClaudeCode => Route::Claude(CompactionCut::new()),
             Format::Codex => Route::Codex(ModelContextScan::new()),
-            Format::OpenAiChat | Format::Anthropic => Route::Whole(Vec::new()),
+            Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => Route::Whole(Vec::new()),
         }
     }
 
@@ -177,7 +177,7 @@ impl ContextScan {
                 // One parse serves both the cut (is it the boundary?) and the canonical records.
                 let read = simdutf8::basic::from_utf8(&line.bytes).ok().and_then(|_| ClaudeFields::read(&line.bytes).ok());
                 let f = if read.is_none() { fault(&line.bytes) } else { None };
-                let fields = read.unwrap_or(ClaudeFields::Other);
+                let fields = read.unwrap_or(ClaudeFields::Other { sidechain: false });
                 let boundary = fields.is_boundary();
                 (cut.push((line, fields), boundary), f)
             }
@@ -228,8 +228,12 @@ impl ContextScan {
             }
             Route::Claude(c) => {
                 let c = c.finish();
+                // The main conversation's `isSidechain`: the boundary's, or the oldest message's
+                // (in a subagent's own file every line is a sidechain). Records of other threads,
+                // subagents that Claude Code 1.0.x wrote into the main file, are not context.
+                let main = c.boundary.as_ref().map(|(_, f)| f.sidechain()).or_else(|| c.lines.iter().find(|(_, f)| f.is_message()).map(|(_, f)| f.sidechain()));
                 let cut = c.boundary.map_or(Cut::Whole, |(b, _)| Cut::Bounded { offset: b.offset });
-                let (lines, fields) = c.lines.into_iter().unzip();
+                let (lines, fields) = c.lines.into_iter().filter(|(_, f)| main.is_none_or(|m| f.sidechain() == m)).unzip();
                 claude_fields = fields;
                 (cut, lines)
             }

@@ -4,10 +4,12 @@
 pub mod branches;
 pub mod compaction;
 pub mod context;
+pub mod dataset;
 pub mod events;
 pub mod model_context;
 pub mod orphans;
 pub mod repair;
+pub mod threads;
 pub mod validate;
 
 /// Hash maps and sets keyed by ids from the transcript (call ids, uuids), hashed with xxh3:

@@ -16,14 +16,21 @@
 //! Codex carries over the calls its replacement history leaves open. In Claude Code files,
 //! findings that lie only on a branch abandoned by a rewind are warnings: resume never sends them.
 //!
+//! Claude Code files are forests of conversation threads (the main chain, and each subagent's
+//! sidechain, see [`super::threads`]): every rule above holds *within* a thread. A result
+//! answers only a call of its own thread, a thread moves on only at its own next assistant
+//! turn, and lines of other threads between a call and its result are not a finding. The other
+//! formats have one thread.
+//!
 //! Calling order: [`Validator::push`] every parsed line in file order, then
 //! [`Validator::finish`] once at the end of the stream.
 
-use super::branches::Branches;
+use super::branches::{Branches, HashKeyed, HORIZON};
+use super::threads::Threads;
 use super::{Map, Set};
 use crate::transcript::finding::{Finding, Kind, Output, Severity};
 use crate::transcript::formats::Format;
-use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role};
+use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, MAIN_THREAD};
 
 /// A call waiting for its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +42,8 @@ pub struct Pending {
     /// Line of the call.
     pub line: u64,
     node: Option<u64>,
+    /// The thread of the call: only a result in the same thread answers it.
+    pub thread: u64,
 }
 
 /// The assistant turn in progress.
@@ -44,6 +53,17 @@ struct Turn {
     key: Option<u64>,
     line: u64,
     has_content: bool,
+}
+
+/// What the turn rules know of one conversation thread.
+#[derive(Debug, Default)]
+struct Lane {
+    assistant_since_user: bool,
+    turn: Option<Turn>,
+    /// Calls answered since the thread's last assistant turn began.
+    answered: Set<String>,
+    /// The last line seen in the thread.
+    last: u64,
 }
 
 /// An error finding already emitted, remembered so that a later rewind can demote it.
@@ -61,9 +81,17 @@ struct Emitted {
 pub struct Validator {
     format: Format,
     pending: Map<String, Pending>,
-    answered: Set<String>,
-    assistant_since_user: bool,
-    turn: Option<Turn>,
+    /// The main thread (every thread of the formats that have only one).
+    main: Lane,
+    /// Claude Code sidechain threads, by name.
+    side: HashKeyed<Lane>,
+    threads: Option<Threads>,
+    /// The thread of the line being read.
+    thread: u64,
+    /// Idle sidechain threads are let go from this line on.
+    next_sweep: u64,
+    /// How long a sidechain thread may be idle before it is let go, in lines.
+    horizon: u64,
     branches: Option<Branches>,
     emitted: Vec<Emitted>,
 }
@@ -71,13 +99,17 @@ pub struct Validator {
 impl Validator {
     /// A validator for a file of `format`.
     pub fn new(format: Format) -> Self {
+        let claude = format == Format::ClaudeCode;
         Validator {
             format,
             pending: Map::default(),
-            answered: Set::default(),
-            assistant_since_user: false,
-            turn: None,
-            branches: (format == Format::ClaudeCode).then(Branches::default),
+            main: Lane::default(),
+            side: HashKeyed::default(),
+            threads: claude.then(Threads::default),
+            thread: MAIN_THREAD,
+            next_sweep: HORIZON as u64,
+            horizon: HORIZON as u64,
+            branches: claude.then(Branches::default),
             emitted: Vec::new(),
         }
     }
@@ -89,9 +121,31 @@ impl Validator {
         v
     }
 
+    /// The thread of the last line pushed ([`MAIN_THREAD`] outside Claude Code sidechains).
+    pub fn thread(&self) -> u64 {
+        self.thread
+    }
+
+    fn lane(&mut self, thread: u64) -> &mut Lane {
+        if thread == MAIN_THREAD {
+            &mut self.main
+        } else {
+            self.side.entry(thread).or_default()
+        }
+    }
+
     /// Feeds one parsed line.
     pub fn push(&mut self, line: u64, parsed: &Parsed<'_>, out: &mut impl FnMut(Output)) {
         let node = parsed.node.map(|n| n.id);
+        let t = match self.threads.as_mut() {
+            Some(th) => th.assign(parsed.node),
+            None => MAIN_THREAD,
+        };
+        self.thread = t;
+        if line >= self.next_sweep {
+            self.next_sweep = line + self.horizon / 4;
+            self.sweep(line, out);
+        }
         if let (Some(b), Some(n)) = (self.branches.as_mut(), parsed.node) {
             let (conversation, prompt) = match &parsed.entry {
                 Entry::Message(m) => (true, m.prompt),
@@ -102,25 +156,47 @@ impl Validator {
             }
         }
         match &parsed.entry {
-            Entry::Message(m) => match m.role {
-                Role::Assistant => self.assistant(line, m, node, out),
-                Role::User | Role::Tool => {
-                    self.results(line, m, node, out);
-                    self.assistant_since_user = false;
-                    if self.format == Format::Codex && m.prompt {
-                        self.moved_on(line, out);
+            Entry::Message(m) => {
+                self.lane(t).last = line;
+                match m.role {
+                    Role::Assistant => self.assistant(line, t, m, node, out),
+                    Role::User | Role::Tool => {
+                        self.results(line, t, m, node, out);
+                        self.lane(t).assistant_since_user = false;
+                        if self.format == Format::Codex && m.prompt {
+                            self.moved_on(line, t, out);
+                        }
                     }
+                    Role::System | Role::Developer => self.lane(t).assistant_since_user = false,
                 }
-                Role::System | Role::Developer => self.assistant_since_user = false,
-            },
-            Entry::Compaction { carried } => self.compaction(line, carried, out),
+            }
+            Entry::Compaction { carried } => self.compaction(line, t, carried, out),
             Entry::Other | Entry::Unknown => {}
+        }
+    }
+
+    /// Lets go of sidechain threads idle for more than [`HORIZON`] lines with no call pending,
+    /// as if their stream had ended (their open turn is closed): memory stays flat however many
+    /// subagents a file holds.
+    fn sweep(&mut self, line: u64, out: &mut impl FnMut(Output)) {
+        let busy: Set<u64> = self.pending.values().map(|p| p.thread).collect();
+        let horizon = self.horizon;
+        let mut idle: Vec<(u64, u64)> = self.side.iter().filter(|(t, l)| l.last + horizon < line && !busy.contains(t)).map(|(t, l)| (l.last, *t)).collect();
+        idle.sort_unstable();
+        for (_, t) in idle {
+            self.close_turn(t, out);
+            self.side.remove(&t);
         }
     }
 
     /// Ends the stream: closes the last turn and reports calls still pending as orphans.
     pub fn finish(mut self, out: &mut impl FnMut(Output)) {
-        self.close_turn(out);
+        self.close_turn(MAIN_THREAD, out);
+        let mut side: Vec<(u64, u64)> = self.side.iter().map(|(t, l)| (l.last, *t)).collect();
+        side.sort_unstable();
+        for (_, t) in side {
+            self.close_turn(t, out);
+        }
         let pending: Vec<Pending> = self.pending().into_iter().cloned().collect();
         for p in pending {
             let f = orphan(&p);
@@ -129,12 +205,17 @@ impl Validator {
     }
 
     /// What [`Validator::finish`] would report if the stream ended now, without ending it: the
-    /// open turn if it is empty, then calls still pending as `orphan_call`. The daemon reports
+    /// open turns that are empty, then calls still pending as `orphan_call`. The daemon reports
     /// these once a file has been quiet for the grace period.
     pub fn tail(&self) -> Vec<Finding> {
         let mut v = Vec::new();
-        if let Some(t) = self.turn.as_ref().filter(|t| !t.has_content) {
-            v.push(Finding::new(t.line, Kind::EmptyAssistantTurn, "assistant turn whose parts are all blank; it must not enter the history"));
+        let mut side: Vec<(u64, u64)> = self.side.iter().map(|(t, l)| (l.last, *t)).collect();
+        side.sort_unstable();
+        let lanes = std::iter::once((MAIN_THREAD, &self.main)).chain(side.iter().map(|(_, t)| (*t, &self.side[t])));
+        for (t, lane) in lanes {
+            if let Some(turn) = lane.turn.as_ref().filter(|t| !t.has_content) {
+                v.push(empty_turn(turn.line, t));
+            }
         }
         for p in self.pending() {
             v.push(orphan(p));
@@ -142,33 +223,34 @@ impl Validator {
         v
     }
 
-    fn assistant(&mut self, line: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
+    fn assistant(&mut self, line: u64, t: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
         let key = m.turn;
-        let same_turn = key.is_some() && self.turn.as_ref().is_some_and(|t| t.key == key);
+        let same_turn = key.is_some() && self.lane(t).turn.as_ref().is_some_and(|turn| turn.key == key);
         if !same_turn {
-            self.close_turn(out);
+            self.close_turn(t, out);
             if self.format != Format::Codex {
-                if self.assistant_since_user {
+                if self.lane(t).assistant_since_user {
                     let f = Finding::new(line, Kind::ConsecutiveAssistant, "assistant turn follows another assistant turn with no user turn between them");
-                    self.emit(f, node, out);
+                    self.emit(f.in_thread(t), node, out);
                 }
-                self.moved_on(line, out);
+                self.moved_on(line, t, out);
             }
-            self.turn = Some(Turn { key, line, has_content: false });
+            self.lane(t).turn = Some(Turn { key, line, has_content: false });
         }
-        if let Some(t) = self.turn.as_mut() {
-            t.has_content |= m.has_content;
+        let lane = self.lane(t);
+        if let Some(turn) = lane.turn.as_mut() {
+            turn.has_content |= m.has_content;
         }
+        lane.assistant_since_user = true;
         for c in &m.calls {
-            self.call(line, c, node, out);
+            self.call(line, t, c, node, out);
         }
-        self.assistant_since_user = true;
         if m.turn.is_none() {
-            self.close_turn(out);
+            self.close_turn(t, out);
         }
     }
 
-    fn call(&mut self, line: u64, c: &Call<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
+    fn call(&mut self, line: u64, t: u64, c: &Call<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
         let what = match c.args {
             Args::Object => None,
             Args::NotObject => Some("are JSON but not an object"),
@@ -177,67 +259,79 @@ impl Validator {
         if let Some(what) = what {
             let f =
                 Finding::new(line, Kind::InvalidArguments, format!("arguments of the call to {} {what}", tool_name(&c.name))).with_call(&c.id, Some(&c.name));
-            self.emit(f, node, out);
+            self.emit(f.in_thread(t), node, out);
         }
-        if self.pending.contains_key(c.id.as_ref()) || self.answered.contains(c.id.as_ref()) {
+        if self.pending.contains_key(c.id.as_ref()) || self.lane(t).answered.contains(c.id.as_ref()) {
             let f =
                 Finding::new(line, Kind::DuplicateCallId, "a second call with this id; it is treated as the same pending call").with_call(&c.id, Some(&c.name));
-            self.emit(f, node, out);
+            self.emit(f.in_thread(t), node, out);
             return;
         }
-        let p = Pending { id: c.id.to_string(), name: c.name.to_string(), line, node };
+        let p = Pending { id: c.id.to_string(), name: c.name.to_string(), line, node, thread: t };
         self.pending.insert(p.id.clone(), p);
     }
 
-    fn results(&mut self, line: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
+    fn results(&mut self, line: u64, t: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
         for r in &m.results {
-            if let Some(p) = self.pending.remove(r.id.as_ref()) {
-                self.answered.insert(p.id);
-            } else if self.answered.contains(r.id.as_ref()) {
+            match self.pending.remove(r.id.as_ref()) {
+                Some(p) if p.thread == t => {
+                    self.lane(t).answered.insert(p.id);
+                    continue;
+                }
+                // A call of another thread: still pending there.
+                Some(p) => drop(self.pending.insert(p.id.clone(), p)),
+                None => {}
+            }
+            if self.lane(t).answered.contains(r.id.as_ref()) {
                 let f = Finding::new(line, Kind::DuplicateResult, "a second result for a call that already has one").with_call(&r.id, None);
-                self.emit(f, node, out);
+                self.emit(f.in_thread(t), node, out);
             } else {
                 let f = Finding::new(line, Kind::OrphanResult, "result for a call that is not pending in this part of the conversation").with_call(&r.id, None);
-                self.emit(f, node, out);
+                self.emit(f.in_thread(t), node, out);
             }
         }
     }
 
-    /// The conversation moved on at `line`: calls still pending there are unanswered.
-    fn moved_on(&mut self, line: u64, out: &mut impl FnMut(Output)) {
-        let pending: Vec<Pending> = self.pending().into_iter().cloned().collect();
+    /// Thread `t` moved on at `line`: its calls still pending there are unanswered. The dataset
+    /// stage calls it at a user prompt in a chat conversation (results must come before one).
+    pub fn moved_on(&mut self, line: u64, t: u64, out: &mut impl FnMut(Output)) {
+        let pending: Vec<Pending> = self.pending().into_iter().filter(|p| p.thread == t).cloned().collect();
         for p in pending {
+            self.pending.remove(&p.id);
             let f = Finding::new(
                 p.line,
                 Kind::UnansweredCall,
                 format!("call to {} has no result, and the conversation moved on at line {line}", tool_name(&p.name)),
             )
             .with_call(&p.id, Some(&p.name));
-            self.emit(f, p.node, out);
+            self.emit(f.in_thread(t), p.node, out);
         }
-        self.pending.clear();
-        self.answered.clear();
+        self.lane(t).answered.clear();
     }
 
-    fn compaction(&mut self, line: u64, carried: &[Call<'_>], out: &mut impl FnMut(Output)) {
-        self.close_turn(out);
-        let pending: Vec<Pending> = self.pending().into_iter().cloned().collect();
+    fn compaction(&mut self, line: u64, t: u64, carried: &[Call<'_>], out: &mut impl FnMut(Output)) {
+        self.close_turn(t, out);
+        let pending: Vec<Pending> = self.pending().into_iter().filter(|p| p.thread == t).cloned().collect();
+        for p in &pending {
+            self.pending.remove(&p.id);
+        }
         for p in pending.into_iter().filter(|p| !carried.iter().any(|c| c.id == p.id)) {
             let mut f = Finding::new(
                 p.line,
                 Kind::UnansweredCall,
                 format!("call to {} was still pending when the history was compacted at line {line}", tool_name(&p.name)),
             )
-            .with_call(&p.id, Some(&p.name));
+            .with_call(&p.id, Some(&p.name))
+            .in_thread(t);
             // The call itself is no longer sent; a result after the boundary is the error.
             f.severity = Severity::Warning;
             self.emit(f, p.node, out);
         }
-        self.pending.clear();
-        self.answered.clear();
-        self.assistant_since_user = false;
+        let lane = self.lane(t);
+        lane.answered.clear();
+        lane.assistant_since_user = false;
         for c in carried {
-            self.pending.insert(c.id.to_string(), Pending { id: c.id.to_string(), name: c.name.to_string(), line, node: None });
+            self.pending.insert(c.id.to_string(), Pending { id: c.id.to_string(), name: c.name.to_string(), line, node: None, thread: t });
         }
     }
 
@@ -255,16 +349,18 @@ impl Validator {
         }
         for p in gone {
             self.pending.remove(&p.id);
-            let mut f = Finding::new(p.line, Kind::UnansweredCall, format!("call to {} has no result", tool_name(&p.name))).with_call(&p.id, Some(&p.name));
+            let mut f = Finding::new(p.line, Kind::UnansweredCall, format!("call to {} has no result", tool_name(&p.name)))
+                .with_call(&p.id, Some(&p.name))
+                .in_thread(p.thread);
             f.demote(&why);
             out(Output::Finding(f));
         }
     }
 
-    fn close_turn(&mut self, out: &mut impl FnMut(Output)) {
-        if let Some(t) = self.turn.take() {
-            if !t.has_content {
-                out(Output::Finding(Finding::new(t.line, Kind::EmptyAssistantTurn, "assistant turn whose parts are all blank; it must not enter the history")));
+    fn close_turn(&mut self, t: u64, out: &mut impl FnMut(Output)) {
+        if let Some(turn) = self.lane(t).turn.take() {
+            if !turn.has_content {
+                out(Output::Finding(empty_turn(turn.line, t)));
             }
         }
     }
@@ -277,8 +373,14 @@ impl Validator {
     }
 }
 
+fn empty_turn(line: u64, thread: u64) -> Finding {
+    Finding::new(line, Kind::EmptyAssistantTurn, "assistant turn whose parts are all blank; it must not enter the history").in_thread(thread)
+}
+
 fn orphan(p: &Pending) -> Finding {
-    Finding::new(p.line, Kind::OrphanCall, format!("call to {} has no result at the end of the transcript", tool_name(&p.name))).with_call(&p.id, Some(&p.name))
+    Finding::new(p.line, Kind::OrphanCall, format!("call to {} has no result at the end of the transcript", tool_name(&p.name)))
+        .with_call(&p.id, Some(&p.name))
+        .in_thread(p.thread)
 }
 
 fn tool_name(name: &str) -> String {
@@ -286,5 +388,52 @@ fn tool_name(name: &str) -> String {
         "a tool".to_owned()
     } else {
         format!("`{name}`")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::model::{Message, Node};
+
+    fn line(id: u64, parent: Option<u64>, sidechain: bool, role: Role, content: bool) -> Parsed<'static> {
+        let mut m = Message::new(role);
+        m.has_content = content;
+        m.prompt = role == Role::User;
+        Parsed { node: Some(Node { id, parent, sidechain }), ..Parsed::of(Entry::Message(m)) }
+    }
+
+    /// A file with a subagent every few lines (each a prompt and an answer) keeps the state of
+    /// the recent ones only; a thread let go closes its turn as the end of the file would.
+    #[test]
+    fn idle_sidechain_threads_are_let_go() {
+        let horizon = 64;
+        let mut v = Validator { horizon, next_sweep: horizon, ..Validator::new(Format::ClaudeCode) };
+        let mut out = Vec::new();
+        let mut most = 0;
+        let threads = 3 * horizon;
+        for t in 0..threads {
+            let root = 10 * t + 1_000_000;
+            let n = 4 * t + 1;
+            v.push(n, &line(root, None, true, Role::User, true), &mut |o| out.push(o));
+            // The first subagent's answer is blank: an empty turn, reported when it is let go.
+            v.push(n + 1, &line(root + 1, Some(root), true, Role::Assistant, t != 0), &mut |o| out.push(o));
+            v.push(n + 2, &line(t + 1, Some(t), false, Role::User, true), &mut |o| out.push(o));
+            v.push(n + 3, &line(t + 2, Some(t + 1), false, Role::Assistant, true), &mut |o| out.push(o));
+            most = most.max(v.side.len());
+        }
+        assert!(most as u64 <= (horizon + horizon / 4) / 4 + 2, "{most} sidechain threads kept");
+        assert!(v.side.len() < threads as usize);
+        let empty: Vec<&Finding> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Finding(f) if f.kind == Kind::EmptyAssistantTurn => Some(f),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(empty.iter().map(|f| f.line).collect::<Vec<_>>(), [2], "{out:?}");
+        let mut rest = Vec::new();
+        v.finish(&mut |o| rest.push(o));
+        assert!(rest.is_empty(), "{rest:?}");
     }
 }

@@ -18,7 +18,8 @@ use super::{Map, Set};
 use crate::transcript::checker::Observer;
 use crate::transcript::finding::{Kind, Output, Severity};
 use crate::transcript::formats::Format;
-use crate::transcript::model::{Args, Entry, Parsed, Role};
+use crate::transcript::model::{Args, Entry, Parsed, Role, MAIN_THREAD};
+use crate::transcript::stages::branches::{HashKeyed, HORIZON};
 use serde::Serialize;
 
 /// What to do with calls still pending at the end of a transcript.
@@ -164,6 +165,8 @@ impl Plan {
 
 #[derive(Debug)]
 struct Turn {
+    /// Its conversation thread.
+    thread: u64,
     first_line: u64,
     key: Option<u64>,
     /// Its lines (a Claude Code turn split over a few lines; one line elsewhere).
@@ -175,34 +178,59 @@ struct Turn {
     join: Option<u64>,
     /// Chat formats: the line this message merges into.
     merge_into: Option<u64>,
+    /// Its thread's current turn (kept while it is, calls pending or not).
+    current: bool,
 }
 
 #[derive(Debug)]
 struct PendingCall {
     turn: u64,
+    /// The thread of its turn: only a result in that thread answers it.
+    thread: u64,
     args_ok: bool,
     tool: String,
     item: Option<String>,
 }
 
+/// What the planner knows of one conversation thread (Claude Code; one thread elsewhere).
+#[derive(Debug, Default)]
+struct Lane {
+    /// Its current assistant turn.
+    current: Option<u64>,
+    /// Role of its last conversation line that stays in the output.
+    prev_kept: Option<Role>,
+    /// Where each call answered in its current turn got its first result.
+    answered_at: Map<String, u64>,
+    /// The last line seen in it.
+    last: u64,
+}
+
 /// The planner: watch a [`Checker`](crate::transcript::Checker) with it, then take the
-/// [`Plan`] with [`Planner::into_plan`].
+/// [`Plan`] with [`Planner::into_plan`]. Every edit acts within the thread of the finding it
+/// repairs: what one thread did never edits another.
 #[derive(Debug, Default)]
 pub struct Planner {
     format: Option<Format>,
     policy: OrphanPolicy,
     seq: u64,
     turns: Map<u64, Turn>,
-    current: Option<u64>,
     calls: Map<String, PendingCall>,
-    answered_at: Map<String, u64>,
-    /// Role of the last conversation line that stays in the output.
-    prev_kept: Option<Role>,
+    /// The main thread (every thread of the formats that have only one).
+    main: Lane,
+    /// Claude Code sidechain threads, by name.
+    side: HashKeyed<Lane>,
+    /// Idle sidechain threads are let go from this line on.
+    next_sweep: u64,
+    /// The validator's horizon: a thread idle for twice as many lines is let go.
+    horizon: u64,
+    /// The turn each thread's next assistant turn joins (Claude Code) or merges into (chat
+    /// formats), by thread: kept apart from the lanes so that the watermark needs no walk over
+    /// every thread.
+    join_next: HashKeyed<u64>,
+    merge_next: HashKeyed<u64>,
     /// Results planned away from the line being read, by call id.
     dropped_here: Vec<String>,
-    join_next: Option<u64>,
-    merge_next: Option<u64>,
-    /// Turns with calls pending (scratch space, kept to reuse its allocation).
+    /// Turns still tracked (scratch space, kept to reuse its allocation).
     live: Set<u64>,
     /// Claude Code: (line, hash of its parent) of the lines read, while recording.
     parents: Option<Vec<(u64, Option<u64>)>>,
@@ -212,7 +240,7 @@ pub struct Planner {
 impl Planner {
     /// A planner with an orphan policy.
     pub fn new(policy: OrphanPolicy) -> Self {
-        Planner { policy, ..Planner::default() }
+        Planner { policy, horizon: HORIZON as u64, ..Planner::default() }
     }
 
     /// The plan, edits sorted and deduplicated (a removed line gets no other edit).
@@ -251,8 +279,53 @@ impl Planner {
     /// inserted result, a removed turn or a join may reach; a turn waiting to be joined or
     /// merged into is tracked too.
     pub fn watermark(&self) -> u64 {
-        let turns = self.turns.values().flat_map(|t| [Some(t.first_line), t.join, t.merge_into]);
-        turns.chain([self.join_next, self.merge_next]).flatten().min().unwrap_or(u64::MAX)
+        let turns = self.turns.values().flat_map(|t| [Some(t.first_line), t.join, t.merge_into]).flatten();
+        turns.chain(self.join_next.values().copied()).chain(self.merge_next.values().copied()).min().unwrap_or(u64::MAX)
+    }
+
+    fn lane(&mut self, thread: u64) -> &mut Lane {
+        if thread == MAIN_THREAD {
+            &mut self.main
+        } else {
+            self.side.entry(thread).or_default()
+        }
+    }
+
+    /// Keeps the turns that can still be edited: those with calls pending and each thread's
+    /// current turn.
+    fn prune_turns(&mut self) {
+        self.live.clear();
+        self.live.extend(self.calls.values().map(|c| c.turn));
+        let live = &self.live;
+        self.turns.retain(|seq, t| t.current || live.contains(seq));
+    }
+
+    /// Makes `seq` (or no turn) the current turn of `thread`.
+    fn set_current(&mut self, thread: u64, seq: Option<u64>) {
+        let old = std::mem::replace(&mut self.lane(thread).current, seq);
+        if let Some(t) = old.and_then(|o| self.turns.get_mut(&o)) {
+            t.current = false;
+        }
+        if let Some(t) = seq.and_then(|s| self.turns.get_mut(&s)) {
+            t.current = true;
+        }
+    }
+
+    /// Lets go of sidechain threads idle for twice as long as the validator keeps them (so
+    /// every finding about one arrives while it is known), with no call pending.
+    fn sweep(&mut self, line: u64) {
+        let busy: Set<u64> = self.calls.values().map(|c| c.thread).collect();
+        let horizon = self.horizon.max(1);
+        let idle: Vec<u64> = self.side.iter().filter(|(t, l)| l.last + 2 * horizon < line && !busy.contains(t)).map(|(t, _)| *t).collect();
+        for t in &idle {
+            self.set_current(*t, None);
+            self.side.remove(t);
+            self.join_next.remove(t);
+            self.merge_next.remove(t);
+        }
+        if !idle.is_empty() {
+            self.prune_turns();
+        }
     }
 
     /// The observer needs the format to choose between joining and merging.
@@ -295,14 +368,15 @@ impl Planner {
                 OrphanPolicy::Keep => self.unrepaired(f.line, f.kind, Some(id), "kept (--orphans keep)"),
             },
             Kind::OrphanResult | Kind::DuplicateResult => {
-                let keep_first = f.kind == Kind::DuplicateResult && self.answered_at.get(id) == Some(&f.line);
+                let keep_first = f.kind == Kind::DuplicateResult && self.lane(f.thread).answered_at.get(id) == Some(&f.line);
                 self.dropped_here.push(id.to_owned());
                 self.edit(Edit::DropResults { line: f.line, call_id: id.to_owned(), keep_first, reason: f.kind });
             }
-            Kind::ConsecutiveAssistant => self.consecutive(f.line),
+            Kind::ConsecutiveAssistant => self.consecutive(f.line, f.thread),
             Kind::EmptyAssistantTurn => {
                 self.plan.recheck = true;
-                let turn = self.current.and_then(|c| self.turns.get(&c)).filter(|t| t.first_line == f.line);
+                let current = self.lane(f.thread).current;
+                let turn = current.and_then(|c| self.turns.get(&c)).filter(|t| t.first_line == f.line);
                 let lines = turn.map_or_else(|| smallvec::smallvec![f.line], |t| t.lines.clone());
                 for line in lines {
                     self.edit(Edit::Remove { line, reason: f.kind });
@@ -313,38 +387,44 @@ impl Planner {
         }
     }
 
-    fn consecutive(&mut self, line: u64) {
-        let Some(prev) = self.current.and_then(|c| self.turns.get(&c)) else {
+    fn consecutive(&mut self, line: u64, thread: u64) {
+        let current = self.lane(thread).current;
+        let Some(prev) = current.and_then(|c| self.turns.get(&c)) else {
             return self.unrepaired(line, Kind::ConsecutiveAssistant, None, "no earlier assistant turn was seen");
         };
         if prev.has_calls {
             // Its calls are unanswered: the results inserted for them separate the two turns.
             return;
         }
+        let (join, merge) = (prev.join.unwrap_or(prev.first_line), prev.merge_into.unwrap_or(prev.first_line));
         match self.format {
-            Some(Format::ClaudeCode) => self.join_next = Some(prev.join.unwrap_or(prev.first_line)),
-            Some(Format::OpenAiChat | Format::Anthropic) => self.merge_next = Some(prev.merge_into.unwrap_or(prev.first_line)),
+            Some(Format::ClaudeCode) => drop(self.join_next.insert(thread, join)),
+            Some(Format::OpenAiChat | Format::Anthropic) => drop(self.merge_next.insert(thread, merge)),
             _ => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
         }
     }
 
-    fn assistant_line(&mut self, line: u64, m: &crate::transcript::model::Message<'_>) {
-        let same = m.turn.is_some() && self.current.and_then(|c| self.turns.get(&c)).is_some_and(|t| t.key == m.turn);
+    fn assistant_line(&mut self, line: u64, thread: u64, m: &crate::transcript::model::Message<'_>) {
+        let current = self.lane(thread).current;
+        let same = m.turn.is_some() && current.and_then(|c| self.turns.get(&c)).is_some_and(|t| t.key == m.turn);
         if !same {
             self.seq += 1;
-            let join = self.join_next.take();
-            let merge_into = self.merge_next.take();
+            let codex = self.format == Some(Format::Codex);
+            let join = self.join_next.remove(&thread);
+            let merge_into = self.merge_next.remove(&thread);
+            self.set_current(thread, None);
+            if !codex {
+                self.lane(thread).answered_at.clear();
+            }
             if let Some(into) = merge_into {
                 self.edit(Edit::MergeInto { line, into, reason: Kind::ConsecutiveAssistant });
             }
-            // Turns are kept while calls of theirs are pending.
-            self.live.clear();
-            self.live.extend(self.calls.values().map(|c| c.turn));
-            let live = &self.live;
-            self.turns.retain(|seq, _| live.contains(seq));
+            // Turns are kept while calls of theirs are pending, or while they are current.
+            self.prune_turns();
             self.turns.insert(
                 self.seq,
                 Turn {
+                    thread,
                     first_line: line,
                     key: m.turn,
                     lines: smallvec::SmallVec::new(),
@@ -353,14 +433,12 @@ impl Planner {
                     invalid_call: false,
                     join,
                     merge_into,
+                    current: false,
                 },
             );
-            self.current = Some(self.seq);
-            if self.format != Some(Format::Codex) {
-                self.answered_at.clear();
-            }
+            self.set_current(thread, Some(self.seq));
         }
-        let seq = self.current.expect("a current turn");
+        let seq = self.lane(thread).current.expect("a current turn");
         let turn = self.turns.get_mut(&seq).expect("current turn is kept");
         turn.lines.push(line);
         turn.exchange_end = line;
@@ -368,35 +446,38 @@ impl Planner {
         for c in &m.calls {
             turn.has_calls = true;
             turn.invalid_call |= c.args != Args::Object;
-            let call = PendingCall { turn: seq, args_ok: c.args == Args::Object, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
+            let call = PendingCall { turn: seq, thread, args_ok: c.args == Args::Object, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
             self.calls.entry(c.id.to_string()).or_insert(call);
         }
         if let Some(like) = join {
             self.edit(Edit::JoinTurn { line, like, reason: Kind::ConsecutiveAssistant });
         }
-        self.prev_kept = Some(Role::Assistant);
+        self.lane(thread).prev_kept = Some(Role::Assistant);
     }
 
-    fn result_line(&mut self, line: u64, m: &crate::transcript::model::Message<'_>) {
+    fn result_line(&mut self, line: u64, thread: u64, m: &crate::transcript::model::Message<'_>) {
         for r in &m.results {
-            if let Some(call) = self.calls.remove(r.id.as_ref()) {
-                if let Some(t) = self.turns.get_mut(&call.turn) {
-                    t.exchange_end = line;
-                }
-                self.answered_at.insert(r.id.to_string(), line);
+            if self.calls.get(r.id.as_ref()).is_none_or(|c| c.thread != thread) {
+                continue;
             }
+            let call = self.calls.remove(r.id.as_ref()).expect("just found");
+            if let Some(t) = self.turns.get_mut(&call.turn) {
+                t.exchange_end = line;
+            }
+            self.lane(thread).answered_at.insert(r.id.to_string(), line);
         }
         // A line whose every result is planned away, and nothing else, disappears.
         let gone = !m.results.is_empty() && !m.prompt && m.results.iter().all(|r| self.dropped_here.iter().any(|d| d == r.id.as_ref()));
+        let codex_prompt = self.format == Some(Format::Codex) && m.prompt;
         if gone {
-            if self.prev_kept == Some(Role::Assistant) {
+            if self.lane(thread).prev_kept == Some(Role::Assistant) {
                 self.plan.recheck = true;
             }
         } else {
-            self.prev_kept = Some(m.role);
+            self.lane(thread).prev_kept = Some(m.role);
         }
-        if self.format == Some(Format::Codex) && m.prompt {
-            self.answered_at.clear();
+        if codex_prompt {
+            self.lane(thread).answered_at.clear();
         }
     }
 }
@@ -410,22 +491,33 @@ impl Observer for Planner {
         if let (Some(parents), Some(node)) = (self.parents.as_mut(), parsed.node) {
             parents.push((number, node.parent));
         }
+        let thread = parsed.thread;
+        if number >= self.next_sweep {
+            self.next_sweep = number + self.horizon.max(4) / 4;
+            self.sweep(number);
+        }
         match &parsed.entry {
-            Entry::Message(m) => match m.role {
-                Role::Assistant => self.assistant_line(number, m),
-                Role::User | Role::Tool => self.result_line(number, m),
-                Role::System | Role::Developer => self.prev_kept = Some(m.role),
-            },
+            Entry::Message(m) => {
+                self.lane(thread).last = number;
+                match m.role {
+                    Role::Assistant => self.assistant_line(number, thread, m),
+                    Role::User | Role::Tool => self.result_line(number, thread, m),
+                    Role::System | Role::Developer => self.lane(thread).prev_kept = Some(m.role),
+                }
+            }
             Entry::Compaction { carried } => {
-                self.calls.clear();
-                self.turns.clear();
-                self.current = None;
-                self.answered_at.clear();
-                self.prev_kept = None;
+                // The thread starts afresh; other threads go on.
+                self.calls.retain(|_, c| c.thread != thread);
+                self.turns.retain(|_, t| t.thread != thread);
+                let lane = self.lane(thread);
+                lane.current = None;
+                lane.answered_at.clear();
+                lane.prev_kept = None;
                 if !carried.is_empty() {
                     // Calls the replacement history leaves open belong to the compaction line.
                     self.seq += 1;
                     let t = Turn {
+                        thread,
                         first_line: number,
                         key: None,
                         lines: smallvec::SmallVec::new(),
@@ -434,10 +526,11 @@ impl Observer for Planner {
                         invalid_call: false,
                         join: None,
                         merge_into: None,
+                        current: false,
                     };
                     self.turns.insert(self.seq, t);
                     for c in carried {
-                        let call = PendingCall { turn: self.seq, args_ok: true, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
+                        let call = PendingCall { turn: self.seq, thread, args_ok: true, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
                         self.calls.insert(c.id.to_string(), call);
                     }
                 }
@@ -453,5 +546,34 @@ impl Observer for Planner {
                 self.finding(f);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::{Checker, Options};
+
+    /// A file with a subagent thread every few lines: the planner keeps the recent threads only.
+    #[test]
+    fn idle_sidechain_threads_are_let_go() {
+        let horizon = 64;
+        let planner = Planner { horizon, ..Planner::new(OrphanPolicy::Answer) };
+        let mut c = Checker::observed(Options { format: Some(Format::ClaudeCode), ..Options::default() }, planner);
+        let mut most = 0;
+        for t in 0..(3 * horizon) {
+            let lines = format!(
+                concat!(
+                    "{{\"type\":\"user\",\"isSidechain\":true,\"parentUuid\":null,\"uuid\":\"s{t}\",\"message\":{{\"role\":\"user\",\"content\":\"go\"}}}}\n",
+                    "{{\"type\":\"assistant\",\"isSidechain\":true,\"parentUuid\":\"s{t}\",\"uuid\":\"a{t}\",\"message\":{{\"id\":\"m{t}\",\"role\":\"assistant\",\"content\":\"done\"}}}}\n"
+                ),
+                t = t
+            );
+            c.feed(lines.as_bytes()).unwrap();
+            most = most.max(c.observer().side.len());
+        }
+        assert!(most as u64 <= (2 * horizon + horizon / 4) / 2 + 2, "{most} sidechain threads kept");
+        let done = c.finish().unwrap();
+        assert!(done.observer.into_plan(Some(Format::ClaudeCode)).is_empty());
     }
 }

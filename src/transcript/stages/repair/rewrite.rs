@@ -7,8 +7,10 @@
 //! rejects stream without being held.
 //!
 //! Rejects are JSON lines: `{"line", "action": "removed"|"modified"|"merged", "reason", "text"}`,
-//! with `"base64"` instead of `"text"` for bytes that are not UTF-8 (and for over-long lines). A
-//! modified line's original is kept there too: nothing the repair changes is lost.
+//! with `"base64"` instead of `"text"` for bytes that are not UTF-8, for text whose escapes would
+//! make it longer than base64 (control bytes), and for over-long lines. A modified line's
+//! original is kept there too: nothing the repair changes is lost. A record of a long line is
+//! emitted in pieces of 64 KiB of the line, so it needs no memory of its size.
 
 use super::plan::{Edit, Plan};
 use super::synth::{self, CallRef};
@@ -23,13 +25,25 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::Write;
 
+/// Bytes of a removed line a rejects record takes at a time past this size: the record goes out
+/// in pieces.
+const REJECT_PIECE: usize = 64 << 10;
+
+/// Appends `data` in standard base64 (padded) to `out`.
+fn push_base64(out: &mut Vec<u8>, data: &[u8]) {
+    let start = out.len();
+    out.resize(start + base64::encoded_len(data.len(), true).expect("a line's length fits"), 0);
+    let n = base64::engine::general_purpose::STANDARD.encode_slice(data, &mut out[start..]).expect("sized to fit");
+    out.truncate(start + n);
+}
+
 /// What the rewriter produces.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Emit<'a> {
     /// Bytes of the repaired transcript.
     Out(&'a [u8]),
-    /// Bytes of the rejects stream (whole JSON lines, or pieces of one while an over-long line
-    /// streams).
+    /// Bytes of the rejects stream (whole JSON lines, or pieces of one: the record of a long
+    /// line goes out in pieces).
     Reject(&'a [u8]),
 }
 
@@ -448,14 +462,17 @@ impl Rewriter {
         }
     }
 
-    /// The line with its parent re-pointed, when it must be: after an insertion (the next line
-    /// only), or under a removed line.
+    /// The line with its parent re-pointed, when it must be: after an insertion (the first
+    /// later line that hung under the followed line: lines of other conversation threads may
+    /// come between), or under a removed line.
     fn repoint_parent(&mut self, line: &[u8]) -> Option<Vec<u8>> {
         let (_, parent) = synth::parent_span(line)?;
-        let next = self.next_repoint.take();
-        let target = match next {
+        let target = match self.next_repoint.take() {
             Some((expect, new)) if expect.as_deref() == parent.as_deref() => Some(Some(new)),
-            _ => parent.as_deref().and_then(|p| self.repoint.get(&id_hash(p)).cloned()),
+            next => {
+                self.next_repoint = next;
+                parent.as_deref().and_then(|p| self.repoint.get(&id_hash(p)).cloned())
+            }
         }?;
         synth::set_parent(line, target.as_deref())
     }
@@ -472,31 +489,7 @@ impl Rewriter {
     }
 
     fn reject(&mut self, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
-        let bytes = &mut self.reject_buf;
-        bytes.clear();
-        let write = "writing to a Vec cannot fail";
-        write!(bytes, "{{\"line\":{line},\"action\":\"{action}\"").expect(write);
-        if let Some(r) = reason {
-            write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
-        }
-        match simdutf8::basic::from_utf8(original) {
-            Ok(text) => {
-                bytes.extend_from_slice(b",\"text\":");
-                scan::write_json_string(bytes, text);
-            }
-            Err(_) => {
-                bytes.extend_from_slice(b",\"base64\":\"");
-                bytes.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(original).as_bytes());
-                bytes.push(b'"');
-            }
-        }
-        bytes.extend_from_slice(b"}\n");
-        out(Emit::Reject(bytes));
-        if bytes.capacity() > 1 << 20 {
-            // Not kept for every later line: a long line reserved six times its length.
-            *bytes = Vec::new();
-        }
+        reject_line(&mut self.reject_buf, line, action, reason, original, out);
     }
 
     /// Streams a removed over-long line into the rejects, base64-encoded as it arrives.
@@ -506,24 +499,169 @@ impl Rewriter {
             let head = format!("{{\"line\":{},\"action\":\"removed\",\"reason\":\"{}\",\"base64\":\"", self.next_line, Kind::LineTooLong.as_str());
             out(Emit::Reject(head.as_bytes()));
         }
-        self.long_rest.extend_from_slice(bytes);
-        let whole = self.long_rest.len() / 3 * 3;
-        if whole > 0 {
-            let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest[..whole]);
-            out(Emit::Reject(enc.as_bytes()));
-            self.long_rest.drain(..whole);
+        // Complete the group of three bytes left over from the last piece, then encode whole
+        // groups straight from `bytes`, a piece at a time: nothing the size of the line is held.
+        let mut bytes = bytes;
+        if !self.long_rest.is_empty() {
+            let k = (3 - self.long_rest.len()).min(bytes.len());
+            self.long_rest.extend_from_slice(&bytes[..k]);
+            bytes = &bytes[k..];
+            if self.long_rest.len() < 3 {
+                return;
+            }
+            let buf = &mut self.reject_buf;
+            buf.clear();
+            push_base64(buf, &self.long_rest);
+            out(Emit::Reject(buf));
+            self.long_rest.clear();
         }
+        let whole = bytes.len() / 3 * 3;
+        for piece in bytes[..whole].chunks(REJECT_PIECE / 3 * 3) {
+            let buf = &mut self.reject_buf;
+            buf.clear();
+            push_base64(buf, piece);
+            out(Emit::Reject(buf));
+        }
+        self.long_rest.extend_from_slice(&bytes[whole..]);
     }
 
     fn close_long(&mut self, out: &mut impl FnMut(Emit<'_>)) {
         if !self.long_open {
             return;
         }
-        let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest);
-        out(Emit::Reject(enc.as_bytes()));
-        out(Emit::Reject(b"\"}\n"));
+        let buf = &mut self.reject_buf;
+        buf.clear();
+        push_base64(buf, &self.long_rest);
+        buf.extend_from_slice(b"\"}\n");
+        out(Emit::Reject(buf));
         self.long_rest.clear();
         self.long_open = false;
         self.stats.removed += 1;
+    }
+}
+
+/// Writes one rejects line, `{"line", "action", "reason", "text" | "base64"}`, into `bytes` (a
+/// buffer reused between lines) and hands it to `out`, in pieces for a long line. The dataset
+/// repair writes the same lines.
+pub fn reject_line(bytes: &mut Vec<u8>, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+    // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
+    // Text when the line is UTF-8 and its escapes do not make it longer than base64 would
+    // (a line of control bytes escapes to six bytes each); a long line goes out in pieces,
+    // so the record never needs memory of its own size.
+    bytes.clear();
+    let write = "writing to a Vec cannot fail";
+    write!(bytes, "{{\"line\":{line},\"action\":\"{action}\"").expect(write);
+    if let Some(r) = reason {
+        write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
+    }
+    // An over-long line is always base64: one that spans chunks is streamed before its end
+    // is seen (`stream_long`), and the record must not depend on the chunking.
+    let text = simdutf8::basic::from_utf8(original)
+        .ok()
+        .filter(|_| reason != Some(Kind::LineTooLong) && scan::json_string_len(original) <= original.len().div_ceil(3) * 4);
+    match text {
+        Some(text) if original.len() <= REJECT_PIECE => {
+            bytes.extend_from_slice(b",\"text\":");
+            scan::write_json_string(bytes, text);
+        }
+        Some(text) => {
+            bytes.extend_from_slice(b",\"text\":\"");
+            out(Emit::Reject(bytes));
+            let mut rest = text;
+            while !rest.is_empty() {
+                let mut cut = rest.len().min(REJECT_PIECE);
+                while !rest.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let (piece, after) = rest.split_at(cut);
+                bytes.clear();
+                scan::write_json_string(bytes, piece);
+                out(Emit::Reject(&bytes[1..bytes.len() - 1]));
+                rest = after;
+            }
+            bytes.clear();
+            bytes.push(b'"');
+        }
+        None if original.len() <= REJECT_PIECE => {
+            bytes.extend_from_slice(b",\"base64\":\"");
+            push_base64(bytes, original);
+            bytes.push(b'"');
+        }
+        None => {
+            bytes.extend_from_slice(b",\"base64\":\"");
+            out(Emit::Reject(bytes));
+            // Whole groups of three bytes per piece: no padding until the end.
+            for piece in original.chunks(REJECT_PIECE / 3 * 3) {
+                bytes.clear();
+                push_base64(bytes, piece);
+                out(Emit::Reject(bytes));
+            }
+            bytes.clear();
+            bytes.push(b'"');
+        }
+    }
+    bytes.extend_from_slice(b"}\n");
+    out(Emit::Reject(bytes));
+    if bytes.capacity() > 1 << 20 {
+        // Not kept for every later line.
+        *bytes = Vec::new();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::stages::repair::{plan_bytes, OrphanPolicy};
+    use crate::transcript::Options;
+    use base64::Engine;
+
+    /// The rejects of `input`, fed in chunks, and the size of the largest piece emitted.
+    fn rejects_of(input: &[u8], max_line_bytes: usize, chunk: usize) -> (Vec<serde_json::Value>, usize) {
+        let opts = Options { max_line_bytes, ..Options::default() };
+        let plan = plan_bytes(input, &opts, OrphanPolicy::Answer).unwrap();
+        let mut rw = Rewriter::new(&plan, max_line_bytes);
+        let (mut largest, mut rejects) = (0, Vec::new());
+        let mut emit = |e: Emit<'_>| {
+            if let Emit::Reject(b) = e {
+                largest = largest.max(b.len());
+                rejects.extend_from_slice(b);
+            }
+        };
+        for c in input.chunks(chunk) {
+            rw.feed(c, &mut emit);
+        }
+        rw.finish(&mut emit);
+        let records = rejects.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+        (records, largest)
+    }
+
+    fn content(v: &serde_json::Value) -> (&'static str, Vec<u8>) {
+        match (v.get("text"), v.get("base64")) {
+            (Some(t), _) => ("text", t.as_str().unwrap().as_bytes().to_vec()),
+            (_, Some(b)) => ("base64", base64::engine::general_purpose::STANDARD.decode(b.as_str().unwrap()).unwrap()),
+            _ => panic!("{v}"),
+        }
+    }
+
+    #[test]
+    fn long_removed_lines_go_out_in_pieces_in_the_compact_field() {
+        let text: Vec<u8> = b"not json \"quoted\" \xc3\xa9 ".iter().copied().cycle().take(1 << 20).collect();
+        let control = vec![1u8; 1 << 20];
+        let long = vec![b'x'; 3 << 20];
+        let mut input = b"{\"role\":\"user\",\"content\":\"hi\"}\n".to_vec();
+        for line in [&text, &control, &long] {
+            input.extend_from_slice(line);
+            input.push(b'\n');
+        }
+        let (records, largest) = rejects_of(&input, 2 << 20, 100_000);
+        assert!(largest <= 6 * REJECT_PIECE + 2, "a piece of {largest} bytes");
+        // The same records whatever the chunking (an over-long line in one chunk, too).
+        assert_eq!(rejects_of(&input, 2 << 20, input.len()).0, records);
+        let got: Vec<(&str, Vec<u8>)> = records.iter().map(content).collect();
+        assert_eq!(got, vec![("text", text), ("base64", control), ("base64", long)]);
+        assert_eq!(records[2]["reason"], "line_too_long");
+        // A short line keeps its one-record form: text unless its escapes outgrow base64.
+        let (records, _) = rejects_of(b"{\"role\":\"user\",\"content\":\"hi\"}\nnot \"json\"\n\x01\x02\x03\x04\n", 1 << 20, 7);
+        assert_eq!(records.iter().map(content).collect::<Vec<_>>(), vec![("text", b"not \"json\"".to_vec()), ("base64", vec![1, 2, 3, 4])]);
     }
 }

@@ -121,7 +121,7 @@ pub fn synthetic_result(format: Format, follows: &[u8], call: &CallRef, text: Re
     let env = match format {
         Format::ClaudeCode => members(follows, &[CLAUDE_ENVELOPE, &["timestamp"]].concat()),
         Format::Codex => members(follows, &["timestamp", "payload"]),
-        Format::OpenAiChat | Format::Anthropic => Map::new(),
+        Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => Map::new(),
     };
     let text = text.text();
     let v = match format {
@@ -165,6 +165,8 @@ pub fn synthetic_result(format: Format, follows: &[u8], call: &CallRef, text: Re
         }
         Format::OpenAiChat => json!({"role": "tool", "tool_call_id": call.id, "content": text}),
         Format::Anthropic => json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": text, "is_error": true}]}),
+        // Inside a dataset's conversation, a result is a message of the format's own shape.
+        Format::Dataset(_) => json!({"role": "tool", "tool_call_id": call.id, "content": text}),
     };
     to_line(&v)
 }

@@ -1,0 +1,289 @@
+//! `transcriptd report PATH... --html FILE`: an audit of an archive as one self-contained HTML
+//! page (and `--output json`, the same numbers as JSON).
+//!
+//! Built from the findings `check` makes: every file goes through [`check::check_input`] on
+//! `check`'s thread pool ([`check::check_fold`]), and each [`check::FileReport`] is folded into
+//! [`model::Acc`] as soon as it is made, so memory holds aggregates and top-N lists, never the
+//! findings of the whole archive. Besides the findings, a file's first [`session::HEAD_BYTES`]
+//! are kept as `check` reads them (its first timestamp: the session's date). With `--plan`, each file
+//! that has findings is also repaired the way `repair --out` repairs it, into a scratch
+//! directory that is emptied after each file, and what the repair did is counted.
+//!
+//! - [`session`]: session or subagent, the `show` command, the session date.
+//! - [`model`]: the fold and the [`model::Report`] both outputs are made from.
+//! - [`svg`]: the charts; [`page`]: the page.
+
+pub mod model;
+pub mod page;
+pub mod session;
+pub mod svg;
+
+use super::check::{self, FileReport};
+use super::output::{human_bytes, plural};
+use super::repair::{self, Job, Settings};
+use super::{Exit, OutputFormat};
+use crate::config::tools::ToolRegistry;
+use crate::sessions::Timestamp;
+use crate::sources::batch::{self, Input};
+use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::{Format, Options};
+use anyhow::Context;
+use model::{Acc, Facts, Meta, Report};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Arguments of `transcriptd report`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Files, directories (searched recursively for *.jsonl) or `-` for stdin, as for `check`.
+    /// Default: the standard locations, ~/.claude/projects and ~/.codex/sessions.
+    pub paths: Vec<PathBuf>,
+    /// Write the report to FILE as one self-contained HTML page (no script, nothing fetched).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// On stdout: a short summary, or every aggregate of the report as one JSON object.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// Also say what `repair` would do: each file with findings is repaired into a scratch
+    /// directory (as `repair --out` would, nothing is changed) and the lines it would insert,
+    /// remove and modify, and the findings it would leave, are counted.
+    #[arg(long)]
+    pub plan: bool,
+    /// With --plan: what repair does with calls pending at the end (as `repair --orphans`).
+    #[arg(long, default_value = "answer", value_parser = clap::value_parser!(OrphanPolicy))]
+    pub orphans: OrphanPolicy,
+    /// Tool registry for the side effects of calls without results (as `orphans --registry`);
+    /// default: the built-in config/tools.toml.
+    #[arg(long, value_name = "FILE")]
+    pub registry: Option<PathBuf>,
+    /// The format (as for `check`); detected per file when not given.
+    #[arg(long)]
+    pub format: Option<Format>,
+    /// Lines longer than this are line_too_long findings, skipped unread.
+    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
+    pub max_line_bytes: usize,
+    /// Worker threads (default: every core).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// No progress bar and no summary on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+fn policy_name(p: OrphanPolicy) -> &'static str {
+    match p {
+        OrphanPolicy::Answer => "answer",
+        OrphanPolicy::Drop => "drop",
+        OrphanPolicy::Keep => "keep",
+    }
+}
+
+/// When the report was made: now, or `SOURCE_DATE_EPOCH` (seconds) for reproducible pages.
+fn generated() -> String {
+    let secs = std::env::var("SOURCE_DATE_EPOCH").ok().and_then(|s| s.parse::<i64>().ok());
+    let t = match secs {
+        Some(s) => Timestamp::from_unix(s, 0),
+        None => {
+            let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+            Timestamp::from_unix(d.as_secs() as i64, d.subsec_nanos())
+        }
+    };
+    t.to_rfc3339()
+}
+
+/// A scratch directory for `--plan`: each file is repaired into it, then removed.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Scratch { dir: tempfile::Builder::new().prefix("transcriptd-report-plan.").tempdir().context("creating a scratch directory for --plan")? })
+    }
+
+    /// What `repair --out` makes of `path`, repaired into the scratch directory and removed.
+    fn plan(&self, path: &Path, settings: &Settings, buf: &mut Vec<u8>) -> repair::Report {
+        // One name per file: several threads repair files at once.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let output = self.dir.path().join(format!("{n}.jsonl"));
+        let job = Job { input: path.to_path_buf(), output: output.clone(), rel: PathBuf::from(path.file_name().unwrap_or_default()) };
+        let report = repair::repair_file(&job, settings, buf);
+        for p in [output.clone(), repair::rejects_path(&output)] {
+            let _ = std::fs::remove_file(p);
+        }
+        report
+    }
+}
+
+/// Folds one checked file: its date, its session, and (with `--plan`) its repair.
+fn fold(acc: &mut Acc, r: FileReport, head: &[u8], plan: Option<(&Scratch, &Settings)>, buf: &mut Vec<u8>) {
+    let path = r.input.path().map(Path::to_path_buf);
+    let repair = match (plan, &path) {
+        (Some((scratch, settings)), Some(p)) if !r.findings.is_empty() || r.error.is_some() => Some(scratch.plan(p, settings, buf)),
+        _ => None,
+    };
+    acc.add(Facts {
+        report: &r,
+        date: session::session_date(head, path.as_deref()),
+        subagent: path.as_deref().is_some_and(session::is_subagent),
+        path: path.as_deref(),
+        plan: repair,
+    });
+}
+
+/// Builds the report of `paths` (what [`run`] writes), and the number of paths that could not
+/// be read.
+pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> {
+    let registry = match &args.registry {
+        Some(p) => ToolRegistry::load(p)?,
+        None => ToolRegistry::builtin(),
+    };
+    let found = batch::expand(paths);
+    for s in &found.skipped {
+        eprintln!("transcriptd: {}: {}: {}", if s.error { "error" } else { "warning" }, s.path.display(), s.message);
+    }
+    if args.plan && found.inputs.contains(&Input::Stdin) {
+        anyhow::bail!("--plan repairs files, not stdin");
+    }
+    let jobs = super::jobs(args.jobs);
+    let opts = Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: false, jobs };
+    let scratch = args.plan.then(Scratch::new).transpose()?;
+    let settings = Settings {
+        check: Options { jobs: 1, ..opts.clone() },
+        orphans: args.orphans,
+        dry_run: false,
+        in_place: false,
+        backup: None,
+        // The input is only read (`--out`): a copy of a snapshot, whatever writes to it.
+        min_idle: Duration::ZERO,
+        force: true,
+    };
+    let plan = scratch.as_ref().map(|s| (s, &settings));
+    let progress = (found.inputs.len() > 1 && std::io::stderr().is_terminal() && !args.quiet).then(|| {
+        let bar = indicatif::ProgressBar::new(found.inputs.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} reporting [{bar:40}] {pos}/{len} files {elapsed_precise} eta {eta}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        bar
+    });
+    let mut acc = check::check_fold(
+        &found.inputs,
+        &opts,
+        jobs,
+        session::HEAD_BYTES,
+        || Acc::new(args.plan),
+        |acc, r, head, buf| {
+            fold(acc, r, head, plan, buf);
+            if let Some(p) = &progress {
+                p.inc(1);
+            }
+        },
+        Acc::merge,
+    );
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    for m in &found.missing {
+        acc.add_missing(m.transcript.display().to_string(), m.meta.display().to_string());
+    }
+    let meta = Meta { generated: generated(), paths: paths.iter().map(|p| p.display().to_string()).collect(), orphans: policy_name(args.orphans) };
+    let report = acc.finish(meta, &found.skipped, &registry);
+    Ok((report, found.errors()))
+}
+
+/// Runs the verb.
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let started = Instant::now();
+    let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
+    if paths.is_empty() {
+        anyhow::bail!("no paths given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
+    }
+    let (report, unreadable) = build(&args, &paths)?;
+    if let Some(dest) = &args.html {
+        let page = page::render(&report);
+        crate::sinks::atomic::write_file(dest, page.as_bytes(), Some(page_mode(dest))).with_context(|| format!("writing {}", dest.display()))?;
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match args.output {
+        OutputFormat::Json => {
+            serde_json::to_writer(&mut out, &report).context("writing output")?;
+            out.write_all(b"\n")?;
+        }
+        OutputFormat::Text => write_summary(&mut out, &report)?,
+    }
+    out.flush()?;
+    let t = &report.totals;
+    if !args.quiet {
+        eprintln!(
+            "reported {} file{} ({} lines, {}) in {:.2}s: {} error{}, {} warning{}{}",
+            t.files,
+            plural(t.files),
+            t.lines,
+            human_bytes(t.bytes),
+            started.elapsed().as_secs_f64(),
+            t.errors,
+            plural(t.errors),
+            t.warnings,
+            plural(t.warnings),
+            args.html.as_ref().map(|h| format!("; page written to {}", h.display())).unwrap_or_default(),
+        );
+    }
+    let failed = t.could_not_be_checked as usize + unreadable;
+    if failed > 0 {
+        anyhow::bail!("{failed} input{} could not be checked (the report counts the rest)", plural(failed as u64));
+    }
+    Ok(Exit::Clean)
+}
+
+/// The mode of the page: the one of the file it replaces, else what a new file gets under the
+/// process's umask (a page is made to be read by others; atomic writes start at 0600).
+fn page_mode(dest: &Path) -> crate::sinks::atomic::Keep {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = std::fs::metadata(dest) {
+        return crate::sinks::atomic::Keep::mode(m.permissions().mode());
+    }
+    // Read without changing it (`umask(2)` can only set it).
+    let umask = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Umask:").and_then(|v| u32::from_str_radix(v.trim(), 8).ok())))
+        .unwrap_or(0o022);
+    crate::sinks::atomic::Keep::mode(0o666 & !umask)
+}
+
+/// The text summary on stdout.
+fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
+    let t = &r.totals;
+    writeln!(out, "files        {} ({} sessions, {} subagent transcripts)", t.files, t.sessions, t.subagent_transcripts)?;
+    writeln!(out, "lines        {} ({})", t.lines, human_bytes(t.bytes))?;
+    let formats: Vec<String> = r.formats.iter().map(|f| format!("{} {}", f.format, f.files)).collect();
+    writeln!(out, "formats      {}", formats.join(", "))?;
+    writeln!(out, "findings     {} errors, {} warnings in {} files with errors", t.errors, t.warnings, t.files_with_errors)?;
+    for k in &r.kinds {
+        writeln!(out, "  {:<26} {:>8} ({} errors, {} warnings)", k.kind.as_str(), k.total, k.error, k.warning)?;
+    }
+    writeln!(out, "compactions  {}", t.compactions)?;
+    writeln!(out, "no results   {} calls ({} tools)", r.calls_without_results.total, r.calls_without_results.tools)?;
+    for m in &r.tokens.by_model {
+        writeln!(
+            out,
+            "tokens       {}: {} ({} in, {} out, {} cache read, {} cache write)",
+            m.model, m.total, m.tokens.input, m.tokens.output, m.tokens.cache_read, m.tokens.cache_creation
+        )?;
+    }
+    if let Some(p) = &r.plan {
+        writeln!(
+            out,
+            "repair plan  {} repaired, {} partly, {} clean, {} failed: {} lines inserted, {} removed, {} modified",
+            p.repaired, p.partial, p.clean, p.failed, p.inserted, p.removed, p.modified
+        )?;
+    }
+    for s in &r.worst.by_errors {
+        writeln!(out, "worst        {} errors  {}{}", s.errors, s.file, s.open.as_deref().map(|c| format!("  ({c})")).unwrap_or_default())?;
+    }
+    Ok(())
+}

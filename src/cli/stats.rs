@@ -1,0 +1,298 @@
+//! `transcriptd stats`: statistics of datasets, as the OpenAI cookbook's data-preparation
+//! notebook reports them (see [`crate::transcript::stages::dataset::stats`]).
+//!
+//! Each file is read once in blocks of lines; the lines of a block are counted on every job in
+//! parallel (token counting is the cost) and folded in line order, so memory stays flat but for
+//! a few numbers per conversation.
+
+use super::output::plural;
+use super::{Exit, OutputFormat};
+use crate::sources::batch;
+use crate::transcript::formats::dataset::detect_head;
+use crate::transcript::lines::{self, Block, LineSplitter};
+use crate::transcript::stages::dataset::stats::{line_stats, Distribution, Encoding, LineStats, Report, Tokenizer, Totals, DEFAULT_MAX_TOKENS};
+use crate::transcript::Format;
+use anyhow::Context;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Arguments of `transcriptd stats`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Dataset files (or directories, searched for *.jsonl), or `-` for stdin.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// The dataset format; detected per file from its first lines when not given.
+    #[arg(long)]
+    pub format: Option<Format>,
+    /// Tokenizer: cl100k (the notebook's) or o200k.
+    #[arg(long, default_value = "cl100k", value_parser = clap::value_parser!(Encoding))]
+    pub encoding: Encoding,
+    /// Do not count tokens (counting is most of the time).
+    #[arg(long)]
+    pub no_tokens: bool,
+    /// Token limit per conversation: longer ones are listed and billed only up to it.
+    #[arg(long, default_value_t = DEFAULT_MAX_TOKENS)]
+    pub max_tokens: u64,
+    /// Epochs to bill for (default: the notebook's default for the number of examples).
+    #[arg(long)]
+    pub epochs: Option<u64>,
+    /// Also print each conversation's line, messages and tokens.
+    #[arg(long)]
+    pub per_conversation: bool,
+    /// Lines longer than this are skipped (e.g. 64MiB).
+    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
+    pub max_line_bytes: usize,
+    /// Worker threads (default: every core).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Readable text, or one JSON object per file (and per conversation).
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// One conversation's figures (`--per-conversation`).
+#[derive(Debug, Serialize)]
+struct ConversationRecord<'a> {
+    file: &'a str,
+    line: u64,
+    messages: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    assistant_tokens: Option<u64>,
+}
+
+/// A file's statistics as one JSON object.
+#[derive(Debug, Serialize)]
+struct FileRecord<'a> {
+    file: &'a str,
+    format: Format,
+    #[serde(flatten)]
+    report: &'a Report,
+}
+
+/// Lines counted per parallel batch.
+const BATCH: usize = 4 << 20;
+
+/// One file being counted.
+struct Counting<'a> {
+    args: &'a Args,
+    name: String,
+    pool: &'a rayon::ThreadPool,
+    tokenizer: Option<&'a Tokenizer>,
+    format: Option<Format>,
+    head: Vec<u8>,
+    splitter: LineSplitter,
+    /// Complete lines not counted yet.
+    pending: Vec<u8>,
+    next: u64,
+    totals: Totals,
+    error: Option<anyhow::Error>,
+}
+
+impl Counting<'_> {
+    /// Takes the next chunk of the file. Returns whether to go on.
+    fn chunk(&mut self, chunk: &[u8], out: &mut dyn Write) -> bool {
+        if self.format.is_none() {
+            self.head.extend_from_slice(chunk);
+            self.format = detect_head(&self.head);
+            if self.format.is_none() && self.head.len() < HEAD {
+                return true;
+            }
+            if !self.decided() {
+                return false;
+            }
+            let head = std::mem::take(&mut self.head);
+            return self.split(&head, out);
+        }
+        self.split(chunk, out)
+    }
+
+    /// Whether the format is a dataset's (else the error says why not).
+    fn decided(&mut self) -> bool {
+        match self.format {
+            Some(f) if f.dataset().is_some() => true,
+            Some(f) => {
+                self.error = Some(anyhow::anyhow!("{}: a {f} transcript, not a dataset: `stats` reads one conversation per line", self.name));
+                false
+            }
+            None => {
+                self.error = Some(anyhow::anyhow!("{}: not a dataset (no line of its head shows a format)", self.name));
+                false
+            }
+        }
+    }
+
+    fn split(&mut self, chunk: &[u8], out: &mut dyn Write) -> bool {
+        let pending = &mut self.pending;
+        self.splitter.feed(chunk, &mut |b| match b {
+            Block::Lines { bytes, .. } => pending.extend_from_slice(bytes),
+            // An over-long line is skipped; it keeps its line number.
+            Block::TooLong { .. } => pending.push(b'\n'),
+            Block::LongBytes(_) => {}
+        });
+        if self.pending.len() >= BATCH {
+            return self.count(out);
+        }
+        true
+    }
+
+    /// Ends the file.
+    fn finish(&mut self, out: &mut dyn Write) {
+        if self.error.is_some() {
+            return;
+        }
+        if self.format.is_none() {
+            if !self.decided() {
+                return;
+            }
+            let head = std::mem::take(&mut self.head);
+            self.split(&head, out);
+        }
+        if let Some(torn) = self.splitter.finish().and_then(|t| t.bytes.map(<[u8]>::to_vec)) {
+            self.pending.extend_from_slice(&torn);
+            self.pending.push(b'\n');
+        }
+        self.count(out);
+    }
+
+    /// Counts the pending lines: in parallel, folded in order.
+    fn count(&mut self, out: &mut dyn Write) -> bool {
+        let Some(d) = self.format.and_then(Format::dataset) else { return false };
+        let bytes = std::mem::take(&mut self.pending);
+        let mut it = lines::lines(self.next, 0, &bytes);
+        let ls: Vec<(u64, &[u8])> = it.by_ref().map(|l| (l.number, l.bytes)).collect();
+        self.next = it.next_number();
+        let tokenizer = self.tokenizer;
+        let stats: Vec<LineStats> = self.pool.install(|| ls.par_iter().map(|(_, b)| line_stats(d, b, tokenizer)).collect());
+        for ((n, _), s) in ls.iter().zip(stats) {
+            if self.args.per_conversation && s.conversation {
+                if let Err(e) = self.conversation(*n, &s, out) {
+                    self.error = Some(e);
+                    return false;
+                }
+            }
+            self.totals.add(*n, s);
+        }
+        true
+    }
+
+    fn conversation(&self, line: u64, s: &LineStats, out: &mut dyn Write) -> anyhow::Result<()> {
+        let rec = ConversationRecord { file: &self.name, line, messages: s.roles.len(), tokens: s.tokens, assistant_tokens: s.assistant_tokens };
+        match self.args.output {
+            OutputFormat::Json => {
+                serde_json::to_writer(&mut *out, &rec)?;
+                out.write_all(b"\n")?;
+            }
+            OutputFormat::Text => {
+                let tokens = rec.tokens.map(|t| format!(", {t} tokens")).unwrap_or_default();
+                writeln!(out, "{}:{line}: {} messages{tokens}", self.name, rec.messages)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of a file's head looked at to detect its format.
+const HEAD: usize = 4 << 20;
+
+/// Runs the verb.
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let found = batch::expand(&args.paths);
+    let inputs = found.inputs;
+    let jobs = super::jobs(args.jobs);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().context("starting worker threads")?;
+    let tokenizer = (!args.no_tokens).then(|| Tokenizer::new(args.encoding));
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let unreadable = super::output::report_skipped(&mut out, args.output, &found.skipped)?;
+    let mut failed = 0u64;
+    for input in &inputs {
+        let mut c = Counting {
+            args: &args,
+            name: input.display(),
+            pool: &pool,
+            tokenizer: tokenizer.as_ref(),
+            format: args.format,
+            head: Vec::new(),
+            splitter: LineSplitter::new(args.max_line_bytes),
+            pending: Vec::new(),
+            next: 1,
+            totals: Totals::new(args.max_tokens),
+            error: None,
+        };
+        if c.format.is_some() && !c.decided() {
+            failed += 1;
+            eprintln!("transcriptd: error: {:#}", c.error.take().expect("an error"));
+            continue;
+        }
+        let mut buf = Vec::new();
+        let read = batch::read_chunks(input, &mut buf, |chunk| c.chunk(chunk, &mut out));
+        if let Err(e) = read {
+            c.error.get_or_insert(anyhow::Error::new(e).context(format!("reading {}", c.name)));
+        }
+        c.finish(&mut out);
+        if let Some(e) = c.error.take() {
+            failed += 1;
+            out.flush()?;
+            eprintln!("transcriptd: error: {e:#}");
+            continue;
+        }
+        let format = c.format.expect("decided");
+        let report = c.totals.report(tokenizer.as_ref().map(|t| t.encoding), args.epochs);
+        match args.output {
+            OutputFormat::Json => {
+                serde_json::to_writer(&mut out, &FileRecord { file: &c.name, format, report: &report })?;
+                out.write_all(b"\n")?;
+            }
+            OutputFormat::Text => write_text(&mut out, &c.name, format, &report)?,
+        }
+    }
+    out.flush()?;
+    if failed > 0 || unreadable > 0 {
+        let n = failed + unreadable as u64;
+        anyhow::bail!("{n} input{} could not be read as a dataset", plural(n));
+    }
+    Ok(Exit::Clean)
+}
+
+fn dist(d: &Option<Distribution>) -> String {
+    d.as_ref()
+        .map_or("-".to_owned(), |d| format!("min {} / max {}, mean {:.1} / median {:.1}, p5 {:.1} / p95 {:.1}", d.min, d.max, d.mean, d.median, d.p5, d.p95))
+}
+
+fn counts(m: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut v: Vec<(&String, &u64)> = m.iter().collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    v.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+}
+
+fn write_text(out: &mut impl Write, name: &str, format: Format, r: &Report) -> anyhow::Result<()> {
+    writeln!(out, "{name} ({format})")?;
+    writeln!(out, "  conversations        {} in {} lines", r.conversations, r.lines)?;
+    writeln!(out, "  messages             {}: {}", r.messages, counts(&r.messages_per_role))?;
+    writeln!(out, "  tool calls           {}{}{}", r.tool_calls, if r.tool_calls > 0 { ": " } else { "" }, counts(&r.tool_calls_per_tool))?;
+    writeln!(out, "  missing system       {}", r.missing_system)?;
+    writeln!(out, "  missing user         {}", r.missing_user)?;
+    writeln!(out, "  messages per conv.   {}", dist(&r.messages_per_conversation))?;
+    if let Some(t) = &r.tokens {
+        let enc = serde_json::to_value(t.encoding)?.as_str().unwrap_or("").to_owned();
+        writeln!(out, "  tokens ({enc})  {} in all", t.total)?;
+        writeln!(out, "  tokens per conv.     {}", dist(&t.per_conversation))?;
+        writeln!(out, "  assistant tokens     {}", dist(&t.assistant_per_conversation))?;
+        let lines = t.over_limit_lines.iter().take(10).map(u64::to_string).collect::<Vec<_>>().join(", ");
+        let more = if t.over_limit_lines.len() > 10 { ", ..." } else { "" };
+        writeln!(
+            out,
+            "  over {} tokens     {}{}",
+            t.max_tokens,
+            t.over_limit,
+            if t.over_limit > 0 { format!(" (lines {lines}{more}): truncated in training") } else { String::new() }
+        )?;
+        writeln!(out, "  billed               ~{} tokens per epoch x {} epochs = ~{} tokens", t.billed_per_epoch, t.epochs, t.billed)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! `transcriptd usage`: token usage by model, read from transcripts with the same pipeline and
+//! counting as `check` and the daemon's `transcriptd_tokens_total`, so an archive can be costed
+//! without running the daemon.
+
+use super::check::check_all;
+use super::output::plural;
+use super::{Exit, OutputFormat};
+use crate::sources::batch;
+use crate::transcript::model::Usage;
+use crate::transcript::{Format, Options};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Arguments of `transcriptd usage`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
+    /// standard locations, ~/.claude/projects and ~/.codex/sessions.
+    pub paths: Vec<PathBuf>,
+    /// Totals per file and model instead of per model over every file.
+    #[arg(long)]
+    pub per_file: bool,
+    /// The transcript format; detected per file from its first lines when not given.
+    #[arg(long)]
+    pub format: Option<Format>,
+    /// Lines longer than this are skipped (e.g. 64MiB).
+    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
+    pub max_line_bytes: usize,
+    /// Worker threads (default: every core).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// A table, or one JSON object per line.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// One line of `usage --output json`: the tokens of one model (in one file, with `--per-file`).
+/// The names are the Anthropic API's `usage` fields.
+#[derive(Debug, Serialize)]
+pub struct UsageRecord<'a> {
+    /// The transcript, with `--per-file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<&'a str>,
+    /// Its format, with `--per-file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<Format>,
+    /// The model (`unknown` when the transcript does not name it).
+    pub model: &'a str,
+    /// Input tokens not read from or written to the prompt cache.
+    pub input_tokens: u64,
+    /// Output tokens (reasoning included).
+    pub output_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    pub cache_creation_input_tokens: u64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_input_tokens: u64,
+    /// The sum of the four.
+    pub total_tokens: u64,
+}
+
+impl<'a> UsageRecord<'a> {
+    fn new(file: Option<&'a str>, format: Option<Format>, model: &'a str, u: &Usage) -> Self {
+        UsageRecord {
+            file,
+            format,
+            model,
+            input_tokens: u.input,
+            output_tokens: u.output,
+            cache_creation_input_tokens: u.cache_creation,
+            cache_read_input_tokens: u.cache_read,
+            total_tokens: u.input + u.output + u.cache_creation + u.cache_read,
+        }
+    }
+}
+
+/// Runs the verb.
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
+    if paths.is_empty() {
+        anyhow::bail!("no paths given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
+    }
+    let found = batch::expand(&paths);
+    let inputs = found.inputs;
+    let jobs = super::jobs(args.jobs);
+    let opts = Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: false, jobs };
+    let reports = check_all(&inputs, &opts, jobs);
+    let mut failed = 0u64;
+    let mut records: Vec<(Option<String>, Option<Format>, String, Usage)> = Vec::new();
+    let mut totals: BTreeMap<String, Usage> = BTreeMap::new();
+    for r in &reports {
+        if let Some(e) = &r.error {
+            failed += 1;
+            eprintln!("transcriptd: error: {e}");
+            continue;
+        }
+        for (model, u) in &r.stats.tokens {
+            if args.per_file {
+                records.push((Some(r.input.display().to_string()), r.format, model.clone(), *u));
+            }
+            let t = totals.entry(model.clone()).or_default();
+            t.input += u.input;
+            t.output += u.output;
+            t.cache_read += u.cache_read;
+            t.cache_creation += u.cache_creation;
+        }
+    }
+    if !args.per_file {
+        records = totals.into_iter().map(|(m, u)| (None, None, m, u)).collect();
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let unreadable = super::output::report_skipped(&mut out, args.output, &found.skipped)?;
+    match args.output {
+        OutputFormat::Json => {
+            for (file, format, model, u) in &records {
+                serde_json::to_writer(&mut out, &UsageRecord::new(file.as_deref(), *format, model, u))?;
+                out.write_all(b"\n")?;
+            }
+        }
+        OutputFormat::Text => {
+            writeln!(out, "{:<32} {:>14} {:>14} {:>16} {:>16} {:>16}", "model", "input", "output", "cache write", "cache read", "total")?;
+            for (file, _, model, u) in &records {
+                if let Some(f) = file {
+                    writeln!(out, "{f}")?;
+                }
+                let r = UsageRecord::new(None, None, model, u);
+                writeln!(
+                    out,
+                    "{:<32} {:>14} {:>14} {:>16} {:>16} {:>16}",
+                    model, r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens, r.total_tokens
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    if failed > 0 || unreadable > 0 {
+        let n = failed + unreadable as u64;
+        anyhow::bail!("{n} input{} could not be read", plural(n));
+    }
+    Ok(Exit::Clean)
+}

@@ -1,0 +1,497 @@
+//! Dataset repair: per line, never one conversation into another.
+//!
+//! Every line is checked on its own ([`check_line`](super::check_line)); a line without error
+//! findings is copied byte for byte (runs of them as one slice). A line with errors is handled
+//! by the [`Policy`]:
+//!
+//! - `drop`: the whole line goes to the rejects stream;
+//! - `truncate`: the conversation is cut before its first break (the message where the
+//!   conversation moved on without a call's result, or the first message with an error), and
+//!   kept if it is still a conversation of its kind: a fine-tuning example must still end with
+//!   an assistant message, a batch request must still have a message;
+//! - `answer`: the calls without results get the synthetic error results the message formats
+//!   use (repair's `not executed` text), inserted where the result belongs.
+//!
+//! A line the policy cannot make clean (the edit leaves errors, or there is nothing to cut or
+//! answer) goes to the rejects stream as with `drop`; so do lines that cannot be read (not
+//! JSON, not UTF-8, over the line limit, a torn last line) and a batch line whose `custom_id`
+//! an earlier kept line has. An edited line is re-serialized (key order kept) and its original
+//! is in the rejects stream (`"action": "modified"`). The output therefore checks clean, and
+//! repairing it again changes nothing.
+
+use super::{check_line, LineReport};
+use crate::transcript::finding::{Finding, Kind, Severity};
+use crate::transcript::formats::dataset::Dataset;
+use crate::transcript::formats::Format;
+use crate::transcript::lines::{is_blank, Block, LineSplitter};
+use crate::transcript::stages::repair::rewrite::reject_line;
+use crate::transcript::stages::repair::synth::{self, CallRef, ResultText};
+use crate::transcript::stages::repair::{Emit, RewriteStats};
+use crate::transcript::stages::Set;
+use base64::Engine;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// What to do with a line whose conversation has errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Remove the line (kept in the rejects file).
+    #[default]
+    Drop,
+    /// Cut the conversation before its first break.
+    Truncate,
+    /// Insert synthetic results for calls without one.
+    Answer,
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "drop" => Ok(Policy::Drop),
+            "truncate" => Ok(Policy::Truncate),
+            "answer" => Ok(Policy::Answer),
+            _ => Err(format!("unknown dataset policy `{s}` (expected drop, truncate or answer)")),
+        }
+    }
+}
+
+/// One line the repair changed, for `--dry-run` and reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Action {
+    /// The line.
+    pub line: u64,
+    /// `remove` or `replace`.
+    pub action: &'static str,
+    /// The finding that decided it.
+    pub reason: Kind,
+    /// Its message index, when it is about one message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_index: Option<u64>,
+}
+
+enum Decision {
+    Keep(Option<String>),
+    Remove(Kind, Option<u64>),
+    Replace(Vec<u8>, Kind, Option<u64>, Option<String>),
+}
+
+/// The streaming dataset repair. Calling order: [`DatasetRepair::feed`] the whole input, then
+/// [`DatasetRepair::finish`].
+#[derive(Debug)]
+pub struct DatasetRepair {
+    dataset: Dataset,
+    policy: Policy,
+    max_line_bytes: usize,
+    splitter: Option<LineSplitter>,
+    next_line: u64,
+    /// `custom_id`s of the lines kept so far (hashes).
+    kept_ids: Set<u64>,
+    /// An over-long line in progress: its bytes so far, while they are all blank (a blank line
+    /// is copied, whatever its length), and whether its reject has been opened.
+    long_blank: Vec<u8>,
+    long_open: bool,
+    long_rest: Vec<u8>,
+    reject_buf: Vec<u8>,
+    stats: RewriteStats,
+    /// The lines changed, in order.
+    pub actions: Vec<Action>,
+}
+
+impl DatasetRepair {
+    /// A repair of a `dataset` file under `policy`.
+    pub fn new(dataset: Dataset, policy: Policy, max_line_bytes: usize) -> Self {
+        DatasetRepair {
+            dataset,
+            policy,
+            max_line_bytes,
+            splitter: Some(LineSplitter::new(max_line_bytes).keep_long()),
+            next_line: 1,
+            kept_ids: Set::default(),
+            long_blank: Vec::new(),
+            long_open: false,
+            long_rest: Vec::new(),
+            reject_buf: Vec::new(),
+            stats: RewriteStats::default(),
+            actions: Vec::new(),
+        }
+    }
+
+    /// Feeds the next chunk of the file.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        let mut splitter = self.splitter.take().expect("not finished");
+        splitter.feed(chunk, &mut |b| self.block(b, out));
+        self.splitter = Some(splitter);
+    }
+
+    /// Ends the stream: a torn last line goes to the rejects.
+    pub fn finish(mut self, out: &mut impl FnMut(Emit<'_>)) -> (RewriteStats, Vec<Action>) {
+        let mut splitter = self.splitter.take().expect("not finished");
+        if let Some(t) = splitter.finish() {
+            match t.bytes {
+                Some(bytes) if is_blank(bytes) => out(Emit::Out(bytes)),
+                Some(bytes) => {
+                    let bytes = bytes.to_vec();
+                    self.remove(self.next_line, Kind::TornLine, None, &bytes, out);
+                }
+                None => self.close_long(Kind::TornLine, out),
+            }
+        }
+        (self.stats, self.actions)
+    }
+
+    fn block(&mut self, b: Block<'_>, out: &mut impl FnMut(Emit<'_>)) {
+        match b {
+            Block::LongBytes(bytes) => self.long(bytes, out),
+            Block::TooLong { .. } => {
+                self.close_long(Kind::LineTooLong, out);
+                self.next_line += 1;
+            }
+            Block::Lines { bytes, .. } => {
+                if !self.long_blank.is_empty() {
+                    // An over-long blank line ended: it stays as it was.
+                    out(Emit::Out(&std::mem::take(&mut self.long_blank)));
+                }
+                self.lines(bytes, out);
+            }
+        }
+    }
+
+    fn lines(&mut self, bytes: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        // Runs of lines kept as they are go out as one slice.
+        let (mut start, mut run) = (0, 0);
+        for nl in memchr::memchr_iter(b'\n', bytes) {
+            let n = self.next_line;
+            self.next_line += 1;
+            let raw = &bytes[start..nl];
+            let content = raw.strip_suffix(b"\r").unwrap_or(raw);
+            let line_start = start;
+            start = nl + 1;
+            if is_blank(content) {
+                continue;
+            }
+            let decision = self.decide(n, content);
+            if let Decision::Keep(id) = decision {
+                self.keep_id(id);
+                continue;
+            }
+            if run < line_start {
+                out(Emit::Out(&bytes[run..line_start]));
+            }
+            run = start;
+            match decision {
+                Decision::Keep(_) => {}
+                Decision::Remove(kind, index) => self.remove(n, kind, index, content, out),
+                Decision::Replace(new, kind, index, id) => {
+                    self.keep_id(id);
+                    reject_line(&mut self.reject_buf, n, "modified", Some(kind), content, out);
+                    out(Emit::Out(&new));
+                    out(Emit::Out(&bytes[line_start + content.len()..start]));
+                    self.stats.modified += 1;
+                    self.actions.push(Action { line: n, action: "replace", reason: kind, message_index: index });
+                }
+            }
+        }
+        if run < start {
+            out(Emit::Out(&bytes[run..start]));
+        }
+    }
+
+    fn keep_id(&mut self, id: Option<String>) {
+        if let Some(id) = id {
+            self.kept_ids.insert(xxhash_rust::xxh3::xxh3_64(id.as_bytes()));
+        }
+    }
+
+    fn remove(&mut self, n: u64, kind: Kind, index: Option<u64>, content: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        reject_line(&mut self.reject_buf, n, "removed", Some(kind), content, out);
+        self.stats.removed += 1;
+        self.actions.push(Action { line: n, action: "remove", reason: kind, message_index: index });
+    }
+
+    /// What to do with line `n`.
+    fn decide(&mut self, n: u64, content: &[u8]) -> Decision {
+        if simdutf8::basic::from_utf8(content).is_err() {
+            return Decision::Remove(Kind::InvalidUtf8, None);
+        }
+        let Ok(report) = check_line(self.dataset, n, content) else { return Decision::Remove(Kind::MalformedLine, None) };
+        let id = report.custom_id.clone();
+        if id.as_ref().is_some_and(|id| self.kept_ids.contains(&xxhash_rust::xxh3::xxh3_64(id.as_bytes()))) {
+            return Decision::Remove(Kind::DuplicateCustomId, None);
+        }
+        let Some(first) = first_error(&report) else { return Decision::Keep(id) };
+        let (kind, index) = (first.kind, first.message_index);
+        let edited = match self.policy {
+            Policy::Drop => None,
+            Policy::Truncate => self.truncate(content, &report),
+            Policy::Answer => self.answer(content, &report),
+        };
+        match edited {
+            Some(new) if check_line(self.dataset, n, &new).is_ok_and(|r| first_error(&r).is_none()) => Decision::Replace(new, kind, index, id),
+            _ => Decision::Remove(kind, index),
+        }
+    }
+
+    fn truncate(&self, content: &[u8], report: &LineReport) -> Option<Vec<u8>> {
+        let mut v: Value = serde_json::from_slice(content).ok()?;
+        let messages = conversation_mut(self.dataset, &mut v)?;
+        let mut cut = usize::MAX;
+        for f in report.findings.iter().filter(|f| f.severity == Severity::Error) {
+            let i = f.message_index? as usize;
+            let at = match f.kind {
+                // The conversation broke where it moved on without the result.
+                Kind::UnansweredCall => (i + 1..messages.len()).find(|&j| !is_result(self.dataset, &messages[j])).unwrap_or(messages.len()),
+                // The last message is not the one to learn: cut it (and what follows).
+                _ => i,
+            };
+            cut = cut.min(at);
+        }
+        if cut == 0 || cut >= messages.len() {
+            return None;
+        }
+        messages.truncate(cut);
+        if self.dataset.fine_tuning() && !is_assistant(self.dataset, messages.last()?) {
+            return None;
+        }
+        Some(synth::to_line(&v))
+    }
+
+    fn answer(&self, content: &[u8], report: &LineReport) -> Option<Vec<u8>> {
+        let calls: Vec<&Finding> =
+            report.findings.iter().filter(|f| matches!(f.kind, Kind::UnansweredCall | Kind::OrphanCall) && f.call_id.is_some()).collect();
+        if calls.is_empty() {
+            return None;
+        }
+        let mut v: Value = serde_json::from_slice(content).ok()?;
+        let d = self.dataset;
+        let messages = conversation_mut(d, &mut v)?;
+        // Each call's results go after its message and the results that follow it; inserting
+        // from the last position keeps the earlier positions valid.
+        let mut inserts: Vec<(usize, Value)> = Vec::new();
+        for f in calls {
+            let i = f.message_index? as usize;
+            let id = f.call_id.clone()?;
+            let mut at = i + 1;
+            while at < messages.len() && is_result(d, &messages[at]) {
+                at += 1;
+            }
+            let result = synthetic(d, &messages[i], &id, f.tool.as_deref().unwrap_or(""))?;
+            inserts.push((at, result));
+        }
+        // Stable: results for one position keep the order of their calls.
+        inserts.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+        let mut k = 0;
+        while k < inserts.len() {
+            let at = inserts[k].0;
+            let mut group: Vec<Value> = Vec::new();
+            while k < inserts.len() && inserts[k].0 == at {
+                group.push(inserts[k].1.clone());
+                k += 1;
+            }
+            group.reverse();
+            if d == Dataset::AnthropicBatch {
+                // One user message carries the results, before any text it has.
+                let blocks: Vec<Value> = group;
+                match messages.get_mut(at).filter(|m| m.get("role").and_then(Value::as_str) == Some("user")) {
+                    Some(next) => {
+                        let content = match next.get("content") {
+                            Some(Value::String(s)) => vec![json!({"type": "text", "text": s})],
+                            Some(Value::Array(a)) => a.clone(),
+                            _ => Vec::new(),
+                        };
+                        let (mut results, rest): (Vec<Value>, Vec<Value>) =
+                            content.into_iter().partition(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
+                        results.extend(blocks);
+                        results.extend(rest);
+                        next["content"] = Value::Array(results);
+                    }
+                    None => messages.insert(at, json!({"role": "user", "content": blocks})),
+                }
+            } else if d == Dataset::ShareGpt {
+                messages.insert(at, group.into_iter().next()?);
+            } else {
+                for (j, r) in group.into_iter().enumerate() {
+                    messages.insert(at + j, r);
+                }
+            }
+        }
+        Some(synth::to_line(&v))
+    }
+
+    fn long(&mut self, bytes: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        if !self.long_open && is_blank(bytes) && self.long_blank.len() < self.max_line_bytes.saturating_mul(2) {
+            self.long_blank.extend_from_slice(bytes);
+            return;
+        }
+        if !self.long_open {
+            self.long_open = true;
+            let head = format!("{{\"line\":{},\"action\":\"removed\",\"reason\":\"{}\",\"base64\":\"", self.next_line, Kind::LineTooLong.as_str());
+            out(Emit::Reject(head.as_bytes()));
+            self.long_rest = std::mem::take(&mut self.long_blank);
+        }
+        self.long_rest.extend_from_slice(bytes);
+        let whole = self.long_rest.len() / 3 * 3;
+        if whole > 0 {
+            let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest[..whole]);
+            out(Emit::Reject(enc.as_bytes()));
+            self.long_rest.drain(..whole);
+        }
+    }
+
+    fn close_long(&mut self, kind: Kind, out: &mut impl FnMut(Emit<'_>)) {
+        if !self.long_open {
+            if !self.long_blank.is_empty() {
+                out(Emit::Out(&std::mem::take(&mut self.long_blank)));
+            }
+            return;
+        }
+        let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest);
+        out(Emit::Reject(enc.as_bytes()));
+        out(Emit::Reject(b"\"}\n"));
+        self.long_rest.clear();
+        self.long_open = false;
+        self.stats.removed += 1;
+        self.actions.push(Action { line: self.next_line, action: "remove", reason: kind, message_index: None });
+    }
+}
+
+fn first_error(r: &LineReport) -> Option<&Finding> {
+    r.findings.iter().find(|f| f.severity == Severity::Error)
+}
+
+/// The line's conversation array, to edit. `None` for shapes that have none to edit (a
+/// preference line's prompt is shared by two outputs).
+fn conversation_mut(d: Dataset, v: &mut Value) -> Option<&mut Vec<Value>> {
+    let holder = match d {
+        Dataset::OpenAi => v.get_mut("messages")?,
+        Dataset::OpenAiBatch => {
+            let body = v.get_mut("body")?;
+            if body.get("messages").is_some() {
+                body.get_mut("messages")?
+            } else {
+                body.get_mut("input")?
+            }
+        }
+        Dataset::AnthropicBatch => v.get_mut("params")?.get_mut("messages")?,
+        Dataset::ShareGpt => v.get_mut("conversations")?,
+    };
+    holder.as_array_mut()
+}
+
+fn role(m: &Value) -> Option<&str> {
+    m.get("role").or_else(|| m.get("from")).and_then(Value::as_str)
+}
+
+/// Whether a message carries tool results (and nothing that starts a new turn).
+fn is_result(d: Dataset, m: &Value) -> bool {
+    match d {
+        Dataset::AnthropicBatch => {
+            role(m) == Some("user")
+                && m.get("content").and_then(Value::as_array).is_some_and(|a| a.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")))
+        }
+        Dataset::ShareGpt => matches!(role(m), Some("observation" | "tool")),
+        _ => matches!(role(m), Some("tool" | "function")) || m.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_call_output")),
+    }
+}
+
+fn is_assistant(d: Dataset, m: &Value) -> bool {
+    match d {
+        Dataset::ShareGpt => matches!(role(m), Some("gpt" | "assistant" | "model" | "function_call")),
+        _ => role(m) == Some("assistant"),
+    }
+}
+
+/// The synthetic result of call `id` made in message `call`, shaped as `d` shapes results.
+fn synthetic(d: Dataset, call: &Value, id: &str, tool: &str) -> Option<Value> {
+    let text = ResultText::NotExecuted;
+    let line = match d {
+        Dataset::ShareGpt => return Some(json!({"from": "observation", "value": text.text()})),
+        Dataset::AnthropicBatch => {
+            let msg: Value = serde_json::from_slice(&synth::synthetic_result(Format::Anthropic, b"{}", &reference(id, tool, None), text, None, "")).ok()?;
+            return msg.get("content")?.get(0).cloned();
+        }
+        _ if call.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_call")) => {
+            // A Responses input item: the `<type>_output` item.
+            let item = call.get("type").and_then(Value::as_str).map(str::to_owned);
+            synth::synthetic_result(Format::Codex, b"{}", &reference(id, tool, item), text, None, "")
+        }
+        _ if id.starts_with("function_call@") => return Some(json!({"role": "function", "name": tool, "content": text.text()})),
+        _ => synth::synthetic_result(Format::OpenAiChat, b"{}", &reference(id, tool, None), text, None, ""),
+    };
+    serde_json::from_slice(&line).ok()
+}
+
+fn reference(id: &str, tool: &str, item: Option<String>) -> CallRef {
+    CallRef { id: id.to_owned(), tool: tool.to_owned(), item }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(d: Dataset, policy: Policy, input: &str) -> (String, String) {
+        let (mut out, mut rej) = (Vec::new(), Vec::new());
+        let mut r = DatasetRepair::new(d, policy, 1 << 20);
+        let mut emit = |e: Emit<'_>| match e {
+            Emit::Out(b) => out.extend_from_slice(b),
+            Emit::Reject(b) => rej.extend_from_slice(b),
+        };
+        for c in input.as_bytes().chunks(7) {
+            r.feed(c, &mut emit);
+        }
+        r.finish(&mut emit);
+        (String::from_utf8(out).unwrap(), String::from_utf8(rej).unwrap())
+    }
+
+    const ISSUE: &str = r#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c2","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"assistant","content":"done"}]}"#;
+    const CLEAN: &str = r#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}]}"#;
+
+    #[test]
+    fn policies() {
+        let input = format!("{CLEAN}\n{ISSUE}\nnot json\n{CLEAN}\n");
+        let (out, rej) = run(Dataset::OpenAi, Policy::Drop, &input);
+        assert_eq!(out, format!("{CLEAN}\n{CLEAN}\n"));
+        assert_eq!(rej.lines().count(), 2);
+        assert!(rej.starts_with(r#"{"line":2,"action":"removed","reason":"unanswered_call","text":"#));
+        let (out, _) = run(Dataset::OpenAi, Policy::Truncate, &input);
+        let cut = r#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c2","type":"function","function":{"name":"f","arguments":"{}"}}]}]}"#;
+        assert_eq!(out, format!("{CLEAN}\n{cut}\n{CLEAN}\n"));
+        let (out, rej) = run(Dataset::OpenAi, Policy::Answer, &input);
+        let answered = out.lines().nth(1).unwrap();
+        assert!(answered.contains(r#"{"role":"tool","tool_call_id":"c2","content":"Tool call was not executed"#), "{answered}");
+        assert!(rej.contains(r#""action":"modified""#));
+        for policy in [Policy::Drop, Policy::Truncate, Policy::Answer] {
+            let (once, _) = run(Dataset::OpenAi, policy, &input);
+            let (twice, rej) = run(Dataset::OpenAi, policy, &once);
+            assert_eq!((twice.as_str(), rej.as_str()), (once.as_str(), ""), "{policy:?} is idempotent");
+        }
+    }
+
+    #[test]
+    fn duplicate_custom_ids_keep_the_first_kept_line() {
+        let ok = |id: &str| format!(r#"{{"custom_id":"{id}","params":{{"messages":[{{"role":"user","content":"q"}}]}}}}"#);
+        let bad = r#"{"custom_id":"a","params":{"messages":[{"role":"robot","content":"q"}]}}"#;
+        let input = format!("{bad}\n{}\n{}\n{}\n", ok("a"), ok("b"), ok("a"));
+        let (out, rej) = run(Dataset::AnthropicBatch, Policy::Drop, &input);
+        assert_eq!(out, format!("{}\n{}\n", ok("a"), ok("b")));
+        assert!(rej.contains(r#""line":4,"action":"removed","reason":"duplicate_custom_id""#));
+    }
+
+    #[test]
+    fn anthropic_results_go_first_in_the_next_user_message() {
+        let line = r#"{"custom_id":"x","params":{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":"go on"}]}}"#;
+        let (out, _) = run(Dataset::AnthropicBatch, Policy::Answer, &format!("{line}\n"));
+        let v: Value = serde_json::from_str(out.trim()).unwrap();
+        let next = &v["params"]["messages"][2]["content"];
+        assert_eq!(next[0]["type"], "tool_result");
+        assert_eq!(next[1]["text"], "go on");
+    }
+
+    #[test]
+    fn unreadable_and_torn_lines_go_to_the_rejects() {
+        let (out, rej) = run(Dataset::OpenAi, Policy::Answer, &format!("{CLEAN}\r\n\n{{\"messages\": [}}\n{CLEAN}\n{{\"torn"));
+        assert_eq!(out, format!("{CLEAN}\r\n\n{CLEAN}\n"));
+        assert_eq!(rej.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["line"].as_u64().unwrap()).collect::<Vec<_>>(), [3, 5]);
+    }
+}
