@@ -484,14 +484,16 @@ pub fn fold(records: &[Value]) -> BTreeMap<Key, usize> {
     f.live
 }
 
-/// What `check --output json` reports on `path` (a file or directory).
+/// The findings `check --output json` reports on `path` (a file or directory).
 pub fn check_dir(dir: &Path) -> BTreeMap<Key, usize> {
     let out = transcriptd(&["check", "--output", "json", "--quiet", dir.to_str().unwrap()]);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["kind"] != "missing_transcript")
+        // Findings only: not `missing_transcript`, nor the notice of a path that is not a
+        // regular file (`skipped`, which the daemon logs as a warning instead).
+        .filter(|r| r["kind"].is_string() && r["kind"] != "missing_transcript")
         .map(|r| (key(&r, r["severity"].as_str().unwrap()), 1))
         .collect()
 }
