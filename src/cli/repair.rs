@@ -5,13 +5,17 @@
 //! then copied by the kernel; when that pass gives up, the plan is finished and the file
 //! rewritten in a second pass), append what was removed or changed to `<name>.rejects.jsonl`,
 //! then rename the new file into place. When the plan says its edits may have created new findings, the
-//! output is checked and planned again (at most [`MAX_ROUNDS`] times).
+//! output is checked and planned again (at most [`MAX_ROUNDS`] rewrites; [`Rounds`] keeps the
+//! report, the dry run and the rejects in the input's own line numbers). `--dry-run` runs the
+//! same rounds into a scratch directory and prints every edit they make.
 
 use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sinks::atomic::{self, AtomicFile, Spool};
 use crate::sources::batch::{self, Input};
-use crate::transcript::stages::repair::{Edit, Emit, OrphanPolicy, Plan, Planner, Rest, RewriteStats, Rewriter, Step, StreamRepair, Unrepaired};
+use crate::transcript::stages::repair::{
+    Emit, OrphanPolicy, Plan, Planner, Rest, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Step, StreamRepair, Unrepaired,
+};
 use crate::transcript::{Checker, Format, Options};
 use anyhow::Context;
 use rayon::prelude::*;
@@ -20,8 +24,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// Plan-rewrite rounds per file before giving up on a cascade of findings.
-pub const MAX_ROUNDS: usize = 3;
+pub use crate::transcript::stages::repair::MAX_ROUNDS;
 
 /// Arguments of `transcriptd repair`.
 #[derive(Debug, clap::Args)]
@@ -132,7 +135,7 @@ pub struct Report {
     /// Its format.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format: Option<Format>,
-    /// Edits planned (first round).
+    /// Edits planned, over every round.
     pub edits: usize,
     /// What the rewrite did (all rounds).
     pub lines: RewriteStats,
@@ -142,9 +145,12 @@ pub struct Report {
     /// Why it was skipped or failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// The plan, for --dry-run.
+    /// The edits of every round, for --dry-run.
     #[serde(skip)]
-    pub plan: Vec<Edit>,
+    pub plan: Vec<RoundEdit>,
+    /// Lines whose `parentUuid` is re-pointed, for --dry-run.
+    #[serde(skip)]
+    pub reparented: Vec<u64>,
 }
 
 impl Report {
@@ -159,6 +165,7 @@ impl Report {
             unrepaired: Vec::new(),
             message: None,
             plan: Vec::new(),
+            reparented: Vec::new(),
         }
     }
 }
@@ -190,31 +197,46 @@ pub fn plan_file(path: &Path, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result
     Ok(done.observer.into_plan(done.format))
 }
 
-/// Rewrites `src` with `plan` into `dest`; rejects are added to `rejects`.
-fn rewrite_file(src: &Path, plan: &Plan, s: &Settings, dest: &mut AtomicFile, rejects: &mut Spool, buf: &mut Vec<u8>) -> anyhow::Result<RewriteStats> {
+/// Rewrites `src` with `plan` into `dest`; rejects are added to `rejects` (none are written
+/// without it).
+fn rewrite_file(
+    src: &Path,
+    plan: &Plan,
+    s: &Settings,
+    dest: &mut AtomicFile,
+    mut rejects: Option<&mut Spool>,
+    buf: &mut Vec<u8>,
+) -> anyhow::Result<RewriteLog> {
     let mut rw = Rewriter::new(plan, s.check.max_line_bytes);
+    if rejects.is_none() {
+        rw = rw.without_rejects();
+    }
     let mut failed: Option<std::io::Error> = None;
-    let mut emit = |e: crate::transcript::stages::repair::Emit<'_>| match e {
-        crate::transcript::stages::repair::Emit::Out(b) => {
+    let mut emit = |e: Emit<'_>| match e {
+        Emit::Out(b) => {
             if failed.is_none() {
                 if let Err(err) = dest.write_all(b) {
                     failed = Some(err);
                 }
             }
         }
-        crate::transcript::stages::repair::Emit::Reject(b) => rejects.push(b),
+        Emit::Reject(b) => {
+            if let Some(r) = rejects.as_mut() {
+                r.push(b)
+            }
+        }
     };
     batch::read_chunks(&Input::File(src.to_path_buf()), buf, |chunk| {
         rw.feed(chunk, &mut emit);
         true
     })
     .with_context(|| format!("reading {}", src.display()))?;
-    let stats = rw.finish(&mut emit);
+    let log = rw.finish(&mut emit);
     if let Some(e) = failed {
         return Err(e).with_context(|| format!("writing {}", dest.path().display()));
     }
     dest.flush()?;
-    Ok(stats)
+    Ok(log)
 }
 
 /// Bytes read at a time by the one-pass repair.
@@ -226,7 +248,7 @@ struct FirstRound {
     /// The output, when the plan has edits.
     out: Option<AtomicFile>,
     rejects: Spool,
-    stats: RewriteStats,
+    log: RewriteLog,
 }
 
 /// The output of the one-pass repair. Nothing is written until the first edit: up to then the
@@ -306,12 +328,12 @@ fn first_round(job: &Job, s: &Settings, permissions: std::fs::Permissions, buf: 
         if stream.edited() {
             out.open()?;
         }
-        let (plan, stats) = stream.finish(win.held(), &mut |e| out.emit(e));
+        let (plan, log) = stream.finish(win.held(), &mut |e| out.emit(e));
         out.check()?;
         if let Some(f) = out.file.as_mut() {
             f.flush().with_context(|| format!("writing {}", job.output.display()))?;
         }
-        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, stats });
+        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log });
     };
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
     let plan = match stream.abandon() {
@@ -324,13 +346,13 @@ fn first_round(job: &Job, s: &Settings, permissions: std::fs::Permissions, buf: 
         }
     };
     if plan.is_empty() {
-        return Ok(FirstRound { plan, out: None, rejects: out.rejects, stats: RewriteStats::default() });
+        return Ok(FirstRound { plan, out: None, rejects: out.rejects, log: RewriteLog::default() });
     }
     let mut dest = AtomicFile::create(&job.output, Some(permissions)).with_context(|| format!("creating a temporary file beside {}", job.output.display()))?;
     // What the abandoned pass put aside is written again by the second.
     let mut rejects = Spool::new(&job.output, Spool::LIMIT);
-    let stats = rewrite_file(path, &plan, s, &mut dest, &mut rejects, buf)?;
-    Ok(FirstRound { plan, out: Some(dest), rejects, stats })
+    let log = rewrite_file(path, &plan, s, &mut dest, Some(&mut rejects), buf)?;
+    Ok(FirstRound { plan, out: Some(dest), rejects, log })
 }
 
 /// `<dir>/<stem>.rejects.jsonl` beside `output`.
@@ -376,64 +398,69 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
             return Ok(r);
         }
     }
-    if s.dry_run {
-        let plan = plan_file(&job.input, s, buf)?;
-        let mut report = Report::new(job, Status::Planned);
-        report.format = plan.format;
-        report.edits = plan.edits.len();
-        report.status = if plan.is_empty() && plan.unrepaired.is_empty() { Status::Clean } else { Status::Planned };
-        report.unrepaired = plan.unrepaired;
-        report.plan = plan.edits;
-        return Ok(report);
-    }
-    if let Some(dir) = job.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+    // A dry run makes the same rounds into a scratch directory, and keeps nothing.
+    let scratch = if s.dry_run { Some(tempfile::tempdir().context("creating a scratch directory for --dry-run")?) } else { None };
+    let out_job = match &scratch {
+        Some(dir) => Job { output: dir.path().join("dry-run.jsonl"), ..job.clone() },
+        None => job.clone(),
+    };
+    if let Some(dir) = out_job.output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let first = first_round(job, s, meta.permissions(), buf)?;
-    let mut plan = first.plan;
+    let first = first_round(&out_job, s, meta.permissions(), buf)?;
+    let plan = first.plan;
+    let mut rounds = Rounds::new();
     let mut report = Report::new(job, Status::Clean);
     report.format = plan.format;
-    report.edits = plan.edits.len();
     let Some(mut out) = first.out.filter(|_| !plan.is_empty()) else {
-        report.unrepaired = plan.unrepaired;
+        rounds.verified(&plan);
+        report.unrepaired = rounds.unrepaired().to_vec();
         report.status = if report.unrepaired.is_empty() { Status::Clean } else { Status::Partial };
-        if job.output != job.input {
+        if job.output != job.input && !s.dry_run {
             atomic::copy_file(&job.input, &job.output).with_context(|| format!("writing {}", job.output.display()))?;
             report.output = Some(job.output.display().to_string());
         }
         return Ok(report);
     };
+    rounds.record(&plan, first.log);
     let mut rejects = first.rejects;
-    let mut total = first.stats;
-    for _ in 1..MAX_ROUNDS {
-        if !plan.recheck {
-            break;
-        }
-        // The edits may have left two assistant turns side by side: check the output again.
+    while rounds.wants_another() {
+        // The edits may have left new findings (two assistant turns side by side): check the
+        // output again.
         let again = plan_file(out.path(), s, buf)?;
-        if again.is_empty() {
-            plan = again;
+        if rounds.verified(&again) {
             break;
         }
-        let mut next = AtomicFile::create(&job.output, Some(meta.permissions()))?;
-        let stats = rewrite_file(out.path(), &again, s, &mut next, &mut rejects, buf)?;
-        total.removed += stats.removed;
-        total.modified += stats.modified;
-        total.inserted += stats.inserted;
+        let mut next = AtomicFile::create(&out_job.output, Some(meta.permissions()))?;
+        let log = rewrite_file(out.path(), &again, s, &mut next, None, buf)?;
+        rounds.record(&again, log);
         out = next;
-        plan = again;
     }
-    if plan.recheck {
-        let last = plan_file(out.path(), s, buf)?;
-        if !last.is_empty() {
-            plan.unrepaired.push(Unrepaired {
-                line: 0,
-                kind: crate::transcript::Kind::ConsecutiveAssistant,
-                call_id: None,
-                why: format!("edits still needed after {MAX_ROUNDS} rounds"),
-            });
-        }
-        plan.unrepaired.extend(last.unrepaired);
+    if let Some(mut w) = rounds.rejects_writer(s.check.max_line_bytes).filter(|_| !s.dry_run) {
+        // Later rounds changed lines too: the rejects are written again from the input, one
+        // record per line with what finally became of it.
+        rejects = Spool::new(&job.output, Spool::LIMIT);
+        let mut emit = |e: Emit<'_>| {
+            if let Emit::Reject(b) = e {
+                rejects.push(b)
+            }
+        };
+        batch::read_chunks(&Input::File(job.input.clone()), buf, |chunk| {
+            w.feed(chunk, &mut emit);
+            true
+        })
+        .with_context(|| format!("reading {}", job.input.display()))?;
+        w.finish(&mut emit);
+    }
+    report.edits = rounds.edits().len();
+    report.lines = rounds.stats();
+    report.unrepaired = rounds.unrepaired().to_vec();
+    let complete = rounds.complete();
+    if s.dry_run {
+        report.plan = rounds.edits().to_vec();
+        report.reparented = rounds.reparented();
+        report.status = if complete { Status::Planned } else { Status::Partial };
+        return Ok(report);
     }
     // What was removed is safe on disk before the new file takes the old one's place.
     let rejects_file = rejects_path(&job.output);
@@ -448,9 +475,7 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
     }
     out.commit().with_context(|| format!("replacing {}", job.output.display()))?;
     report.output = Some(job.output.display().to_string());
-    report.lines = total;
-    report.unrepaired = plan.unrepaired;
-    report.status = if report.unrepaired.is_empty() { Status::Repaired } else { Status::Partial };
+    report.status = if complete { Status::Repaired } else { Status::Partial };
     Ok(report)
 }
 
@@ -522,8 +547,15 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         match (args.output, args.dry_run) {
             (_, true) => {
                 for e in &r.plan {
-                    let mut v = serde_json::to_value(e)?;
-                    v.as_object_mut().expect("edits are objects").insert("file".into(), r.file.clone().into());
+                    let mut v = serde_json::to_value(&e.edit)?;
+                    let o = v.as_object_mut().expect("edits are objects");
+                    o.insert("round".into(), e.round.into());
+                    o.insert("file".into(), r.file.clone().into());
+                    serde_json::to_writer(&mut out, &v)?;
+                    out.write_all(b"\n")?;
+                }
+                for line in &r.reparented {
+                    let v = serde_json::json!({"action": "set_parent", "line": line, "file": r.file});
                     serde_json::to_writer(&mut out, &v)?;
                     out.write_all(b"\n")?;
                 }

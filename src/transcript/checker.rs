@@ -145,6 +145,8 @@ fn malformed(number: u64, bytes: &[u8]) -> Finding {
 pub trait Observer: Send {
     /// The format, once it is known (before the first line in that format).
     fn format(&mut self, _format: Format) {}
+    /// The format detector looked at line `number` (detection may still change with it).
+    fn detecting(&mut self, _number: u64) {}
     /// A readable line and its meaning.
     fn line(&mut self, _number: u64, _parsed: &Parsed<'_>) {}
     /// An output, as it is produced.
@@ -335,8 +337,8 @@ impl<O: Observer> Checker<O> {
                     if self.stopped.is_some() {
                         return;
                     }
-                    self.observe(l.bytes);
-                    let o = read_line(l.number, l.bytes, self.opts.max_line_bytes, self.detector.format());
+                    self.observe(&l);
+                    let o = read_line(l.number, l.bytes, l.limit(self.opts.max_line_bytes), self.detector.format());
                     self.apply(o);
                 }
                 self.next_line = it.next_number();
@@ -376,11 +378,12 @@ impl<O: Observer> Checker<O> {
     /// Lets the detector look at a line while it still wants to. Not at an over-long line: one
     /// that spans reads is skipped without being held, so looking at one that did not would
     /// make the format depend on how the input was cut.
-    fn observe(&mut self, line: &[u8]) {
-        if !self.detector.wants_more() || line.len() > self.opts.max_line_bytes {
+    fn observe(&mut self, line: &lines::Line<'_>) {
+        if !self.detector.wants_more() || line.bytes.len() > line.limit(self.opts.max_line_bytes) {
             return;
         }
-        self.detector.observe(line);
+        self.detector.observe(line.bytes);
+        self.observer.detecting(line.number);
         if let (None, Some(f)) = (&self.validator, self.detector.format()) {
             self.validator = Some(Validator::new(f));
             self.observer.format(f);

@@ -45,7 +45,7 @@ impl Forward {
                     detector.observe(l.bytes);
                 }
                 let format = detector.format();
-                out(read_line(l.number, l.bytes, max, format), l.bytes, format);
+                out(read_line(l.number, l.bytes, l.limit(max), format), l.bytes, format);
             }
         });
     }

@@ -27,7 +27,7 @@
 //!
 //! [`LineSplitter`]: crate::transcript::lines::LineSplitter
 
-use super::lines::is_blank;
+use super::lines::{is_blank, without_bom};
 use super::progress::Progress;
 use memchr::memrchr;
 use std::ops::Range;
@@ -327,10 +327,13 @@ impl ReverseSplitter {
             // The whole line lies in this page: it is borrowed from it, not copied.
             self.seen = head.len() as u64;
             self.ends_cr = head.last() == Some(&b'\r');
-            self.blank = is_blank(head);
+            self.blank = is_blank(without_bom(offset, head));
             self.skipping = head.len() > self.max + 1;
         } else {
+            let rest_blank = self.blank;
             self.hold(head);
+            // A byte-order mark that starts the stream is not content.
+            self.blank = rest_blank && is_blank(without_bom(offset, head));
             if !self.skipping {
                 self.rev.reverse();
             }
@@ -352,11 +355,22 @@ impl ReverseSplitter {
             (false, false) => Some(&self.rev),
         };
         if !self.terminated {
+            if kept.is_some_and(|k| is_blank(without_bom(offset, k))) {
+                // A byte-order mark and whitespace: a blank line, as forward.
+                return Progress::NeedMore;
+            }
             return out(RevItem::Torn { offset, bytes: kept, len });
         }
         let content = len - u64::from(self.ends_cr);
         match kept {
-            Some(line) if content <= self.max as u64 => out(RevItem::Line { offset, from_end, bytes: &line[..content as usize] }),
+            Some(line) if content <= self.max as u64 => {
+                // The limit counts a byte-order mark that starts the stream; the content does not.
+                let bytes = without_bom(offset, &line[..content as usize]);
+                if bytes.len() < content as usize && is_blank(bytes) {
+                    return Progress::NeedMore;
+                }
+                out(RevItem::Line { offset, from_end, bytes })
+            }
             _ => out(RevItem::TooLong { offset, from_end, len: content }),
         }
     }

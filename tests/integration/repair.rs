@@ -1,54 +1,17 @@
-//! Repair invariants, over every real fixture, every data-driven case and generated corpora
-//! with every fault kind of the generator:
-//! - `check(repair(x))` has no error findings;
-//! - `repair(repair(x)) == repair(x)`, byte for byte;
-//! - lines that needed no change are byte-identical and keep their order;
-//! - every removed (or changed) line is in the rejects stream, byte for byte: nothing is lost;
-//! - in Claude Code files, if every `parentUuid` resolved (or was null) before, it does after.
+//! Repair invariants (`invariants.rs`: a true verdict, nothing lost), over every real fixture,
+//! every data-driven case and generated corpora with every fault kind of the generator, where
+//! the repair must also be complete; in Claude Code files, if every `parentUuid` resolved (or
+//! was null) before, it does after. The one-pass repair gives the two-pass repair's bytes.
 
+use super::invariants;
 use super::support::{data, generate, jsonl_files, transcriptd};
-use base64::Engine;
-use std::collections::{HashMap, HashSet};
-use transcriptd::transcript::stages::repair::{repair_bytes, repair_bytes_streaming, Abandon, OrphanPolicy};
-use transcriptd::transcript::{check_bytes, Format, Options, Severity};
-
-/// Physical lines without terminators; a last line without newline is included.
-fn physical_lines(b: &[u8]) -> Vec<&[u8]> {
-    let mut v: Vec<&[u8]> = b.split(|c| *c == b'\n').collect();
-    if v.last().is_some_and(|l| l.is_empty()) {
-        v.pop();
-    }
-    v.into_iter().map(|l| l.strip_suffix(b"\r").unwrap_or(l)).collect()
-}
-
-fn is_blank(l: &[u8]) -> bool {
-    l.iter().all(|c| c.is_ascii_whitespace())
-}
-
-struct Reject {
-    line: usize,
-    action: String,
-    bytes: Vec<u8>,
-}
-
-fn rejects(stream: &[u8]) -> Vec<Reject> {
-    physical_lines(stream)
-        .into_iter()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_slice(l).expect("rejects are JSON lines");
-            let bytes = match (v.get("text"), v.get("base64")) {
-                (Some(t), _) => t.as_str().unwrap().as_bytes().to_vec(),
-                (_, Some(b)) => base64::engine::general_purpose::STANDARD.decode(b.as_str().unwrap()).unwrap(),
-                _ => panic!("reject without content: {v}"),
-            };
-            Reject { line: v["line"].as_u64().unwrap() as usize, action: v["action"].as_str().unwrap().to_owned(), bytes }
-        })
-        .collect()
-}
+use std::collections::HashSet;
+use transcriptd::transcript::stages::repair::{repair_bytes, repair_bytes_streaming, rewrite_bytes, Abandon, OrphanPolicy};
+use transcriptd::transcript::{check_bytes, Format, Options};
 
 /// Whether every parentUuid names a uuid of the file (or is null).
 fn tree_resolves(b: &[u8]) -> bool {
-    let lines: Vec<serde_json::Value> = physical_lines(b).into_iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
+    let lines: Vec<serde_json::Value> = invariants::raw_lines(b).into_iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
     let uuids: HashSet<&str> = lines.iter().filter_map(|v| v.get("uuid").and_then(|u| u.as_str())).collect();
     lines.iter().all(|v| match v.get("parentUuid") {
         Some(serde_json::Value::String(p)) => uuids.contains(p.as_str()),
@@ -57,58 +20,33 @@ fn tree_resolves(b: &[u8]) -> bool {
 }
 
 /// The one-pass repair, fed in chunks of several sizes, gives the two-pass repair's output,
-/// rejects and plan byte for byte. Returns why it gave up, if it did (whole input in one chunk).
-pub fn assert_one_pass_matches(name: &str, input: &[u8], policy: OrphanPolicy) -> Option<Abandon> {
-    let opts = Options::default();
-    let two = repair_bytes(input, &opts, policy, 1).unwrap();
+/// rejects, plan and log byte for byte. Returns why it gave up, if it did (whole input in one
+/// chunk).
+pub fn assert_one_pass_matches(name: &str, input: &[u8], opts: &Options, policy: OrphanPolicy) -> Option<Abandon> {
+    let plan = transcriptd::transcript::stages::repair::plan_bytes(input, opts, policy).unwrap();
+    let (output, rejects, log) = rewrite_bytes(input, &plan, opts.max_line_bytes, true);
     let small = if input.len() < 64 << 10 { 7 } else { 4096 };
     let mut gave_up = None;
     for chunk in [small, 65_536, input.len().max(1)] {
-        let one = repair_bytes_streaming(input, &opts, policy, chunk).unwrap();
-        let (out, rej, plan, abandoned) = (one.output, one.rejects, one.plan, one.abandoned);
-        assert!(out == two.output, "{name}: one-pass output (chunks of {chunk}) differs from the two-pass one ({abandoned:?})");
-        assert!(rej == two.rejects, "{name}: one-pass rejects (chunks of {chunk}) differ from the two-pass ones");
-        assert_eq!(plan, two.plans[0], "{name}: one-pass plan (chunks of {chunk})");
-        gave_up = gave_up.or(abandoned);
+        let one = repair_bytes_streaming(input, opts, policy, chunk).unwrap();
+        assert!(one.output == output, "{name}: one-pass output (chunks of {chunk}) differs from the two-pass one ({:?})", one.abandoned);
+        assert!(one.rejects == rejects, "{name}: one-pass rejects (chunks of {chunk}) differ from the two-pass ones");
+        assert_eq!(one.plan, plan, "{name}: one-pass plan (chunks of {chunk})");
+        assert_eq!(one.log, log, "{name}: one-pass log (chunks of {chunk})");
+        gave_up = gave_up.or(one.abandoned);
     }
     gave_up
 }
 
-/// Checks every invariant; returns why the one-pass repair gave up, if it did.
+/// Checks every invariant (see `invariants`), that the one pass agrees with the two passes,
+/// that these inputs are repaired completely, and that the Claude Code tree still resolves;
+/// returns why the one-pass repair gave up, if it did.
 pub fn assert_invariants(name: &str, input: &[u8], policy: OrphanPolicy) -> Option<Abandon> {
-    let gave_up = assert_one_pass_matches(name, input, policy);
     let opts = Options::default();
-    let full = repair_bytes(input, &opts, policy, 3).unwrap();
-    let (after, _, format) = check_bytes(&full.output, opts.clone()).unwrap();
-    let errors: Vec<_> = after.iter().filter(|f| f.severity == Severity::Error).collect();
-    let kept_by_choice = policy == OrphanPolicy::Keep;
-    if !kept_by_choice {
-        assert!(errors.is_empty(), "{name}: errors after repair: {errors:?}");
-    }
-    let again = repair_bytes(&full.output, &opts, policy, 3).unwrap();
-    assert!(again.output == full.output, "{name}: repair is not idempotent");
-
-    // One round, against the input's own line numbers.
-    let one = repair_bytes(input, &opts, policy, 1).unwrap();
-    let inp = physical_lines(input);
-    let rej = rejects(&one.rejects);
-    let mut touched: HashMap<usize, &str> = HashMap::new();
-    for r in &rej {
-        assert_eq!(r.bytes, inp[r.line - 1], "{name}: rejects record of line {} is not the line byte for byte", r.line);
-        touched.insert(r.line, &r.action);
-    }
-    let out = physical_lines(&one.output);
-    let mut at = 0;
-    for (i, l) in inp.iter().enumerate() {
-        if touched.contains_key(&(i + 1)) || is_blank(l) {
-            continue;
-        }
-        let found = out[at..].iter().position(|o| o == l);
-        assert!(found.is_some(), "{name}: untouched line {} is missing from the output or out of order", i + 1);
-        at += found.unwrap() + 1;
-    }
-    let removed = touched.values().filter(|a| **a == "removed" || **a == "merged").count() as i64;
-    assert_eq!(out.len() as i64, inp.len() as i64 - removed + one.stats.inserted as i64, "{name}: line count");
+    let gave_up = assert_one_pass_matches(name, input, &opts, policy);
+    let full = invariants::check(input, &opts, policy).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(full.complete, "{name}: not repaired completely: {:?}", full.unrepaired);
+    let (_, _, format) = check_bytes(&full.output, opts.clone()).unwrap();
     if format == Some(Format::ClaudeCode) && tree_resolves(input) {
         assert!(tree_resolves(&full.output), "{name}: a parentUuid no longer resolves");
     }

@@ -28,10 +28,10 @@ const BUFFERS_PER_JOB: usize = 3;
 /// Where the lines of a chunk are.
 #[derive(Debug)]
 enum Span {
-    /// Complete lines in the chunk's buffer.
-    InBuffer { range: Range<usize> },
-    /// A line that spanned two reads, copied out of the splitter.
-    Copied(Vec<u8>),
+    /// Complete lines in the chunk's buffer, the first at stream offset `offset`.
+    InBuffer { range: Range<usize>, offset: u64 },
+    /// A line that spanned two reads, copied out of the splitter, at stream offset `offset`.
+    Copied(Vec<u8>, u64),
     /// An over-long line (its length), skipped by the splitter.
     TooLong(u64),
 }
@@ -71,13 +71,14 @@ fn parse(chunk: &Chunk, max: usize, format: Option<Format>) -> Pieces<'_> {
         .spans
         .iter()
         .map(|s| {
-            let bytes = match s {
-                Span::InBuffer { range } => &chunk.buf[range.clone()],
-                Span::Copied(v) => v.as_slice(),
+            let (bytes, offset) = match s {
+                Span::InBuffer { range, offset } => (&chunk.buf[range.clone()], *offset),
+                Span::Copied(v, offset) => (v.as_slice(), *offset),
                 Span::TooLong(len) => return Piece::TooLong(*len),
             };
-            let mut it = lines::lines(0, 0, bytes);
-            let outcomes = it.by_ref().map(|l| read_line(l.number, l.bytes, max, format)).collect();
+            // Offsets only tell the stream's first line (and its byte-order mark) apart.
+            let mut it = lines::lines(0, offset, bytes);
+            let outcomes = it.by_ref().map(|l| read_line(l.number, l.bytes, l.limit(max), format)).collect();
             Piece::Lines { bytes: bytes.len() as u64, count: it.next_number(), outcomes }
         })
         .collect()
@@ -164,8 +165,8 @@ impl<O: Observer, F: FnMut(&mut [u8]) -> usize> Shared<'_, O, F> {
                 break;
             }
             src.splitter.cut(&buf[..n], &mut |c| match c {
-                Cut::InChunk { range, .. } => spans.push(Span::InBuffer { range }),
-                Cut::Block(Block::Lines { bytes, .. }) => spans.push(Span::Copied(bytes.to_vec())),
+                Cut::InChunk { range, offset } => spans.push(Span::InBuffer { range, offset }),
+                Cut::Block(Block::Lines { bytes, offset }) => spans.push(Span::Copied(bytes.to_vec(), offset)),
                 Cut::Block(Block::TooLong { len, .. }) => spans.push(Span::TooLong(len)),
                 // Not kept: `keep_long` is off.
                 Cut::Block(Block::LongBytes(_)) => {}

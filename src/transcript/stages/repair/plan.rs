@@ -114,6 +114,18 @@ pub enum Edit {
 }
 
 impl Edit {
+    /// The finding the edit repairs.
+    pub fn reason(&self) -> Kind {
+        match self {
+            Edit::Remove { reason, .. }
+            | Edit::Insert { reason, .. }
+            | Edit::DropResults { reason, .. }
+            | Edit::DropCall { reason, .. }
+            | Edit::JoinTurn { reason, .. }
+            | Edit::MergeInto { reason, .. } => *reason,
+        }
+    }
+
     /// The line the edit acts on (for an insertion, the line it follows).
     pub fn line(&self) -> u64 {
         match self {
@@ -169,8 +181,9 @@ struct Turn {
     /// Its lines (a Claude Code turn split over a few lines; one line elsewhere).
     lines: smallvec::SmallVec<[u64; 4]>,
     exchange_end: u64,
-    has_calls: bool,
     invalid_call: bool,
+    /// Its lines are removed (an empty turn).
+    removed: bool,
     /// Claude: the line of the turn this turn joins (a consecutive turn merged by id).
     join: Option<u64>,
     /// Chat formats: the line this message merges into.
@@ -202,6 +215,17 @@ pub struct Planner {
     dropped_here: Vec<String>,
     join_next: Option<u64>,
     merge_next: Option<u64>,
+    /// A `consecutive_assistant` finding about this line, not decided yet: results inserted
+    /// for the earlier turn's calls (whose findings follow it) separate the turns; only
+    /// without them are the turns joined or merged.
+    consecutive_at: Option<u64>,
+    /// Whether a result was inserted since `consecutive_at` was set.
+    separated: bool,
+    /// The line of the last `empty_assistant_turn` finding (its turn is removed).
+    empty_at: Option<u64>,
+    /// The last line format detection looked at: an edit up to it may change what the output
+    /// is detected as.
+    detected_through: u64,
     /// Turns with calls pending (scratch space, kept to reuse its allocation).
     live: Set<u64>,
     /// Claude Code: (line, hash of its parent) of the lines read, while recording.
@@ -218,6 +242,11 @@ impl Planner {
     /// The plan, edits sorted and deduplicated (a removed line gets no other edit).
     pub fn into_plan(mut self, format: Option<Format>) -> Plan {
         self.plan.format = format.or(self.format);
+        if self.plan.edits.iter().any(|e| e.line() <= self.detected_through) {
+            // The lines that decided the format change: the output is checked again, detected
+            // afresh, as `check` will read it.
+            self.plan.recheck = true;
+        }
         let removed: Set<u64> = self.plan.edits.iter().filter(|e| matches!(e, Edit::Remove { .. })).map(Edit::line).collect();
         let mut seen_remove = Set::default();
         self.plan.edits.retain(|e| match e {
@@ -226,6 +255,17 @@ impl Planner {
             other => !removed.contains(&other.line()),
         });
         self.plan.edits.sort_by_key(|e| (e.line(), matches!(e, Edit::Insert { .. })));
+        // The same edit planned twice (two findings of one kind on one line) is one edit.
+        let edits = std::mem::take(&mut self.plan.edits);
+        let mut group = 0;
+        for e in edits {
+            if self.plan.edits.get(group).is_some_and(|g| g.line() != e.line()) {
+                group = self.plan.edits.len();
+            }
+            if !self.plan.edits[group..].contains(&e) {
+                self.plan.edits.push(e);
+            }
+        }
         self.plan
     }
 
@@ -278,6 +318,7 @@ impl Planner {
         let text = text.unwrap_or(if turn.invalid_call && call.args_ok { ResultText::InvalidPeer } else { ResultText::NotExecuted });
         let e = Edit::Insert { after: turn.exchange_end, call_id: call_id.to_owned(), tool: call.tool, item: call.item, text, reason: kind };
         self.edit(e);
+        self.separated = true;
     }
 
     fn finding(&mut self, f: &crate::transcript::Finding) {
@@ -295,15 +336,28 @@ impl Planner {
                 OrphanPolicy::Keep => self.unrepaired(f.line, f.kind, Some(id), "kept (--orphans keep)"),
             },
             Kind::OrphanResult | Kind::DuplicateResult => {
-                let keep_first = f.kind == Kind::DuplicateResult && self.answered_at.get(id) == Some(&f.line);
+                // The line's own results are recorded after its findings: a duplicate of a
+                // call no earlier line answered has its first result in this very line.
+                let keep_first = f.kind == Kind::DuplicateResult && self.answered_at.get(id).is_none_or(|&l| l == f.line);
                 self.dropped_here.push(id.to_owned());
                 self.edit(Edit::DropResults { line: f.line, call_id: id.to_owned(), keep_first, reason: f.kind });
             }
-            Kind::ConsecutiveAssistant => self.consecutive(f.line),
+            Kind::ConsecutiveAssistant => {
+                // Decided when the line itself arrives, after the findings that come with it.
+                self.consecutive_at = Some(f.line);
+                self.separated = false;
+            }
             Kind::EmptyAssistantTurn => {
                 self.plan.recheck = true;
-                let turn = self.current.and_then(|c| self.turns.get(&c)).filter(|t| t.first_line == f.line);
-                let lines = turn.map_or_else(|| smallvec::smallvec![f.line], |t| t.lines.clone());
+                self.empty_at = Some(f.line);
+                let turn = self.current.and_then(|c| self.turns.get_mut(&c)).filter(|t| t.first_line == f.line);
+                let lines = match turn {
+                    Some(t) => {
+                        t.removed = true;
+                        t.lines.clone()
+                    }
+                    None => smallvec::smallvec![f.line],
+                };
                 for line in lines {
                     self.edit(Edit::Remove { line, reason: f.kind });
                 }
@@ -313,15 +367,25 @@ impl Planner {
         }
     }
 
+    /// Repairs a `consecutive_assistant` finding about `line`, unless results inserted for the
+    /// earlier turn's calls separate the two turns.
     fn consecutive(&mut self, line: u64) {
+        if std::mem::take(&mut self.separated) {
+            return;
+        }
         let Some(prev) = self.current.and_then(|c| self.turns.get(&c)) else {
             return self.unrepaired(line, Kind::ConsecutiveAssistant, None, "no earlier assistant turn was seen");
         };
-        if prev.has_calls {
-            // Its calls are unanswered: the results inserted for them separate the two turns.
+        if prev.removed {
+            // The earlier turn goes (it is empty): what this turn follows is known once it is
+            // gone, in the next round.
+            self.plan.recheck = true;
             return;
         }
         match self.format {
+            Some(Format::ClaudeCode) if prev.key.is_none() => {
+                self.unrepaired(line, Kind::ConsecutiveAssistant, None, "the earlier assistant turn has no message.id to join")
+            }
             Some(Format::ClaudeCode) => self.join_next = Some(prev.join.unwrap_or(prev.first_line)),
             Some(Format::OpenAiChat | Format::Anthropic) => self.merge_next = Some(prev.merge_into.unwrap_or(prev.first_line)),
             _ => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
@@ -349,14 +413,16 @@ impl Planner {
                     key: m.turn,
                     lines: smallvec::SmallVec::new(),
                     exchange_end: line,
-                    has_calls: false,
                     invalid_call: false,
+                    removed: self.empty_at == Some(line),
                     join,
                     merge_into,
                 },
             );
             self.current = Some(self.seq);
-            if self.format != Some(Format::Codex) {
+            // A new turn moves the conversation on, unless it joins the one before (then the
+            // repaired file has no new turn here: what that turn answered stays answered).
+            if self.format != Some(Format::Codex) && join.is_none() {
                 self.answered_at.clear();
             }
         }
@@ -366,7 +432,11 @@ impl Planner {
         turn.exchange_end = line;
         let join = turn.join;
         for c in &m.calls {
-            turn.has_calls = true;
+            if join.is_some() && self.answered_at.contains_key(c.id.as_ref()) {
+                // Joined to the turn before, this call repeats one that turn had answered:
+                // the checker will read it as a repeated call, not as the call the plan answers.
+                self.plan.recheck = true;
+            }
             turn.invalid_call |= c.args != Args::Object;
             let call = PendingCall { turn: seq, args_ok: c.args == Args::Object, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
             self.calls.entry(c.id.to_string()).or_insert(call);
@@ -406,9 +476,16 @@ impl Observer for Planner {
         self.set_format(format);
     }
 
+    fn detecting(&mut self, number: u64) {
+        self.detected_through = number;
+    }
+
     fn line(&mut self, number: u64, parsed: &Parsed<'_>) {
         if let (Some(parents), Some(node)) = (self.parents.as_mut(), parsed.node) {
             parents.push((number, node.parent));
+        }
+        if self.consecutive_at.take() == Some(number) {
+            self.consecutive(number);
         }
         match &parsed.entry {
             Entry::Message(m) => match m.role {
@@ -430,8 +507,8 @@ impl Observer for Planner {
                         key: None,
                         lines: smallvec::SmallVec::new(),
                         exchange_end: number,
-                        has_calls: true,
                         invalid_call: false,
+                        removed: false,
                         join: None,
                         merge_into: None,
                     };
