@@ -550,6 +550,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                     let mut v = serde_json::to_value(&e.edit)?;
                     let o = v.as_object_mut().expect("edits are objects");
                     o.insert("round".into(), e.round.into());
+                    if e.on_inserted {
+                        o.insert("on_inserted".into(), true.into());
+                    }
                     o.insert("file".into(), r.file.clone().into());
                     serde_json::to_writer(&mut out, &v)?;
                     out.write_all(b"\n")?;

@@ -329,7 +329,7 @@ impl<O: Observer> Checker<O> {
         }
         match b {
             Block::LongBytes(_) => {}
-            Block::TooLong { len, .. } => self.too_long(len),
+            Block::TooLong { len, raw, .. } => self.too_long(len, raw),
             Block::Lines { offset, bytes } => {
                 self.stats.bytes += bytes.len() as u64;
                 let mut it = lines::lines(self.next_line, offset, bytes);
@@ -346,12 +346,12 @@ impl<O: Observer> Checker<O> {
         }
     }
 
-    /// An over-long line of `len` bytes, skipped by the splitter.
-    fn too_long(&mut self, len: u64) {
+    /// An over-long line of `len` bytes (`raw` on disk), skipped by the splitter.
+    fn too_long(&mut self, len: u64, raw: u64) {
         if self.stopped.is_some() {
             return;
         }
-        self.stats.bytes += len + 1;
+        self.stats.bytes += raw;
         let f = Finding::new(self.next_line, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {}", self.opts.max_line_bytes));
         self.next_line += 1;
         self.fault(f);

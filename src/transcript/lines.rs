@@ -53,8 +53,10 @@ pub enum Block<'a> {
     TooLong {
         /// Stream offset of its first byte.
         offset: u64,
-        /// Its length in bytes, without the newline.
+        /// Its length in bytes, without the newline (and a `\r` before it).
         len: u64,
+        /// Its length on disk, its line terminator included.
+        raw: u64,
     },
 }
 
@@ -188,7 +190,8 @@ impl LineSplitter {
             let len = self.pending_bytes() - u64::from(self.held_cr());
             let blank = if self.skipping.is_some() { self.skip_blank } else { is_blank(without_bom(self.carry_offset, &self.carry)) };
             if !blank && (self.skipping.is_some() || len > self.max as u64) {
-                out(Cut::Block(Block::TooLong { offset: self.carry_offset, len }));
+                let raw = self.pending_bytes() + 1;
+                out(Cut::Block(Block::TooLong { offset: self.carry_offset, len, raw }));
             } else {
                 // A blank line, however long, still counts as a line: hand it on as one.
                 if self.skipping.is_some() {
@@ -231,7 +234,12 @@ impl LineSplitter {
         } else if self.carry.len() + bytes.len() > self.max + 1 {
             self.skipping = Some((self.carry.len() + bytes.len()) as u64);
             self.skip_last_cr = bytes.last() == Some(&b'\r');
-            self.skip_blank = is_blank(without_bom(self.carry_offset, &self.carry)) && is_blank(bytes);
+            // A byte-order mark that starts the stream is not content (it may lie across the
+            // held bytes and these; at least three bytes are seen by now).
+            let start: Vec<u8> = self.carry.iter().chain(bytes).take(BOM.len()).copied().collect();
+            let mark = if self.carry_offset == 0 && start == BOM { BOM.len() } else { 0 };
+            let (in_carry, in_bytes) = (mark.min(self.carry.len()), mark.saturating_sub(self.carry.len()).min(bytes.len()));
+            self.skip_blank = is_blank(&self.carry[in_carry..]) && is_blank(&bytes[in_bytes..]);
             if self.keep_long {
                 out(Cut::Block(Block::LongBytes(&self.carry)));
                 out(Cut::Block(Block::LongBytes(bytes)));
@@ -435,7 +443,7 @@ mod tests {
                 }
                 next = it.next_number();
             }
-            Block::TooLong { offset, len } => {
+            Block::TooLong { offset, len, .. } => {
                 got.push((next, offset, format!("<too long {len}>")));
                 next += 1;
             }

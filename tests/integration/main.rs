@@ -10,6 +10,7 @@ mod cli;
 mod context;
 mod daemon;
 mod deploy;
+mod framing;
 mod generated;
 mod invariants;
 mod mutate;

@@ -225,3 +225,116 @@ fn cli_repair_falls_back_to_two_passes() {
     let fixed = std::fs::read(dir.path().join("out/unknown.jsonl")).unwrap();
     assert_eq!(fixed.len(), unknown.len() - b"not json\n".len(), "only the malformed line goes");
 }
+
+/// `--dry-run` lists every edit the real run makes, over every round: the lines its actions
+/// name are the lines in the rejects, and its insertions are the lines inserted.
+#[test]
+fn cli_dry_run_lists_every_edit_of_every_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases: Vec<std::path::PathBuf> = jsonl_files(&data("repair")).into_iter().filter(|f| !f.to_string_lossy().contains(".max")).collect();
+    let g = dir.path().join("generated.jsonl");
+    generate(&g, &["--lines", "3000", "--seed", "31", "--faults", "0.03", "--split-assistant", "--truncate-last", "1"]);
+    cases.push(g);
+    let mut second_rounds = 0;
+    for case in cases {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let src = dir.path().join("in").join(&name);
+        std::fs::create_dir_all(src.parent().unwrap()).unwrap();
+        std::fs::copy(&case, &src).unwrap();
+        let policy: &[&str] = if name.contains(".drop.") {
+            &["--orphans", "drop"]
+        } else if name.contains(".keep.") {
+            &["--orphans", "keep"]
+        } else {
+            &[]
+        };
+        let mut args = vec!["repair", "--force", "-q", "--dry-run"];
+        args.extend_from_slice(policy);
+        args.push(src.to_str().unwrap());
+        let plan = transcriptd(&args);
+        let actions: Vec<serde_json::Value> = String::from_utf8(plan.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|v: &serde_json::Value| v["action"] != "unrepairable")
+            .collect();
+        let out = dir.path().join("out");
+        let mut args = vec!["repair", "--force", "-q", "-o", "json", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(policy);
+        args.push(src.to_str().unwrap());
+        let real = transcriptd(&args);
+        assert_eq!(real.status.code(), plan.status.code(), "{name}: the dry run and the run exit alike");
+        let report: serde_json::Value = serde_json::from_slice(&real.stdout).unwrap();
+        let stem = name.strip_suffix(".jsonl").unwrap();
+        let rejects = invariants::rejects(&std::fs::read(out.join(format!("{stem}.rejects.jsonl"))).unwrap_or_default()).unwrap();
+        let rejected: std::collections::BTreeSet<u64> = rejects.iter().map(|r| r.line as u64).collect();
+        let mut named = std::collections::BTreeSet::new();
+        let mut inserts = 0;
+        for a in &actions {
+            if a["on_inserted"] == true {
+                continue;
+            }
+            match a["action"].as_str().unwrap() {
+                "insert" => inserts += 1,
+                "merge_into" => {
+                    named.insert(a["line"].as_u64().unwrap());
+                    named.insert(a["into"].as_u64().unwrap());
+                }
+                _ => drop(named.insert(a["line"].as_u64().unwrap())),
+            }
+        }
+        second_rounds += usize::from(actions.iter().any(|a| a["round"].as_u64() > Some(1)));
+        assert_eq!(named, rejected, "{name}: lines the dry run names vs lines in the rejects\n{actions:#?}");
+        assert_eq!(inserts, report["lines"]["inserted"].as_u64().unwrap(), "{name}: insertions");
+        assert_eq!(actions.len(), report["edits"].as_u64().unwrap() as usize + actions.iter().filter(|a| a["action"] == "set_parent").count(), "{name}: edits");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+    assert!(second_rounds >= 3, "cases with a second round: {second_rounds}");
+}
+
+/// The verdict is honest on the command line: what cannot be repaired is named, with why,
+/// and the exit status is 1.
+#[test]
+fn cli_partial_repair_says_what_is_left_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("keep.jsonl");
+    std::fs::copy(data("repair/0001_anthropic_merge_then_calls.jsonl"), &f).unwrap();
+    let r = transcriptd(&["repair", "--force", "--orphans", "keep", "--out", dir.path().join("out").to_str().unwrap(), f.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(1), "{}", String::from_utf8_lossy(&r.stderr));
+    let text = String::from_utf8(r.stdout).unwrap();
+    assert!(text.contains("partly repaired") && text.contains(":4: not repaired: orphan_call: kept (--orphans keep)"), "{text}");
+}
+
+/// CRLF and a byte-order mark: a rejected CRLF line keeps its `\r` in the rejects, kept lines
+/// keep their `\r\n`; a file that starts with a byte-order mark is read (no finding for its
+/// first line) and keeps the mark.
+#[test]
+fn cli_crlf_and_bom_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let crlf = dir.path().join("crlf.jsonl");
+    std::fs::copy(data("repair/0008_crlf_rejected_line_keeps_its_cr.jsonl"), &crlf).unwrap();
+    let out = dir.path().join("out");
+    let r = transcriptd(&["repair", "--force", "-q", "--out", out.to_str().unwrap(), crlf.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+    let rejects = invariants::rejects(&std::fs::read(out.join("crlf.rejects.jsonl")).unwrap()).unwrap();
+    assert_eq!(rejects[0].bytes, b"{\"role\":\"assistant\",\"content\":\"a\"\r".to_vec());
+    let fixed = std::fs::read(out.join("crlf.jsonl")).unwrap();
+    assert!(fixed.starts_with(b"{\"role\":\"user\",\"content\":\"hi\"}\r\n"), "{}", String::from_utf8_lossy(&fixed));
+
+    let bom = dir.path().join("bom.jsonl");
+    let mut input = b"\xEF\xBB\xBF".to_vec();
+    input.extend_from_slice(&std::fs::read(data("real/claude-code/spotter/short.jsonl")).unwrap());
+    std::fs::write(&bom, &input).unwrap();
+    let c = transcriptd(&["check", "-o", "json", bom.to_str().unwrap()]);
+    assert_eq!(c.status.code(), Some(0), "a byte-order mark is not a malformed line: {}", String::from_utf8_lossy(&c.stdout));
+    let r = transcriptd(&["repair", "--force", "-q", "--out", out.to_str().unwrap(), bom.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0));
+    assert_eq!(std::fs::read(out.join("bom.jsonl")).unwrap(), input, "a clean file is copied as it is, mark included");
+    let ctx = transcriptd(&["context", "-q", bom.to_str().unwrap()]);
+    assert_eq!(ctx.status.code(), Some(0), "{}", String::from_utf8_lossy(&ctx.stderr));
+    let broken = dir.path().join("bombroken.jsonl");
+    std::fs::copy(data("repair/0009_bom_first_line_is_read_and_kept.jsonl"), &broken).unwrap();
+    let r = transcriptd(&["repair", "--force", "-q", "--out", out.to_str().unwrap(), broken.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0));
+    assert!(std::fs::read(out.join("bombroken.jsonl")).unwrap().starts_with(b"\xEF\xBB\xBF{\"type\":\"user\""));
+}

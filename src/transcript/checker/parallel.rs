@@ -32,8 +32,8 @@ enum Span {
     InBuffer { range: Range<usize>, offset: u64 },
     /// A line that spanned two reads, copied out of the splitter, at stream offset `offset`.
     Copied(Vec<u8>, u64),
-    /// An over-long line (its length), skipped by the splitter.
-    TooLong(u64),
+    /// An over-long line (its length, and its length on disk), skipped by the splitter.
+    TooLong(u64, u64),
 }
 
 /// A buffer as read, and what the splitter found in it.
@@ -49,8 +49,8 @@ enum Piece<'a> {
     /// Lines: their bytes (blank ones included), their number (physical lines, numbered from 0
     /// in the span) and what each non-blank one turned into.
     Lines { bytes: u64, count: u64, outcomes: Vec<Outcome<'a>> },
-    /// An over-long line of this length.
-    TooLong(u64),
+    /// An over-long line of this length (and this length on disk).
+    TooLong(u64, u64),
 }
 
 type Pieces<'a> = Vec<Piece<'a>>;
@@ -74,7 +74,7 @@ fn parse(chunk: &Chunk, max: usize, format: Option<Format>) -> Pieces<'_> {
             let (bytes, offset) = match s {
                 Span::InBuffer { range, offset } => (&chunk.buf[range.clone()], *offset),
                 Span::Copied(v, offset) => (v.as_slice(), *offset),
-                Span::TooLong(len) => return Piece::TooLong(*len),
+                Span::TooLong(len, raw) => return Piece::TooLong(*len, *raw),
             };
             // Offsets only tell the stream's first line (and its byte-order mark) apart.
             let mut it = lines::lines(0, offset, bytes);
@@ -167,7 +167,7 @@ impl<O: Observer, F: FnMut(&mut [u8]) -> usize> Shared<'_, O, F> {
             src.splitter.cut(&buf[..n], &mut |c| match c {
                 Cut::InChunk { range, offset } => spans.push(Span::InBuffer { range, offset }),
                 Cut::Block(Block::Lines { bytes, offset }) => spans.push(Span::Copied(bytes.to_vec(), offset)),
-                Cut::Block(Block::TooLong { len, .. }) => spans.push(Span::TooLong(len)),
+                Cut::Block(Block::TooLong { len, raw, .. }) => spans.push(Span::TooLong(len, raw)),
                 // Not kept: `keep_long` is off.
                 Cut::Block(Block::LongBytes(_)) => {}
             });
@@ -196,7 +196,7 @@ impl<O: Observer, F: FnMut(&mut [u8]) -> usize> Shared<'_, O, F> {
                     for piece in pieces.drain(..) {
                         match piece {
                             Piece::Lines { bytes, count, outcomes } => checker.apply_lines(bytes, count, outcomes),
-                            Piece::TooLong(len) => checker.too_long(len),
+                            Piece::TooLong(len, raw) => checker.too_long(len, raw),
                         }
                     }
                 });

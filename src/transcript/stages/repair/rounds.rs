@@ -28,6 +28,8 @@ pub struct RoundEdit {
     /// The edit; a line that only existed in an earlier round's output (an inserted result) is
     /// named by the input line it follows.
     pub edit: Edit,
+    /// Whether the edit acts on a line the repair inserted in an earlier round.
+    pub on_inserted: bool,
 }
 
 /// What a repair over several rounds did. Calling order: [`Rounds::record`] each round's plan
@@ -101,7 +103,9 @@ impl Rounds {
         let round = self.rounds;
         for e in &plan.edits {
             let edit = self.translate(e);
-            self.edits.push(RoundEdit { round, edit });
+            let on_inserted = !matches!(e, Edit::Insert { .. })
+                && matches!(self.origins.as_ref().and_then(|o| o.of(e.line())), Some(super::rewrite::Source::Inserted { .. }));
+            self.edits.push(RoundEdit { round, edit, on_inserted });
         }
         for u in &plan.unrepaired {
             self.left(u);
