@@ -137,6 +137,8 @@ pub struct Report {
     pub format: Option<Format>,
     /// Edits planned, over every round.
     pub edits: usize,
+    /// Rewrites made (a later one when the edits of the one before left new findings).
+    pub rounds: usize,
     /// What the rewrite did (all rounds).
     pub lines: RewriteStats,
     /// Findings left.
@@ -161,6 +163,7 @@ impl Report {
             status,
             format: None,
             edits: 0,
+            rounds: 0,
             lines: RewriteStats::default(),
             unrepaired: Vec::new(),
             message: None,
@@ -453,6 +456,7 @@ fn try_repair(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Repo
         w.finish(&mut emit);
     }
     report.edits = rounds.edits().len();
+    report.rounds = rounds.rounds();
     report.lines = rounds.stats();
     report.unrepaired = rounds.unrepaired().to_vec();
     let complete = rounds.complete();

@@ -120,6 +120,16 @@ pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) 
     }
 }
 
+/// Reads a framed line: [`read_line`], with the line limit counting a byte-order mark that
+/// starts the stream (left out of the content), as the splitter counts it.
+pub fn read_framed<'a>(l: &lines::Line<'a>, max: usize, format: Option<Format>) -> Outcome<'a> {
+    if l.bytes.len() > l.limit(max) {
+        let len = l.bytes.len() + (max - l.limit(max));
+        return Outcome::Fault(Finding::new(l.number, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {max}")));
+    }
+    read_line(l.number, l.bytes, max, format)
+}
+
 /// The finding for a line that is not a JSON object. The scanner decided; serde_json, which
 /// agrees on validity, says what is wrong in words.
 fn malformed(number: u64, bytes: &[u8]) -> Finding {
@@ -338,7 +348,7 @@ impl<O: Observer> Checker<O> {
                         return;
                     }
                     self.observe(&l);
-                    let o = read_line(l.number, l.bytes, l.limit(self.opts.max_line_bytes), self.detector.format());
+                    let o = read_framed(&l, self.opts.max_line_bytes, self.detector.format());
                     self.apply(o);
                 }
                 self.next_line = it.next_number();

@@ -130,6 +130,7 @@ fn every_regression_case_keeps_its_promises() {
         let name = case.file_name().unwrap().to_string_lossy().into_owned();
         let (opts, policy) = case_options(&name);
         let r = invariants::check(&input, &opts, policy).unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+        super::repair::assert_one_pass_matches_in(&name, &input, &opts, policy, &[1, 7, 20, 4096, input.len().max(1)]);
         let mut actual = format!("{}\n", if r.complete { "complete" } else { "partial" });
         for e in &r.edits {
             actual.push_str(&format!("edit {}\n", describe(e)));
@@ -158,4 +159,18 @@ fn check_one_file() {
     if let Err(e) = invariants::check(&input, &opts, policy) {
         panic!("{e}");
     }
+}
+
+#[test]
+#[ignore]
+fn debug_one_pass() {
+    let Some(path) = std::env::var_os("INVARIANT_FILE") else { return };
+    let input = std::fs::read(&path).unwrap();
+    let (opts, policy) = case_options(&std::path::Path::new(&path).file_name().unwrap().to_string_lossy());
+    let plan = transcriptd::transcript::stages::repair::plan_bytes(&input, &opts, policy).unwrap();
+    println!("plan {:?}", plan);
+    let (output, rejects, _) = transcriptd::transcript::stages::repair::rewrite_bytes(&input, &plan, opts.max_line_bytes, true);
+    let one = transcriptd::transcript::stages::repair::repair_bytes_streaming(&input, &opts, policy, 1).unwrap();
+    println!("two {:?}\n one {:?}", String::from_utf8_lossy(&output), String::from_utf8_lossy(&one.output));
+    println!("two rej {:?}\n one rej {:?}", String::from_utf8_lossy(&rejects), String::from_utf8_lossy(&one.rejects));
 }

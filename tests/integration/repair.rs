@@ -23,11 +23,16 @@ fn tree_resolves(b: &[u8]) -> bool {
 /// rejects, plan and log byte for byte. Returns why it gave up, if it did (whole input in one
 /// chunk).
 pub fn assert_one_pass_matches(name: &str, input: &[u8], opts: &Options, policy: OrphanPolicy) -> Option<Abandon> {
+    let small = if input.len() < 64 << 10 { 7 } else { 4096 };
+    assert_one_pass_matches_in(name, input, opts, policy, &[small, 65_536, input.len().max(1)])
+}
+
+/// [`assert_one_pass_matches`] with reads of the given sizes.
+pub fn assert_one_pass_matches_in(name: &str, input: &[u8], opts: &Options, policy: OrphanPolicy, chunks: &[usize]) -> Option<Abandon> {
     let plan = transcriptd::transcript::stages::repair::plan_bytes(input, opts, policy).unwrap();
     let (output, rejects, log) = rewrite_bytes(input, &plan, opts.max_line_bytes, true);
-    let small = if input.len() < 64 << 10 { 7 } else { 4096 };
     let mut gave_up = None;
-    for chunk in [small, 65_536, input.len().max(1)] {
+    for &chunk in chunks {
         let one = repair_bytes_streaming(input, opts, policy, chunk).unwrap();
         assert!(one.output == output, "{name}: one-pass output (chunks of {chunk}) differs from the two-pass one ({:?})", one.abandoned);
         assert!(one.rejects == rejects, "{name}: one-pass rejects (chunks of {chunk}) differ from the two-pass ones");

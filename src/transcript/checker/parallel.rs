@@ -14,7 +14,7 @@
 //! buffers: memory stays flat whatever the file size. The outputs are those of
 //! [`Checker::feed`], byte for byte (tested).
 
-use super::{read_line, Checker, Observer, Outcome, StrictStop};
+use super::{read_framed, Checker, Observer, Outcome, StrictStop};
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{self, Block, Cut, LineSplitter};
 use std::collections::BTreeMap;
@@ -78,7 +78,7 @@ fn parse(chunk: &Chunk, max: usize, format: Option<Format>) -> Pieces<'_> {
             };
             // Offsets only tell the stream's first line (and its byte-order mark) apart.
             let mut it = lines::lines(0, offset, bytes);
-            let outcomes = it.by_ref().map(|l| read_line(l.number, l.bytes, l.limit(max), format)).collect();
+            let outcomes = it.by_ref().map(|l| read_framed(&l, max, format)).collect();
             Piece::Lines { bytes: bytes.len() as u64, count: it.next_number(), outcomes }
         })
         .collect()

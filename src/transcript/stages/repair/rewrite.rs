@@ -208,10 +208,7 @@ impl Origins {
                     while at < end {
                         let Some(i) = self.runs.partition_point(|p| p.out <= at).checked_sub(1) else { break };
                         let p = self.runs[i];
-                        let take = (p.out + p.len).min(end) - at;
-                        if take == 0 {
-                            break;
-                        }
+                        let Some(take) = (p.out + p.len).min(end).checked_sub(at).filter(|&t| t > 0) else { break };
                         o.push(p.src.offset(at - p.out), take);
                         at += take;
                     }
@@ -249,20 +246,22 @@ pub struct RewriteLog {
 }
 
 /// Writes one rejects record: `{"line", "action", "reason", "text" | "base64"}` (action and
-/// reason are plain words).
-pub fn write_record(buf: &mut Vec<u8>, line: u64, action: Action, reason: Option<Kind>, original: &[u8]) {
+/// reason are plain words). `base64` for bytes that are not UTF-8, and for a line over the
+/// limit `max` (however it was read: in one piece, or streamed across reads).
+pub fn write_record(buf: &mut Vec<u8>, line: u64, action: Action, reason: Option<Kind>, original: &[u8], max: usize) {
     buf.clear();
     let write = "writing to a Vec cannot fail";
     write!(buf, "{{\"line\":{line},\"action\":\"{}\"", action.as_str()).expect(write);
     if let Some(r) = reason {
         write!(buf, ",\"reason\":\"{}\"", r.as_str()).expect(write);
     }
-    match simdutf8::basic::from_utf8(original) {
-        Ok(text) => {
+    let over = original.strip_suffix(b"\r").unwrap_or(original).len() > max;
+    match simdutf8::basic::from_utf8(original).ok().filter(|_| !over) {
+        Some(text) => {
             buf.extend_from_slice(b",\"text\":");
             scan::write_json_string(buf, text);
         }
-        Err(_) => {
+        None => {
             buf.extend_from_slice(b",\"base64\":\"");
             buf.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(original).as_bytes());
             buf.push(b'"');
@@ -319,6 +318,7 @@ impl LongRecord {
 #[derive(Debug)]
 pub struct RejectWriter {
     changes: VecDeque<Change>,
+    max: usize,
     splitter: Option<LineSplitter>,
     next_line: u64,
     long: LongRecord,
@@ -331,6 +331,7 @@ impl RejectWriter {
     pub fn new(changes: Vec<Change>, max_line_bytes: usize) -> Self {
         RejectWriter {
             changes: changes.into(),
+            max: max_line_bytes,
             splitter: Some(LineSplitter::new(max_line_bytes).keep_long()),
             next_line: 1,
             long: LongRecord::default(),
@@ -353,7 +354,7 @@ impl RejectWriter {
                 let mut start = 0;
                 for nl in memchr::memchr_iter(b'\n', bytes) {
                     if let Some(c) = self.wanted(self.next_line) {
-                        write_record(&mut self.buf, c.line, c.action, c.reason, &bytes[start..nl]);
+                        write_record(&mut self.buf, c.line, c.action, c.reason, &bytes[start..nl], self.max);
                         out(Emit::Reject(&self.buf));
                     }
                     self.next_line += 1;
@@ -384,7 +385,7 @@ impl RejectWriter {
         if let Some(c) = self.wanted(line) {
             match torn {
                 Some(Some(bytes)) => {
-                    write_record(&mut self.buf, c.line, c.action, c.reason, &bytes);
+                    write_record(&mut self.buf, c.line, c.action, c.reason, &bytes, self.max);
                     out(Emit::Reject(&self.buf));
                 }
                 _ => {
@@ -429,6 +430,11 @@ pub struct Rewriter {
     /// Chat formats: the lines later lines merge into, with the last line that does.
     merge_targets: Map<u64, u64>,
     splitter: Option<LineSplitter>,
+    /// Bytes handed in through [`Rewriter::feed_until`] (not through the splitter).
+    fed_until: u64,
+    /// Whether the splitter was fed.
+    split: bool,
+    max_line_bytes: usize,
     next_line: u64,
     /// Claude Code: the parent each removed line's children move to, by the hash of the
     /// removed line's uuid ([`id_hash`]).
@@ -449,6 +455,8 @@ pub struct Rewriter {
     write_rejects: bool,
     /// The reject line being written (kept to reuse its allocation).
     reject_buf: Vec<u8>,
+    /// The line limit.
+    max: usize,
     log: RewriteLog,
 }
 
@@ -472,6 +480,9 @@ impl Rewriter {
             like_lines: Set::default(),
             merge_targets: Map::default(),
             splitter: Some(LineSplitter::new(max_line_bytes).keep_long()),
+            fed_until: 0,
+            split: false,
+            max_line_bytes,
             next_line: 1,
             repoint: Map::default(),
             unread_removed: Set::default(),
@@ -482,6 +493,7 @@ impl Rewriter {
             long: LongRecord::default(),
             write_rejects: true,
             reject_buf: Vec::new(),
+            max: max_line_bytes,
             log: RewriteLog::default(),
         }
     }
@@ -569,6 +581,9 @@ impl Rewriter {
                 self.log.origins.push(Source::Same(self.next_line), count);
                 self.next_line = end;
                 self.forget_parents();
+                if !self.split {
+                    self.fed_until += whole as u64;
+                }
                 return whole;
             }
         }
@@ -612,6 +627,9 @@ impl Rewriter {
             out(Emit::Out(&bytes[run..start]));
         }
         self.forget_parents();
+        if !self.split {
+            self.fed_until += start as u64;
+        }
         start
     }
 
@@ -629,6 +647,18 @@ impl Rewriter {
 
     /// Feeds the next chunk of the original file.
     pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        if !self.split {
+            // The stream goes on where `feed_until` left it: the splitter starts at that offset
+            // (only the stream's first byte may start a byte-order mark).
+            self.split = true;
+            self.splitter = Some(LineSplitter::resume(self.max_line_bytes, self.fed_until).keep_long());
+        }
+        if !self.split {
+            // The stream goes on where `feed_until` left it: the splitter starts at that offset
+            // (only the stream's first byte may start a byte-order mark).
+            self.split = true;
+            self.splitter = Some(LineSplitter::resume(self.max_line_bytes, self.fed_until).keep_long());
+        }
         let mut splitter = self.splitter.take().expect("not finished");
         splitter.feed(chunk, &mut |b| self.block(b, out));
         self.splitter = Some(splitter);
@@ -1035,11 +1065,74 @@ impl Rewriter {
         if !self.write_rejects {
             return;
         }
-        write_record(&mut self.reject_buf, line, action, reason, original);
+        write_record(&mut self.reject_buf, line, action, reason, original, self.max);
         out(Emit::Reject(&self.reject_buf));
         if self.reject_buf.capacity() > 1 << 20 {
             // Not kept for every later line: a long line reserved six times its length.
             self.reject_buf = Vec::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origins(parts: &[(Source, u64)]) -> Origins {
+        let mut o = Origins::default();
+        for &(s, n) in parts {
+            o.push(s, n);
+        }
+        o
+    }
+
+    #[test]
+    fn origins_map_output_lines_back_through_rounds() {
+        // Round 1 over five lines: 2 removed, a result inserted after 3, 4 edited.
+        let first = origins(&[(Source::Same(1), 1), (Source::Same(3), 1), (Source::Inserted { after: 3 }, 1), (Source::Modified(4), 1), (Source::Same(5), 1)]);
+        assert_eq!(first.lines(), 5);
+        let got: Vec<_> = (1..=5).map(|l| first.of(l).unwrap()).collect();
+        assert_eq!(got, [Source::Same(1), Source::Same(3), Source::Inserted { after: 3 }, Source::Modified(4), Source::Same(5)]);
+        assert_eq!(first.of(6), None);
+        // Round 2 over that output: its line 1 removed, 2..4 kept, 5 edited.
+        let second = origins(&[(Source::Same(2), 3), (Source::Modified(5), 1)]);
+        let both = first.then(&second);
+        let got: Vec<_> = (1..=4).map(|l| both.of(l).unwrap()).collect();
+        assert_eq!(got, [Source::Same(3), Source::Inserted { after: 3 }, Source::Modified(4), Source::Modified(5)]);
+        assert_eq!(both.input_line(2), Some(3), "an inserted line stands for the line it follows");
+        // Consecutive lines merge into one run: the map grows with the edits, not the file.
+        let plain = origins(&[(Source::Same(1), 1000), (Source::Same(1001), 5)]);
+        assert_eq!(plain.runs.len(), 1);
+    }
+
+    #[test]
+    fn rejects_written_again_from_the_input() {
+        let input = b"a\r\n\xEF\xBB\xBFb\nccccccccccc\r\nd";
+        let changes = vec![
+            Change { line: 1, action: Action::Modified, reason: None, parent: true },
+            Change { line: 2, action: Action::Removed, reason: Some(Kind::MalformedLine), parent: false },
+            Change { line: 3, action: Action::Removed, reason: Some(Kind::LineTooLong), parent: false },
+            Change { line: 4, action: Action::Removed, reason: Some(Kind::TornLine), parent: false },
+        ];
+        for chunk in [1, 2, 5, 100] {
+            let mut w = RejectWriter::new(changes.clone(), 5);
+            let mut out = Vec::new();
+            let mut emit = |e: Emit<'_>| {
+                if let Emit::Reject(b) = e {
+                    out.extend_from_slice(b)
+                }
+            };
+            for piece in input.chunks(chunk) {
+                w.feed(piece, &mut emit);
+            }
+            w.finish(&mut emit);
+            let text = String::from_utf8(out).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines[0], r#"{"line":1,"action":"modified","text":"a\r"}"#, "chunks of {chunk}");
+            // A mark that does not start the file is an ordinary character of its line.
+            assert_eq!(lines[1], "{\"line\":2,\"action\":\"removed\",\"reason\":\"malformed_line\",\"text\":\"\u{feff}b\"}", "chunks of {chunk}");
+            assert!(lines[2].starts_with(r#"{"line":3,"action":"removed","reason":"line_too_long","base64":""#), "chunks of {chunk}");
+            assert_eq!(lines[3], r#"{"line":4,"action":"removed","reason":"torn_line","text":"d"}"#, "chunks of {chunk}");
         }
     }
 }
