@@ -18,7 +18,7 @@ use super::{Map, Set};
 use crate::transcript::checker::Observer;
 use crate::transcript::finding::{Kind, Output, Severity};
 use crate::transcript::formats::Format;
-use crate::transcript::model::{Args, Entry, Parsed, Role};
+use crate::transcript::model::{Args, Entry, Node, Parsed, Role};
 use serde::Serialize;
 
 /// What to do with calls still pending at the end of a transcript.
@@ -165,6 +165,9 @@ pub struct Plan {
     /// Whether the edits may leave new findings (a removed user line between two assistant
     /// turns): the output must be checked again.
     pub recheck: bool,
+    /// Claude Code: the last prompt that does not hang under the line before it, which may be
+    /// a rewind (0: none).
+    pub jump_prompt: u64,
 }
 
 impl Plan {
@@ -226,10 +229,12 @@ pub struct Planner {
     /// The last line format detection looked at: an edit up to it may change what the output
     /// is detected as.
     detected_through: u64,
+    /// Claude Code: the node of the last line that had one.
+    prev_node: Option<u64>,
     /// Turns with calls pending (scratch space, kept to reuse its allocation).
     live: Set<u64>,
     /// Claude Code: (line, hash of its parent) of the lines read, while recording.
-    parents: Option<Vec<(u64, Option<u64>)>>,
+    parents: Option<Vec<(u64, Node)>>,
     plan: Plan,
 }
 
@@ -269,15 +274,15 @@ impl Planner {
         self.plan
     }
 
-    /// Keeps the parent of every Claude Code line read from now on, for
+    /// Keeps the tree node (uuid and parent) of every Claude Code line read from now on, for
     /// [`Planner::take_parents`] (the one-pass repair hands them to its rewriter); `false` stops
     /// and forgets them.
     pub fn record_parents(&mut self, on: bool) {
         self.parents = on.then(Vec::new);
     }
 
-    /// The parents recorded since the last call: (line, [`Node::parent`](crate::transcript::model::Node)), in line order.
-    pub fn take_parents(&mut self) -> Vec<(u64, Option<u64>)> {
+    /// The nodes recorded since the last call: (line, [`Node`]), in line order.
+    pub fn take_parents(&mut self) -> Vec<(u64, Node)> {
         self.parents.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
@@ -482,7 +487,15 @@ impl Observer for Planner {
 
     fn line(&mut self, number: u64, parsed: &Parsed<'_>) {
         if let (Some(parents), Some(node)) = (self.parents.as_mut(), parsed.node) {
-            parents.push((number, node.parent));
+            parents.push((number, node));
+        }
+        if let Some(node) = parsed.node {
+            // A prompt that hangs elsewhere than under the line before it may be a rewind.
+            let prompt = matches!(&parsed.entry, Entry::Message(m) if m.prompt);
+            if prompt && node.parent.is_some() && node.parent != self.prev_node {
+                self.plan.jump_prompt = number;
+            }
+            self.prev_node = Some(node.id);
         }
         if self.consecutive_at.take() == Some(number) {
             self.consecutive(number);

@@ -28,7 +28,7 @@ use super::{Map, Set};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter, BOM};
-use crate::transcript::model::{id_hash, Entry, Message, Role};
+use crate::transcript::model::{id_hash, Entry, Message, Node, Role};
 use crate::transcript::scan;
 use base64::Engine;
 use serde::Serialize;
@@ -240,9 +240,21 @@ pub struct RewriteLog {
     /// Edits that could not be made.
     pub failed: Vec<Failed>,
     /// The rewrite did something whose effect on the findings the plan could not foresee
-    /// (Claude Code: a line moved under its removed parent's parent may make or unmake a
-    /// rewind): the output must be checked again.
+    /// (Claude Code: a prompt moved under its removed parent's parent may be a rewind there):
+    /// the output must be checked again.
     pub recheck: bool,
+    /// Claude Code: the first line moved from under a removed line the checker could not read
+    /// (its uuid found in what could be read of it) to that line's parent. A rewind after it
+    /// may now abandon it: see [`Plan::jump_prompt`].
+    pub unread_repoint: Option<u64>,
+}
+
+impl RewriteLog {
+    /// Whether the output must be checked again: the rewrite says so, or a line was moved
+    /// under new ancestors before a prompt of `plan` that may be a rewind.
+    pub fn needs_recheck(&self, plan: &Plan) -> bool {
+        self.recheck || self.unread_repoint.is_some_and(|l| l < plan.jump_prompt)
+    }
 }
 
 /// Writes one rejects record: `{"line", "action", "reason", "text" | "base64"}` (action and
@@ -443,10 +455,10 @@ pub struct Rewriter {
     /// what could be read of them).
     unread_removed: Set<u64>,
     next_repoint: Option<(Option<String>, String)>,
-    /// Claude Code lines not fed yet whose parent the checker already read: (line, hash of its
-    /// parent), in line order. A line in it needs no look at its bytes to know it does not hang
-    /// under a removed line.
-    parents: VecDeque<(u64, Option<u64>)>,
+    /// Claude Code lines not fed yet whose tree node the checker already read: (line, node),
+    /// in line order. A line in it needs no look at its bytes to know it does not hang under a
+    /// removed line.
+    parents: VecDeque<(u64, Node)>,
     /// The `message.id` of lines another line joins (`None`: it has none).
     message_ids: Map<u64, Option<String>>,
     held: Option<Held>,
@@ -509,11 +521,11 @@ impl Rewriter {
         self.format = format;
     }
 
-    /// Tells the rewriter the parents of Claude Code lines not fed yet (the checker's
-    /// [`Node::parent`](crate::transcript::model::Node) of each: the hash of its `parentUuid`,
-    /// or of `logicalParentUuid` when that is null), in line order. Optional: a line without
-    /// one is looked at to find its parent.
-    pub fn add_parents(&mut self, parents: impl IntoIterator<Item = (u64, Option<u64>)>) {
+    /// Tells the rewriter the tree nodes of Claude Code lines not fed yet (the checker's
+    /// [`Node`] of each: the hashes of its uuid and of its `parentUuid`, or of
+    /// `logicalParentUuid` when that is null), in line order. Optional: a line without one is
+    /// looked at to find them.
+    pub fn add_parents(&mut self, parents: impl IntoIterator<Item = (u64, Node)>) {
         self.parents.extend(parents);
     }
 
@@ -606,7 +618,7 @@ impl Rewriter {
             let content = if n == 1 { no_cr.strip_prefix(BOM).unwrap_or(no_cr) } else { no_cr };
             let bom = content.len() < no_cr.len();
             let plain =
-                !bom && self.interesting.get(self.cursor) != Some(&n) && self.held.is_none() && self.next_repoint.is_none() && !self.repoints(n, content);
+                !bom && self.interesting.get(self.cursor) != Some(&n) && self.held.is_none() && self.next_repoint.is_none() && !self.repoints(n, content, true);
             if plain {
                 self.log.origins.push(Source::Same(n), 1);
             } else {
@@ -702,17 +714,36 @@ impl Rewriter {
     /// Whether line `n` hangs under a removed line (Claude Code) and must be re-pointed. A line
     /// whose parent the checker read is looked at only when that parent was removed (or,
     /// rarely, when its `logicalParentUuid` was: then the look finds nothing to do).
-    fn repoints(&mut self, n: u64, line: &[u8]) -> bool {
+    ///
+    /// A line the output keeps (`kept`) brings its uuid back: lines under it stay under it,
+    /// although a removed line had that uuid too (a cut copy of a line, written before it).
+    fn repoints(&mut self, n: u64, line: &[u8], kept: bool) -> bool {
         self.forget_parents();
         if self.repoint.is_empty() || self.format != Format::ClaudeCode {
             return false;
         }
-        if let Some(&(l, parent)) = self.parents.front() {
-            if l == n && !parent.is_some_and(|p| self.repoint.contains_key(&p)) {
-                return false;
+        let hint = self.parents.front().filter(|&&(l, _)| l == n).map(|&(_, node)| node);
+        let (id, moves) = match hint {
+            Some(node) if !node.parent.is_some_and(|p| self.repoint.contains_key(&p)) => (Some(node.id), false),
+            Some(node) => (Some(node.id), synth::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&id_hash(&p)))),
+            None => {
+                let (uuid, parent) = synth::claude_ids(line);
+                (uuid.map(|u| id_hash(&u)), parent.is_some_and(|p| self.repoint.contains_key(&id_hash(&p))))
+            }
+        };
+        if kept && !moves {
+            if let Some(id) = id {
+                self.back(id);
             }
         }
-        synth::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&id_hash(&p)))
+        moves
+    }
+
+    /// A uuid a kept line has: no longer a removed line's.
+    fn back(&mut self, id: u64) {
+        if self.repoint.remove(&id).is_some() {
+            self.unread_removed.remove(&id);
+        }
     }
 
     fn busy(&self) -> bool {
@@ -828,7 +859,7 @@ impl Rewriter {
         let mut parent = false;
         let mut removed = None;
         if claude && (self.next_repoint.is_some() || !self.repoint.is_empty()) {
-            if let Some(b) = self.repoint_parent(&bytes) {
+            if let Some(b) = self.repoint_parent(n, &bytes) {
                 bytes = Cow::Owned(b);
                 parent = true;
             }
@@ -913,6 +944,11 @@ impl Rewriter {
                 }
             }
         } else {
+            if claude && !self.repoint.is_empty() {
+                if let Some(u) = own_uuid.clone().or_else(|| synth::claude_ids(&bytes).0) {
+                    self.back(id_hash(&u));
+                }
+            }
             let changed = modified.is_some() || parent;
             if changed {
                 self.reject(n, Action::Modified, modified.flatten(), parent, raw, out);
@@ -1017,7 +1053,7 @@ impl Rewriter {
 
     /// The line with its parent re-pointed, when it must be: after an insertion (the next line
     /// only), or under a removed line.
-    fn repoint_parent(&mut self, line: &[u8]) -> Option<Vec<u8>> {
+    fn repoint_parent(&mut self, n: u64, line: &[u8]) -> Option<Vec<u8>> {
         let (_, parent) = synth::parent_span(line)?;
         let next = self.next_repoint.take();
         let target = match next {
@@ -1027,13 +1063,14 @@ impl Rewriter {
             _ => {
                 let hash = id_hash(parent.as_deref()?);
                 let target = self.repoint.get(&hash).cloned()?;
-                // Moved to its grandparent, the line may now arrive where a conversation line
-                // already hangs (a prompt there is a rewind), or hang where a later prompt
-                // arrives while the checker never saw the removed line: the plan could not
-                // foresee what the checker makes of the new tree.
+                // Moved to its grandparent, a prompt may arrive where a conversation line
+                // already hangs: a rewind the input did not have.
                 let prompt = matches!(self.format.parse(line).map(|p| p.entry), Ok(Entry::Message(m)) if m.prompt);
-                if prompt || self.unread_removed.contains(&hash) {
-                    self.log.recheck = true;
+                self.log.recheck |= prompt;
+                // Under a line the checker could not read, the line had no known ancestors:
+                // now it has, and a later rewind to one of them abandons it too.
+                if self.unread_removed.contains(&hash) {
+                    self.log.unread_repoint.get_or_insert(n);
                 }
                 Some(target)
             }

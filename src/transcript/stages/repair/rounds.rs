@@ -138,7 +138,7 @@ impl Rounds {
             fate.parent |= c.parent;
         }
         self.stats += log.stats;
-        self.open = plan.recheck || log.recheck;
+        self.open = plan.recheck || log.needs_recheck(plan);
         self.origins = Some(match self.origins.take() {
             Some(o) => o.then(&log.origins),
             None => log.origins,
