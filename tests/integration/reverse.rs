@@ -3,7 +3,7 @@
 //! (numbers, offsets, bytes, too-long and torn reports), and the context it finds reading
 //! backwards is the one a forward read finds.
 
-use super::framing::{backward, forward, Framed};
+use super::framing::{backward, forward};
 use super::support::{data, generate, jsonl_files};
 use proptest::prelude::*;
 use transcriptd::cli::context::scan;
@@ -12,7 +12,7 @@ use transcriptd::transcript::lines::{lines, Block, LineSplitter};
 use transcriptd::transcript::model::Entry;
 use transcriptd::transcript::reverse::SourceLine;
 use transcriptd::transcript::stages::model_context::{ModelContextScan, RolloutItem};
-use transcriptd::transcript::{check_bytes, Format, Progress};
+use transcriptd::transcript::{check_bytes, Format};
 
 /// The context a forward read finds: complete lines within the limit, after the last Claude
 /// boundary, or the Codex scan fed from an in-memory list, or everything.

@@ -189,6 +189,8 @@ struct Turn {
     removed: bool,
     /// Claude: the line of the turn this turn joins (a consecutive turn merged by id).
     join: Option<u64>,
+    /// Claude: its turn key in the repaired file (the key of the turn it joins, if it does).
+    out_key: Option<u64>,
     /// Chat formats: the line this message merges into.
     merge_into: Option<u64>,
 }
@@ -217,6 +219,8 @@ pub struct Planner {
     /// Results planned away from the line being read, by call id.
     dropped_here: Vec<String>,
     join_next: Option<u64>,
+    /// The key of the turn `join_next` names.
+    join_key_next: Option<u64>,
     merge_next: Option<u64>,
     /// A `consecutive_assistant` finding about this line, not decided yet: results inserted
     /// for the earlier turn's calls (whose findings follow it) separate the turns; only
@@ -391,7 +395,10 @@ impl Planner {
             Some(Format::ClaudeCode) if prev.key.is_none() => {
                 self.unrepaired(line, Kind::ConsecutiveAssistant, None, "the earlier assistant turn has no message.id to join")
             }
-            Some(Format::ClaudeCode) => self.join_next = Some(prev.join.unwrap_or(prev.first_line)),
+            Some(Format::ClaudeCode) => {
+                self.join_next = Some(prev.join.unwrap_or(prev.first_line));
+                self.join_key_next = prev.out_key;
+            }
             Some(Format::OpenAiChat | Format::Anthropic) => self.merge_next = Some(prev.merge_into.unwrap_or(prev.first_line)),
             _ => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
         }
@@ -400,8 +407,16 @@ impl Planner {
     fn assistant_line(&mut self, line: u64, m: &crate::transcript::model::Message<'_>) {
         let same = m.turn.is_some() && self.current.and_then(|c| self.turns.get(&c)).is_some_and(|t| t.key == m.turn);
         if !same {
+            if let Some(cur) = self.current.and_then(|c| self.turns.get(&c)) {
+                if m.turn.is_some() && cur.out_key == m.turn && cur.key != m.turn {
+                    // The turn before took this line's message id by a join: in the repaired
+                    // file this line continues that turn, which the plan did not see.
+                    self.plan.recheck = true;
+                }
+            }
             self.seq += 1;
             let join = self.join_next.take();
+            let out_key = if join.is_some() { self.join_key_next.take() } else { m.turn };
             let merge_into = self.merge_next.take();
             if let Some(into) = merge_into {
                 self.edit(Edit::MergeInto { line, into, reason: Kind::ConsecutiveAssistant });
@@ -421,6 +436,7 @@ impl Planner {
                     invalid_call: false,
                     removed: self.empty_at == Some(line),
                     join,
+                    out_key,
                     merge_into,
                 },
             );
@@ -523,6 +539,7 @@ impl Observer for Planner {
                         invalid_call: false,
                         removed: false,
                         join: None,
+                        out_key: None,
                         merge_into: None,
                     };
                     self.turns.insert(self.seq, t);

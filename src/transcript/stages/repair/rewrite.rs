@@ -894,6 +894,8 @@ impl Rewriter {
                 Edit::Insert { .. } => continue,
             };
             match edited {
+                // The line already was as the edit makes it (a join to the id it has).
+                Ok(Edited::Line(b)) if b == *bytes => {}
                 Ok(Edited::Line(b)) => {
                     bytes = Cow::Owned(b);
                     modified = Some(Some(e.reason()));
