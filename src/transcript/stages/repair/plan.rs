@@ -6,12 +6,14 @@
 //! | `unanswered_call` | insert a synthetic error result after the call's exchange (the last line of its message and of the results it got): [`ResultText::NotExecuted`], or [`ResultText::InvalidPeer`] for the other calls of a turn with an invalid call |
 //! | `orphan_call` | [`OrphanPolicy::Answer`]: insert [`ResultText::Interrupted`]; `Drop`: remove the call; `Keep`: nothing |
 //! | `orphan_result`, `duplicate_result` | remove those results (the first result of a call stays) |
-//! | `consecutive_assistant` | Claude Code: the second turn joins the first (same `message.id`) when the first made no calls; OpenAI/Anthropic: the messages merge. When the first turn made calls, the results inserted for them separate the turns. |
+//! | `consecutive_assistant` | Claude Code: the second turn joins the first (it gets the first's `message.id`; not repaired when the first has none); OpenAI/Anthropic: the messages merge. Unless results are inserted for the first turn's calls: they separate the turns. |
 //! | `empty_assistant_turn` | remove the turn's lines |
 //! | framing findings | remove the line (kept in the rejects file) |
 //!
-//! Removing a user line can leave two assistant turns side by side; the plan says when that may
-//! have happened ([`Plan::recheck`]), so that the shell checks the output again.
+//! Removing a user line can leave two assistant turns side by side, a join can run on into a
+//! later line with the joined id, a removed line may have decided the format: the plan says
+//! when its edits may leave findings it did not see ([`Plan::recheck`]), so that the output is
+//! checked again ([`super::rounds`]).
 
 use super::synth::ResultText;
 use super::{Map, Set};
@@ -237,7 +239,7 @@ pub struct Planner {
     prev_node: Option<u64>,
     /// Turns with calls pending (scratch space, kept to reuse its allocation).
     live: Set<u64>,
-    /// Claude Code: (line, hash of its parent) of the lines read, while recording.
+    /// Claude Code: (line, tree node) of the lines read, while recording.
     parents: Option<Vec<(u64, Node)>>,
     plan: Plan,
 }
