@@ -8,9 +8,7 @@ mod common;
 use libfuzzer_sys::{fuzz_mutator, fuzz_target};
 use transcriptd::transcript::stages::repair::{plan_bytes, repair_bytes_streaming, rewrite_bytes};
 
-fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| {
-    common::structured_mutate(data, size, max_size, seed)
-});
+fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| { common::structured_mutate(data, size, max_size, seed) });
 
 fuzz_target!(|data: &[u8]| {
     let (opts, policy) = common::options(data);

@@ -11,9 +11,7 @@ use libfuzzer_sys::{fuzz_mutator, fuzz_target};
 use transcriptd::transcript::checker::collect;
 use transcriptd::transcript::{check_bytes, Checker, Options};
 
-fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| {
-    common::structured_mutate(data, size, max_size, seed)
-});
+fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| { common::structured_mutate(data, size, max_size, seed) });
 
 fuzz_target!(|data: &[u8]| {
     let (opts, _) = common::options(data);
