@@ -443,6 +443,10 @@ impl Planner {
                     self.edit(Edit::Remove { line, reason: f.kind });
                 }
             }
+            // A call id used twice: a result inserted or dropped for one of the calls may leave
+            // the other open, or answer it, where the plan cannot tell (the two may even sit in
+            // different threads): the output is checked again.
+            Kind::DuplicateCallId => self.plan.recheck = true,
             // Missing transcripts are not lines; argument and id warnings need no edit.
             _ => {}
         }
@@ -644,7 +648,7 @@ impl Observer for Planner {
 
     fn output(&mut self, output: &Output) {
         if let Output::Finding(f) = output {
-            if f.severity == Severity::Error || f.kind == Kind::EmptyAssistantTurn {
+            if f.severity == Severity::Error || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
                 self.finding(f);
             }
         }
