@@ -165,6 +165,21 @@ pub enum StageConfig {
     },
 }
 
+impl StageConfig {
+    /// The stage, built: `None` for `parse`, which is the pipeline's front. `quiet` is the quiet
+    /// time after which the `validate` stage reports the tail of a live file.
+    pub fn build(&self, quiet: Duration) -> Option<Box<dyn crate::transcript::Stage>> {
+        use crate::transcript::{pipeline, stages};
+        match self {
+            StageConfig::Parse => None,
+            StageConfig::Compaction => Some(Box::new(pipeline::Compactions)),
+            StageConfig::Orphans { grace, .. } => Some(Box::new(stages::orphans::Orphans::new(*grace))),
+            StageConfig::Validate => Some(Box::new(stages::validate::Validate::new(quiet))),
+            StageConfig::Repair { min_idle, .. } => Some(Box::new(pipeline::RepairTrigger::new(*min_idle))),
+        }
+    }
+}
+
 /// What the repair stage does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -361,6 +376,12 @@ impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: path.display().to_string(), message: e.to_string() })?;
         Config::parse(&text, &path.display().to_string())
+    }
+
+    /// The quiet time after which the tail of a live file is reported (a torn last line, an
+    /// empty open turn): the `orphans` stage's grace period, or its default without one.
+    pub fn quiet(&self) -> Duration {
+        self.stages.iter().find_map(|s| if let StageConfig::Orphans { grace, .. } = s { Some(*grace) } else { None }).unwrap_or_else(default_grace)
     }
 
     /// Checks the values and resolves sizes, formats and addresses.

@@ -46,44 +46,30 @@ pub const STEP_BUDGET: u64 = 32 << 20;
 /// Bytes one file reads at most per poll, so that files share a step.
 pub const FILE_BUDGET: u64 = 8 << 20;
 
-/// The stage settings the loop needs, from the configured stage list.
+/// What the loop needs of the configured stage list: the pipeline each file runs (the stages,
+/// in order), and the settings of the work the shell does for stages (repairs; the tool
+/// registry for `orphan_tool_calls_total`).
 #[derive(Debug)]
 struct Stages {
-    compaction: bool,
-    orphans: bool,
-    validate: bool,
-    grace: Duration,
-    repair: Option<(crate::config::RepairMode, Duration, OrphanPolicy)>,
+    spec: Arc<tail::Spec>,
+    repair: Option<(crate::config::RepairMode, OrphanPolicy)>,
     /// Side effects of tools, for `orphan_tool_calls_total`.
     registry: crate::config::tools::ToolRegistry,
 }
 
 impl Stages {
     fn from(r: &Resolved) -> anyhow::Result<Self> {
-        let mut s = Stages {
-            compaction: false,
-            orphans: false,
-            validate: false,
-            grace: Duration::from_secs(600),
-            repair: None,
-            registry: crate::config::tools::ToolRegistry::builtin(),
-        };
+        let mut registry = crate::config::tools::ToolRegistry::builtin();
+        let mut repair = None;
         for st in &r.config.stages {
             match st {
-                StageConfig::Parse => {}
-                StageConfig::Compaction => s.compaction = true,
-                StageConfig::Orphans { grace, registry } => {
-                    s.orphans = true;
-                    s.grace = *grace;
-                    if let Some(path) = registry {
-                        s.registry = crate::config::tools::ToolRegistry::load(path)?;
-                    }
-                }
-                StageConfig::Validate => s.validate = true,
-                StageConfig::Repair { mode, min_idle, .. } => s.repair = Some((*mode, *min_idle, r.repair_orphans)),
+                StageConfig::Orphans { registry: Some(path), .. } => registry = crate::config::tools::ToolRegistry::load(path)?,
+                StageConfig::Repair { mode, .. } => repair = Some((*mode, r.repair_orphans)),
+                _ => {}
             }
         }
-        Ok(s)
+        let spec = tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes };
+        Ok(Stages { spec: Arc::new(spec), repair, registry })
     }
 }
 
@@ -400,7 +386,7 @@ impl Daemon {
             let Some(si) = self.watched_source(&f.path) else { continue };
             let src = &self.sources[si];
             let kind = if src.kind == SourceKind::Events { Kind::Events } else { Kind::Transcript(src.format) };
-            let mut t = Tailed::new(f.path.clone(), si, src.rel(&f.path), kind, self.cfg.max_line_bytes, f.offset);
+            let mut t = Tailed::new(f.path.clone(), si, src.rel(&f.path), kind, self.stages.spec.clone(), f.offset);
             t.restore(f);
             self.by_id.insert((f.dev, f.ino), f.path.clone());
             self.files.insert(f.path.clone(), t);
@@ -503,11 +489,12 @@ impl Daemon {
         let src = &self.sources[si];
         let kind = if src.kind == SourceKind::Events { Kind::Events } else { Kind::Transcript(src.format) };
         let skip = if startup && src.read_from == ReadFrom::End { meta.len() } else { 0 };
-        let mut t = Tailed::new(p.to_path_buf(), si, src.rel(p), kind, self.cfg.max_line_bytes, skip);
+        let mut t = Tailed::new(p.to_path_buf(), si, src.rel(p), kind, self.stages.spec.clone(), skip);
         // A file already quiet when found has nothing to wait for: reading it (over as many
         // steps as it takes) is not growth.
-        if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= self.stages.grace) {
-            t.found_quiet(self.stages.grace);
+        let quiet = self.stages.spec.quiet;
+        if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= quiet) {
+            t.found_quiet(quiet);
         }
         self.files.insert(p.to_path_buf(), t);
         self.poll_path(p, records)
@@ -526,7 +513,7 @@ impl Daemon {
         let budget = self.step_left.min(FILE_BUDGET);
         let t = self.files.get_mut(p).expect("present");
         let was_open = t.is_open();
-        let polled = t.poll(&mut self.buf, records, self.stages.compaction, budget);
+        let polled = t.poll(&mut self.buf, records, budget);
         if !was_open && t.is_open() {
             self.opened_in_step += 1;
             if self.opened_in_step > self.max_open / 2 {
@@ -630,7 +617,7 @@ impl Daemon {
             }
         }
         // What was written before it went is still this file's.
-        t.read_rest(&mut self.buf, records, self.stages.compaction);
+        t.read_rest(&mut self.buf, records);
         t.announce(records, mark);
         if t.announced {
             for f in &t.tail {
@@ -713,13 +700,8 @@ impl Daemon {
             next = next.min(r.at);
         }
         for t in self.files.values() {
-            if !t.tail_done && t.is_loaded() {
-                next = next.min(t.last_growth + self.stages.grace);
-            }
-            if let Some((_, min_idle, _)) = self.stages.repair {
-                if t.has_errors && t.repaired_size != Some(t.size) {
-                    next = next.min(t.last_growth + min_idle);
-                }
+            if let Some(d) = t.deadline() {
+                next = next.min(d);
             }
         }
         next.max(now + Duration::from_millis(5))
@@ -745,36 +727,31 @@ impl Daemon {
         for p in due {
             self.poll_path(&p, &mut records)?;
         }
-        let grace = self.stages.grace;
-        let tail_stage = self.stages.orphans || self.stages.validate;
+        // The stages' deadlines: tail findings of quiet files (torn lines, empty turns, orphan
+        // calls), repairs due.
         for t in self.files.values_mut() {
-            if !t.tail_done && t.is_loaded() && t.last_growth + grace <= now {
-                t.quiet();
-                if !tail_stage {
-                    continue;
-                }
-                let findings = t.tail_findings(self.stages.orphans);
-                let mark = records.len();
-                for f in &findings {
-                    tail::count_finding(f);
+            if t.deadline().is_none_or(|d| d > now) {
+                continue;
+            }
+            let mark = records.len();
+            let was_done = t.tail_done;
+            t.handle_timeout(now, &mut records);
+            for r in &records[mark..] {
+                if let Record::Finding { finding: f, .. } = r {
                     if f.kind == crate::transcript::Kind::OrphanCall {
                         let effect = self.stages.registry.side_effect(f.tool.as_deref().unwrap_or(""));
                         metrics::counter!(t::ORPHAN_TOOL_CALLS, "side_effect" => effect.as_str()).increment(1);
                     }
-                    t.has_errors |= f.severity == crate::transcript::Severity::Error;
-                    records.push(Record::Finding { time: envelope::now(), file: t.path.display().to_string(), format: t.format(), finding: f.clone() });
                 }
-                t.announce(&mut records, mark);
-                t.tail = findings;
-                self.dirty = true;
             }
+            t.announce(&mut records, mark);
+            self.dirty |= records.len() > mark || t.tail_done != was_done;
         }
-        if let Some((mode, min_idle, policy)) = self.stages.repair {
+        if let Some((mode, policy)) = self.stages.repair {
             let due: Vec<PathBuf> = self
                 .files
-                .values()
-                .filter(|t| t.has_errors && t.repaired_size != Some(t.size) && t.last_growth + min_idle <= now)
-                .map(|t| t.path.clone())
+                .values_mut()
+                .filter_map(|t| (std::mem::take(&mut t.repair_due) && t.repaired_size != Some(t.size)).then(|| t.path.clone()))
                 .collect();
             for p in due {
                 self.repair(&p, mode, policy, &mut records);
@@ -811,7 +788,6 @@ impl Daemon {
     fn repair(&mut self, p: &Path, mode: crate::config::RepairMode, policy: OrphanPolicy, records: &mut Vec<Record>) {
         let Some(t) = self.files.get_mut(p) else { return };
         t.repaired_size = Some(t.size);
-        t.has_errors = false;
         let settings = crate::cli::repair::Settings {
             check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
             orphans: policy,

@@ -20,6 +20,7 @@ mod invariants;
 mod mutate;
 mod mutation;
 mod orphans;
+mod pipeline;
 mod real;
 mod reliability;
 mod repair;
