@@ -228,6 +228,33 @@ pub enum SinkConfig {
     },
 }
 
+/// What sinks are built with besides their own settings.
+#[derive(Debug)]
+pub struct SinkContext<'a> {
+    /// The daemon's state directory.
+    pub state_dir: &'a Path,
+    /// The tool registry (side effects, for the metrics of orphan calls).
+    pub registry: &'a tools::ToolRegistry,
+}
+
+impl SinkConfig {
+    /// The sink, built (a closed enum in front, an open trait behind it). `None` for
+    /// `repaired_files`, which is where the repair stage writes, not a sink of records.
+    pub fn build(&self, ctx: &SinkContext<'_>) -> anyhow::Result<Option<Box<dyn crate::sinks::Sink>>> {
+        use crate::sinks::{outputs, prometheus};
+        use anyhow::Context as _;
+        Ok(match self {
+            SinkConfig::Stdout => Some(Box::new(outputs::StdoutSink::new())),
+            SinkConfig::File { path, max_bytes, keep } => {
+                let max = crate::cli::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
+                Some(Box::new(outputs::FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?))
+            }
+            SinkConfig::RepairedFiles { .. } => None,
+            SinkConfig::Prometheus { .. } => Some(Box::new(prometheus::PrometheusSink::new(ctx.registry.clone()))),
+        })
+    }
+}
+
 fn default_state_dir() -> PathBuf {
     PathBuf::from("/var/lib/transcriptd")
 }

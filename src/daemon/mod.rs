@@ -15,7 +15,7 @@
 //! the split to refuse a reload whose configuration cannot start and keep the running one.
 
 pub mod checkpoint;
-pub mod envelope;
+pub use crate::sinks::record as envelope;
 pub mod fds;
 pub mod health;
 pub mod http;
@@ -24,7 +24,7 @@ pub mod tail;
 pub mod watch;
 
 use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
-use crate::sinks::outputs::{FileSink, StdoutSink};
+use crate::sinks::{Batch, Count, Gauges, Sink};
 use crate::telemetry as t;
 use crate::transcript::stages::repair::OrphanPolicy;
 use anyhow::Context;
@@ -53,7 +53,7 @@ pub const FILE_BUDGET: u64 = 8 << 20;
 struct Stages {
     spec: Arc<tail::Spec>,
     repair: Option<(crate::config::RepairMode, OrphanPolicy)>,
-    /// Side effects of tools, for `orphan_tool_calls_total`.
+    /// Side effects of tools, for `orphan_tool_calls_total` (the metrics sink's).
     registry: crate::config::tools::ToolRegistry,
 }
 
@@ -73,63 +73,56 @@ impl Stages {
     }
 }
 
-/// The record sinks.
+/// The sinks, in the configured order, and the directory the repair stage writes into.
 struct Sinks {
-    stdout: Option<StdoutSink>,
-    file: Option<FileSink>,
+    list: Vec<Box<dyn Sink>>,
     repaired_dir: Option<PathBuf>,
 }
 
 impl Sinks {
-    fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint) -> anyhow::Result<Sinks> {
-        let mut sinks = Sinks { stdout: None, file: None, repaired_dir: None };
+    /// Builds the configured sinks and recovers each to the position the checkpoint recorded
+    /// for it.
+    async fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint, registry: &crate::config::tools::ToolRegistry) -> anyhow::Result<Sinks> {
+        let mut sinks = Sinks { list: Vec::new(), repaired_dir: None };
+        let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry };
         for s in &cfg.config.sinks {
-            match s {
-                SinkConfig::Stdout => {
-                    let mut out = StdoutSink::new();
-                    out.recover(cp.stdout, envelope::is_record_line).context("recovering stdout")?;
-                    sinks.stdout = Some(out);
-                }
-                SinkConfig::File { path, max_bytes, keep } => {
-                    let max = crate::cli::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
-                    let mut f = FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?;
-                    f.recover(cp.file_sink).context("recovering the file sink")?;
-                    sinks.file = Some(f);
-                }
-                SinkConfig::RepairedFiles { dir } => sinks.repaired_dir = Some(dir.clone()),
-                SinkConfig::Prometheus { .. } => {}
+            if let SinkConfig::RepairedFiles { dir } = s {
+                sinks.repaired_dir = Some(dir.clone());
+            }
+            if let Some(mut sink) = s.build(&ctx)? {
+                sink.recover(cp.sink(&sink.key())).await?;
+                sinks.list.push(sink);
             }
         }
         Ok(sinks)
     }
 
-    fn write(&mut self, records: &[Record]) -> anyhow::Result<()> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        for r in records {
-            let line = r.to_line();
-            if let Some(s) = self.stdout.as_mut() {
-                s.write(&line);
-            }
-            if let Some(f) = self.file.as_mut() {
-                f.write(&line).context("writing the file sink")?;
-            }
-        }
-        if let Some(s) = self.stdout.as_mut() {
-            s.flush().context("writing stdout")?;
+    async fn write(&mut self, batch: &Batch) -> anyhow::Result<()> {
+        for s in &mut self.list {
+            s.write(batch).await?;
         }
         Ok(())
     }
 
-    fn flush(&mut self) -> anyhow::Result<()> {
-        if let Some(s) = self.stdout.as_mut() {
-            s.flush().context("writing stdout")?;
-        }
-        if let Some(f) = self.file.as_mut() {
-            f.flush().context("flushing the file sink")?;
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        for s in &mut self.list {
+            s.flush().await?;
         }
         Ok(())
+    }
+
+    /// Where each sink stands: what it made durable or had acknowledged.
+    fn positions(&self) -> std::collections::BTreeMap<String, crate::sinks::Position> {
+        self.list.iter().filter_map(|s| Some((s.key(), s.position()?))).collect()
+    }
+
+    /// Tells every sink a checkpoint was stored; whether some position moved.
+    async fn checkpointed(&mut self) -> anyhow::Result<bool> {
+        let mut moved = false;
+        for s in &mut self.list {
+            moved |= s.checkpointed().await?;
+        }
+        Ok(moved)
     }
 }
 
@@ -237,6 +230,10 @@ struct Daemon {
     /// Files open at once (`max_open_files`, within the descriptor budget).
     max_open: usize,
     sinks: Sinks,
+    /// Records and counters of the running step, for the sinks.
+    outbox: Vec<Record>,
+    counts: Vec<Count>,
+    gauges: Option<Gauges>,
     watch: watch::Watch,
     buf: Vec<u8>,
     dirty: bool,
@@ -254,14 +251,14 @@ pub struct Started {
 
 /// Builds the daemon: the metrics recorder installed, sinks opened and recovered to the
 /// checkpoint, files restored from it, roots watched. Reads no file yet.
-pub fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
+pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
     // Counters count from the first byte read.
     t::install();
     let stages = Stages::from(&cfg)?;
     let sources = compile(&cfg)?;
     std::fs::create_dir_all(&cfg.config.daemon.state_dir).with_context(|| format!("creating state directory {}", cfg.config.daemon.state_dir.display()))?;
     let cp = checkpoint::load(&cfg.config.daemon.state_dir)?;
-    let sinks = Sinks::open(&cfg, &cp)?;
+    let sinks = Sinks::open(&cfg, &cp, &stages.registry).await?;
     let budget = fds::budget(fds::limit(), cfg.config.daemon.max_open_files, cfg.metrics.as_ref().map_or(0, |m| m.max_connections));
     if budget.files < cfg.config.daemon.max_open_files {
         warn!(
@@ -287,6 +284,9 @@ pub fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
         opened_in_step: 0,
         max_open: budget.files.max(1),
         sinks,
+        outbox: Vec::new(),
+        counts: Vec::new(),
+        gauges: None,
         watch,
         buf: Vec::with_capacity(READ_CHUNK),
         dirty: false,
@@ -303,7 +303,7 @@ pub fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
 
 /// Builds and runs the daemon until `shutdown` completes. Returns after the final checkpoint.
 pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>, health: Arc<Health>) -> anyhow::Result<()> {
-    start(cfg, health)?.run(shutdown).await
+    start(cfg, health).await?.run(shutdown).await
 }
 
 impl Started {
@@ -314,7 +314,7 @@ impl Started {
         d.health.busy();
         // A checkpoint before anything is read: records written after it and not covered by a
         // later checkpoint are cut off after a crash, and written again.
-        d.checkpoint()?;
+        d.checkpoint().await?;
         // Files known from the checkpoint may have grown while the daemon was down; files found
         // now are read from their start (or end). All of it over as many steps as it takes.
         let restored: Vec<PathBuf> = d.files.keys().cloned().collect();
@@ -323,7 +323,8 @@ impl Started {
         }
         let mut records = Vec::new();
         d.rescan(true, &mut records)?;
-        d.emit(records)?;
+        d.emit(records);
+        d.deliver().await?;
         let mut ready = false;
         tokio::pin!(shutdown);
         loop {
@@ -353,10 +354,15 @@ impl Started {
                 }
             }
             d.timers()?;
+            d.deliver().await?;
+            if d.dirty && d.last_checkpoint + d.cfg.config.daemon.checkpoint_interval <= Instant::now() {
+                d.checkpoint().await?;
+            }
         }
         d.health.busy();
         info!("shutting down: flushing sinks and writing checkpoints");
-        let r = d.checkpoint();
+        d.deliver().await?;
+        let r = d.checkpoint().await;
         d.health.idle();
         r
     }
@@ -618,6 +624,7 @@ impl Daemon {
         }
         // What was written before it went is still this file's.
         t.read_rest(&mut self.buf, records);
+        self.counts.append(&mut t.counts);
         t.announce(records, mark);
         if t.announced {
             for f in &t.tail {
@@ -679,11 +686,25 @@ impl Daemon {
                 Err(_) => {}
             }
         }
-        self.emit(records)
+        self.emit(records);
+        Ok(())
     }
 
-    fn emit(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
-        self.sinks.write(&records)
+    /// Queues records for the sinks (handed over at the end of the step).
+    fn emit(&mut self, mut records: Vec<Record>) {
+        self.outbox.append(&mut records);
+    }
+
+    /// Hands the step's records, counters and gauges to every sink, in order.
+    async fn deliver(&mut self) -> anyhow::Result<()> {
+        for t in self.files.values_mut() {
+            self.counts.append(&mut t.counts);
+        }
+        let batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.sinks.write(&batch).await
     }
 
     /// When the loop must wake up next.
@@ -736,14 +757,6 @@ impl Daemon {
             let mark = records.len();
             let was_done = t.tail_done;
             t.handle_timeout(now, &mut records);
-            for r in &records[mark..] {
-                if let Record::Finding { finding: f, .. } = r {
-                    if f.kind == crate::transcript::Kind::OrphanCall {
-                        let effect = self.stages.registry.side_effect(f.tool.as_deref().unwrap_or(""));
-                        metrics::counter!(t::ORPHAN_TOOL_CALLS, "side_effect" => effect.as_str()).increment(1);
-                    }
-                }
-            }
             t.announce(&mut records, mark);
             self.dirty |= records.len() > mark || t.tail_done != was_done;
         }
@@ -765,7 +778,7 @@ impl Daemon {
             }
         }
         self.limit_open_files();
-        self.emit(records)?;
+        self.emit(records);
         if self.last_rescan + self.rescan_interval() <= now {
             let mut records = Vec::new();
             if self.cfg.config.daemon.watch == crate::config::WatchMode::Poll {
@@ -775,10 +788,7 @@ impl Daemon {
                 }
             }
             self.rescan(false, &mut records)?;
-            self.emit(records)?;
-        }
-        if self.dirty && self.last_checkpoint + self.cfg.config.daemon.checkpoint_interval <= now {
-            self.checkpoint()?;
+            self.emit(records);
         }
         self.gauges();
         self.report_reading();
@@ -804,11 +814,6 @@ impl Daemon {
         match report.status {
             Status::Planned => records.push(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
             Status::Repaired | Status::Partial => {
-                for (action, n) in [("insert", report.lines.inserted), ("remove", report.lines.removed), ("modify", report.lines.modified)] {
-                    if n > 0 {
-                        metrics::counter!(t::REPAIRS, "action" => action).increment(n);
-                    }
-                }
                 records.push(Record::Repaired {
                     time: now(),
                     file: report.file,
@@ -838,7 +843,7 @@ impl Daemon {
         }
     }
 
-    fn gauges(&self) {
+    fn gauges(&mut self) {
         let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let mut lag = 0u64;
         let mut oldest = 0i64;
@@ -853,17 +858,19 @@ impl Daemon {
             open += usize::from(t.is_open());
             pending += t.pending();
         }
-        metrics::gauge!(t::FILES_WATCHED).set(self.files.len() as f64);
-        metrics::gauge!(t::OPEN_FILES).set(open as f64);
-        metrics::gauge!(t::SOURCE_LAG_BYTES).set(lag as f64);
-        metrics::gauge!(t::OLDEST_UNREAD_SECONDS).set(oldest.max(0) as f64);
-        metrics::gauge!(t::PENDING_TOOL_CALLS).set(pending as f64);
+        self.gauges = Some(Gauges {
+            files_watched: self.files.len() as u64,
+            open_files: open as u64,
+            lag_bytes: lag,
+            oldest_unread_seconds: oldest.max(0) as u64,
+            pending_calls: pending as u64,
+        });
     }
 
-    /// Flushes every sink, then writes the checkpoint: it never covers outputs a sink has not
-    /// accepted.
-    fn checkpoint(&mut self) -> anyhow::Result<()> {
-        self.sinks.flush()?;
+    /// Flushes every sink, then writes the checkpoint: it records where each sink stands (what
+    /// it made durable or had acknowledged) and never covers outputs a sink has not accepted.
+    async fn checkpoint(&mut self) -> anyhow::Result<()> {
+        self.sinks.flush().await?;
         let cp = checkpoint::Checkpoint {
             version: checkpoint::VERSION,
             files: self
@@ -889,8 +896,9 @@ impl Daemon {
                     })
                 })
                 .collect(),
-            stdout: self.sinks.stdout.as_ref().and_then(StdoutSink::position),
-            file_sink: self.sinks.file.as_ref().and_then(FileSink::position),
+            sinks: self.sinks.positions(),
+            stdout: None,
+            file_sink: None,
         };
         self.last_checkpoint = Instant::now();
         match checkpoint::store(&self.cfg.config.daemon.state_dir, &cp) {
@@ -901,11 +909,9 @@ impl Daemon {
                     info!("checkpoints are written again");
                 }
                 self.dirty = false;
-                if let Some(f) = self.sinks.file.as_mut() {
-                    if f.rotate_if_full().context("rotating the file sink")? {
-                        // The checkpoint named the file rotated away; name the new one.
-                        self.dirty = true;
-                    }
+                if self.sinks.checkpointed().await? {
+                    // The checkpoint named a sink's file rotated away; name the new one.
+                    self.dirty = true;
                 }
                 Ok(())
             }

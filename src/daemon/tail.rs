@@ -18,7 +18,7 @@
 
 use super::envelope::{now, Change, Record};
 use super::open;
-use crate::telemetry as t;
+use crate::sinks::Count;
 use crate::transcript::finding::Output;
 use crate::transcript::stages::events::EventLog;
 use crate::transcript::{Event, Finding, Format, Inputs, Options, Pipeline, Stats};
@@ -177,6 +177,8 @@ pub struct Tailed {
     seen: Stats,
     events_seen: BTreeMap<String, u64>,
     pending_seen: usize,
+    /// Counters since the daemon last took them (for the metrics sink).
+    pub counts: Vec<Count>,
 }
 
 impl Tailed {
@@ -214,6 +216,7 @@ impl Tailed {
             seen: Stats::default(),
             events_seen: BTreeMap::new(),
             pending_seen: 0,
+            counts: Vec::new(),
         }
     }
 
@@ -474,7 +477,7 @@ impl Tailed {
                 Some(_) => {}
                 None => self.last_growth = Instant::now(),
             }
-            metrics::counter!(t::BYTES_READ).increment(fresh);
+            self.counts.push(Count::BytesRead(fresh));
             if self.tail_done || !self.tail.is_empty() {
                 for f in std::mem::take(&mut self.tail) {
                     out.push(retracted(&self.path, &f, "the file grew"));
@@ -597,7 +600,6 @@ impl Tailed {
         for e in events {
             match e {
                 Event::Output(Output::Finding(f)) => {
-                    count_finding(&f);
                     out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
                 }
                 Event::Output(Output::Demoted { line, kind, call_id, reason }) => {
@@ -605,7 +607,6 @@ impl Tailed {
                 }
                 Event::Compaction { line } => out.push(Record::Compaction { time: now(), file: file.clone(), format, line }),
                 Event::Tail(f) => {
-                    count_finding(&f);
                     self.tail.push(f.clone());
                     out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
                 }
@@ -613,14 +614,14 @@ impl Tailed {
             }
         }
         if let Some(s) = p.stats() {
-            report_stats(&self.seen, s, format);
+            stats_counts(&self.seen, s, format, &mut self.counts);
             self.seen = s.clone();
         }
         if let Some(counts) = p.counts() {
             for (ty, n) in counts {
                 let before = self.events_seen.get(ty).copied().unwrap_or(0);
                 if *n > before {
-                    metrics::counter!(t::EVENTS, "type" => ty.clone()).increment(n - before);
+                    self.counts.push(Count::Events(ty.clone(), n - before));
                 }
             }
             self.events_seen = counts.clone();
@@ -661,25 +662,21 @@ pub fn retracted(path: &Path, f: &Finding, reason: &str) -> Record {
     Record::FindingRetracted { time: now(), file: path.display().to_string(), change }
 }
 
-/// Counts a finding in the metrics.
-pub fn count_finding(f: &Finding) {
-    metrics::counter!(t::FINDINGS, "kind" => f.kind.as_str(), "severity" => f.severity.as_str()).increment(1);
-}
-
-fn report_stats(before: &Stats, after: &Stats, format: Option<Format>) {
+/// What grew between two readings of a transcript's counters.
+fn stats_counts(before: &Stats, after: &Stats, format: Option<Format>, out: &mut Vec<Count>) {
     let fmt = format.map_or("unknown", Format::as_str);
     let d = |a: u64, b: u64| a.saturating_sub(b);
     if after.lines > before.lines {
-        metrics::counter!(t::LINES_READ, "format" => fmt).increment(d(after.lines, before.lines));
+        out.push(Count::Lines(fmt, d(after.lines, before.lines)));
     }
     if after.calls > before.calls {
-        metrics::counter!(t::TOOL_CALLS, "format" => fmt).increment(d(after.calls, before.calls));
+        out.push(Count::ToolCalls(fmt, d(after.calls, before.calls)));
     }
     if after.results > before.results {
-        metrics::counter!(t::TOOL_RESULTS, "format" => fmt).increment(d(after.results, before.results));
+        out.push(Count::ToolResults(fmt, d(after.results, before.results)));
     }
     if after.compactions > before.compactions {
-        metrics::counter!(t::COMPACTIONS, "format" => fmt).increment(d(after.compactions, before.compactions));
+        out.push(Count::Compactions(fmt, d(after.compactions, before.compactions)));
     }
     for (model, u) in &after.tokens {
         let b = before.tokens.get(model).copied().unwrap_or_default();
@@ -690,7 +687,7 @@ fn report_stats(before: &Stats, after: &Stats, format: Option<Format>) {
             ("cache_creation", u.cache_creation, b.cache_creation),
         ] {
             if a > bb {
-                metrics::counter!(t::TOKENS, "model" => model.clone(), "type" => ty).increment(a - bb);
+                out.push(Count::Tokens(model.clone(), ty, a - bb));
             }
         }
     }
