@@ -226,6 +226,57 @@ pub enum SinkConfig {
         #[serde(default = "default_request_timeout", with = "humantime_serde")]
         request_timeout: Duration,
     },
+    /// The records as newline-delimited JSON, POSTed in batches to a collector (Vector's
+    /// `http_server` source, Fluent Bit's `http` input). Spooled in the state directory and
+    /// delivered once a checkpoint covers them: nothing lost while the collector is down,
+    /// nothing sent twice after a restart.
+    Http {
+        /// Where to POST: `http://host:port/path` (plain HTTP).
+        url: String,
+        /// Records per POST at most.
+        #[serde(default = "default_http_max_records")]
+        max_records: usize,
+        /// Bytes per POST at most ("1MiB"); a longer record goes alone.
+        #[serde(default = "default_http_max_bytes")]
+        max_bytes: String,
+        /// How long a batch that is not full waits for more records.
+        #[serde(default = "default_http_max_delay", with = "humantime_serde")]
+        max_delay: Duration,
+        /// First wait before a failed batch is sent again (doubled on each failure).
+        #[serde(default = "default_http_retry_initial", with = "humantime_serde")]
+        retry_initial: Duration,
+        /// Longest wait between two tries of a batch (it is tried until it is accepted).
+        #[serde(default = "default_http_retry_max", with = "humantime_serde")]
+        retry_max: Duration,
+        /// Undelivered bytes the spool may hold before reading pauses ("256MiB").
+        #[serde(default = "default_http_queue_bytes")]
+        queue_bytes: String,
+        /// Time for one request (connect, send, answer).
+        #[serde(default = "default_http_timeout", with = "humantime_serde")]
+        timeout: Duration,
+    },
+}
+
+fn default_http_max_records() -> usize {
+    1000
+}
+fn default_http_max_bytes() -> String {
+    "1MiB".into()
+}
+fn default_http_max_delay() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_http_retry_initial() -> Duration {
+    Duration::from_millis(100)
+}
+fn default_http_retry_max() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_http_queue_bytes() -> String {
+    "256MiB".into()
+}
+fn default_http_timeout() -> Duration {
+    Duration::from_secs(10)
 }
 
 /// What sinks are built with besides their own settings.
@@ -251,6 +302,32 @@ impl SinkConfig {
             }
             SinkConfig::RepairedFiles { .. } => None,
             SinkConfig::Prometheus { .. } => Some(Box::new(prometheus::PrometheusSink::new(ctx.registry.clone()))),
+            SinkConfig::Http { .. } => Some(Box::new(crate::sinks::http::HttpSink::open(self.http_settings().map_err(anyhow::Error::msg)?, ctx.state_dir)?)),
+        })
+    }
+
+    /// The `http` sink's settings, resolved (sizes parsed, the URL checked).
+    pub fn http_settings(&self) -> Result<crate::sinks::http::Settings, String> {
+        let SinkConfig::Http { url, max_records, max_bytes, max_delay, retry_initial, retry_max, queue_bytes, timeout } = self else {
+            return Err("not an http sink".into());
+        };
+        crate::sinks::http::Target::parse(url)?;
+        let size = |key: &str, v: &str| crate::cli::parse_size(v).map(|n| n as u64).map_err(|m| format!("{key}: {m}"));
+        if *max_records == 0 {
+            return Err("max_records: must be at least 1".into());
+        }
+        if timeout.is_zero() || retry_initial.is_zero() || retry_max < retry_initial {
+            return Err("timeout and retry_initial must be more than 0, retry_max at least retry_initial".into());
+        }
+        Ok(crate::sinks::http::Settings {
+            url: url.clone(),
+            max_records: *max_records,
+            max_bytes: size("max_bytes", max_bytes)?.max(1),
+            max_delay: *max_delay,
+            retry_initial: *retry_initial,
+            retry_max: *retry_max,
+            queue_bytes: size("queue_bytes", queue_bytes)?,
+            timeout: *timeout,
         })
     }
 }
@@ -475,6 +552,9 @@ impl Config {
                         return Err(invalid(format!("sinks[{i}].keep"), "must be at least 1".into()));
                     }
                 }
+                SinkConfig::Http { .. } => {
+                    s.http_settings().map_err(|m| invalid(format!("sinks[{i}]"), m))?;
+                }
                 SinkConfig::Stdout | SinkConfig::RepairedFiles { .. } => {}
             }
         }
@@ -569,5 +649,7 @@ mod tests {
         bad("[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"parse\"\n[[stages]]\ntype=\"repair\"\n", "repaired_files");
         bad("[daemon]\nmax_line_bytes=\"lots\"\n[[sources]]\ninclude=[\"/x\"]\n", "daemon.max_line_bytes");
         bad("sources = []\n", "sources");
+        bad("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"http\"\nurl=\"https://x/\"\n", "sinks[0]");
+        bad("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"http\"\nurl=\"http://x/\"\nmax_bytes=\"lots\"\n", "max_bytes");
     }
 }

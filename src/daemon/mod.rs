@@ -190,7 +190,7 @@ pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
                 std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
             }
             SinkConfig::RepairedFiles { dir } => std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?,
-            SinkConfig::Stdout | SinkConfig::Prometheus { .. } => {}
+            SinkConfig::Stdout | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => {}
         }
     }
     Ok(())

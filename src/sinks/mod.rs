@@ -1,13 +1,15 @@
 //! Sinks: where transcriptd writes. `atomic` for files written whole (repaired transcripts,
 //! checkpoints) and appended whole lines (rejects); [`append`] the one way to append to a JSONL
 //! file; and the daemon's sinks behind the [`Sink`] trait: `outputs` (stdout and a size-rotated
-//! file), [`prometheus`] (the metrics of what the pipeline produced). [`record`] is what they are given.
+//! file), [`prometheus`] (the metrics of what the pipeline produced), [`http`] (batches of JSON
+//! lines POSTed to a collector). [`record`] is what they are given.
 //!
 //! A closed config enum in front (`config::SinkConfig::build`), an open trait behind it: a sink
 //! is one file here and one arm there.
 
 pub mod append;
 pub mod atomic;
+pub mod http;
 pub mod outputs;
 pub mod prometheus;
 pub mod record;
