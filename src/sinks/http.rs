@@ -89,11 +89,15 @@ impl Target {
     }
 }
 
-/// How far the sender delivered: a spool generation and an offset in it.
+/// How far the sender delivered: a spool generation and an offset in it; and the end of the
+/// batch in flight, stored before it is sent, so that after a crash it is sent again with the
+/// same bytes (and id), never as part of a larger batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 struct Delivered {
     gen: u64,
     offset: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    in_flight: Option<u64>,
 }
 
 /// What writer and sender share.
@@ -312,7 +316,7 @@ async fn sender(shared: Arc<Shared>, s: Settings, target: Target, stop: tokio_ut
             let len = std::fs::metadata(&path).map_or(0, |m| m.len());
             if at.offset >= len {
                 let next = generations(&shared.dir).ok().and_then(|g| g.into_iter().find(|g| *g > at.gen)).unwrap_or(sgen);
-                at = Delivered { gen: next, offset: 0 };
+                at = Delivered { gen: next, offset: 0, in_flight: None };
                 if let Err(e) = store_delivered(&shared.dir, at) {
                     tracing::warn!(error = %e, "http sink: cannot store how far it delivered; will retry");
                     tokio::time::sleep(s.retry_initial).await;
@@ -331,6 +335,11 @@ async fn sender(shared: Arc<Shared>, s: Settings, target: Target, stop: tokio_ut
             waiting_since = None;
             tokio::select! { _ = sendable.changed() => continue, _ = stop.cancelled() => return }
         }
+        // A batch in flight when the last sender stopped goes again as it was.
+        let (limit, exact) = match at.in_flight {
+            Some(end) if end > at.offset && end <= limit => (end, true),
+            _ => (limit, false),
+        };
         let body = match read_batch(&spool_path(&shared.dir, at.gen), at.offset, limit, &s) {
             Ok(b) => b,
             Err(e) => {
@@ -342,7 +351,7 @@ async fn sender(shared: Arc<Shared>, s: Settings, target: Target, stop: tokio_ut
             tokio::select! { _ = sendable.changed() => continue, _ = stop.cancelled() => return }
         };
         // A batch that is not full waits up to max_delay for more.
-        if !full && at.gen == sgen {
+        if !full && !exact && at.gen == sgen {
             let since = *waiting_since.get_or_insert_with(tokio::time::Instant::now);
             let until = since + s.max_delay;
             if tokio::time::Instant::now() < until {
@@ -356,6 +365,13 @@ async fn sender(shared: Arc<Shared>, s: Settings, target: Target, stop: tokio_ut
         waiting_since = None;
         let id = format!("{}:{}", at.gen, at.offset);
         let n = body.len() as u64;
+        if at.in_flight != Some(at.offset + n) {
+            at.in_flight = Some(at.offset + n);
+            if let Err(e) = store_delivered(&shared.dir, at) {
+                tracing::warn!(error = %e, "http sink: cannot store the batch in flight; will retry");
+                tokio::select! { _ = tokio::time::sleep(s.retry_initial) => continue, _ = stop.cancelled() => return }
+            }
+        }
         let mut delay = s.retry_initial;
         let mut tries = 0u32;
         loop {
@@ -376,6 +392,7 @@ async fn sender(shared: Arc<Shared>, s: Settings, target: Target, stop: tokio_ut
             }
         }
         at.offset += n;
+        at.in_flight = None;
         loop {
             match store_delivered(&shared.dir, at) {
                 Ok(()) => break,
