@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +27,27 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # TRANSCRIPTD_BIN compares another build (e.g. the one before a change) in the same session.
 BIN = os.environ.get("TRANSCRIPTD_BIN") or os.path.join(ROOT, "target", "release", "transcriptd")
+
+
+# Each benchmark's temp dirs, removed at exit (TRANSCRIPTD_KEEP=1 keeps them).
+ROOTS = []
+
+
+def workdir(prefix):
+    d = tempfile.mkdtemp(prefix=prefix)
+    ROOTS.append(d)
+    return d
+
+
+def corpus_file(mib):
+    """The generated corpus of `mib` MiB (seed 5, 1% faults), made once and kept in the temp
+    dir: every run (and every build compared) reads the same bytes."""
+    path = os.path.join(tempfile.gettempdir(), f"td-corpus-{mib}MiB-seed5.jsonl")
+    if not os.path.exists(path):
+        tmp = path + f".{os.getpid()}.tmp"
+        subprocess.run([sys.executable, os.path.join(HERE, "gen_transcripts.py"), "--bytes", f"{mib}MiB", "--seed", "5", "--faults", "0.01", "--split-assistant", "-o", tmp], check=True)
+        os.rename(tmp, path)
+    return path
 
 
 def free_port():
@@ -137,7 +159,7 @@ def machine():
 
 
 def latency(args):
-    root = tempfile.mkdtemp(prefix="td-lat-")
+    root = workdir("td-lat-")
     port = free_port()
     p = start(root, port, subprocess.PIPE)
     path = f"{root}/watch/s.jsonl"
@@ -203,7 +225,7 @@ def latency(args):
 
 
 def idle(args):
-    root = tempfile.mkdtemp(prefix="td-idle-")
+    root = workdir("td-idle-")
     port = free_port()
     body = open(os.path.join(ROOT, "tests/data/real/claude-code/spotter/short.jsonl"), "rb").read()
     for i in range(args.files):
@@ -239,10 +261,9 @@ def idle(args):
 
 
 def ingest(args):
-    root = tempfile.mkdtemp(prefix="td-ing-")
+    root = workdir("td-ing-")
     port = free_port()
-    corpus = f"{root}/corpus.jsonl"
-    subprocess.run([sys.executable, os.path.join(HERE, "gen_transcripts.py"), "--bytes", f"{args.mib}MiB", "--seed", "5", "--faults", "0.01", "--split-assistant", "-o", corpus], check=True)
+    corpus = corpus_file(args.mib)
     size = os.path.getsize(corpus)
     sinks = f'[[sinks]]\ntype = "file"\npath = "{root}/findings.jsonl"\nmax_bytes = "64MiB"\nkeep = 3\n'
     p = start(root, port, open(f"{root}/stdout.jsonl", "wb"), extra_sinks=sinks)
@@ -273,11 +294,12 @@ def ingest(args):
 
 
 def catchup(args):
-    root = tempfile.mkdtemp(prefix="td-cu-")
+    root = workdir("td-cu-")
     port = free_port()
     os.makedirs(f"{root}/watch", exist_ok=True)
     corpus = f"{root}/watch/s.jsonl"
-    subprocess.run([sys.executable, os.path.join(HERE, "gen_transcripts.py"), "--bytes", f"{args.mib}MiB", "--seed", "5", "--faults", "0.01", "--split-assistant", "-o", corpus], check=True)
+    # A hard link: no 512 MiB of dirty pages written back during the run.
+    os.link(corpus_file(args.mib), corpus)
     size = os.path.getsize(corpus)
     old = time.time() - 3600
     os.utime(corpus, (old, old))
@@ -294,6 +316,7 @@ def catchup(args):
         "seconds": round(done, 3),
         "mb_per_s": round(size / done / 1e6, 1),
         "bytes_read_total": scrape(port).get("transcriptd_bytes_read_total"),
+        "cpu_s": round(proc_stat(p.pid), 2),
         "peak_rss_mib": round(rss_kib(p.pid, "VmHWM") / 1024, 1),
     }
     p.send_signal(signal.SIGTERM)
@@ -320,7 +343,12 @@ def main():
     args = ap.parse_args()
     if not os.path.exists(BIN):
         raise SystemExit("build first: cargo build --release")
-    res = {"latency": latency, "idle": idle, "ingest": ingest, "catchup": catchup}[args.cmd](args)
+    try:
+        res = {"latency": latency, "idle": idle, "ingest": ingest, "catchup": catchup}[args.cmd](args)
+    finally:
+        if not os.environ.get("TRANSCRIPTD_KEEP"):
+            for d in ROOTS:
+                shutil.rmtree(d, ignore_errors=True)
     res["machine"] = machine()
     res["binary"] = BIN
     res["command"] = " ".join(["benches/daemon.py"] + sys.argv[1:])

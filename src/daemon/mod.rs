@@ -335,6 +335,9 @@ impl Started {
             }
             d.health.idle();
             let deadline = d.next_deadline();
+            // A backlog is read on at once: the timer wheel rounds a deadline of "now" up to
+            // its next millisecond tick, which cost every step of a large read a sleep.
+            let backlog = !d.backlog.is_empty();
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -348,7 +351,11 @@ impl Started {
                     }
                     d.on_changes(changes)?;
                 }
-                _ = tokio::time::sleep_until(deadline.into()) => {
+                () = tokio::task::yield_now(), if backlog => {
+                    d.health.busy();
+                    d.new_step();
+                }
+                _ = tokio::time::sleep_until(deadline.into()), if !backlog => {
                     d.health.busy();
                     d.new_step();
                 }

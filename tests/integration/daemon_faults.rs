@@ -411,6 +411,23 @@ fn metrics_count_what_is_read_at_startup() {
     assert!(findings > 0);
     assert_eq!(metric_sum(&m, "transcriptd_findings_total"), findings as f64, "{m}");
     assert!(metric_sum(&m, "transcriptd_compactions_total") >= 1.0, "{m}");
+    // Tokens: what `usage` reports on the same file, type by type.
+    let usage = transcriptd(&["usage", "--output", "json", f.to_str().unwrap()]);
+    let usage: Vec<Value> = String::from_utf8(usage.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(!usage.is_empty());
+    for u in &usage {
+        let model = u["model"].as_str().unwrap();
+        for (ty, field) in [
+            ("input", "input_tokens"),
+            ("output", "output_tokens"),
+            ("cache_read", "cache_read_input_tokens"),
+            ("cache_creation", "cache_creation_input_tokens"),
+        ] {
+            let want = u[field].as_u64().unwrap();
+            let got = metric(&m, &format!("transcriptd_tokens_total{{model=\"{model}\",type=\"{ty}\"}}")).unwrap_or(0.0);
+            assert_eq!(got, want as f64, "{model} {ty}: {m}");
+        }
+    }
 }
 
 /// Issue 15, defect 9: `file_opened` carries the file's `format`.
