@@ -335,7 +335,7 @@ impl Config {
         if self.sources.is_empty() {
             return Err(invalid("sources".into(), "at least one source is needed".into()));
         }
-        let max_line_bytes = crate::cli::parse_size(&self.daemon.max_line_bytes).map_err(|m| invalid("daemon.max_line_bytes".into(), m))?;
+        let max_line_bytes = parse_size(&self.daemon.max_line_bytes).map_err(|m| invalid("daemon.max_line_bytes".into(), m))?;
         if self.daemon.max_open_files == 0 {
             return Err(invalid("daemon.max_open_files".into(), "must be at least 1".into()));
         }
@@ -378,7 +378,7 @@ impl Config {
                     metrics_addr = Some(address.parse().map_err(|e| invalid(format!("sinks[{i}].address"), format!("{address}: {e}")))?);
                 }
                 SinkConfig::File { max_bytes, keep, .. } => {
-                    crate::cli::parse_size(max_bytes).map_err(|m| invalid(format!("sinks[{i}].max_bytes"), m))?;
+                    parse_size(max_bytes).map_err(|m| invalid(format!("sinks[{i}].max_bytes"), m))?;
                     if *keep == 0 {
                         return Err(invalid(format!("sinks[{i}].keep"), "must be at least 1".into()));
                     }
@@ -427,6 +427,26 @@ pub fn expand_home(pattern: &str) -> String {
         (Some(rest), Ok(home)) => format!("{home}/{rest}"),
         _ => pattern.to_owned(),
     }
+}
+
+/// Parses a byte size: a number with an optional unit (`k`, `M`, `G`, `KiB`, `MiB`, `GiB`:
+/// binary; `kB`, `MB`, `GB`: decimal).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("invalid size `{s}`"))?;
+    let mult: usize = match unit.trim() {
+        "" | "B" | "b" => 1,
+        "k" | "K" | "KiB" | "kiB" => 1 << 10,
+        "m" | "M" | "MiB" => 1 << 20,
+        "g" | "G" | "GiB" => 1 << 30,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        u => return Err(format!("unknown size unit `{u}` in `{s}`")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size `{s}` is too large"))
 }
 
 #[cfg(test)]
