@@ -297,11 +297,14 @@ impl SinkConfig {
         Ok(match self {
             SinkConfig::Stdout => Some(Box::new(outputs::StdoutSink::new())),
             SinkConfig::File { path, max_bytes, keep } => {
-                let max = crate::cli::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
+                let max = parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
                 Some(Box::new(outputs::FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?))
             }
             SinkConfig::RepairedFiles { .. } => None,
-            SinkConfig::Prometheus { .. } => Some(Box::new(prometheus::PrometheusSink::new(ctx.registry.clone()))),
+            SinkConfig::Prometheus { .. } => {
+                let registry = ctx.registry.clone();
+                Some(Box::new(prometheus::PrometheusSink::new(Box::new(move |tool| registry.side_effect(tool)))))
+            }
             SinkConfig::Http { .. } => Some(Box::new(crate::sinks::http::HttpSink::open(self.http_settings().map_err(anyhow::Error::msg)?, ctx.state_dir)?)),
         })
     }
@@ -312,7 +315,7 @@ impl SinkConfig {
             return Err("not an http sink".into());
         };
         crate::sinks::http::Target::parse(url)?;
-        let size = |key: &str, v: &str| crate::cli::parse_size(v).map(|n| n as u64).map_err(|m| format!("{key}: {m}"));
+        let size = |key: &str, v: &str| parse_size(v).map(|n| n as u64).map_err(|m| format!("{key}: {m}"));
         if *max_records == 0 {
             return Err("max_records: must be at least 1".into());
         }
@@ -494,7 +497,7 @@ impl Config {
         if self.sources.is_empty() {
             return Err(invalid("sources".into(), "at least one source is needed".into()));
         }
-        let max_line_bytes = crate::cli::parse_size(&self.daemon.max_line_bytes).map_err(|m| invalid("daemon.max_line_bytes".into(), m))?;
+        let max_line_bytes = parse_size(&self.daemon.max_line_bytes).map_err(|m| invalid("daemon.max_line_bytes".into(), m))?;
         if self.daemon.max_open_files == 0 {
             return Err(invalid("daemon.max_open_files".into(), "must be at least 1".into()));
         }
@@ -547,7 +550,7 @@ impl Config {
                     metrics = Some(MetricsSettings { addr, max_connections: *max_connections, request_timeout: *request_timeout });
                 }
                 SinkConfig::File { max_bytes, keep, .. } => {
-                    crate::cli::parse_size(max_bytes).map_err(|m| invalid(format!("sinks[{i}].max_bytes"), m))?;
+                    parse_size(max_bytes).map_err(|m| invalid(format!("sinks[{i}].max_bytes"), m))?;
                     if *keep == 0 {
                         return Err(invalid(format!("sinks[{i}].keep"), "must be at least 1".into()));
                     }
@@ -603,6 +606,26 @@ pub fn expand_home(pattern: &str) -> String {
         (Some(rest), Ok(home)) => format!("{home}/{rest}"),
         _ => pattern.to_owned(),
     }
+}
+
+/// Parses a byte size: a number with an optional unit (`k`, `M`, `G`, `KiB`, `MiB`, `GiB`:
+/// binary; `kB`, `MB`, `GB`: decimal).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("invalid size `{s}`"))?;
+    let mult: usize = match unit.trim() {
+        "" | "B" | "b" => 1,
+        "k" | "K" | "KiB" | "kiB" => 1 << 10,
+        "m" | "M" | "MiB" => 1 << 20,
+        "g" | "G" | "GiB" => 1 << 30,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        u => return Err(format!("unknown size unit `{u}` in `{s}`")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size `{s}` is too large"))
 }
 
 #[cfg(test)]

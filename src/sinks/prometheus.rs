@@ -6,20 +6,29 @@
 
 use super::record::Record;
 use super::{Batch, Count, Position, Sink};
-use crate::config::tools::ToolRegistry;
 use crate::telemetry as t;
+use crate::transcript::stages::orphans::SideEffect;
 use crate::transcript::Kind;
 
+/// What a tool does, by its name (the tool registry's answer).
+pub type SideEffectOf = Box<dyn Fn(&str) -> SideEffect + Send + Sync>;
+
 /// Metrics of the records and counters it is given.
-#[derive(Debug)]
 pub struct PrometheusSink {
-    registry: ToolRegistry,
+    side_effect: SideEffectOf,
+}
+
+impl std::fmt::Debug for PrometheusSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrometheusSink").finish_non_exhaustive()
+    }
 }
 
 impl PrometheusSink {
-    /// A sink that labels orphan calls with `registry`'s side effects.
-    pub fn new(registry: ToolRegistry) -> Self {
-        PrometheusSink { registry }
+    /// A sink that labels orphan calls with the side effects `side_effect` gives their tools
+    /// (the tool registry's).
+    pub fn new(side_effect: SideEffectOf) -> Self {
+        PrometheusSink { side_effect }
     }
 
     /// Counts one batch.
@@ -29,7 +38,7 @@ impl PrometheusSink {
                 Record::Finding { finding: f, .. } => {
                     metrics::counter!(t::FINDINGS, "kind" => f.kind.as_str(), "severity" => f.severity.as_str()).increment(1);
                     if f.kind == Kind::OrphanCall {
-                        let effect = self.registry.side_effect(f.tool.as_deref().unwrap_or(""));
+                        let effect = (self.side_effect)(f.tool.as_deref().unwrap_or(""));
                         metrics::counter!(t::ORPHAN_TOOL_CALLS, "side_effect" => effect.as_str()).increment(1);
                     }
                 }
