@@ -230,6 +230,9 @@ struct Daemon {
     /// Files open at once (`max_open_files`, within the descriptor budget).
     max_open: usize,
     sinks: Sinks,
+    /// Repairs running on the blocking pool, and their files.
+    repairs: tokio::task::JoinSet<(PathBuf, crate::cli::repair::Report)>,
+    repairing: HashSet<PathBuf>,
     /// Records and counters of the running step, for the sinks.
     outbox: Vec<Record>,
     counts: Vec<Count>,
@@ -284,6 +287,8 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
         opened_in_step: 0,
         max_open: budget.files.max(1),
         sinks,
+        repairs: tokio::task::JoinSet::new(),
+        repairing: HashSet::new(),
         outbox: Vec::new(),
         counts: Vec::new(),
         gauges: None,
@@ -351,6 +356,11 @@ impl Started {
                     }
                     d.on_changes(changes)?;
                 }
+                Some(done) = d.repairs.join_next(), if !d.repairs.is_empty() => {
+                    d.health.busy();
+                    d.new_step();
+                    d.repaired(done);
+                }
                 () = tokio::task::yield_now(), if backlog => {
                     d.health.busy();
                     d.new_step();
@@ -368,6 +378,10 @@ impl Started {
         }
         d.health.busy();
         info!("shutting down: flushing sinks and writing checkpoints");
+        // Repairs under way finish (their output is written atomically either way) and report.
+        while let Some(done) = d.repairs.join_next().await {
+            d.repaired(done);
+        }
         d.deliver().await?;
         let r = d.checkpoint().await;
         d.health.idle();
@@ -774,7 +788,7 @@ impl Daemon {
                 .filter_map(|t| (std::mem::take(&mut t.repair_due) && t.repaired_size != Some(t.size)).then(|| t.path.clone()))
                 .collect();
             for p in due {
-                self.repair(&p, mode, policy, &mut records);
+                self.repair(&p, mode, policy);
             }
         }
         // Quiet files give their memory back; handles beyond the limit are closed.
@@ -802,8 +816,14 @@ impl Daemon {
         Ok(())
     }
 
-    fn repair(&mut self, p: &Path, mode: crate::config::RepairMode, policy: OrphanPolicy, records: &mut Vec<Record>) {
+    /// Starts a repair of `p` on the blocking pool: a whole-file repair runs beside tailing and
+    /// never stalls the loop; its record comes when it is done ([`Daemon::repaired`]). One repair
+    /// per file at a time.
+    fn repair(&mut self, p: &Path, mode: crate::config::RepairMode, policy: OrphanPolicy) {
         let Some(t) = self.files.get_mut(p) else { return };
+        if self.repairing.contains(p) {
+            return;
+        }
         t.repaired_size = Some(t.size);
         let settings = crate::cli::repair::Settings {
             check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
@@ -816,23 +836,43 @@ impl Daemon {
         };
         let Some(dir) = self.sinks.repaired_dir.clone().or_else(|| (mode == crate::config::RepairMode::Plan).then(std::env::temp_dir)) else { return };
         let job = crate::cli::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
-        let report = crate::cli::repair::repair_file(&job, &settings, &mut self.buf);
-        use crate::cli::repair::Status;
-        match report.status {
-            Status::Planned => records.push(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
-            Status::Repaired | Status::Partial => {
-                records.push(Record::Repaired {
-                    time: now(),
-                    file: report.file,
-                    output: report.output.unwrap_or_default(),
-                    inserted: report.lines.inserted,
-                    removed: report.lines.removed,
-                    modified: report.lines.modified,
-                });
+        self.repairing.insert(p.to_path_buf());
+        info!(file = %p.display(), "repair started");
+        let path = p.to_path_buf();
+        self.repairs.spawn_blocking(move || {
+            let report = crate::cli::repair::repair_file(&job, &settings, &mut Vec::new());
+            (path, report)
+        });
+    }
+
+    /// A repair finished: its record.
+    fn repaired(&mut self, done: Result<(PathBuf, crate::cli::repair::Report), tokio::task::JoinError>) {
+        let (p, report) = match done {
+            Ok(r) => r,
+            Err(e) => {
+                warn!(error = %e, "a repair task failed");
+                return;
             }
-            Status::Failed => warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed"),
-            Status::Clean | Status::Skipped => {}
-        }
+        };
+        self.repairing.remove(&p);
+        use crate::cli::repair::Status;
+        let record = match report.status {
+            Status::Planned => Record::RepairPlanned { time: now(), file: report.file, edits: report.edits },
+            Status::Repaired | Status::Partial => Record::Repaired {
+                time: now(),
+                file: report.file,
+                output: report.output.unwrap_or_default(),
+                inserted: report.lines.inserted,
+                removed: report.lines.removed,
+                modified: report.lines.modified,
+            },
+            Status::Failed => {
+                warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed");
+                return;
+            }
+            Status::Clean | Status::Skipped => return,
+        };
+        self.emit(vec![record]);
     }
 
     fn limit_open_files(&mut self) {

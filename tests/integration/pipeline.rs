@@ -96,3 +96,35 @@ fn the_repair_stage_sees_only_the_findings_of_the_stages_before_it() {
     assert!(plans_repair(&[PARSE, VALIDATE, PLAN]), "after validate, a validation error is repaired");
     assert!(!plans_repair(&[PARSE, PLAN, VALIDATE]), "before validate, the repair stage has seen no error");
 }
+
+#[test]
+fn a_whole_file_repair_runs_beside_tailing_without_stalling_it() {
+    let repaired = tempfile::tempdir().unwrap();
+    let mut opts = Opts {
+        stages: Some(format!("[[stages]]\n{PARSE}\n[[stages]]\n{VALIDATE}\n[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"100ms\"\n")),
+        ..Opts::default()
+    };
+    opts.extra = format!("[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", repaired.path().display());
+    let d = Daemon::with(opts);
+    // A large file with one error: its repair reads and writes all of it (here, some 400 ms,
+    // against the tens of milliseconds the live file's finding takes).
+    let line = format!("{{\"role\":\"user\",\"content\":\"{}\"}}\n{{\"role\":\"assistant\",\"content\":\"ok\"}}\n", "x".repeat(200));
+    let mut big = line.repeat(450_000);
+    big.push_str(&result_line("c1"));
+    std::fs::write(d.watch_dir().join("big.jsonl"), big).unwrap();
+    assert!(wait(Duration::from_secs(60), || d.log().contains("repair started")), "{}", d.log());
+    // While it runs, another file gets an error: reported before the repair is done.
+    std::fs::write(d.watch_dir().join("live.jsonl"), format!("{{\"role\":\"user\",\"content\":\"q\"}}\n{}", result_line("c2"))).unwrap();
+    let position = |d: &Daemon| {
+        let r = d.records();
+        let live = r.iter().position(|r| r["type"] == "finding" && r["call_id"] == "c2");
+        let done = r.iter().position(|r| r["type"] == "repaired" && r["file"].as_str().is_some_and(|f| f.ends_with("big.jsonl")));
+        (live, done)
+    };
+    assert!(wait(Duration::from_secs(60), || matches!(position(&d), (Some(_), Some(_)))), "{:?}\n{}", position(&d), d.log());
+    let (live, done) = position(&d);
+    assert!(live < done, "the live file's finding waited for the repair: {live:?} {done:?}");
+    let out = d.records().swap_remove(done.unwrap());
+    let copy = std::path::PathBuf::from(out["output"].as_str().unwrap());
+    assert!(copy.starts_with(repaired.path()) && copy.exists(), "{out}");
+}

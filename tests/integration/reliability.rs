@@ -131,6 +131,18 @@ fn start_writers(d: &Daemon, kills: u64, seed: u64) -> Vec<std::thread::JoinHand
         .collect()
 }
 
+/// Starts and `kill -9`s the daemon `kills` times, at random moments, until the writers are done.
+fn kill_while_writing(d: &mut Daemon, rng: &mut Rng, kills: u64, writers: Vec<std::thread::JoinHandle<()>>) {
+    for _ in 0..kills {
+        d.spawn();
+        std::thread::sleep(Duration::from_millis(10 + rng.below(140)));
+        d.kill9();
+    }
+    for wr in writers {
+        wr.join().unwrap();
+    }
+}
+
 /// `kill -9` at random moments while writers append torn pieces: exactly-once on the stdout
 /// file and on the (rotating) file sink, compaction records included.
 #[test]
@@ -146,14 +158,7 @@ fn kill_9_harness_is_exactly_once_for_the_file_sink_and_stdout_to_a_file() {
 
     let writers = start_writers(&d, kills, seed);
     let t = Instant::now();
-    for _ in 0..kills {
-        d.spawn();
-        std::thread::sleep(Duration::from_millis(10 + rng.below(140)));
-        d.kill9();
-    }
-    for wr in writers {
-        wr.join().unwrap();
-    }
+    kill_while_writing(&mut d, &mut rng, kills, writers);
     d.start();
     let w = d.watch_dir();
     let want = check_dir(&w);
@@ -420,14 +425,7 @@ fn kill_9_harness_is_exactly_once_for_the_http_sink_with_the_collector_killed_to
         })
     };
     let t = Instant::now();
-    for _ in 0..kills {
-        d.spawn();
-        std::thread::sleep(Duration::from_millis(10 + rng.below(140)));
-        d.kill9();
-    }
-    for wr in writers {
-        wr.join().unwrap();
-    }
+    kill_while_writing(&mut d, &mut rng, kills, writers);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let restarts = chaos.join().unwrap();
     let before_restart = collector.lock().unwrap().batches().len();
