@@ -195,12 +195,6 @@ fn set_nofile(pid: i32, n: u64) {
 fn exhaust_descriptors(d: &Daemon) {
     let pid = d.pid();
     let state = d.state_dir();
-    let all_stopped = || {
-        std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().filter_map(Result::ok).all(|t| {
-            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-            stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_some_and(|st| st == "T" || st == "t")
-        })
-    };
     let table = || -> BTreeMap<u64, PathBuf> {
         std::fs::read_dir(format!("/proc/{pid}/fd"))
             .unwrap()
@@ -211,8 +205,7 @@ fn exhaust_descriptors(d: &Daemon) {
             .collect()
     };
     for fill in 0..500 {
-        d.signal(libc::SIGSTOP);
-        assert!(wait(Duration::from_secs(5), all_stopped), "the daemon did not stop");
+        d.pause();
         let fds = table();
         let passing = fds.iter().any(|(n, l)| {
             std::fs::metadata(format!("/proc/{pid}/fd/{n}")).is_ok_and(|m| m.is_dir()) || l.starts_with(&state) || l.to_string_lossy().ends_with(".tmp")
@@ -221,10 +214,10 @@ fn exhaust_descriptors(d: &Daemon) {
         let hole = fds.iter().any(|(n, l)| *n > lowest && l == Path::new("/dev/null"));
         if !passing && !hole {
             set_nofile(pid, lowest);
-            d.signal(libc::SIGCONT);
+            d.resume();
             return;
         }
-        d.signal(libc::SIGCONT);
+        d.resume();
         if hole {
             let filler = d.watch_dir().join(format!("filler{fill}.jsonl"));
             std::fs::write(&filler, "{\"role\":\"user\",\"content\":\"q\"}\n").unwrap();
