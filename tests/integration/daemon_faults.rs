@@ -6,10 +6,10 @@
 use super::harness::{append, compactions_in, fold_records, http, metric, metric_sum, result_line, settle, wait, Daemon, Opts, Out};
 use super::support::{data, transcriptd};
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn has_call(d: &Daemon, call: &str) -> bool {
@@ -184,17 +184,49 @@ fn set_nofile(pid: i32, n: u64) {
     assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
 }
 
-/// The lowest descriptor the process could have free soon: one free now, or one held only for a
-/// moment (a directory being walked or synced, a checkpoint's temporary file). With the limit
-/// there, nothing the process opens afterwards fits, even when such a moment ends (a limit
-/// read past a checkpoint's directory descriptor left its slot free a moment later: 1 run in 10).
-fn lowest_free_fd(pid: i32) -> u64 {
-    let passing = |n: u64| {
-        let fd = format!("/proc/{pid}/fd/{n}");
-        std::fs::metadata(&fd).is_ok_and(|m| m.is_dir()) || std::fs::read_link(&fd).is_ok_and(|l| l.to_string_lossy().ends_with(".tmp"))
+/// Leaves the daemon no descriptor: its limit is set to its lowest free descriptor, taken with
+/// the daemon stopped (every thread) at a moment when that means something:
+/// - it holds no descriptor only for a moment (a directory being walked or synced, anything in
+///   its state directory: a checkpoint being written) — else that slot is free a moment later
+///   and the limit leaves room (1 run in 10);
+/// - no hole lies below a descriptor it keeps (the metrics listener's reserve, on `/dev/null`):
+///   a limit below it leaves the reserve out, where a process that ran out of descriptors at
+///   its limit has it inside (1 run in 150). A hole is filled by a file the daemon opens.
+fn exhaust_descriptors(d: &Daemon) {
+    let pid = d.pid();
+    let state = d.state_dir();
+    let table = || -> BTreeMap<u64, PathBuf> {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .filter_map(|e| {
+                let e = e.ok()?;
+                Some((e.file_name().to_str()?.parse().ok()?, std::fs::read_link(e.path()).unwrap_or_default()))
+            })
+            .collect()
     };
-    let used: BTreeSet<u64> = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
-    (0..).find(|&n| !used.contains(&n) || passing(n)).unwrap()
+    for fill in 0..500 {
+        d.pause();
+        let fds = table();
+        let passing = fds.iter().any(|(n, l)| {
+            std::fs::metadata(format!("/proc/{pid}/fd/{n}")).is_ok_and(|m| m.is_dir()) || l.starts_with(&state) || l.to_string_lossy().ends_with(".tmp")
+        });
+        let lowest = (0..).find(|n| !fds.contains_key(n)).unwrap();
+        let hole = fds.iter().any(|(n, l)| *n > lowest && l == Path::new("/dev/null"));
+        if !passing && !hole {
+            set_nofile(pid, lowest);
+            d.resume();
+            return;
+        }
+        d.resume();
+        if hole {
+            let filler = d.watch_dir().join(format!("filler{fill}.jsonl"));
+            std::fs::write(&filler, "{\"role\":\"user\",\"content\":\"q\"}\n").unwrap();
+            assert!(wait(Duration::from_secs(5), || table().values().any(|l| *l == filler)), "{} not opened", filler.display());
+        } else {
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    }
+    panic!("no moment to take the daemon's descriptors away");
 }
 
 /// Issue 15, defects 4c and 13: When no descriptor is left, a file that cannot be opened is retried, `/health`
@@ -207,7 +239,7 @@ fn a_line_unreadable_for_want_of_descriptors_is_retried_not_lost() {
     assert!(wait(Duration::from_secs(10), || has_call(&d, "first")));
     std::thread::sleep(Duration::from_millis(300));
     // No descriptor left: the lowest free one is at the limit.
-    set_nofile(d.pid(), lowest_free_fd(d.pid()));
+    exhaust_descriptors(&d);
     std::fs::write(w.join("b.jsonl"), "{\"role\":\"user\",\"content\":\"q\"}\nnot json at all\n").unwrap();
     assert!(wait(Duration::from_secs(10), || d.log().contains("b.jsonl")), "{}", d.log());
     wait_unhealthy(&d, "reading fails", Duration::from_secs(10));

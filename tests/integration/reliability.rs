@@ -343,7 +343,7 @@ fn rotation_model_findings_equal_check_on_what_the_files_held() {
     for round in 0..rounds {
         let n = 1 + rng.below(3);
         let restart = rng.chance(0.15);
-        d.signal(libc::SIGSTOP);
+        d.pause();
         for _ in 0..n {
             let what = operate(&m, &mut rng, &rotated);
             history.push(format!("round {round}: {what}"));
@@ -355,7 +355,7 @@ fn rotation_model_findings_equal_check_on_what_the_files_held() {
             d.kill9();
             d.start();
         } else {
-            d.signal(libc::SIGCONT);
+            d.resume();
         }
         let mut last = (BTreeMap::new(), BTreeMap::new(), Vec::new());
         let ok = wait(Duration::from_secs(15), || {
