@@ -1,5 +1,6 @@
 //! The command line: one module per verb, and the exit-code contract shared by all of them.
 
+pub mod args;
 pub mod check;
 pub mod context;
 pub mod dataset_repair;
@@ -7,12 +8,15 @@ pub mod history;
 pub mod input;
 pub mod orphans;
 pub mod output;
+pub mod render;
 pub mod repair;
+pub mod repair_stdin;
 pub mod report;
 pub mod run;
 pub mod sessions;
 pub mod show;
 pub mod stats;
+pub mod style;
 pub mod usage;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -25,9 +29,13 @@ pub struct Cli {
     /// The verb.
     #[command(subcommand)]
     pub command: Command,
-    /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    /// Log format on stderr: text, or one JSON object per line (for log collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
     pub log_format: LogFormat,
+    /// Colour in output and logs: auto (only on a terminal, and not when NO_COLOR is set),
+    /// always or never.
+    #[arg(long, global = true, value_enum, default_value_t = style::ColorChoice::Auto, value_name = "WHEN")]
+    pub color: style::ColorChoice,
 }
 
 /// Log line format.
@@ -95,6 +103,7 @@ pub enum Exit {
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    style::init(cli.color);
     init_tracing(cli.log_format);
     let result = match cli.command {
         Command::Check(a) => check::run(a),
@@ -115,14 +124,34 @@ pub fn main() -> ExitCode {
         Ok(Exit::Findings) => ExitCode::from(1),
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("transcriptd: error: {e:#}");
+            style::error(chain(&e));
             ExitCode::from(2)
         }
     }
 }
 
+/// An error and its causes on one line, `outer: inner: ...`, each said once: a cause whose text
+/// the message already holds (an error that prints its source, such as `path: No such file or
+/// directory (os error 2)`) is not repeated.
+pub fn chain(e: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
 fn init_tracing(format: LogFormat) {
-    crate::telemetry::init_tracing(format == LogFormat::Json);
+    // ANSI codes only where a person reads them: never into a file, the journal or a container
+    // log (stderr is no terminal there), nor when NO_COLOR or --color never says so.
+    crate::telemetry::init_tracing(format == LogFormat::Json, style::stderr().on);
 }
 
 /// Parses a byte size: a number with an optional unit (`k`, `M`, `G`, `KiB`, `MiB`, `GiB`:

@@ -96,6 +96,9 @@ pub struct Expanded {
     pub missing: Vec<MissingTranscript>,
     /// Paths skipped, sorted by path.
     pub skipped: Vec<Skipped>,
+    /// Directories given that hold no `*.jsonl` file (nor a meta sidecar, nor anything
+    /// skipped): nothing was read from them, which a verb says rather than report a clean run.
+    pub empty_dirs: Vec<PathBuf>,
 }
 
 impl Expanded {
@@ -137,7 +140,11 @@ pub fn expand(paths: &[PathBuf]) -> Expanded {
             });
             continue;
         }
+        let before = (out.inputs.len(), out.missing.len(), out.skipped.len());
         walk(p, &mut out);
+        if before == (out.inputs.len(), out.missing.len(), out.skipped.len()) {
+            out.empty_dirs.push(p.clone());
+        }
     }
     out.inputs.sort();
     out.inputs.dedup();
