@@ -195,7 +195,13 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             match &r.stop {
                 Some(s) => eprintln!(
                     "{}",
-                    super::style::stderr().at(&r.input.display(), s.line, "error", s.kind.as_str(), &format!("{} (--strict stops at the first line that cannot be read)", s.message))
+                    super::style::stderr().at(
+                        &r.input.display(),
+                        s.line,
+                        "error",
+                        s.kind.as_str(),
+                        &format!("{} (--strict stops at the first line that cannot be read)", s.message)
+                    )
                 ),
                 None => super::style::error(e),
             }
@@ -214,7 +220,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     out.flush()?;
     if args.out.summary() {
         // Every physical line that is not blank: read ones and those that could not be read.
-        let lines: u64 = reports.iter().map(|r| r.stats.lines + r.stats.bad_lines).sum();
+        let lines: u64 = reports.iter().map(|r| r.stats.non_blank_lines()).sum();
         let bytes: u64 = reports.iter().map(|r| r.stats.bytes).sum();
         let secs = started.elapsed().as_secs_f64();
         let Counts { errors, warnings, bad_files, hidden } = count;

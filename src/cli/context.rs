@@ -47,12 +47,13 @@ impl Scanned {
         }
     }
 
-    /// Where a skipped line is, for people: its line number when known, else its offset.
+    /// Where a skipped line is when its number is not known (the read stopped before the start
+    /// of the file): its byte offset, and how far from the end it is.
     pub fn locate(&self, s: &Skipped) -> String {
-        match self.total_lines {
-            Some(total) if s.from_end > 0 => format!("line {}", total + 1 - s.from_end),
-            _ if s.from_end > 0 => format!("byte {} (line {} from the end)", s.offset, s.from_end),
-            _ => format!("byte {}", s.offset),
+        if s.from_end > 0 {
+            format!("at byte {}, line {} from the end", s.offset, s.from_end)
+        } else {
+            format!("at byte {}", s.offset)
         }
     }
 }
@@ -151,17 +152,15 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let paint = super::style::stderr();
     if !out_args.quiet {
         for s in &skipped {
-            let message = match scanned.line_of(s) {
+            let line = scanned.line_of(s);
+            let message = match line {
                 Some(_) => s.message.clone(),
                 None => format!("{} ({})", s.message, scanned.locate(s)),
             };
-            eprintln!("{}", paint.at(&name, scanned.line_of(s).unwrap_or(0), "error", &s.kind.to_string(), &message));
+            eprintln!("{}", paint.at(&name, line.unwrap_or(0), "error", s.kind.as_str(), &message));
         }
         if scanned.context.head_missing {
-            eprintln!(
-                "{}",
-                paint.at(&name, 1, "warning", "missing_session_meta", "the rollout's first line is not a session_meta; the context starts without it")
-            );
+            eprintln!("{}", paint.note(&name, 1, "warning", "the rollout's first line is not a session_meta; the context starts without it"));
         }
     }
     if out_args.summary() {

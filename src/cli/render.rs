@@ -109,4 +109,3 @@ fn text_of(v: &Value) -> String {
         other => other.to_string(),
     }
 }
-

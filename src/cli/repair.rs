@@ -26,8 +26,8 @@
 //!   its target, which is repaired; `--out` never reaches an input by another spelling, and two
 //!   inputs never share an output.
 
-use super::output::human_bytes;
 use super::args::{OutputArgs, ReadArgs};
+use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sinks::atomic::{self, AtomicFile, Keep, Merged, Spool};
 use crate::sources::batch::{self, Input, Skipped};
@@ -1269,7 +1269,13 @@ pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_
             }
         }
         Status::Skipped => {
-            writeln!(out, "{} {}: {}", paint.location(&format!("{}:", r.file)), paint.severity("warning"), format_args!("skipped: {}", r.message.as_deref().unwrap_or("")))?;
+            writeln!(
+                out,
+                "{} {}: {}",
+                paint.location(&format!("{}:", r.file)),
+                paint.severity("warning"),
+                format_args!("skipped: {}", r.message.as_deref().unwrap_or(""))
+            )?;
         }
     }
     Ok(())
@@ -1288,7 +1294,13 @@ pub fn summary(reports: &[Report], bytes: u64, elapsed: Duration, dry_run: bool,
     let skipped = count(Status::Skipped);
     let reasons: Vec<String> = why
         .iter()
-        .map(|(w, k)| if *w == SkipWhy::RecentlyModified { format!("{k} {} {}", w.counted(), humantime::format_duration(min_idle)) } else { format!("{k} {}", w.counted()) })
+        .map(|(w, k)| {
+            if *w == SkipWhy::RecentlyModified {
+                format!("{k} {} {}", w.counted(), humantime::format_duration(min_idle))
+            } else {
+                format!("{k} {}", w.counted())
+            }
+        })
         .collect();
     let skipped = if reasons.is_empty() { format!("{skipped} skipped") } else { format!("{skipped} skipped: {}", reasons.join(", ")) };
     let head = format!("{n} file{} ({}) in {:.2}s", if n == 1 { "" } else { "s" }, human_bytes(bytes), elapsed.as_secs_f64());

@@ -1,7 +1,7 @@
 //! `transcriptd sessions list`: the sessions on disk, most recently active first.
 
-use super::output::{human_bytes, plural};
 use super::args::OutputArgs;
+use super::output::{human_bytes, plural};
 use super::{Exit, OutputFormat};
 use crate::sessions::info::{self, Row};
 use crate::sessions::{discover, Error};

@@ -1,11 +1,11 @@
 //! `transcriptd show PREFIX`: one session, found by a short id prefix: its meta and a summary
 //! (turns, tool calls, compactions, findings by kind), its full history, or one line by uuid.
 
+use super::args::{OutputArgs, ReadArgs};
 use super::check::{check_input, READ_CHUNK};
 use super::output::{human_bytes, plural};
-use super::sessions::roots_or_default;
-use super::args::{OutputArgs, ReadArgs};
 use super::render;
+use super::sessions::roots_or_default;
 use super::{Exit, OutputFormat};
 use crate::sessions::history::{full_history, HistoryItem};
 use crate::sessions::index::UuidIndex;

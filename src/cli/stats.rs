@@ -5,8 +5,8 @@
 //! parallel (token counting is the cost) and folded in line order, so memory stays flat but for
 //! a few numbers per conversation.
 
-use super::output::plural;
 use super::args::{OutputArgs, ReadArgs};
+use super::output::plural;
 use super::{Exit, OutputFormat};
 use crate::sources::batch;
 use crate::transcript::formats::dataset::detect_head;

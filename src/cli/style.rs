@@ -90,8 +90,14 @@ impl Paint {
 
     /// `path:line: severity: kind: message` — the line left out when it is 0 (the whole file).
     pub fn at(self, path: &str, line: u64, severity: &str, kind: &str, message: &str) -> String {
+        self.note(path, line, severity, &format!("{kind}: {message}"))
+    }
+
+    /// `path:line: severity: message`, for what is no finding (and so has no kind); the line left
+    /// out when it is 0.
+    pub fn note(self, path: &str, line: u64, severity: &str, message: &str) -> String {
         let place = if line == 0 { format!("{path}:") } else { format!("{path}:{line}:") };
-        format!("{} {}: {kind}: {message}", self.location(&place), self.severity(severity))
+        format!("{} {}: {message}", self.location(&place), self.severity(severity))
     }
 }
 

@@ -2,9 +2,9 @@
 //! counting as `check` and the daemon's `transcriptd_tokens_total`, so an archive can be costed
 //! without running the daemon.
 
+use super::args::{OutputArgs, ReadArgs};
 use super::check::check_all;
 use super::output::plural;
-use super::args::{OutputArgs, ReadArgs};
 use super::{Exit, OutputFormat};
 use crate::sources::batch;
 use crate::transcript::model::Usage;

@@ -80,6 +80,14 @@ pub struct Stats {
     pub tokens: BTreeMap<String, Usage>,
 }
 
+impl Stats {
+    /// Every non-blank line: those read and those that could not be (what a summary counts as
+    /// the file's lines: a file of 20 lines of garbage has 20 lines, not 0).
+    pub fn non_blank_lines(&self) -> u64 {
+        self.lines + self.bad_lines
+    }
+}
+
 /// What one line turned into, before pairing.
 #[derive(Debug)]
 pub enum Outcome<'a> {
@@ -538,10 +546,9 @@ pub fn unknown_format(forced: Option<Format>, detected: Option<Format>, stats: &
                 format!("no line{scope} is a record of a known format: none of its {lines} line{s} was checked (give --format if it is one)"),
             ))
         }
-        Some(f) if !matches!(f, Format::Dataset(_)) && lines > 0 && stats.messages + stats.compactions + stats.other_records == 0 => Some(Finding::file(
-            Kind::UnknownFormat,
-            format!("no line is a {f} record (the format given): none of its {lines} line{s} was checked"),
-        )),
+        Some(f) if !matches!(f, Format::Dataset(_)) && lines > 0 && stats.messages + stats.compactions + stats.other_records == 0 => {
+            Some(Finding::file(Kind::UnknownFormat, format!("no line is a {f} record (the format given): none of its {lines} line{s} was checked")))
+        }
         _ => None,
     }
 }

@@ -222,7 +222,7 @@ pub fn fold(records: &[Value]) -> BTreeMap<Key, usize> {
 
 /// What `check --output json` reports on `dir`.
 pub fn check_dir(dir: &Path) -> BTreeMap<Key, usize> {
-    let out = transcriptd(&["check", "--output", "json", "--quiet", dir.to_str().unwrap()]);
+    let out = transcriptd(&["check", "--output", "json", "--no-summary", dir.to_str().unwrap()]);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()

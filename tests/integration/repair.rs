@@ -206,7 +206,7 @@ fn shards_cover_every_file_once() {
         let r = transcriptd(&["repair", "--dry-run", "--force", "-o", "json", "--shard", &shard, dir.path().to_str().unwrap()]);
         assert_eq!(r.status.code(), Some(0));
         let err = String::from_utf8_lossy(&r.stderr).into_owned();
-        let n: usize = err.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let n: usize = err.strip_prefix("dry run over ").and_then(|e| e.split_whitespace().next()).unwrap_or_else(|| panic!("{err}")).parse().unwrap();
         seen.push(n);
     }
     assert_eq!(seen.iter().sum::<usize>(), 40, "{seen:?}");
@@ -217,7 +217,7 @@ fn shards_cover_every_file_once() {
 /// in-memory repair gives, output and rejects byte for byte.
 fn assert_cli_matches_memory(dir: &std::path::Path, names: &[&str], extra: &[&str], opts: &Options) {
     let out = dir.join("out");
-    let mut args = vec!["repair", "--force", "-q", "--out", out.to_str().unwrap()];
+    let mut args = vec!["repair", "--force", "--no-summary", "--out", out.to_str().unwrap()];
     args.extend_from_slice(extra);
     let paths: Vec<String> = names.iter().map(|n| dir.join(n).display().to_string()).collect();
     args.extend(paths.iter().map(String::as_str));

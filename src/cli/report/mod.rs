@@ -18,10 +18,10 @@ pub mod page;
 pub mod session;
 pub mod svg;
 
+use super::args::{FilterArgs, OutputArgs, ReadArgs};
 use super::check::{self, FileReport};
 use super::output::{human_bytes, plural};
 use super::repair::{self, Job, Settings};
-use super::args::{FilterArgs, OutputArgs, ReadArgs};
 use super::{Exit, OutputFormat};
 use crate::config::tools::ToolRegistry;
 use crate::sessions::Timestamp;
