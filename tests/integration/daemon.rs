@@ -124,8 +124,11 @@ address = "127.0.0.1:{port}"
     }
 
     pub fn records(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.out())
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(self.out()).unwrap_or_default();
+        // The daemon may be writing as this reads: a last line without its newline is not
+        // written yet.
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole
             .lines()
             .filter(|l| !l.is_empty())
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l}: {e}")))
