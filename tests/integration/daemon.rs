@@ -128,11 +128,7 @@ address = "127.0.0.1:{port}"
         // The daemon may be writing as this reads: a last line without its newline is not
         // written yet.
         let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-        whole
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l}: {e}")))
-            .collect()
+        whole.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l}: {e}"))).collect()
     }
 }
 
