@@ -2,10 +2,12 @@
 
 pub mod args;
 pub mod check;
+pub mod completions;
 pub mod context;
 pub mod dataset_repair;
 pub mod history;
 pub mod input;
+pub mod man;
 pub mod orphans;
 pub mod output;
 pub mod render;
@@ -89,6 +91,10 @@ pub enum Command {
     Stats(stats::Args),
     /// Token usage by model (each API message once, with its final usage), without the daemon.
     Usage(usage::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
+    /// Print the manual page (roff), or write one page per verb into a directory.
+    Man(man::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -118,6 +124,8 @@ pub fn main() -> ExitCode {
         Command::Stats(a) => stats::run(a),
         Command::Report(a) => report::run(a),
         Command::Usage(a) => usage::run(a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => man::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,
