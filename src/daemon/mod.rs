@@ -333,10 +333,15 @@ impl Daemon {
             }
             t
         };
+        let opened = records.len();
         records.push(Record::FileOpened { time: now(), file: p.display().to_string(), format: t.format(), offset: t.committed() });
         let grew_before = t.last_growth;
         self.files.insert(p.to_path_buf(), t);
         self.poll_path(p, records)?;
+        // The format, as soon as the lines read at once tell it (the record still comes first).
+        if let (Some(Record::FileOpened { format: f @ None, .. }), Some(t)) = (records.get_mut(opened), self.files.get(p)) {
+            *f = t.format();
+        }
         // Reading an old file at startup is not growth: its grace has passed already.
         if let Some(t) = self.files.get_mut(p) {
             if grew_before + self.stages.grace <= Instant::now() {

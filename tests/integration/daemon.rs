@@ -71,10 +71,15 @@ address = "127.0.0.1:{port}"
     }
 
     pub fn new(extra_daemon: &str, extra: &str) -> Daemon {
+        Self::edited(extra_daemon, extra, |c| c)
+    }
+
+    /// [`Daemon::new`] with the configuration text changed by `edit` first.
+    pub fn edited(extra_daemon: &str, extra: &str, edit: impl FnOnce(String) -> String) -> Daemon {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("watch")).unwrap();
         let port = free_port();
-        std::fs::write(root.path().join("transcriptd.toml"), Self::config(root.path(), port, extra_daemon, extra)).unwrap();
+        std::fs::write(root.path().join("transcriptd.toml"), edit(Self::config(root.path(), port, extra_daemon, extra))).unwrap();
         let mut d = Daemon { child: None, root, port };
         d.start();
         d

@@ -24,3 +24,4 @@ mod sessions;
 mod support;
 mod threads;
 mod usage;
+mod ux;
