@@ -267,7 +267,7 @@ fn counts(m: &std::collections::BTreeMap<String, u64>) -> String {
 
 fn write_text(out: &mut impl Write, name: &str, format: Format, r: &Report) -> anyhow::Result<()> {
     writeln!(out, "{name} ({format})")?;
-    writeln!(out, "  conversations        {} in {} lines", r.conversations, r.lines)?;
+    writeln!(out, "  conversations        {} in {} line{}", r.conversations, r.lines, plural(r.lines))?;
     writeln!(out, "  messages             {}: {}", r.messages, counts(&r.messages_per_role))?;
     writeln!(out, "  tool calls           {}{}{}", r.tool_calls, if r.tool_calls > 0 { ": " } else { "" }, counts(&r.tool_calls_per_tool))?;
     writeln!(out, "  missing system       {}", r.missing_system)?;

@@ -115,7 +115,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             }
         }
         OutputFormat::Text => {
-            writeln!(out, "{:<32} {:>14} {:>14} {:>16} {:>16} {:>16}", "model", "input", "output", "cache write", "cache read", "total")?;
+            // The model column fits the longest name (Bedrock's run long), so columns line up.
+            let w = records.iter().map(|(_, _, m, _)| m.chars().count()).max().unwrap_or(0).max(32);
+            writeln!(out, "{:<w$} {:>14} {:>14} {:>16} {:>16} {:>16}", "model", "input", "output", "cache write", "cache read", "total")?;
             for (file, _, model, u) in &records {
                 if let Some(f) = file {
                     writeln!(out, "{f}")?;
@@ -123,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 let r = UsageRecord::new(None, None, model, u);
                 writeln!(
                     out,
-                    "{:<32} {:>14} {:>14} {:>16} {:>16} {:>16}",
+                    "{:<w$} {:>14} {:>14} {:>16} {:>16} {:>16}",
                     model, r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens, r.total_tokens
                 )?;
             }

@@ -14,6 +14,7 @@ mod datasets;
 mod deploy;
 mod generated;
 mod orphans;
+mod readme;
 mod real;
 mod repair;
 mod report;

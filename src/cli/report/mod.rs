@@ -258,12 +258,13 @@ fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     writeln!(out, "lines        {} ({})", t.lines, human_bytes(t.bytes))?;
     let formats: Vec<String> = r.formats.iter().map(|f| format!("{} {}", f.format, f.files)).collect();
     writeln!(out, "formats      {}", formats.join(", "))?;
-    writeln!(out, "findings     {} errors, {} warnings in {} files with errors", t.errors, t.warnings, t.files_with_errors)?;
+    let n = |count: u64, word: &str| format!("{count} {word}{}", plural(count));
+    writeln!(out, "findings     {}, {} in {} with errors", n(t.errors, "error"), n(t.warnings, "warning"), n(t.files_with_errors, "file"))?;
     for k in &r.kinds {
-        writeln!(out, "  {:<26} {:>8} ({} errors, {} warnings)", k.kind.as_str(), k.total, k.error, k.warning)?;
+        writeln!(out, "  {:<26} {:>8} ({}, {})", k.kind.as_str(), k.total, n(k.error, "error"), n(k.warning, "warning"))?;
     }
     writeln!(out, "compactions  {}", t.compactions)?;
-    writeln!(out, "no results   {} calls ({} tools)", r.calls_without_results.total, r.calls_without_results.tools)?;
+    writeln!(out, "no results   {} ({})", n(r.calls_without_results.total, "call"), n(r.calls_without_results.tools, "tool"))?;
     for m in &r.tokens.by_model {
         writeln!(
             out,
@@ -279,7 +280,7 @@ fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         )?;
     }
     for s in &r.worst.by_errors {
-        writeln!(out, "worst        {} errors  {}{}", s.errors, s.file, s.open.as_deref().map(|c| format!("  ({c})")).unwrap_or_default())?;
+        writeln!(out, "worst        {}  {}{}", n(s.errors, "error"), s.file, s.open.as_deref().map(|c| format!("  ({c})")).unwrap_or_default())?;
     }
     Ok(())
 }
