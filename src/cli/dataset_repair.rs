@@ -11,7 +11,7 @@ use crate::sources::batch;
 use crate::sources::regular::ReadAt;
 use crate::transcript::formats::dataset::{detect_head, Dataset};
 use crate::transcript::stages::dataset::repair::{Action, DatasetRepair, Policy};
-use crate::transcript::stages::repair::{Emit, Plan};
+use crate::transcript::stages::repair::{Emit, Plan, RewriteLog};
 use crate::transcript::Format;
 use anyhow::Context;
 use std::fs::File;
@@ -73,11 +73,12 @@ pub(crate) fn first_round(
     })
     .with_context(|| format!("reading {}", path.display()))?;
     let (stats, actions) = core.finish(&mut emit);
+    let log = RewriteLog { stats, ..RewriteLog::default() };
     opened?;
     out.check()?;
     if let Some(f) = out.file.as_mut() {
         f.flush().with_context(|| format!("writing {}", output.display()))?;
     }
     let plan = Plan { format: Some(Format::Dataset(d)), ..Plan::default() };
-    Ok(FirstRound { plan, out: out.file, rejects: out.rejects, stats, covered: reader.pos(), actions })
+    Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions })
 }

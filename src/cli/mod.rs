@@ -162,25 +162,7 @@ fn init_tracing(format: LogFormat) {
     crate::telemetry::init_tracing(format == LogFormat::Json, style::stderr().on);
 }
 
-/// Parses a byte size: a number with an optional unit (`k`, `M`, `G`, `KiB`, `MiB`, `GiB`:
-/// binary; `kB`, `MB`, `GB`: decimal).
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: usize = num.parse().map_err(|_| format!("invalid size `{s}`"))?;
-    let mult: usize = match unit.trim() {
-        "" | "B" | "b" => 1,
-        "k" | "K" | "KiB" | "kiB" => 1 << 10,
-        "m" | "M" | "MiB" => 1 << 20,
-        "g" | "G" | "GiB" => 1 << 30,
-        "kB" | "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        u => return Err(format!("unknown size unit `{u}` in `{s}`")),
-    };
-    n.checked_mul(mult).ok_or_else(|| format!("size `{s}` is too large"))
-}
+pub use crate::config::parse_size;
 
 /// Number of worker threads: `--jobs`, or every core.
 pub fn jobs(requested: Option<usize>) -> usize {

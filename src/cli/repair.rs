@@ -5,7 +5,9 @@
 //! then copied by the kernel; when that pass gives up, the plan is finished and the file
 //! rewritten in a second pass), add what was removed or changed to `<name>.rejects.jsonl`,
 //! then rename the new file into place. When the plan says its edits may have created new findings, the
-//! output is checked and planned again (at most [`MAX_ROUNDS`] times).
+//! output is checked and planned again (at most [`MAX_ROUNDS`] rewrites; [`Rounds`] keeps the
+//! report, the dry run and the rejects in the input's own line numbers). `--dry-run` runs the
+//! same rounds into a scratch directory and prints every edit they make.
 //!
 //! The filesystem side trusts nothing (see README, "Guarantees"):
 //! - The input is opened once, as a regular file ([`regular::open`]), and every pass reads that
@@ -34,7 +36,9 @@ use crate::sources::batch::{self, Input, Skipped};
 use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
 use crate::transcript::stages::dataset::repair::{Action, Policy as DatasetPolicy};
-use crate::transcript::stages::repair::{Edit, Emit, OrphanPolicy, Plan, Planner, Rest, RewriteStats, Rewriter, Step, StreamRepair, Unrepaired};
+use crate::transcript::stages::repair::{
+    Emit, OrphanPolicy, Plan, Planner, Rest, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Step, StreamRepair, Unrepaired,
+};
 use crate::transcript::{Checker, Format, Options};
 use anyhow::Context;
 use rayon::prelude::*;
@@ -46,8 +50,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Plan-rewrite rounds per file before giving up on a cascade of findings.
-pub const MAX_ROUNDS: usize = 3;
+pub use crate::transcript::stages::repair::MAX_ROUNDS;
 
 /// Repairs of one file that changed while it was repaired before it is reported as skipped.
 pub const ATTEMPTS: usize = 3;
@@ -178,8 +181,10 @@ pub struct Report {
     /// Its format.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format: Option<Format>,
-    /// Edits planned (first round).
+    /// Edits planned, over every round.
     pub edits: usize,
+    /// Rewrites made (a later one when the edits of the one before left new findings).
+    pub rounds: usize,
     /// What the rewrite did (all rounds).
     pub lines: RewriteStats,
     /// Findings left.
@@ -203,9 +208,12 @@ pub struct Report {
     /// `--no-backup`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    /// The plan, for --dry-run.
+    /// The edits of every round, for --dry-run.
     #[serde(skip)]
-    pub plan: Vec<Edit>,
+    pub plan: Vec<RoundEdit>,
+    /// Lines whose `parentUuid` is re-pointed, for --dry-run.
+    #[serde(skip)]
+    pub reparented: Vec<u64>,
     /// Datasets: the lines removed or replaced (the plan, for --dry-run).
     #[serde(skip)]
     pub dataset_actions: Vec<Action>,
@@ -219,6 +227,7 @@ impl Report {
             status,
             format: None,
             edits: 0,
+            rounds: 0,
             lines: RewriteStats::default(),
             unrepaired: Vec::new(),
             reason: None,
@@ -227,6 +236,7 @@ impl Report {
             carried: Carried::default(),
             notes: Vec::new(),
             plan: Vec::new(),
+            reparented: Vec::new(),
             dataset_actions: Vec::new(),
         }
     }
@@ -310,9 +320,20 @@ fn plan_reader(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Re
     Ok(done.observer.into_plan(done.format))
 }
 
-/// Rewrites what `src` reads with `plan` into `dest`; rejects are added to `rejects`.
-fn rewrite(src: &mut impl Read, plan: &Plan, s: &Settings, dest: &mut AtomicFile, rejects: &mut Spool, buf: &mut Vec<u8>) -> anyhow::Result<RewriteStats> {
+/// Rewrites what `src` reads with `plan` into `dest`; rejects are added to `rejects` (none are
+/// written without it).
+fn rewrite(
+    src: &mut impl Read,
+    plan: &Plan,
+    s: &Settings,
+    dest: &mut AtomicFile,
+    mut rejects: Option<&mut Spool>,
+    buf: &mut Vec<u8>,
+) -> anyhow::Result<RewriteLog> {
     let mut rw = Rewriter::new(plan, s.check.max_line_bytes);
+    if rejects.is_none() {
+        rw = rw.without_rejects();
+    }
     let mut failed: Option<std::io::Error> = None;
     let mut emit = |e: Emit<'_>| match e {
         Emit::Out(b) => {
@@ -322,19 +343,23 @@ fn rewrite(src: &mut impl Read, plan: &Plan, s: &Settings, dest: &mut AtomicFile
                 }
             }
         }
-        Emit::Reject(b) => rejects.push(b),
+        Emit::Reject(b) => {
+            if let Some(r) = rejects.as_mut() {
+                r.push(b)
+            }
+        }
     };
     batch::read_to_end(src, buf, |chunk| {
         rw.feed(chunk, &mut emit);
         true
     })
     .context("reading")?;
-    let stats = rw.finish(&mut emit);
+    let log = rw.finish(&mut emit);
     if let Some(e) = failed {
         return Err(e).with_context(|| format!("writing beside {}", dest.dest().display()));
     }
     dest.flush()?;
-    Ok(stats)
+    Ok(log)
 }
 
 /// Bytes read at a time by the one-pass repair.
@@ -346,7 +371,7 @@ pub(crate) struct FirstRound {
     /// The output, when the plan has edits.
     pub(crate) out: Option<AtomicFile>,
     pub(crate) rejects: Spool,
-    pub(crate) stats: RewriteStats,
+    pub(crate) log: RewriteLog,
     /// Bytes of the input the round covered (its snapshot).
     pub(crate) covered: u64,
     /// Datasets: the lines removed or replaced (their plan is empty).
@@ -443,12 +468,12 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
         if stream.edited() {
             out.open()?;
         }
-        let (plan, stats) = stream.finish(win.held(), &mut |e| out.emit(e));
+        let (plan, log) = stream.finish(win.held(), &mut |e| out.emit(e));
         out.check()?;
         if let Some(f) = out.file.as_mut() {
             f.flush().with_context(|| format!("writing {}", output.display()))?;
         }
-        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, stats, covered: reader.pos(), actions: Vec::new() });
+        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions: Vec::new() });
     };
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
     if buf.capacity() > 4 * READ {
@@ -467,13 +492,13 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
     };
     let covered = reader.pos();
     if plan.is_empty() {
-        return Ok(FirstRound { plan, out: None, rejects: out.rejects, stats: RewriteStats::default(), covered, actions: Vec::new() });
+        return Ok(FirstRound { plan, out: None, rejects: out.rejects, log: RewriteLog::default(), covered, actions: Vec::new() });
     }
     let mut dest = AtomicFile::create(output, Some(keep)).with_context(|| format!("creating a temporary file beside {}", output.display()))?;
     // What the abandoned pass put aside is written again by the second.
     let mut rejects = Spool::new(output, Spool::LIMIT);
-    let stats = rewrite(&mut ReadAt::new(input, 0, Some(covered)), &plan, s, &mut dest, &mut rejects, buf).with_context(|| path.display().to_string())?;
-    Ok(FirstRound { plan, out: Some(dest), rejects, stats, covered, actions: Vec::new() })
+    let log = rewrite(&mut ReadAt::new(input, 0, Some(covered)), &plan, s, &mut dest, Some(&mut rejects), buf).with_context(|| path.display().to_string())?;
+    Ok(FirstRound { plan, out: Some(dest), rejects, log, covered, actions: Vec::new() })
 }
 
 /// `<dir>/<stem>.rejects.jsonl` beside `output`.
@@ -669,35 +694,31 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         report.dataset_actions = actions;
         return done(report);
     }
-    if s.dry_run {
-        let plan = plan_reader(&mut ReadAt::new(&file, 0, limit), s, buf).with_context(|| format!("reading {}", path.display()))?;
-        let mut report = Report::new(job, Status::Planned);
-        report.format = plan.format;
-        report.edits = plan.edits.len();
-        report.status = if plan.is_empty() && plan.unrepaired.is_empty() { Status::Clean } else { Status::Planned };
-        report.unrepaired = plan.unrepaired;
-        report.plan = plan.edits;
-        return done(report);
-    }
+    // A dry run makes the same rounds into a scratch directory, and keeps nothing.
+    let scratch = if s.dry_run { Some(tempfile::tempdir().context("creating a scratch directory for --dry-run")?) } else { None };
+    let scratch_out = scratch.as_ref().map(|d| d.path().join("dry-run.jsonl"));
+    let output = scratch_out.as_deref().unwrap_or(output);
     if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let keep = Keep::of(&meta, s.in_place);
+    let keep = if s.dry_run { Keep::of(&meta, false) } else { Keep::of(&meta, s.in_place) };
     let first = match dataset {
         Some(d) => super::dataset_repair::first_round(path, &file, limit, output, d, policy, s, keep, buf)?,
         None => first_round(path, &file, limit, output, s, keep, buf)?,
     };
     let edited = first.edited();
     let covered = first.covered;
-    let mut plan = first.plan;
+    let plan = first.plan;
+    let mut rounds = Rounds::new();
     let mut report = Report::new(job, Status::Clean);
     report.format = dataset.map(Format::Dataset).or(plan.format);
     report.edits = plan.edits.len() + first.actions.len();
     report.dataset_actions = first.actions;
     let Some(mut out) = first.out.filter(|_| edited) else {
-        report.unrepaired = plan.unrepaired;
+        rounds.verified(&plan);
+        report.unrepaired = rounds.unrepaired().to_vec();
         report.status = if report.unrepaired.is_empty() { Status::Clean } else { Status::Partial };
-        if !s.in_place {
+        if !s.in_place && !s.dry_run {
             if let Checked::Changed(w) = (Guard { file: &file, path, before, covered, live }).check(s)? {
                 return Ok(Attempt::Changed(w));
             }
@@ -706,37 +727,46 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         }
         return done(report);
     };
+    rounds.record(&plan, first.log);
     let mut rejects = first.rejects;
-    let mut total = first.stats;
-    for _ in 1..MAX_ROUNDS {
-        if !plan.recheck {
-            break;
-        }
-        // The edits may have left two assistant turns side by side: check the output again.
+    while rounds.wants_another() {
+        // The edits may have left new findings (two assistant turns side by side): check the
+        // output again.
         let again = plan_reader(&mut out.read_back()?, s, buf)?;
-        if again.is_empty() {
-            plan = again;
+        if rounds.verified(&again) {
             break;
         }
         let mut next = AtomicFile::create(output, Some(keep))?;
-        let stats = rewrite(&mut out.read_back()?, &again, s, &mut next, &mut rejects, buf)?;
-        total.removed += stats.removed;
-        total.modified += stats.modified;
-        total.inserted += stats.inserted;
+        let log = rewrite(&mut out.read_back()?, &again, s, &mut next, None, buf)?;
+        rounds.record(&again, log);
         out = next;
-        plan = again;
     }
-    if plan.recheck {
-        let last = plan_reader(&mut out.read_back()?, s, buf)?;
-        if !last.is_empty() {
-            plan.unrepaired.push(Unrepaired {
-                line: 0,
-                kind: crate::transcript::Kind::ConsecutiveAssistant,
-                call_id: None,
-                why: format!("edits still needed after {MAX_ROUNDS} rounds"),
-            });
-        }
-        plan.unrepaired.extend(last.unrepaired);
+    if let Some(mut w) = rounds.rejects_writer(s.check.max_line_bytes).filter(|_| !s.dry_run) {
+        // Later rounds changed lines too: the rejects are written again from the input (the
+        // same snapshot), one record per line with what finally became of it.
+        rejects = Spool::new(output, Spool::LIMIT);
+        let mut emit = |e: Emit<'_>| {
+            if let Emit::Reject(b) = e {
+                rejects.push(b)
+            }
+        };
+        batch::read_to_end(&mut ReadAt::new(&file, 0, Some(covered)), buf, |chunk| {
+            w.feed(chunk, &mut emit);
+            true
+        })
+        .with_context(|| format!("reading {}", path.display()))?;
+        w.finish(&mut emit);
+    }
+    report.edits = rounds.edits().len() + report.dataset_actions.len();
+    report.rounds = rounds.rounds();
+    report.lines = rounds.stats();
+    report.unrepaired = rounds.unrepaired().to_vec();
+    let complete = rounds.complete();
+    if s.dry_run {
+        report.plan = rounds.edits().to_vec();
+        report.reparented = rounds.reparented();
+        report.status = if complete { Status::Planned } else { Status::Partial };
+        return done(report);
     }
     let guard = Guard { file: &file, path, before, covered, live };
     match guard.check(s)? {
@@ -770,9 +800,7 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     }
     let new = out.commit_file().with_context(|| format!("replacing {}", output.display()))?;
     report.output = Some(output.display().to_string());
-    report.lines = total;
-    report.unrepaired = plan.unrepaired;
-    report.status = if report.unrepaired.is_empty() { Status::Repaired } else { Status::Partial };
+    report.status = if complete { Status::Repaired } else { Status::Partial };
     if let Some(b) = backup {
         if b.other_links > 0 {
             report.notes.push(format!(
@@ -1226,7 +1254,14 @@ pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_
     };
     if dry_run {
         for e in &r.plan {
-            record(serde_json::to_value(e)?, &[])?;
+            let mut extra = vec![("round", serde_json::Value::from(e.round))];
+            if e.on_inserted {
+                extra.push(("on_inserted", true.into()));
+            }
+            record(serde_json::to_value(&e.edit)?, &extra)?;
+        }
+        for line in &r.reparented {
+            record(serde_json::json!({ "action": "set_parent", "line": line }), &[])?;
         }
         for a in &r.dataset_actions {
             record(serde_json::to_value(a)?, &[])?;

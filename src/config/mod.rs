@@ -580,7 +580,7 @@ impl Config {
         if self.sources.is_empty() {
             bad(Place::section("sources"), "at least one source is needed".into());
         }
-        let max_line_bytes = crate::cli::parse_size(&self.daemon.max_line_bytes).map_err(|m| bad(Place::key("daemon", None, "max_line_bytes"), m)).ok();
+        let max_line_bytes = parse_size(&self.daemon.max_line_bytes).map_err(|m| bad(Place::key("daemon", None, "max_line_bytes"), m)).ok();
         if self.daemon.max_open_files == 0 {
             bad(Place::key("daemon", None, "max_open_files"), "must be at least 1".into());
         }
@@ -649,7 +649,7 @@ impl Config {
                     Err(e) => bad(Place::key("sinks", Some(i), "address"), format!("{address}: {e}")),
                 },
                 SinkConfig::File { max_bytes, keep, .. } => {
-                    if let Err(m) = crate::cli::parse_size(max_bytes) {
+                    if let Err(m) = parse_size(max_bytes) {
                         bad(Place::key("sinks", Some(i), "max_bytes"), m);
                     }
                     if *keep == 0 {
@@ -725,7 +725,7 @@ impl Resolved {
         }
         for (i, s) in self.config.sources.iter().enumerate() {
             for p in &s.include {
-                let root = crate::daemon::watch::literal_root(&expand_home(p));
+                let root = literal_root(&expand_home(p));
                 if !root.exists() {
                     out.push((
                         Place::key("sources", Some(i), "include"),
@@ -774,12 +774,46 @@ pub fn default_user_state_dir() -> PathBuf {
     std::env::var_os("HOME").map_or_else(|| PathBuf::from(".transcriptd"), |h| PathBuf::from(h).join(".local/state/transcriptd"))
 }
 
+/// The directory a glob pattern's files are under: its leading components without glob
+/// characters (what the daemon watches for the pattern).
+pub fn literal_root(pattern: &str) -> PathBuf {
+    let mut root = PathBuf::new();
+    for c in Path::new(pattern).components() {
+        let s = c.as_os_str().to_string_lossy();
+        if s.contains(['*', '?', '[', '{']) {
+            break;
+        }
+        root.push(c);
+    }
+    root
+}
+
 /// Replaces a leading `~` with the home directory.
 pub fn expand_home(pattern: &str) -> String {
     match (pattern.strip_prefix("~/"), std::env::var("HOME")) {
         (Some(rest), Ok(home)) => format!("{home}/{rest}"),
         _ => pattern.to_owned(),
     }
+}
+
+/// Parses a byte size: a number with an optional unit (`k`, `M`, `G`, `KiB`, `MiB`, `GiB`:
+/// binary; `kB`, `MB`, `GB`: decimal).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("invalid size `{s}`"))?;
+    let mult: usize = match unit.trim() {
+        "" | "B" | "b" => 1,
+        "k" | "K" | "KiB" | "kiB" => 1 << 10,
+        "m" | "M" | "MiB" => 1 << 20,
+        "g" | "G" | "GiB" => 1 << 30,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        u => return Err(format!("unknown size unit `{u}` in `{s}`")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size `{s}` is too large"))
 }
 
 #[cfg(test)]

@@ -195,7 +195,7 @@ pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>)
                 sinks.stdout = Some((out, FindingFilter { severity: *severity, kinds: kinds.clone() }));
             }
             SinkConfig::File { path, max_bytes, keep } => {
-                let max = crate::cli::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
+                let max = crate::config::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
                 let mut f = FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?;
                 f.recover(cp.file_sink).context("recovering the file sink")?;
                 sinks.file = Some(f);

@@ -80,6 +80,7 @@ pub fn last_timestamp_in<R: Read + Seek>(r: &mut R, len: u64) -> io::Result<Opti
                 let line_start = memrchr(b'\n', rest).map_or(0, |i| i + 1);
                 let line = &rest[line_start..];
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let line = crate::transcript::lines::without_bom(first_complete + line_start as u64, line);
                 if !crate::transcript::lines::is_blank(line) {
                     if let Some(t) = timestamp_of_line(line) {
                         return Ok(Some(t));

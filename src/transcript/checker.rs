@@ -144,6 +144,16 @@ pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) 
     }
 }
 
+/// Reads a framed line: [`read_line`], with the line limit counting a byte-order mark that
+/// starts the stream (left out of the content), as the splitter counts it.
+pub fn read_framed<'a>(l: &lines::Line<'a>, max: usize, format: Option<Format>) -> Outcome<'a> {
+    if l.bytes.len() > l.limit(max) {
+        let len = l.bytes.len() + (max - l.limit(max));
+        return Outcome::Fault(Finding::new(l.number, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {max}")));
+    }
+    read_line(l.number, l.bytes, max, format)
+}
+
 /// The finding for a line that is not a JSON object. The scanner decided; serde_json, which
 /// agrees on validity, says what is wrong in words.
 fn malformed(number: u64, bytes: &[u8]) -> Finding {
@@ -169,6 +179,8 @@ fn malformed(number: u64, bytes: &[u8]) -> Finding {
 pub trait Observer: Send {
     /// The format, once it is known (before the first line in that format).
     fn format(&mut self, _format: Format) {}
+    /// The format detector looked at line `number` (detection may still change with it).
+    fn detecting(&mut self, _number: u64) {}
     /// A readable line and its meaning.
     fn line(&mut self, _number: u64, _parsed: &Parsed<'_>) {}
     /// An output, as it is produced.
@@ -362,7 +374,7 @@ impl<O: Observer> Checker<O> {
         }
         match b {
             Block::LongBytes(_) => {}
-            Block::TooLong { len, .. } => self.too_long(len),
+            Block::TooLong { len, raw, .. } => self.too_long(len, raw),
             Block::Lines { offset, bytes } => {
                 self.stats.bytes += bytes.len() as u64;
                 let mut it = lines::lines(self.next_line, offset, bytes);
@@ -370,8 +382,8 @@ impl<O: Observer> Checker<O> {
                     if self.stopped.is_some() {
                         return;
                     }
-                    self.observe(l.bytes);
-                    let o = read_line(l.number, l.bytes, self.opts.max_line_bytes, self.detector.format());
+                    self.observe(&l);
+                    let o = read_framed(&l, self.opts.max_line_bytes, self.detector.format());
                     self.apply(o);
                 }
                 self.next_line = it.next_number();
@@ -379,12 +391,12 @@ impl<O: Observer> Checker<O> {
         }
     }
 
-    /// An over-long line of `len` bytes, skipped by the splitter.
-    fn too_long(&mut self, len: u64) {
+    /// An over-long line of `len` bytes (`raw` on disk), skipped by the splitter.
+    fn too_long(&mut self, len: u64, raw: u64) {
         if self.stopped.is_some() {
             return;
         }
-        self.stats.bytes += len + 1;
+        self.stats.bytes += raw;
         let f = Finding::new(self.next_line, Kind::LineTooLong, format!("line of {len} bytes is over the limit of {}", self.opts.max_line_bytes));
         self.next_line += 1;
         self.fault(f);
@@ -411,11 +423,12 @@ impl<O: Observer> Checker<O> {
     /// Lets the detector look at a line while it still wants to. Not at an over-long line: one
     /// that spans reads is skipped without being held, so looking at one that did not would
     /// make the format depend on how the input was cut.
-    fn observe(&mut self, line: &[u8]) {
-        if !self.detector.wants_more() || line.len() > self.opts.max_line_bytes {
+    fn observe(&mut self, line: &lines::Line<'_>) {
+        if !self.detector.wants_more() || line.bytes.len() > line.limit(self.opts.max_line_bytes) {
             return;
         }
-        self.detector.observe(line);
+        self.detector.observe(line.bytes);
+        self.observer.detecting(line.number);
         if let (None, Some(f)) = (&self.validator, self.detector.format()) {
             self.validator = Some(Validator::new(f));
             self.observer.format(f);

@@ -7,7 +7,7 @@
 //!
 //! Calling order: [`Forward::feed`] chunks of the stream in order, then [`Forward::finish`] once.
 
-use super::checker::{read_line, Outcome};
+use super::checker::{read_framed, Outcome};
 use super::finding::{Finding, Kind};
 use super::formats::{Detector, Format};
 use super::lines::{Framed, Numbered};
@@ -45,7 +45,7 @@ impl Forward {
                     detector.observe(l.bytes);
                 }
                 let format = detector.format();
-                out(read_line(l.number, l.bytes, max, format), l.bytes, format);
+                out(read_framed(&l, max, format), l.bytes, format);
             }
         });
     }

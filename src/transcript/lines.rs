@@ -13,6 +13,23 @@ use memchr::{memchr, memrchr};
 /// Lines longer than this (in bytes, without the newline) are skipped as `line_too_long`.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
 
+/// The UTF-8 byte-order mark. At the very start of a stream (offset 0) it says how the file is
+/// encoded and is not part of the first line's content: framing leaves it out of that line
+/// ([`Line::bytes`]), so the line is read as the JSON it is, while repair keeps the bytes (an
+/// untouched first line is copied with its mark; a removed one goes to the rejects with it).
+/// Anywhere else it is an ordinary (and, for JSON, invalid) character.
+pub const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The content of a line that starts at stream `offset`: without a leading [`BOM`] when the
+/// line starts the stream.
+pub fn without_bom(offset: u64, line: &[u8]) -> &[u8] {
+    if offset == 0 {
+        line.strip_prefix(BOM).unwrap_or(line)
+    } else {
+        line
+    }
+}
+
 /// A piece of framed input handed to the consumer of a [`LineSplitter`], in stream order.
 ///
 /// Blocks carry byte offsets, not line numbers: the consumer numbers lines as it walks them
@@ -36,8 +53,10 @@ pub enum Block<'a> {
     TooLong {
         /// Stream offset of its first byte.
         offset: u64,
-        /// Its length in bytes, without the newline.
+        /// Its length in bytes, without the newline (and a `\r` before it).
         len: u64,
+        /// Its length on disk, its line terminator included.
+        raw: u64,
     },
 }
 
@@ -122,12 +141,23 @@ impl LineSplitter {
         }
     }
 
-    /// Whether the incomplete last line held so far is whitespace only.
+    /// Whether the incomplete last line held so far is whitespace only (a [`BOM`] that starts
+    /// the stream is not content).
     pub fn pending_is_blank(&self) -> bool {
         if self.skipping.is_some() {
             self.skip_blank
         } else {
-            is_blank(&self.carry)
+            is_blank(without_bom(self.carry_offset, &self.carry))
+        }
+    }
+
+    /// The bytes of the incomplete last line held so far (none while an over-long one is
+    /// being skipped).
+    pub fn pending(&self) -> &[u8] {
+        if self.skipping.is_some() {
+            &[]
+        } else {
+            &self.carry
         }
     }
 
@@ -158,9 +188,10 @@ impl LineSplitter {
             };
             self.hold(&chunk[..i], out);
             let len = self.pending_bytes() - u64::from(self.held_cr());
-            let blank = if self.skipping.is_some() { self.skip_blank } else { is_blank(&self.carry) };
+            let blank = if self.skipping.is_some() { self.skip_blank } else { is_blank(without_bom(self.carry_offset, &self.carry)) };
             if !blank && (self.skipping.is_some() || len > self.max as u64) {
-                out(Cut::Block(Block::TooLong { offset: self.carry_offset, len }));
+                let raw = self.pending_bytes() + 1;
+                out(Cut::Block(Block::TooLong { offset: self.carry_offset, len, raw }));
             } else {
                 // A blank line, however long, still counts as a line: hand it on as one.
                 if self.skipping.is_some() {
@@ -203,7 +234,12 @@ impl LineSplitter {
         } else if self.carry.len() + bytes.len() > self.max + 1 {
             self.skipping = Some((self.carry.len() + bytes.len()) as u64);
             self.skip_last_cr = bytes.last() == Some(&b'\r');
-            self.skip_blank = is_blank(&self.carry) && is_blank(bytes);
+            // A byte-order mark that starts the stream is not content (it may lie across the
+            // held bytes and these; at least three bytes are seen by now).
+            let start: Vec<u8> = self.carry.iter().chain(bytes).take(BOM.len()).copied().collect();
+            let mark = if self.carry_offset == 0 && start == BOM { BOM.len() } else { 0 };
+            let (in_carry, in_bytes) = (mark.min(self.carry.len()), mark.saturating_sub(self.carry.len()).min(bytes.len()));
+            self.skip_blank = is_blank(&self.carry[in_carry..]) && is_blank(&bytes[in_bytes..]);
             if self.keep_long {
                 out(Cut::Block(Block::LongBytes(&self.carry)));
                 out(Cut::Block(Block::LongBytes(bytes)));
@@ -232,7 +268,7 @@ impl LineSplitter {
             }
             return Some(Torn { offset: self.carry_offset, bytes: None, len });
         }
-        if self.carry.is_empty() || is_blank(&self.carry) {
+        if self.carry.is_empty() || is_blank(without_bom(self.carry_offset, &self.carry)) {
             return None;
         }
         Some(Torn { offset: self.carry_offset, bytes: Some(&self.carry), len: self.carry.len() as u64 })
@@ -252,7 +288,8 @@ pub fn is_blank(line: &[u8]) -> bool {
     line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'\x0b' | b'\x0c'))
 }
 
-/// One line of a [`Block::Lines`] block, without its `\n` (and without a `\r` before it).
+/// One line of a [`Block::Lines`] block, without its `\n` (and without a `\r` before it, and
+/// without a [`BOM`] that starts the stream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Line<'a> {
     /// 1-based physical line number.
@@ -263,6 +300,20 @@ pub struct Line<'a> {
     pub bytes: &'a [u8],
     /// Its length on disk including the line terminator.
     pub raw_len: usize,
+    /// Whether a [`BOM`] before the content was left out.
+    pub bom: bool,
+}
+
+impl Line<'_> {
+    /// The line limit for [`Line::bytes`]: `max` counts the whole line on disk (a [`BOM`]
+    /// included, a `\r` before the newline not), as the splitter counts it.
+    pub fn limit(&self, max: usize) -> usize {
+        if self.bom {
+            max.saturating_sub(BOM.len())
+        } else {
+            max
+        }
+    }
 }
 
 /// Iterates the non-blank lines of a block of complete lines, numbering them from
@@ -296,7 +347,10 @@ impl<'a> Iterator for Lines<'a> {
             let rest = &self.bytes[self.start..];
             let nl = memchr(b'\n', rest)?;
             let raw = &rest[..nl];
-            let line = Line { number: self.number, offset: self.offset + self.start as u64, bytes: raw.strip_suffix(b"\r").unwrap_or(raw), raw_len: nl + 1 };
+            let offset = self.offset + self.start as u64;
+            let content = raw.strip_suffix(b"\r").unwrap_or(raw);
+            let bytes = without_bom(offset, content);
+            let line = Line { number: self.number, offset, bytes, raw_len: nl + 1, bom: bytes.len() < content.len() };
             self.start += nl + 1;
             self.number += 1;
             if !is_blank(line.bytes) {
@@ -389,7 +443,7 @@ mod tests {
                 }
                 next = it.next_number();
             }
-            Block::TooLong { offset, len } => {
+            Block::TooLong { offset, len, .. } => {
                 got.push((next, offset, format!("<too long {len}>")));
                 next += 1;
             }

@@ -27,7 +27,7 @@
 //!
 //! [`LineSplitter`]: crate::transcript::lines::LineSplitter
 
-use super::lines::is_blank;
+use super::lines::{is_blank, without_bom, BOM};
 use super::progress::Progress;
 use memchr::memrchr;
 use std::ops::Range;
@@ -103,9 +103,12 @@ impl Page {
     /// out): a shared range of this page when the line lies in it, else a copy (a line that
     /// spans pages).
     pub fn keep(&self, offset: u64, bytes: &[u8]) -> LineBytes {
-        let end = offset + bytes.len() as u64;
-        if offset >= self.base && end <= self.base + self.data.len() as u64 {
-            let start = (offset - self.base) as usize;
+        // Where the content lies in the page, from the slice itself: the content of the
+        // stream's first line starts after a byte-order mark, not at its offset.
+        let (page, at) = (self.data.as_ptr() as usize, bytes.as_ptr() as usize);
+        let inside = offset >= self.base && at >= page && at + bytes.len() <= page + self.data.len();
+        if inside {
+            let start = at - page;
             return LineBytes { buf: Arc::clone(&self.data), range: start..start + bytes.len() };
         }
         LineBytes::copy(bytes)
@@ -184,8 +187,12 @@ pub struct ReverseSplitter {
     seen: u64,
     /// The line in progress is too long to hold; its bytes are only counted.
     skipping: bool,
-    /// Every byte seen of the line in progress is whitespace.
-    blank: bool,
+    /// Bytes seen of the line in progress that are not whitespace (counted up to four).
+    nonblank: u64,
+    /// The first (up to three) bytes seen of the line in progress: a line at offset 0 made of a
+    /// byte-order mark and whitespace is blank.
+    head: [u8; 3],
+    head_len: usize,
     /// The last byte of the line in progress is `\r` (known once `seen > 0`).
     ends_cr: bool,
     /// The line in progress ends with `\n`: false only for the last line of the stream.
@@ -206,7 +213,9 @@ impl ReverseSplitter {
             rev: Vec::new(),
             seen: 0,
             skipping: false,
-            blank: true,
+            nonblank: 0,
+            head: [0; 3],
+            head_len: 0,
             ends_cr: false,
             terminated: false,
             done_lines: 0,
@@ -293,7 +302,8 @@ impl ReverseSplitter {
         }
         self.seen = 0;
         self.skipping = false;
-        self.blank = true;
+        self.nonblank = 0;
+        self.head_len = 0;
         self.ends_cr = false;
         self.terminated = terminated;
     }
@@ -308,7 +318,7 @@ impl ReverseSplitter {
             self.ends_cr = chunk.last() == Some(&b'\r');
         }
         self.seen += chunk.len() as u64;
-        self.blank &= is_blank(chunk);
+        self.note(chunk);
         if self.skipping {
             return;
         }
@@ -320,6 +330,22 @@ impl ReverseSplitter {
         self.rev.extend(chunk.iter().rev());
     }
 
+    /// Counts the non-blank bytes of `chunk`, which now starts the line in progress, and keeps
+    /// the line's first bytes.
+    fn note(&mut self, chunk: &[u8]) {
+        // Counted up to four: enough to tell a mark and whitespace from content, and the scan
+        // stops at the fourth non-blank byte (the start of almost every line).
+        let more = chunk.iter().filter(|b| !is_blank(std::slice::from_ref(b))).take(4).count() as u64;
+        self.nonblank = (self.nonblank + more).min(4);
+        let mut head = [0; 3];
+        let from_chunk = chunk.len().min(3);
+        head[..from_chunk].copy_from_slice(&chunk[..from_chunk]);
+        let from_old = (3 - from_chunk).min(self.head_len);
+        head[from_chunk..from_chunk + from_old].copy_from_slice(&self.head[..from_old]);
+        self.head = head;
+        self.head_len = from_chunk + from_old;
+    }
+
     /// The line in progress starts with `head`, at `offset`: hand it out.
     fn complete(&mut self, head: &[u8], offset: u64, out: &mut impl FnMut(RevItem<'_>) -> Progress) -> Progress {
         let direct = self.seen == 0;
@@ -327,7 +353,7 @@ impl ReverseSplitter {
             // The whole line lies in this page: it is borrowed from it, not copied.
             self.seen = head.len() as u64;
             self.ends_cr = head.last() == Some(&b'\r');
-            self.blank = is_blank(head);
+            self.note(head);
             self.skipping = head.len() > self.max + 1;
         } else {
             self.hold(head);
@@ -335,6 +361,9 @@ impl ReverseSplitter {
                 self.rev.reverse();
             }
         }
+        // Blank: whitespace only, but for a byte-order mark that starts the stream.
+        let bom = offset == 0 && self.head[..self.head_len] == *BOM;
+        let blank = self.nonblank == if bom { BOM.len() as u64 } else { 0 };
         let len = self.seen;
         if !self.terminated && len == 0 {
             // The stream ends with a newline: there is no last fragment.
@@ -342,7 +371,7 @@ impl ReverseSplitter {
         }
         self.done_lines += 1;
         let from_end = self.done_lines;
-        if self.blank {
+        if blank {
             return Progress::NeedMore;
         }
         // A line of up to max + 1 bytes is kept (the `\r` may not be content), as forward.
@@ -356,7 +385,8 @@ impl ReverseSplitter {
         }
         let content = len - u64::from(self.ends_cr);
         match kept {
-            Some(line) if content <= self.max as u64 => out(RevItem::Line { offset, from_end, bytes: &line[..content as usize] }),
+            // The limit counts a byte-order mark that starts the stream; the content does not.
+            Some(line) if content <= self.max as u64 => out(RevItem::Line { offset, from_end, bytes: without_bom(offset, &line[..content as usize]) }),
             _ => out(RevItem::TooLong { offset, from_end, len: content }),
         }
     }

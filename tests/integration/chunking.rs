@@ -53,6 +53,26 @@ fn data_cases_byte_by_byte_equal_one_chunk() {
     }
 }
 
+/// The repair regression cases (found by the fuzz targets and the mutation test), with the
+/// line limit their name asks for: byte by byte as in one chunk, counters included (an
+/// over-long `\r\n` line read across chunks once lost its `\r` from the byte count).
+#[test]
+fn regression_cases_byte_by_byte_equal_one_chunk() {
+    for f in jsonl_files(&data("repair")) {
+        let input = std::fs::read(&f).unwrap();
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let max = name.split('.').find_map(|p| p.strip_prefix("max").and_then(|n| n.parse().ok()));
+        let opts = Options { max_line_bytes: max.unwrap_or(Options::default().max_line_bytes), ..Options::default() };
+        let whole = transcriptd::transcript::check_bytes(&input, opts.clone()).unwrap();
+        let mut c = Checker::new(opts);
+        for b in input.chunks(1) {
+            c.feed(b).unwrap();
+        }
+        let done = c.finish().unwrap();
+        assert_eq!((checker::collect(done.outputs), done.stats, done.format), whole, "{name}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]

@@ -1,54 +1,17 @@
-//! Repair invariants, over every real fixture, every data-driven case and generated corpora
-//! with every fault kind of the generator:
-//! - `check(repair(x))` has no error findings;
-//! - `repair(repair(x)) == repair(x)`, byte for byte;
-//! - lines that needed no change are byte-identical and keep their order;
-//! - every removed (or changed) line is in the rejects stream, byte for byte: nothing is lost;
-//! - in Claude Code files, if every `parentUuid` resolved (or was null) before, it does after.
+//! Repair invariants (`invariants.rs`: a true verdict, nothing lost), over every real fixture,
+//! every data-driven case and generated corpora with every fault kind of the generator, where
+//! the repair must also be complete; in Claude Code files, if every `parentUuid` resolved (or
+//! was null) before, it does after. The one-pass repair gives the two-pass repair's bytes.
 
+use super::invariants;
 use super::support::{data, generate, jsonl_files, transcriptd};
-use base64::Engine;
-use std::collections::{HashMap, HashSet};
-use transcriptd::transcript::stages::repair::{repair_bytes, repair_bytes_streaming, Abandon, OrphanPolicy};
-use transcriptd::transcript::{check_bytes, Format, Options, Severity};
-
-/// Physical lines without terminators; a last line without newline is included.
-fn physical_lines(b: &[u8]) -> Vec<&[u8]> {
-    let mut v: Vec<&[u8]> = b.split(|c| *c == b'\n').collect();
-    if v.last().is_some_and(|l| l.is_empty()) {
-        v.pop();
-    }
-    v.into_iter().map(|l| l.strip_suffix(b"\r").unwrap_or(l)).collect()
-}
-
-fn is_blank(l: &[u8]) -> bool {
-    l.iter().all(|c| c.is_ascii_whitespace())
-}
-
-struct Reject {
-    line: usize,
-    action: String,
-    bytes: Vec<u8>,
-}
-
-fn rejects(stream: &[u8]) -> Vec<Reject> {
-    physical_lines(stream)
-        .into_iter()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_slice(l).expect("rejects are JSON lines");
-            let bytes = match (v.get("text"), v.get("base64")) {
-                (Some(t), _) => t.as_str().unwrap().as_bytes().to_vec(),
-                (_, Some(b)) => base64::engine::general_purpose::STANDARD.decode(b.as_str().unwrap()).unwrap(),
-                _ => panic!("reject without content: {v}"),
-            };
-            Reject { line: v["line"].as_u64().unwrap() as usize, action: v["action"].as_str().unwrap().to_owned(), bytes }
-        })
-        .collect()
-}
+use std::collections::HashSet;
+use transcriptd::transcript::stages::repair::{repair_bytes, repair_bytes_streaming, rewrite_bytes, Abandon, OrphanPolicy};
+use transcriptd::transcript::{check_bytes, Format, Options};
 
 /// Whether every parentUuid names a uuid of the file (or is null).
 fn tree_resolves(b: &[u8]) -> bool {
-    let lines: Vec<serde_json::Value> = physical_lines(b).into_iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
+    let lines: Vec<serde_json::Value> = invariants::raw_lines(b).into_iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
     let uuids: HashSet<&str> = lines.iter().filter_map(|v| v.get("uuid").and_then(|u| u.as_str())).collect();
     lines.iter().all(|v| match v.get("parentUuid") {
         Some(serde_json::Value::String(p)) => uuids.contains(p.as_str()),
@@ -57,58 +20,38 @@ fn tree_resolves(b: &[u8]) -> bool {
 }
 
 /// The one-pass repair, fed in chunks of several sizes, gives the two-pass repair's output,
-/// rejects and plan byte for byte. Returns why it gave up, if it did (whole input in one chunk).
-pub fn assert_one_pass_matches(name: &str, input: &[u8], policy: OrphanPolicy) -> Option<Abandon> {
-    let opts = Options::default();
-    let two = repair_bytes(input, &opts, policy, 1).unwrap();
+/// rejects, plan and log byte for byte. Returns why it gave up, if it did (whole input in one
+/// chunk).
+pub fn assert_one_pass_matches(name: &str, input: &[u8], opts: &Options, policy: OrphanPolicy) -> Option<Abandon> {
     let small = if input.len() < 64 << 10 { 7 } else { 4096 };
+    assert_one_pass_matches_in(name, input, opts, policy, &[small, 65_536, input.len().max(1)])
+}
+
+/// [`assert_one_pass_matches`] with reads of the given sizes.
+pub fn assert_one_pass_matches_in(name: &str, input: &[u8], opts: &Options, policy: OrphanPolicy, chunks: &[usize]) -> Option<Abandon> {
+    let plan = transcriptd::transcript::stages::repair::plan_bytes(input, opts, policy).unwrap();
+    let (output, rejects, log) = rewrite_bytes(input, &plan, opts.max_line_bytes, true);
     let mut gave_up = None;
-    for chunk in [small, 65_536, input.len().max(1)] {
-        let one = repair_bytes_streaming(input, &opts, policy, chunk).unwrap();
-        let (out, rej, plan, abandoned) = (one.output, one.rejects, one.plan, one.abandoned);
-        assert!(out == two.output, "{name}: one-pass output (chunks of {chunk}) differs from the two-pass one ({abandoned:?})");
-        assert!(rej == two.rejects, "{name}: one-pass rejects (chunks of {chunk}) differ from the two-pass ones");
-        assert_eq!(plan, two.plans[0], "{name}: one-pass plan (chunks of {chunk})");
-        gave_up = gave_up.or(abandoned);
+    for &chunk in chunks {
+        let one = repair_bytes_streaming(input, opts, policy, chunk).unwrap();
+        assert!(one.output == output, "{name}: one-pass output (chunks of {chunk}) differs from the two-pass one ({:?})", one.abandoned);
+        assert!(one.rejects == rejects, "{name}: one-pass rejects (chunks of {chunk}) differ from the two-pass ones");
+        assert_eq!(one.plan, plan, "{name}: one-pass plan (chunks of {chunk})");
+        assert_eq!(one.log, log, "{name}: one-pass log (chunks of {chunk})");
+        gave_up = gave_up.or(one.abandoned);
     }
     gave_up
 }
 
-/// Checks every invariant; returns why the one-pass repair gave up, if it did.
+/// Checks every invariant (see `invariants`), that the one pass agrees with the two passes,
+/// that these inputs are repaired completely, and that the Claude Code tree still resolves;
+/// returns why the one-pass repair gave up, if it did.
 pub fn assert_invariants(name: &str, input: &[u8], policy: OrphanPolicy) -> Option<Abandon> {
-    let gave_up = assert_one_pass_matches(name, input, policy);
     let opts = Options::default();
-    let full = repair_bytes(input, &opts, policy, 3).unwrap();
-    let (after, _, format) = check_bytes(&full.output, opts.clone()).unwrap();
-    let errors: Vec<_> = after.iter().filter(|f| f.severity == Severity::Error).collect();
-    let kept_by_choice = policy == OrphanPolicy::Keep;
-    if !kept_by_choice {
-        assert!(errors.is_empty(), "{name}: errors after repair: {errors:?}");
-    }
-    let again = repair_bytes(&full.output, &opts, policy, 3).unwrap();
-    assert!(again.output == full.output, "{name}: repair is not idempotent");
-
-    // One round, against the input's own line numbers.
-    let one = repair_bytes(input, &opts, policy, 1).unwrap();
-    let inp = physical_lines(input);
-    let rej = rejects(&one.rejects);
-    let mut touched: HashMap<usize, &str> = HashMap::new();
-    for r in &rej {
-        assert_eq!(r.bytes, inp[r.line - 1], "{name}: rejects record of line {} is not the line byte for byte", r.line);
-        touched.insert(r.line, &r.action);
-    }
-    let out = physical_lines(&one.output);
-    let mut at = 0;
-    for (i, l) in inp.iter().enumerate() {
-        if touched.contains_key(&(i + 1)) || is_blank(l) {
-            continue;
-        }
-        let found = out[at..].iter().position(|o| o == l);
-        assert!(found.is_some(), "{name}: untouched line {} is missing from the output or out of order", i + 1);
-        at += found.unwrap() + 1;
-    }
-    let removed = touched.values().filter(|a| **a == "removed" || **a == "merged").count() as i64;
-    assert_eq!(out.len() as i64, inp.len() as i64 - removed + one.stats.inserted as i64, "{name}: line count");
+    let gave_up = assert_one_pass_matches(name, input, &opts, policy);
+    let full = invariants::check(input, &opts, policy).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(full.complete, "{name}: not repaired completely: {:?}", full.unrepaired);
+    let (_, _, format) = check_bytes(&full.output, opts.clone()).unwrap();
     if format == Some(Format::ClaudeCode) && tree_resolves(input) {
         assert!(tree_resolves(&full.output), "{name}: a parentUuid no longer resolves");
     }
@@ -286,4 +229,117 @@ fn cli_repair_falls_back_to_two_passes() {
     assert_cli_matches_memory(dir.path(), &["unknown.jsonl"], &[], &Options::default());
     let fixed = std::fs::read(dir.path().join("out/unknown.jsonl")).unwrap();
     assert_eq!(fixed.len(), unknown.len() - b"not json\n".len(), "only the malformed line goes");
+}
+
+/// `--dry-run` lists every edit the real run makes, over every round: the lines its actions
+/// name are the lines in the rejects, and its insertions are the lines inserted.
+#[test]
+fn cli_dry_run_lists_every_edit_of_every_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases: Vec<std::path::PathBuf> = jsonl_files(&data("repair")).into_iter().filter(|f| !f.to_string_lossy().contains(".max")).collect();
+    let g = dir.path().join("generated.jsonl");
+    generate(&g, &["--lines", "3000", "--seed", "31", "--faults", "0.03", "--split-assistant", "--truncate-last", "1"]);
+    cases.push(g);
+    let mut second_rounds = 0;
+    for case in cases {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let src = dir.path().join("in").join(&name);
+        std::fs::create_dir_all(src.parent().unwrap()).unwrap();
+        std::fs::copy(&case, &src).unwrap();
+        let policy: &[&str] = if name.contains(".drop.") {
+            &["--orphans", "drop"]
+        } else if name.contains(".keep.") {
+            &["--orphans", "keep"]
+        } else {
+            &[]
+        };
+        let mut args = vec!["repair", "--force", "-q", "--dry-run"];
+        args.extend_from_slice(policy);
+        args.push(src.to_str().unwrap());
+        let plan = transcriptd(&args);
+        let actions: Vec<serde_json::Value> = String::from_utf8(plan.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|v: &serde_json::Value| v["action"] != "unrepairable")
+            .collect();
+        let out = dir.path().join("out");
+        let mut args = vec!["repair", "--force", "-q", "-o", "json", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(policy);
+        args.push(src.to_str().unwrap());
+        let real = transcriptd(&args);
+        assert_eq!(real.status.code(), plan.status.code(), "{name}: the dry run and the run exit alike");
+        let report: serde_json::Value = serde_json::from_slice(&real.stdout).unwrap();
+        let stem = name.strip_suffix(".jsonl").unwrap();
+        let rejects = invariants::rejects(&std::fs::read(out.join(format!("{stem}.rejects.jsonl"))).unwrap_or_default()).unwrap();
+        let rejected: std::collections::BTreeSet<u64> = rejects.iter().map(|r| r.line as u64).collect();
+        let mut named = std::collections::BTreeSet::new();
+        let mut inserts = 0;
+        for a in &actions {
+            if a["on_inserted"] == true {
+                continue;
+            }
+            match a["action"].as_str().unwrap() {
+                "insert" => inserts += 1,
+                "merge_into" => {
+                    named.insert(a["line"].as_u64().unwrap());
+                    named.insert(a["into"].as_u64().unwrap());
+                }
+                _ => drop(named.insert(a["line"].as_u64().unwrap())),
+            }
+        }
+        second_rounds += usize::from(actions.iter().any(|a| a["round"].as_u64() > Some(1)));
+        assert_eq!(named, rejected, "{name}: lines the dry run names vs lines in the rejects\n{actions:#?}");
+        assert_eq!(inserts, report["lines"]["inserted"].as_u64().unwrap(), "{name}: insertions");
+        assert_eq!(actions.len(), report["edits"].as_u64().unwrap() as usize + actions.iter().filter(|a| a["action"] == "set_parent").count(), "{name}: edits");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+    assert!(second_rounds >= 3, "cases with a second round: {second_rounds}");
+}
+
+/// The verdict is honest on the command line: what cannot be repaired is named, with why,
+/// and the exit status is 1.
+#[test]
+fn cli_partial_repair_says_what_is_left_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("keep.jsonl");
+    std::fs::copy(data("repair/0001_anthropic_merge_then_calls.jsonl"), &f).unwrap();
+    let r = transcriptd(&["repair", "--force", "--orphans", "keep", "--out", dir.path().join("out").to_str().unwrap(), f.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(1), "{}", String::from_utf8_lossy(&r.stderr));
+    let text = String::from_utf8(r.stdout).unwrap();
+    assert!(text.contains("partly repaired") && text.contains(":4: not repaired: orphan_call: kept (--orphans keep)"), "{text}");
+}
+
+/// CRLF and a byte-order mark: a rejected CRLF line keeps its `\r` in the rejects, kept lines
+/// keep their `\r\n`; a file that starts with a byte-order mark is read (no finding for its
+/// first line) and keeps the mark.
+#[test]
+fn cli_crlf_and_bom_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let crlf = dir.path().join("crlf.jsonl");
+    std::fs::copy(data("repair/0008_crlf_rejected_line_keeps_its_cr.jsonl"), &crlf).unwrap();
+    let out = dir.path().join("out");
+    let r = transcriptd(&["repair", "--force", "-q", "--out", out.to_str().unwrap(), crlf.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+    let rejects = invariants::rejects(&std::fs::read(out.join("crlf.rejects.jsonl")).unwrap()).unwrap();
+    assert_eq!(rejects[0].bytes, b"{\"role\":\"assistant\",\"content\":\"a\"\r".to_vec());
+    let fixed = std::fs::read(out.join("crlf.jsonl")).unwrap();
+    assert!(fixed.starts_with(b"{\"role\":\"user\",\"content\":\"hi\"}\r\n"), "{}", String::from_utf8_lossy(&fixed));
+
+    let bom = dir.path().join("bom.jsonl");
+    let mut input = b"\xEF\xBB\xBF".to_vec();
+    input.extend_from_slice(&std::fs::read(data("real/claude-code/spotter/short.jsonl")).unwrap());
+    std::fs::write(&bom, &input).unwrap();
+    let c = transcriptd(&["check", "-o", "json", bom.to_str().unwrap()]);
+    assert_eq!(c.status.code(), Some(0), "a byte-order mark is not a malformed line: {}", String::from_utf8_lossy(&c.stdout));
+    let r = transcriptd(&["repair", "--force", "-q", "--out", out.to_str().unwrap(), bom.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0));
+    assert_eq!(std::fs::read(out.join("bom.jsonl")).unwrap(), input, "a clean file is copied as it is, mark included");
+    let ctx = transcriptd(&["context", "-q", bom.to_str().unwrap()]);
+    assert_eq!(ctx.status.code(), Some(0), "{}", String::from_utf8_lossy(&ctx.stderr));
+    let broken = dir.path().join("bombroken.jsonl");
+    std::fs::copy(data("repair/0009_bom_first_line_is_read_and_kept.jsonl"), &broken).unwrap();
+    let r = transcriptd(&["repair", "--force", "-q", "--out", out.to_str().unwrap(), broken.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0));
+    assert!(std::fs::read(out.join("bombroken.jsonl")).unwrap().starts_with(b"\xEF\xBB\xBF{\"type\":\"user\""));
 }

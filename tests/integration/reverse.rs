@@ -3,78 +3,16 @@
 //! (numbers, offsets, bytes, too-long and torn reports), and the context it finds reading
 //! backwards is the one a forward read finds.
 
+use super::framing::{backward, forward};
 use super::support::{data, generate, jsonl_files};
 use proptest::prelude::*;
 use transcriptd::cli::context::scan;
 use transcriptd::transcript::checker::{read_line, Outcome};
 use transcriptd::transcript::lines::{lines, Block, LineSplitter};
 use transcriptd::transcript::model::Entry;
-use transcriptd::transcript::reverse::{RevItem, ReverseSplitter, SourceLine};
+use transcriptd::transcript::reverse::SourceLine;
 use transcriptd::transcript::stages::model_context::{ModelContextScan, RolloutItem};
-use transcriptd::transcript::{check_bytes, Format, Progress};
-
-/// A framed line as both directions report it: (number, offset, what).
-type Framed = (u64, u64, String);
-
-fn what(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn forward(input: &[u8], max: usize) -> Vec<Framed> {
-    let mut s = LineSplitter::new(max);
-    let mut got = Vec::new();
-    let mut next = 1u64;
-    for chunk in input.chunks(1 << 16) {
-        s.feed(chunk, &mut |b| match b {
-            Block::Lines { offset, bytes } => {
-                let mut it = lines(next, offset, bytes);
-                for l in it.by_ref() {
-                    let w = if l.bytes.len() > max { format!("<too long {}>", l.bytes.len()) } else { what(l.bytes) };
-                    got.push((l.number, l.offset, w));
-                }
-                next = it.next_number();
-            }
-            Block::TooLong { offset, len } => {
-                got.push((next, offset, format!("<too long {len}>")));
-                next += 1;
-            }
-            Block::LongBytes(_) => {}
-        });
-    }
-    if let Some(t) = s.finish() {
-        let w = match t.bytes {
-            Some(b) => format!("<torn {} {}>", t.len, what(b)),
-            None => format!("<torn {}>", t.len),
-        };
-        got.push((next, t.offset, w));
-    }
-    got
-}
-
-/// Reads `input` backwards in pages of the given sizes (cycled), newest first, then numbers
-/// the lines once the start is reached.
-fn backward(input: &[u8], max: usize, pages: &[usize]) -> Vec<Framed> {
-    let mut r = ReverseSplitter::new(input.len() as u64, max);
-    let mut got: Vec<Framed> = Vec::new();
-    let mut push = |it: RevItem<'_>| {
-        let w = match it {
-            RevItem::Line { bytes, .. } => what(bytes),
-            RevItem::TooLong { len, .. } => format!("<too long {len}>"),
-            RevItem::Torn { bytes: Some(b), len, .. } => format!("<torn {len} {}>", what(b)),
-            RevItem::Torn { bytes: None, len, .. } => format!("<torn {len}>"),
-        };
-        got.push((it.from_end(), it.offset(), w));
-        Progress::NeedMore
-    };
-    let mut k = 0;
-    while let Some(range) = r.next_page(pages[k % pages.len()]) {
-        k += 1;
-        assert_eq!(r.feed(&input[range.start as usize..range.end as usize], &mut push), Progress::NeedMore);
-    }
-    let _ = r.finish(&mut push);
-    got.reverse();
-    got.into_iter().map(|(from_end, o, w)| (r.number(from_end).unwrap(), o, w)).collect()
-}
+use transcriptd::transcript::{check_bytes, Format};
 
 /// The context a forward read finds: complete lines within the limit, after the last Claude
 /// boundary, or the Codex scan fed from an in-memory list, or everything.
@@ -161,9 +99,13 @@ fn the_context_found_backwards_is_the_one_found_forwards() {
 
 #[test]
 fn edge_cases_agree() {
-    for input in [&b""[..], b"\n", b"x", b"  ", b"a\n  ", b"\r\n", b"abc\r", b"0123456789\nab\n", b"ab\n0123456789", b"   \n       \n", b"a\r\r\nb"] {
+    let bom = |s: &[u8]| [&b"\xEF\xBB\xBF"[..], s].concat();
+    let with_bom: Vec<Vec<u8>> = [&b""[..], b"\n", b"x\n", b"  \r\n", b"{}", b"  ", b"0123456789\nab\n", b"ab"].iter().map(|s| bom(s)).collect();
+    let plain: [&[u8]; 11] = [b"", b"\n", b"x", b"  ", b"a\n  ", b"\r\n", b"abc\r", b"0123456789\nab\n", b"ab\n0123456789", b"   \n       \n", b"a\r\r\nb"];
+    for input in plain.iter().copied().chain(with_bom.iter().map(Vec::as_slice)) {
         for max in [1, 3, 5, 100] {
             let fwd = forward(input, max);
+            assert_eq!(super::framing::forward_in(input, max, 1), fwd, "{input:?} max {max}: byte by byte");
             for page in [1, 2, 3, 7, 100] {
                 assert_eq!(backward(input, max, &[page]), fwd, "{input:?} max {max} page {page}");
             }
@@ -179,8 +121,10 @@ proptest! {
         torn in proptest::option::of("[a-z\\r ]{1,9}"),
         pages in proptest::collection::vec(1usize..40, 1..8),
         max in 1usize..16,
+        bom in any::<bool>(),
     ) {
-        let mut input = lines.join("\n").into_bytes();
+        let mut input = if bom { b"\xEF\xBB\xBF".to_vec() } else { Vec::new() };
+        input.extend_from_slice(lines.join("\n").as_bytes());
         if !lines.is_empty() { input.push(b'\n'); }
         if let Some(t) = torn { input.extend_from_slice(t.as_bytes()); }
         prop_assert_eq!(backward(&input, max, &pages), forward(&input, max));

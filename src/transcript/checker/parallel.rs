@@ -14,7 +14,7 @@
 //! buffers: memory stays flat whatever the file size. The outputs are those of
 //! [`Checker::feed`], byte for byte (tested).
 
-use super::{read_line, Checker, Observer, Outcome, StrictStop};
+use super::{read_framed, Checker, Observer, Outcome, StrictStop};
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{self, Block, Cut, LineSplitter};
 use std::collections::BTreeMap;
@@ -28,12 +28,12 @@ const BUFFERS_PER_JOB: usize = 3;
 /// Where the lines of a chunk are.
 #[derive(Debug)]
 enum Span {
-    /// Complete lines in the chunk's buffer.
-    InBuffer { range: Range<usize> },
-    /// A line that spanned two reads, copied out of the splitter.
-    Copied(Vec<u8>),
-    /// An over-long line (its length), skipped by the splitter.
-    TooLong(u64),
+    /// Complete lines in the chunk's buffer, the first at stream offset `offset`.
+    InBuffer { range: Range<usize>, offset: u64 },
+    /// A line that spanned two reads, copied out of the splitter, at stream offset `offset`.
+    Copied(Vec<u8>, u64),
+    /// An over-long line (its length, and its length on disk), skipped by the splitter.
+    TooLong(u64, u64),
 }
 
 /// A buffer as read, and what the splitter found in it.
@@ -49,8 +49,8 @@ enum Piece<'a> {
     /// Lines: their bytes (blank ones included), their number (physical lines, numbered from 0
     /// in the span) and what each non-blank one turned into.
     Lines { bytes: u64, count: u64, outcomes: Vec<Outcome<'a>> },
-    /// An over-long line of this length.
-    TooLong(u64),
+    /// An over-long line of this length (and this length on disk).
+    TooLong(u64, u64),
 }
 
 type Pieces<'a> = Vec<Piece<'a>>;
@@ -71,13 +71,14 @@ fn parse(chunk: &Chunk, max: usize, format: Option<Format>) -> Pieces<'_> {
         .spans
         .iter()
         .map(|s| {
-            let bytes = match s {
-                Span::InBuffer { range } => &chunk.buf[range.clone()],
-                Span::Copied(v) => v.as_slice(),
-                Span::TooLong(len) => return Piece::TooLong(*len),
+            let (bytes, offset) = match s {
+                Span::InBuffer { range, offset } => (&chunk.buf[range.clone()], *offset),
+                Span::Copied(v, offset) => (v.as_slice(), *offset),
+                Span::TooLong(len, raw) => return Piece::TooLong(*len, *raw),
             };
-            let mut it = lines::lines(0, 0, bytes);
-            let outcomes = it.by_ref().map(|l| read_line(l.number, l.bytes, max, format)).collect();
+            // Offsets only tell the stream's first line (and its byte-order mark) apart.
+            let mut it = lines::lines(0, offset, bytes);
+            let outcomes = it.by_ref().map(|l| read_framed(&l, max, format)).collect();
             Piece::Lines { bytes: bytes.len() as u64, count: it.next_number(), outcomes }
         })
         .collect()
@@ -164,9 +165,9 @@ impl<O: Observer, F: FnMut(&mut [u8]) -> usize> Shared<'_, O, F> {
                 break;
             }
             src.splitter.cut(&buf[..n], &mut |c| match c {
-                Cut::InChunk { range, .. } => spans.push(Span::InBuffer { range }),
-                Cut::Block(Block::Lines { bytes, .. }) => spans.push(Span::Copied(bytes.to_vec())),
-                Cut::Block(Block::TooLong { len, .. }) => spans.push(Span::TooLong(len)),
+                Cut::InChunk { range, offset } => spans.push(Span::InBuffer { range, offset }),
+                Cut::Block(Block::Lines { bytes, offset }) => spans.push(Span::Copied(bytes.to_vec(), offset)),
+                Cut::Block(Block::TooLong { len, raw, .. }) => spans.push(Span::TooLong(len, raw)),
                 // Not kept: `keep_long` is off.
                 Cut::Block(Block::LongBytes(_)) => {}
             });
@@ -195,7 +196,7 @@ impl<O: Observer, F: FnMut(&mut [u8]) -> usize> Shared<'_, O, F> {
                     for piece in pieces.drain(..) {
                         match piece {
                             Piece::Lines { bytes, count, outcomes } => checker.apply_lines(bytes, count, outcomes),
-                            Piece::TooLong(len) => checker.too_long(len),
+                            Piece::TooLong(len, raw) => checker.too_long(len, raw),
                         }
                     }
                 });

@@ -24,11 +24,10 @@ use crate::transcript::finding::{Finding, Kind, Severity};
 use crate::transcript::formats::dataset::Dataset;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter};
-use crate::transcript::stages::repair::rewrite::reject_line;
+use crate::transcript::stages::repair::rewrite::{long_record_head, write_record, Action as Rejected, LongRecord};
 use crate::transcript::stages::repair::synth::{self, CallRef, ResultText};
 use crate::transcript::stages::repair::{Emit, RewriteStats};
 use crate::transcript::stages::Set;
-use base64::Engine;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -91,8 +90,7 @@ pub struct DatasetRepair {
     /// An over-long line in progress: its bytes so far, while they are all blank (a blank line
     /// is copied, whatever its length), and whether its reject has been opened.
     long_blank: Vec<u8>,
-    long_open: bool,
-    long_rest: Vec<u8>,
+    long: LongRecord,
     reject_buf: Vec<u8>,
     stats: RewriteStats,
     /// The lines changed, in order.
@@ -110,8 +108,7 @@ impl DatasetRepair {
             next_line: 1,
             kept_ids: Set::default(),
             long_blank: Vec::new(),
-            long_open: false,
-            long_rest: Vec::new(),
+            long: LongRecord::default(),
             reject_buf: Vec::new(),
             stats: RewriteStats::default(),
             actions: Vec::new(),
@@ -185,7 +182,7 @@ impl DatasetRepair {
                 Decision::Remove(kind, index) => self.remove(n, kind, index, content, out),
                 Decision::Replace(new, kind, index, id) => {
                     self.keep_id(id);
-                    reject_line(&mut self.reject_buf, n, "modified", Some(kind), content, out);
+                    write_record(&mut self.reject_buf, n, Rejected::Modified, Some(kind), content, self.max_line_bytes, out);
                     out(Emit::Out(&new));
                     out(Emit::Out(&bytes[line_start + content.len()..start]));
                     self.stats.modified += 1;
@@ -205,7 +202,7 @@ impl DatasetRepair {
     }
 
     fn remove(&mut self, n: u64, kind: Kind, index: Option<u64>, content: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        reject_line(&mut self.reject_buf, n, "removed", Some(kind), content, out);
+        write_record(&mut self.reject_buf, n, Rejected::Removed, Some(kind), content, self.max_line_bytes, out);
         self.stats.removed += 1;
         self.actions.push(Action { line: n, action: "remove", reason: kind, message_index: index });
     }
@@ -320,37 +317,25 @@ impl DatasetRepair {
     }
 
     fn long(&mut self, bytes: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        if !self.long_open && is_blank(bytes) && self.long_blank.len() < self.max_line_bytes.saturating_mul(2) {
+        if !self.long.open && is_blank(bytes) && self.long_blank.len() < self.max_line_bytes.saturating_mul(2) {
             self.long_blank.extend_from_slice(bytes);
             return;
         }
-        if !self.long_open {
-            self.long_open = true;
-            let head = format!("{{\"line\":{},\"action\":\"removed\",\"reason\":\"{}\",\"base64\":\"", self.next_line, Kind::LineTooLong.as_str());
-            out(Emit::Reject(head.as_bytes()));
-            self.long_rest = std::mem::take(&mut self.long_blank);
+        if !self.long.open {
+            self.long.start(&long_record_head(self.next_line, Rejected::Removed, Some(Kind::LineTooLong)), out);
+            let blank = std::mem::take(&mut self.long_blank);
+            self.long.bytes(&blank, out);
         }
-        self.long_rest.extend_from_slice(bytes);
-        let whole = self.long_rest.len() / 3 * 3;
-        if whole > 0 {
-            let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest[..whole]);
-            out(Emit::Reject(enc.as_bytes()));
-            self.long_rest.drain(..whole);
-        }
+        self.long.bytes(bytes, out);
     }
 
     fn close_long(&mut self, kind: Kind, out: &mut impl FnMut(Emit<'_>)) {
-        if !self.long_open {
+        if !self.long.close(out) {
             if !self.long_blank.is_empty() {
                 out(Emit::Out(&std::mem::take(&mut self.long_blank)));
             }
             return;
         }
-        let enc = base64::engine::general_purpose::STANDARD.encode(&self.long_rest);
-        out(Emit::Reject(enc.as_bytes()));
-        out(Emit::Reject(b"\"}\n"));
-        self.long_rest.clear();
-        self.long_open = false;
         self.stats.removed += 1;
         self.actions.push(Action { line: self.next_line, action: "remove", reason: kind, message_index: None });
     }

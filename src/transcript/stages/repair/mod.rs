@@ -8,34 +8,49 @@
 //! and gives up to the two-pass form (plan the whole file, then rewrite it) when it must.
 //! [`synth`] builds the lines and line edits themselves.
 //!
-//! *Invariants* (property-tested over generated corpora and the real fixtures):
-//! `check(repair(x))` has no error findings; `repair(repair(x)) == repair(x)`; untouched lines
-//! are byte-identical and keep their order; every removed line is in the rejects output.
+//! [`rounds::Rounds`] carries a repair over several rounds (when the edits leave new findings)
+//! and keeps it in the input's terms.
+//!
+//! *Invariants* (property-tested over generated corpora, the real fixtures and mutations of
+//! them, and fuzzed): for any input, no panic; if the repair says it is complete,
+//! `check(repair(x))` has no error findings and `repair(repair(x)) == repair(x)`; otherwise
+//! each finding left is reported with why. Every input line is either in the output byte for
+//! byte and in order, or in the rejects under its own line number with its own bytes.
 
 use super::{Map, Set};
 
 pub mod plan;
 pub mod rewrite;
+pub mod rounds;
 pub mod stream;
 pub mod synth;
 
 pub use plan::{Edit, OrphanPolicy, Plan, Planner, Unrepaired};
-pub use rewrite::{Emit, RewriteStats, Rewriter};
+pub use rewrite::{Action, Change, Emit, Failed, Origins, RejectWriter, RewriteLog, RewriteStats, Rewriter, Source};
+pub use rounds::{RoundEdit, Rounds, MAX_ROUNDS};
 pub use stream::{Abandon, Rest, Step, StreamRepair};
 
 use crate::transcript::{Checker, Options, StrictStop};
 
-/// A repair done in memory: the output, the rejects stream and the plans of each round.
+/// A repair done in memory: the output, the rejects stream, the plans of each round and the
+/// verdict.
 #[derive(Debug, Clone)]
 pub struct Repaired {
     /// The repaired transcript.
     pub output: Vec<u8>,
-    /// The rejects stream (JSON lines).
+    /// The rejects stream (JSON lines), in input lines.
     pub rejects: Vec<u8>,
-    /// The plan of each round (the first is the plan for the input).
+    /// The plan of each round as it was made (the first is the plan for the input; a last one
+    /// with no edits is the check of the output).
     pub plans: Vec<Plan>,
     /// What the rewrites did, summed over the rounds.
     pub stats: RewriteStats,
+    /// Every edit of every round, in input lines.
+    pub edits: Vec<RoundEdit>,
+    /// Findings left, with why, in input lines.
+    pub unrepaired: Vec<Unrepaired>,
+    /// Whether the repair is complete (nothing left, the last plan closed).
+    pub complete: bool,
 }
 
 /// Plans the repair of an in-memory transcript.
@@ -44,6 +59,23 @@ pub fn plan_bytes(input: &[u8], opts: &Options, policy: OrphanPolicy) -> Result<
     c.feed(input)?;
     let done = c.finish()?;
     Ok(done.observer.into_plan(done.format))
+}
+
+/// Rewrites `input` with `plan` (two-pass form): the output, the rejects (when asked for) and
+/// the log.
+pub fn rewrite_bytes(input: &[u8], plan: &Plan, max_line_bytes: usize, rejects: bool) -> (Vec<u8>, Vec<u8>, RewriteLog) {
+    let (mut out, mut rej) = (Vec::with_capacity(input.len()), Vec::new());
+    let mut emit = |e: Emit<'_>| match e {
+        Emit::Out(b) => out.extend_from_slice(b),
+        Emit::Reject(b) => rej.extend_from_slice(b),
+    };
+    let mut rw = Rewriter::new(plan, max_line_bytes);
+    if !rejects {
+        rw = rw.without_rejects();
+    }
+    rw.feed(input, &mut emit);
+    let log = rw.finish(&mut emit);
+    (out, rej, log)
 }
 
 /// One round of the one-pass repair, in memory.
@@ -55,6 +87,8 @@ pub struct OnePass {
     pub rejects: Vec<u8>,
     /// The plan.
     pub plan: Plan,
+    /// What the rewrite did.
+    pub log: RewriteLog,
     /// Why the pass gave up, if it did: then output and rejects are the two-pass repair's, as
     /// the file verb falls back to it.
     pub abandoned: Option<Abandon>,
@@ -85,8 +119,8 @@ pub fn repair_bytes_streaming(input: &[u8], opts: &Options, policy: OrphanPolicy
     if abandoned.is_none() {
         abandoned = stream.end()?;
         if abandoned.is_none() {
-            let (plan, _) = stream.finish(&held, &mut emit);
-            return Ok(OnePass { output: out, rejects, plan, abandoned: None });
+            let (plan, log) = stream.finish(&held, &mut emit);
+            return Ok(OnePass { output: out, rejects, plan, log, abandoned: None });
         }
     }
     let plan = match stream.abandon() {
@@ -97,40 +131,50 @@ pub fn repair_bytes_streaming(input: &[u8], opts: &Options, policy: OrphanPolicy
         }
         Rest::Planned(plan) => plan,
     };
-    let two = repair_bytes(input, opts, policy, 1)?;
-    Ok(OnePass { output: two.output, rejects: two.rejects, plan, abandoned })
+    let (output, rejects, log) = rewrite_bytes(input, &plan, opts.max_line_bytes, true);
+    Ok(OnePass { output, rejects, plan, log, abandoned })
 }
 
-/// Repairs an in-memory transcript, re-planning the output while the plan asks for it (at most
-/// `rounds` times). The file verb does the same over files, streaming.
+/// Repairs an in-memory transcript, checking and planning the output again while the plan asks
+/// for it, with at most `rounds` rewrites. The file verb does the same over files, streaming.
 pub fn repair_bytes(input: &[u8], opts: &Options, policy: OrphanPolicy, rounds: usize) -> Result<Repaired, StrictStop> {
+    let mut r = Rounds::with_max(rounds);
     let mut current = input.to_vec();
     let mut rejects = Vec::new();
     let mut plans = Vec::new();
-    let mut stats = RewriteStats::default();
-    for _ in 0..rounds.max(1) {
-        let plan = plan_bytes(&current, opts, policy)?;
-        if plan.is_empty() {
-            plans.push(plan);
-            break;
-        }
-        let mut out = Vec::with_capacity(current.len());
-        let mut rw = Rewriter::new(&plan, opts.max_line_bytes);
-        let mut emit = |e: Emit<'_>| match e {
-            Emit::Out(b) => out.extend_from_slice(b),
-            Emit::Reject(b) => rejects.extend_from_slice(b),
-        };
-        rw.feed(&current, &mut emit);
-        let s = rw.finish(&mut emit);
-        stats.removed += s.removed;
-        stats.modified += s.modified;
-        stats.inserted += s.inserted;
-        let again = plan.recheck;
+    let mut plan = plan_bytes(input, opts, policy)?;
+    if plan.is_empty() {
+        r.verified(&plan);
         plans.push(plan);
-        current = out;
-        if !again {
-            break;
+    } else {
+        loop {
+            let first = r.rounds() == 0;
+            let (out, rej, log) = rewrite_bytes(&current, &plan, opts.max_line_bytes, first);
+            if first {
+                rejects = rej;
+            }
+            r.record(&plan, log);
+            plans.push(plan);
+            current = out;
+            if !r.wants_another() {
+                break;
+            }
+            plan = plan_bytes(&current, opts, policy)?;
+            if r.verified(&plan) {
+                plans.push(plan);
+                break;
+            }
         }
     }
-    Ok(Repaired { output: current, rejects, plans, stats })
+    if let Some(mut w) = r.rejects_writer(opts.max_line_bytes) {
+        rejects.clear();
+        let mut emit = |e: Emit<'_>| {
+            if let Emit::Reject(b) = e {
+                rejects.extend_from_slice(b)
+            }
+        };
+        w.feed(input, &mut emit);
+        w.finish(&mut emit);
+    }
+    Ok(Repaired { output: current, rejects, plans, stats: r.stats(), edits: r.edits().to_vec(), unrepaired: r.unrepaired().to_vec(), complete: r.complete() })
 }

@@ -6,19 +6,21 @@
 //! | `unanswered_call` | insert a synthetic error result after the call's exchange (the last line of its message and of the results it got): [`ResultText::NotExecuted`], or [`ResultText::InvalidPeer`] for the other calls of a turn with an invalid call |
 //! | `orphan_call` | [`OrphanPolicy::Answer`]: insert [`ResultText::Interrupted`]; `Drop`: remove the call; `Keep`: nothing |
 //! | `orphan_result`, `duplicate_result` | remove those results (the first result of a call stays) |
-//! | `consecutive_assistant` | Claude Code: the second turn joins the first (same `message.id`) when the first made no calls; OpenAI/Anthropic: the messages merge. When the first turn made calls, the results inserted for them separate the turns. |
+//! | `consecutive_assistant` | Claude Code: the second turn joins the first (it gets the first's `message.id`; not repaired when the first has none); OpenAI/Anthropic: the messages merge. Unless results are inserted for the first turn's calls: they separate the turns. |
 //! | `empty_assistant_turn` | remove the turn's lines |
 //! | framing findings | remove the line (kept in the rejects file) |
 //!
-//! Removing a user line can leave two assistant turns side by side; the plan says when that may
-//! have happened ([`Plan::recheck`]), so that the shell checks the output again.
+//! Removing a user line can leave two assistant turns side by side, a join can run on into a
+//! later line with the joined id, a removed line may have decided the format: the plan says
+//! when its edits may leave findings it did not see ([`Plan::recheck`]), so that the output is
+//! checked again ([`super::rounds`]).
 
 use super::synth::ResultText;
 use super::{Map, Set};
 use crate::transcript::checker::Observer;
 use crate::transcript::finding::{Kind, Output, Severity};
 use crate::transcript::formats::Format;
-use crate::transcript::model::{Args, Entry, Parsed, Role, MAIN_THREAD};
+use crate::transcript::model::{Args, Entry, Node, Parsed, Role, MAIN_THREAD};
 use crate::transcript::stages::branches::{HashKeyed, HORIZON};
 use serde::Serialize;
 
@@ -115,6 +117,18 @@ pub enum Edit {
 }
 
 impl Edit {
+    /// The finding the edit repairs.
+    pub fn reason(&self) -> Kind {
+        match self {
+            Edit::Remove { reason, .. }
+            | Edit::Insert { reason, .. }
+            | Edit::DropResults { reason, .. }
+            | Edit::DropCall { reason, .. }
+            | Edit::JoinTurn { reason, .. }
+            | Edit::MergeInto { reason, .. } => *reason,
+        }
+    }
+
     /// The line the edit acts on (for an insertion, the line it follows).
     pub fn line(&self) -> u64 {
         match self {
@@ -172,10 +186,13 @@ struct Turn {
     /// Its lines (a Claude Code turn split over a few lines; one line elsewhere).
     lines: smallvec::SmallVec<[u64; 4]>,
     exchange_end: u64,
-    has_calls: bool,
     invalid_call: bool,
+    /// Its lines are removed (an empty turn).
+    removed: bool,
     /// Claude: the line of the turn this turn joins (a consecutive turn merged by id).
     join: Option<u64>,
+    /// Claude: its turn key in the repaired file (the key of the turn it joins, if it does).
+    out_key: Option<u64>,
     /// Chat formats: the line this message merges into.
     merge_into: Option<u64>,
     /// Its thread's current turn (kept while it is, calls pending or not).
@@ -230,10 +247,23 @@ pub struct Planner {
     merge_next: HashKeyed<u64>,
     /// Results planned away from the line being read, by call id.
     dropped_here: Vec<String>,
+    /// The key of the turn `join_next` names, by thread.
+    join_key_next: HashKeyed<u64>,
+    /// A `consecutive_assistant` finding about this line, not decided yet: results inserted
+    /// for the earlier turn's calls (whose findings follow it) separate the turns; only
+    /// without them are the turns joined or merged.
+    consecutive_at: Option<u64>,
+    /// Whether a result was inserted since `consecutive_at` was set.
+    separated: bool,
+    /// The line of the last `empty_assistant_turn` finding (its turn is removed).
+    empty_at: Option<u64>,
+    /// The last line format detection looked at: an edit up to it may change what the output
+    /// is detected as.
+    detected_through: u64,
     /// Turns still tracked (scratch space, kept to reuse its allocation).
     live: Set<u64>,
-    /// Claude Code: (line, hash of its parent) of the lines read, while recording.
-    parents: Option<Vec<(u64, Option<u64>)>>,
+    /// Claude Code: (line, tree node) of the lines read, while recording.
+    parents: Option<Vec<(u64, Node)>>,
     plan: Plan,
 }
 
@@ -246,6 +276,11 @@ impl Planner {
     /// The plan, edits sorted and deduplicated (a removed line gets no other edit).
     pub fn into_plan(mut self, format: Option<Format>) -> Plan {
         self.plan.format = format.or(self.format);
+        if self.plan.edits.iter().any(|e| e.line() <= self.detected_through) {
+            // The lines that decided the format change: the output is checked again, detected
+            // afresh, as `check` will read it.
+            self.plan.recheck = true;
+        }
         let removed: Set<u64> = self.plan.edits.iter().filter(|e| matches!(e, Edit::Remove { .. })).map(Edit::line).collect();
         let mut seen_remove = Set::default();
         self.plan.edits.retain(|e| match e {
@@ -254,18 +289,29 @@ impl Planner {
             other => !removed.contains(&other.line()),
         });
         self.plan.edits.sort_by_key(|e| (e.line(), matches!(e, Edit::Insert { .. })));
+        // The same edit planned twice (two findings of one kind on one line) is one edit.
+        let edits = std::mem::take(&mut self.plan.edits);
+        let mut group = 0;
+        for e in edits {
+            if self.plan.edits.get(group).is_some_and(|g| g.line() != e.line()) {
+                group = self.plan.edits.len();
+            }
+            if !self.plan.edits[group..].contains(&e) {
+                self.plan.edits.push(e);
+            }
+        }
         self.plan
     }
 
-    /// Keeps the parent of every Claude Code line read from now on, for
+    /// Keeps the tree node (uuid and parent) of every Claude Code line read from now on, for
     /// [`Planner::take_parents`] (the one-pass repair hands them to its rewriter); `false` stops
     /// and forgets them.
     pub fn record_parents(&mut self, on: bool) {
         self.parents = on.then(Vec::new);
     }
 
-    /// The parents recorded since the last call: (line, [`Node::parent`](crate::transcript::model::Node)), in line order.
-    pub fn take_parents(&mut self) -> Vec<(u64, Option<u64>)> {
+    /// The nodes recorded since the last call: (line, [`Node`]), in line order.
+    pub fn take_parents(&mut self) -> Vec<(u64, Node)> {
         self.parents.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
@@ -321,6 +367,7 @@ impl Planner {
             self.set_current(*t, None);
             self.side.remove(t);
             self.join_next.remove(t);
+            self.join_key_next.remove(t);
             self.merge_next.remove(t);
         }
         if !idle.is_empty() {
@@ -351,6 +398,7 @@ impl Planner {
         let text = text.unwrap_or(if turn.invalid_call && call.args_ok { ResultText::InvalidPeer } else { ResultText::NotExecuted });
         let e = Edit::Insert { after: turn.exchange_end, call_id: call_id.to_owned(), tool: call.tool, item: call.item, text, reason: kind };
         self.edit(e);
+        self.separated = true;
     }
 
     fn finding(&mut self, f: &crate::transcript::Finding) {
@@ -368,37 +416,71 @@ impl Planner {
                 OrphanPolicy::Keep => self.unrepaired(f.line, f.kind, Some(id), "kept (--orphans keep)"),
             },
             Kind::OrphanResult | Kind::DuplicateResult => {
-                let keep_first = f.kind == Kind::DuplicateResult && self.lane(f.thread).answered_at.get(id) == Some(&f.line);
+                // The line's own results are recorded after its findings: a duplicate of a
+                // call no earlier line answered has its first result in this very line.
+                let keep_first = f.kind == Kind::DuplicateResult && self.lane(f.thread).answered_at.get(id).is_none_or(|&l| l == f.line);
                 self.dropped_here.push(id.to_owned());
                 self.edit(Edit::DropResults { line: f.line, call_id: id.to_owned(), keep_first, reason: f.kind });
             }
-            Kind::ConsecutiveAssistant => self.consecutive(f.line, f.thread),
+            Kind::ConsecutiveAssistant => {
+                // Decided when the line itself arrives, after the findings that come with it.
+                self.consecutive_at = Some(f.line);
+                self.separated = false;
+            }
             Kind::EmptyAssistantTurn => {
                 self.plan.recheck = true;
+                self.empty_at = Some(f.line);
                 let current = self.lane(f.thread).current;
-                let turn = current.and_then(|c| self.turns.get(&c)).filter(|t| t.first_line == f.line);
-                let lines = turn.map_or_else(|| smallvec::smallvec![f.line], |t| t.lines.clone());
+                let turn = current.and_then(|c| self.turns.get_mut(&c)).filter(|t| t.first_line == f.line);
+                let lines = match turn {
+                    Some(t) => {
+                        t.removed = true;
+                        t.lines.clone()
+                    }
+                    None => smallvec::smallvec![f.line],
+                };
                 for line in lines {
                     self.edit(Edit::Remove { line, reason: f.kind });
                 }
             }
+            // A call id used twice: a result inserted or dropped for one of the calls may leave
+            // the other open, or answer it, where the plan cannot tell (the two may even sit in
+            // different threads): the output is checked again.
+            Kind::DuplicateCallId => self.plan.recheck = true,
             // Missing transcripts are not lines; argument and id warnings need no edit.
             _ => {}
         }
     }
 
+    /// Repairs a `consecutive_assistant` finding about `line` (of `thread`), unless results
+    /// inserted for the earlier turn's calls separate the two turns.
     fn consecutive(&mut self, line: u64, thread: u64) {
+        if std::mem::take(&mut self.separated) {
+            return;
+        }
         let current = self.lane(thread).current;
         let Some(prev) = current.and_then(|c| self.turns.get(&c)) else {
             return self.unrepaired(line, Kind::ConsecutiveAssistant, None, "no earlier assistant turn was seen");
         };
-        if prev.has_calls {
-            // Its calls are unanswered: the results inserted for them separate the two turns.
+        if prev.removed {
+            // The earlier turn goes (it is empty): what this turn follows is known once it is
+            // gone, in the next round.
+            self.plan.recheck = true;
             return;
         }
         let (join, merge) = (prev.join.unwrap_or(prev.first_line), prev.merge_into.unwrap_or(prev.first_line));
         match self.format {
-            Some(Format::ClaudeCode) => drop(self.join_next.insert(thread, join)),
+            Some(Format::ClaudeCode) if prev.key.is_none() => {
+                self.unrepaired(line, Kind::ConsecutiveAssistant, None, "the earlier assistant turn has no message.id to join")
+            }
+            Some(Format::ClaudeCode) => {
+                let key = prev.out_key;
+                self.join_next.insert(thread, join);
+                match key {
+                    Some(k) => drop(self.join_key_next.insert(thread, k)),
+                    None => drop(self.join_key_next.remove(&thread)),
+                }
+            }
             Some(Format::OpenAiChat | Format::Anthropic) => drop(self.merge_next.insert(thread, merge)),
             _ => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
         }
@@ -408,14 +490,18 @@ impl Planner {
         let current = self.lane(thread).current;
         let same = m.turn.is_some() && current.and_then(|c| self.turns.get(&c)).is_some_and(|t| t.key == m.turn);
         if !same {
+            if let Some(cur) = current.and_then(|c| self.turns.get(&c)) {
+                if m.turn.is_some() && cur.out_key == m.turn && cur.key != m.turn {
+                    // The turn before took this line's message id by a join: in the repaired
+                    // file this line continues that turn, which the plan did not see.
+                    self.plan.recheck = true;
+                }
+            }
             self.seq += 1;
-            let codex = self.format == Some(Format::Codex);
             let join = self.join_next.remove(&thread);
+            let out_key = if join.is_some() { self.join_key_next.remove(&thread) } else { m.turn };
             let merge_into = self.merge_next.remove(&thread);
             self.set_current(thread, None);
-            if !codex {
-                self.lane(thread).answered_at.clear();
-            }
             if let Some(into) = merge_into {
                 self.edit(Edit::MergeInto { line, into, reason: Kind::ConsecutiveAssistant });
             }
@@ -429,22 +515,34 @@ impl Planner {
                     key: m.turn,
                     lines: smallvec::SmallVec::new(),
                     exchange_end: line,
-                    has_calls: false,
                     invalid_call: false,
+                    removed: self.empty_at == Some(line),
                     join,
+                    out_key,
                     merge_into,
                     current: false,
                 },
             );
             self.set_current(thread, Some(self.seq));
+            // A new turn moves the conversation on, unless it joins the one before (then the
+            // repaired file has no new turn here: what that turn answered stays answered).
+            if self.format != Some(Format::Codex) && join.is_none() {
+                self.lane(thread).answered_at.clear();
+            }
         }
         let seq = self.lane(thread).current.expect("a current turn");
         let turn = self.turns.get_mut(&seq).expect("current turn is kept");
         turn.lines.push(line);
         turn.exchange_end = line;
         let join = turn.join;
+        let lane = if thread == MAIN_THREAD { Some(&self.main) } else { self.side.get(&thread) };
+        let answered = lane.map(|l| &l.answered_at);
         for c in &m.calls {
-            turn.has_calls = true;
+            if join.is_some() && answered.is_some_and(|a| a.contains_key(c.id.as_ref())) {
+                // Joined to the turn before, this call repeats one that turn had answered:
+                // the checker will read it as a repeated call, not as the call the plan answers.
+                self.plan.recheck = true;
+            }
             turn.invalid_call |= c.args != Args::Object;
             let call = PendingCall { turn: seq, thread, args_ok: c.args == Args::Object, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
             self.calls.entry(c.id.to_string()).or_insert(call);
@@ -487,11 +585,18 @@ impl Observer for Planner {
         self.set_format(format);
     }
 
+    fn detecting(&mut self, number: u64) {
+        self.detected_through = number;
+    }
+
     fn line(&mut self, number: u64, parsed: &Parsed<'_>) {
         if let (Some(parents), Some(node)) = (self.parents.as_mut(), parsed.node) {
-            parents.push((number, node.parent));
+            parents.push((number, node));
         }
         let thread = parsed.thread;
+        if self.consecutive_at.take() == Some(number) {
+            self.consecutive(number, thread);
+        }
         if number >= self.next_sweep {
             self.next_sweep = number + self.horizon.max(4) / 4;
             self.sweep(number);
@@ -522,9 +627,10 @@ impl Observer for Planner {
                         key: None,
                         lines: smallvec::SmallVec::new(),
                         exchange_end: number,
-                        has_calls: true,
                         invalid_call: false,
+                        removed: false,
                         join: None,
+                        out_key: None,
                         merge_into: None,
                         current: false,
                     };
@@ -542,7 +648,7 @@ impl Observer for Planner {
 
     fn output(&mut self, output: &Output) {
         if let Output::Finding(f) = output {
-            if f.severity == Severity::Error || f.kind == Kind::EmptyAssistantTurn {
+            if f.severity == Severity::Error || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
                 self.finding(f);
             }
         }

@@ -6,24 +6,41 @@
 //! parent must be re-pointed) are looked at one by one. Over-long lines are streamed into the
 //! rejects stream without being held.
 //!
-//! Rejects are JSON lines: `{"line", "action": "removed"|"modified"|"merged", "reason", "text"}`,
-//! with `"base64"` instead of `"text"` for bytes that are not UTF-8, for text whose escapes would
-//! make it longer than base64 (control bytes), and for over-long lines. A modified line's
-//! original is kept there too: nothing the repair changes is lost. A record of a long line is
-//! emitted in pieces of 64 KiB of the line, so it needs no memory of its size.
+//! Every edit checks itself: the edited line is read again by the format's adapter, and an
+//! edit that does not have the effect it was planned for (the line is not shaped as the edit
+//! needs) is not made; it is reported in [`RewriteLog::failed`], so that the finding it was
+//! meant to repair is reported as not repaired instead of as repaired.
+//!
+//! Rejects are JSON lines, one per input line that is not in the output as it was:
+//! `{"line", "action": "removed"|"modified"|"merged", "reason", "text"}` ([`write_record`]), with
+//! `"base64"` instead of `"text"` for bytes that are not UTF-8, for text whose escapes would
+//! make it longer than base64 (control bytes), and for over-long lines. A record of a long line
+//! is emitted in pieces of 64 KiB of the line, so it needs no memory of its size. The
+//! bytes are the line's own, without its `\n`: a `\r` before it and a byte-order mark that
+//! starts the file are kept, so that the record plus a newline is the line as it was on disk.
+//! A modified line's original is kept there too: nothing the repair changes is lost.
+//!
+//! The rewriter also says where each output line comes from ([`Origins`]) and what became of
+//! each input line it changed ([`Change`]): a repair that needs a second round maps the second
+//! round's lines back to the input with them.
 
 use super::plan::{Edit, Plan};
-use super::synth::{self, CallRef};
+use super::synth::{self, CallRef, Edited, Unable};
 use super::{Map, Set};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
-use crate::transcript::lines::{is_blank, Block, LineSplitter};
-use crate::transcript::model::id_hash;
+use crate::transcript::lines::{is_blank, Block, LineSplitter, BOM};
+use crate::transcript::model::{id_hash, Entry, Message, Node, Role};
 use crate::transcript::scan;
 use base64::Engine;
+use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::Write;
+
+/// Bytes the rewriter holds between an assistant message and the last message merged into it
+/// (chat formats): past this, the message is written as it is and later merges into it fail.
+pub const MERGE_HOLD_LIMIT: usize = 32 << 20;
 
 /// Bytes of a removed line a rejects record takes at a time past this size: the record goes out
 /// in pieces.
@@ -48,7 +65,7 @@ pub enum Emit<'a> {
 }
 
 /// Counters of what the rewrite did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RewriteStats {
     /// Lines removed.
     pub removed: u64,
@@ -58,13 +75,441 @@ pub struct RewriteStats {
     pub inserted: u64,
 }
 
+impl std::ops::AddAssign for RewriteStats {
+    fn add_assign(&mut self, o: Self) {
+        self.removed += o.removed;
+        self.modified += o.modified;
+        self.inserted += o.inserted;
+    }
+}
+
+/// What became of an input line that is not in the output as it was. Ordered by how far the
+/// line is from the output: over several rounds, the furthest counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// An edited version of the line is in the output.
+    Modified,
+    /// Its message was merged into an earlier line's.
+    Merged,
+    /// It is not in the output.
+    Removed,
+}
+
+impl Action {
+    /// The name in the rejects file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Modified => "modified",
+            Action::Merged => "merged",
+            Action::Removed => "removed",
+        }
+    }
+}
+
+/// An input line the rewrite took out of the output or changed (its original went to the
+/// rejects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// The line.
+    pub line: u64,
+    /// What became of it.
+    pub action: Action,
+    /// The finding that decided it (none for a line only re-pointed to a new parent).
+    pub reason: Option<Kind>,
+    /// Claude Code: its `parentUuid` was re-pointed (its parent was removed, or a line was
+    /// inserted before it).
+    pub parent: bool,
+}
+
+/// An edit of the plan that the rewrite could not make, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    /// The edit.
+    pub edit: Edit,
+    /// Why.
+    pub why: &'static str,
+}
+
+/// Where a line of the output comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// The input line, as it was.
+    Same(u64),
+    /// The input line, edited.
+    Modified(u64),
+    /// A line the repair wrote, after the input line.
+    Inserted {
+        /// The input line it follows.
+        after: u64,
+    },
+}
+
+impl Source {
+    fn offset(self, by: u64) -> Source {
+        match self {
+            Source::Same(n) => Source::Same(n + by),
+            other => other,
+        }
+    }
+}
+
+/// `len` output lines from `out` on, from one source: for [`Source::Same`], consecutive input
+/// lines from the one it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    out: u64,
+    len: u64,
+    src: Source,
+}
+
+/// Where each output line of a rewrite comes from: runs, one per untouched stretch and one per
+/// edited or inserted line, so its size follows the edits, not the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origins {
+    runs: Vec<Run>,
+    lines: u64,
+}
+
+impl Origins {
+    /// Adds `count` output lines from `src` (consecutive input lines for [`Source::Same`]).
+    fn push(&mut self, src: Source, count: u64) {
+        if count == 0 {
+            return;
+        }
+        if let (Some(last), Source::Same(n)) = (self.runs.last_mut(), src) {
+            if let Source::Same(m) = last.src {
+                if m + last.len == n && last.out + last.len == self.lines + 1 {
+                    last.len += count;
+                    self.lines += count;
+                    return;
+                }
+            }
+        }
+        self.runs.push(Run { out: self.lines + 1, len: count, src });
+        self.lines += count;
+    }
+
+    /// Lines in the output.
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// Where output line `line` (1-based) comes from.
+    pub fn of(&self, line: u64) -> Option<Source> {
+        let i = self.runs.partition_point(|r| r.out <= line).checked_sub(1)?;
+        let r = self.runs[i];
+        (line < r.out + r.len).then(|| r.src.offset(line - r.out))
+    }
+
+    /// The input line a line of the output stands for: its own, or for an inserted line the
+    /// one it follows.
+    pub fn input_line(&self, line: u64) -> Option<u64> {
+        self.of(line).map(|s| match s {
+            Source::Same(n) | Source::Modified(n) => n,
+            Source::Inserted { after } => after,
+        })
+    }
+
+    /// The origins of a rewrite of this rewrite's output (`next` maps that rewrite's output to
+    /// this one's), in terms of this one's input.
+    pub fn then(&self, next: &Origins) -> Origins {
+        let mut o = Origins::default();
+        for r in &next.runs {
+            match r.src {
+                Source::Same(first) => {
+                    let (mut at, end) = (first, first + r.len);
+                    while at < end {
+                        let Some(i) = self.runs.partition_point(|p| p.out <= at).checked_sub(1) else { break };
+                        let p = self.runs[i];
+                        let Some(take) = (p.out + p.len).min(end).checked_sub(at).filter(|&t| t > 0) else { break };
+                        o.push(p.src.offset(at - p.out), take);
+                        at += take;
+                    }
+                }
+                Source::Modified(j) => o.push(
+                    match self.of(j) {
+                        Some(Source::Same(n) | Source::Modified(n)) => Source::Modified(n),
+                        Some(ins @ Source::Inserted { .. }) => ins,
+                        None => Source::Inserted { after: j },
+                    },
+                    1,
+                ),
+                Source::Inserted { after } => o.push(Source::Inserted { after: self.input_line(after).unwrap_or(after) }, 1),
+            }
+        }
+        o
+    }
+}
+
+/// What a rewrite did, besides writing its output and rejects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RewriteLog {
+    /// Counters.
+    pub stats: RewriteStats,
+    /// Every input line taken out or changed, in the order the rejects name them.
+    pub changes: Vec<Change>,
+    /// Where each output line comes from.
+    pub origins: Origins,
+    /// Edits that could not be made.
+    pub failed: Vec<Failed>,
+    /// The rewrite did something whose effect on the findings the plan could not foresee
+    /// (Claude Code: a prompt moved under its removed parent's parent may be a rewind there):
+    /// the output must be checked again.
+    pub recheck: bool,
+    /// Claude Code: the first line moved from under a removed line the checker could not read
+    /// (its uuid found in what could be read of it) to that line's parent. The line had no
+    /// known ancestors and now has: it may now belong to another conversation thread (turns
+    /// side by side, a call that the thread moved on from) or be abandoned by a later rewind,
+    /// so the output is checked again.
+    pub unread_repoint: Option<u64>,
+}
+
+impl RewriteLog {
+    /// Whether the output must be checked again: the rewrite says so, or a line was moved
+    /// under new ancestors.
+    pub fn needs_recheck(&self) -> bool {
+        self.recheck || self.unread_repoint.is_some()
+    }
+}
+
+/// Writes one rejects record, `{"line", "action", "reason", "text" | "base64"}` (action and
+/// reason are plain words), into `buf` (a buffer reused between lines) and hands it to `out`, in
+/// pieces for a long line. `text` when the line is UTF-8, not over the limit `max` (however it
+/// was read: in one piece, or streamed across reads) and its escapes do not make it longer than
+/// base64 would (a line of control bytes escapes to six bytes each); `base64` otherwise. The
+/// dataset repair writes the same records.
+pub fn write_record(buf: &mut Vec<u8>, line: u64, action: Action, reason: Option<Kind>, original: &[u8], max: usize, out: &mut impl FnMut(Emit<'_>)) {
+    buf.clear();
+    let write = "writing to a Vec cannot fail";
+    write!(buf, "{{\"line\":{line},\"action\":\"{}\"", action.as_str()).expect(write);
+    if let Some(r) = reason {
+        write!(buf, ",\"reason\":\"{}\"", r.as_str()).expect(write);
+    }
+    let over = original.strip_suffix(b"\r").unwrap_or(original).len() > max;
+    let text = simdutf8::basic::from_utf8(original).ok().filter(|_| !over && scan::json_string_len(original) <= original.len().div_ceil(3) * 4);
+    match text {
+        Some(text) if original.len() <= REJECT_PIECE => {
+            buf.extend_from_slice(b",\"text\":");
+            scan::write_json_string(buf, text);
+        }
+        Some(text) => {
+            buf.extend_from_slice(b",\"text\":\"");
+            out(Emit::Reject(buf));
+            let mut rest = text;
+            while !rest.is_empty() {
+                let mut cut = rest.len().min(REJECT_PIECE);
+                while !rest.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let (piece, after) = rest.split_at(cut);
+                buf.clear();
+                scan::write_json_string(buf, piece);
+                out(Emit::Reject(&buf[1..buf.len() - 1]));
+                rest = after;
+            }
+            buf.clear();
+            buf.push(b'"');
+        }
+        None if original.len() <= REJECT_PIECE => {
+            buf.extend_from_slice(b",\"base64\":\"");
+            push_base64(buf, original);
+            buf.push(b'"');
+        }
+        None => {
+            buf.extend_from_slice(b",\"base64\":\"");
+            out(Emit::Reject(buf));
+            // Whole groups of three bytes per piece: no padding until the end.
+            for piece in original.chunks(REJECT_PIECE / 3 * 3) {
+                buf.clear();
+                push_base64(buf, piece);
+                out(Emit::Reject(buf));
+            }
+            buf.clear();
+            buf.push(b'"');
+        }
+    }
+    buf.extend_from_slice(b"}\n");
+    out(Emit::Reject(buf));
+    if buf.capacity() > 1 << 20 {
+        // Not kept for every later line.
+        *buf = Vec::new();
+    }
+}
+
+/// The head of the record of an over-long line, whose base64 follows as it streams.
+pub(crate) fn long_record_head(line: u64, action: Action, reason: Option<Kind>) -> Vec<u8> {
+    let reason = reason.map(|r| format!(",\"reason\":\"{}\"", r.as_str())).unwrap_or_default();
+    format!("{{\"line\":{line},\"action\":\"{}\"{reason},\"base64\":\"", action.as_str()).into_bytes()
+}
+
+/// Streams an over-long line into a base64 record as its bytes arrive, a piece at a time:
+/// nothing the size of the line is held. The dataset repair streams its long lines with it too.
+#[derive(Debug, Default)]
+pub(crate) struct LongRecord {
+    pub(crate) open: bool,
+    /// The bytes of an incomplete group of three left over from the last piece.
+    rest: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl LongRecord {
+    /// Starts the record with its `head` ([`long_record_head`]).
+    pub(crate) fn start(&mut self, head: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        self.open = true;
+        out(Emit::Reject(head));
+    }
+
+    /// The next bytes of the line.
+    pub(crate) fn bytes(&mut self, bytes: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        // Complete the group of three bytes left over from the last piece, then encode whole
+        // groups straight from `bytes`.
+        let mut bytes = bytes;
+        if !self.rest.is_empty() {
+            let k = (3 - self.rest.len()).min(bytes.len());
+            self.rest.extend_from_slice(&bytes[..k]);
+            bytes = &bytes[k..];
+            if self.rest.len() < 3 {
+                return;
+            }
+            self.buf.clear();
+            push_base64(&mut self.buf, &self.rest);
+            out(Emit::Reject(&self.buf));
+            self.rest.clear();
+        }
+        let whole = bytes.len() / 3 * 3;
+        for piece in bytes[..whole].chunks(REJECT_PIECE / 3 * 3) {
+            self.buf.clear();
+            push_base64(&mut self.buf, piece);
+            out(Emit::Reject(&self.buf));
+        }
+        self.rest.extend_from_slice(&bytes[whole..]);
+    }
+
+    /// Ends the record; whether one was open.
+    pub(crate) fn close(&mut self, out: &mut impl FnMut(Emit<'_>)) -> bool {
+        if !std::mem::take(&mut self.open) {
+            return false;
+        }
+        self.buf.clear();
+        push_base64(&mut self.buf, &self.rest);
+        self.buf.extend_from_slice(b"\"}\n");
+        out(Emit::Reject(&self.buf));
+        self.rest.clear();
+        if self.buf.capacity() > 1 << 20 {
+            self.buf = Vec::new();
+        }
+        true
+    }
+
+    /// Drops the record without writing its end (its line is not rejected after all).
+    pub(crate) fn discard(&mut self) {
+        self.open = false;
+        self.rest.clear();
+    }
+}
+
+/// The rejects of a repair that took several rounds, written from the input itself: one record
+/// per changed line with its final action, its own bytes and its own line number. Calling
+/// order: [`RejectWriter::feed`] the whole input, then [`RejectWriter::finish`].
+#[derive(Debug)]
+pub struct RejectWriter {
+    changes: VecDeque<Change>,
+    max: usize,
+    splitter: Option<LineSplitter>,
+    next_line: u64,
+    long: LongRecord,
+    buf: Vec<u8>,
+}
+
+impl RejectWriter {
+    /// A writer for `changes` (sorted by line, one per line), over input framed with
+    /// `max_line_bytes`.
+    pub fn new(changes: Vec<Change>, max_line_bytes: usize) -> Self {
+        RejectWriter {
+            changes: changes.into(),
+            max: max_line_bytes,
+            splitter: Some(LineSplitter::new(max_line_bytes).keep_long()),
+            next_line: 1,
+            long: LongRecord::default(),
+            buf: Vec::new(),
+        }
+    }
+
+    fn wanted(&mut self, line: u64) -> Option<Change> {
+        while self.changes.front().is_some_and(|c| c.line < line) {
+            self.changes.pop_front();
+        }
+        self.changes.front().filter(|c| c.line == line).copied()
+    }
+
+    /// Feeds the next chunk of the input.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        let mut splitter = self.splitter.take().expect("not finished");
+        splitter.feed(chunk, &mut |b| match b {
+            Block::Lines { bytes, .. } => {
+                let mut start = 0;
+                for nl in memchr::memchr_iter(b'\n', bytes) {
+                    if let Some(c) = self.wanted(self.next_line) {
+                        write_record(&mut self.buf, c.line, c.action, c.reason, &bytes[start..nl], self.max, out);
+                    }
+                    self.next_line += 1;
+                    start = nl + 1;
+                }
+            }
+            Block::LongBytes(bytes) => {
+                if let Some(c) = self.wanted(self.next_line) {
+                    if !self.long.open {
+                        self.long.start(&long_record_head(c.line, c.action, c.reason), out);
+                    }
+                    self.long.bytes(bytes, out);
+                }
+            }
+            Block::TooLong { .. } => {
+                self.long.close(out);
+                self.next_line += 1;
+            }
+        });
+        self.splitter = Some(splitter);
+    }
+
+    /// Ends the input (a torn last line).
+    pub fn finish(mut self, out: &mut impl FnMut(Emit<'_>)) {
+        let mut splitter = self.splitter.take().expect("not finished");
+        let line = self.next_line;
+        let torn = splitter.finish().map(|t| t.bytes.map(<[u8]>::to_vec));
+        if let Some(c) = self.wanted(line) {
+            match torn {
+                Some(Some(bytes)) => {
+                    write_record(&mut self.buf, c.line, c.action, c.reason, &bytes, self.max, out);
+                }
+                _ => {
+                    self.long.close(out);
+                }
+            }
+        }
+    }
+}
+
+/// An assistant message held back because later messages merge into it (chat formats), with
+/// what came after it until then.
 #[derive(Debug)]
 struct Held {
     line: u64,
+    /// Its content as it stands (merged so far).
     bytes: Vec<u8>,
-    original: Vec<u8>,
+    /// The line as it was on disk, without its `\n`.
+    raw: Vec<u8>,
+    bom: bool,
     term: &'static [u8],
+    /// The last line that merges into it.
+    until: u64,
     merged: bool,
+    /// Whether its rejects record was written.
+    recorded: bool,
+    /// Lines written after it while it is held, with where they come from.
+    tail: Vec<(Vec<u8>, Source)>,
+    tail_bytes: usize,
 }
 
 /// Applies a [`Plan`] to a stream. Calling order: [`Rewriter::feed`] the whole input, then
@@ -77,24 +522,37 @@ pub struct Rewriter {
     interesting: Vec<u64>,
     cursor: usize,
     like_lines: Set<u64>,
-    merge_targets: Set<u64>,
+    /// Chat formats: the lines later lines merge into, with the last line that does.
+    merge_targets: Map<u64, u64>,
     splitter: Option<LineSplitter>,
+    /// Bytes handed in through [`Rewriter::feed_until`] (not through the splitter).
+    fed_until: u64,
+    /// Whether the splitter was fed.
+    split: bool,
+    max_line_bytes: usize,
     next_line: u64,
     /// Claude Code: the parent each removed line's children move to, by the hash of the
     /// removed line's uuid ([`id_hash`]).
     repoint: Map<u64, Option<String>>,
+    /// Removed lines among those that the checker could not read (their uuid was found in
+    /// what could be read of them).
+    unread_removed: Set<u64>,
     next_repoint: Option<(Option<String>, String)>,
-    /// Claude Code lines not fed yet whose parent the checker already read: (line, hash of its
-    /// parent), in line order. A line in it needs no look at its bytes to know it does not hang
-    /// under a removed line.
-    parents: VecDeque<(u64, Option<u64>)>,
-    message_ids: Map<u64, String>,
+    /// Claude Code lines not fed yet whose tree node the checker already read: (line, node),
+    /// in line order. A line in it needs no look at its bytes to know it does not hang under a
+    /// removed line.
+    parents: VecDeque<(u64, Node)>,
+    /// The `message.id` of lines another line joins (`None`: it has none).
+    message_ids: Map<u64, Option<String>>,
     held: Option<Held>,
-    long_open: bool,
-    long_rest: Vec<u8>,
+    long: LongRecord,
+    /// Whether to write rejects records (a later round's rejects are written from the input).
+    write_rejects: bool,
     /// The reject line being written (kept to reuse its allocation).
     reject_buf: Vec<u8>,
-    stats: RewriteStats,
+    /// The line limit.
+    max: usize,
+    log: RewriteLog,
 }
 
 impl Rewriter {
@@ -115,19 +573,30 @@ impl Rewriter {
             interesting: Vec::new(),
             cursor: 0,
             like_lines: Set::default(),
-            merge_targets: Set::default(),
+            merge_targets: Map::default(),
             splitter: Some(LineSplitter::new(max_line_bytes).keep_long()),
+            fed_until: 0,
+            split: false,
+            max_line_bytes,
             next_line: 1,
             repoint: Map::default(),
+            unread_removed: Set::default(),
             next_repoint: None,
             parents: VecDeque::new(),
             message_ids: Map::default(),
             held: None,
-            long_open: false,
-            long_rest: Vec::new(),
+            long: LongRecord::default(),
+            write_rejects: true,
             reject_buf: Vec::new(),
-            stats: RewriteStats::default(),
+            max: max_line_bytes,
+            log: RewriteLog::default(),
         }
+    }
+
+    /// Writes no rejects records (only [`RewriteLog::changes`]).
+    pub fn without_rejects(mut self) -> Self {
+        self.write_rejects = false;
+        self
     }
 
     /// Sets the file's format (before any line with an edit is fed).
@@ -135,11 +604,11 @@ impl Rewriter {
         self.format = format;
     }
 
-    /// Tells the rewriter the parents of Claude Code lines not fed yet (the checker's
-    /// [`Node::parent`](crate::transcript::model::Node) of each: the hash of its `parentUuid`,
-    /// or of `logicalParentUuid` when that is null), in line order. Optional: a line without
-    /// one is looked at to find its parent.
-    pub fn add_parents(&mut self, parents: impl IntoIterator<Item = (u64, Option<u64>)>) {
+    /// Tells the rewriter the tree nodes of Claude Code lines not fed yet (the checker's
+    /// [`Node`] of each: the hashes of its uuid and of its `parentUuid`, or of
+    /// `logicalParentUuid` when that is null), in line order. Optional: a line without one is
+    /// looked at to find them.
+    pub fn add_parents(&mut self, parents: impl IntoIterator<Item = (u64, Node)>) {
         self.parents.extend(parents);
     }
 
@@ -155,8 +624,9 @@ impl Rewriter {
                         self.like_lines.insert(*like);
                         self.interesting.push(*like);
                     }
-                    if let Edit::MergeInto { into, .. } = other {
-                        self.merge_targets.insert(*into);
+                    if let Edit::MergeInto { line, into, .. } = other {
+                        let until = self.merge_targets.entry(*into).or_insert(*line);
+                        *until = (*until).max(*line);
                         self.interesting.push(*into);
                     }
                     self.edits.entry(other.line()).or_default().push(other.clone());
@@ -193,7 +663,9 @@ impl Rewriter {
         while self.interesting.get(self.cursor).is_some_and(|&l| l < self.next_line) {
             self.cursor += 1;
         }
-        if !self.busy() {
+        // A byte-order mark before the first line is looked at line by line.
+        let bom = self.next_line == 1 && bytes.starts_with(BOM);
+        if !self.busy() && !bom {
             // Nothing to do in any of these lines: hand them on in one piece.
             let count = memchr::memchr_iter(b'\n', &bytes[..whole]).count() as u64;
             let end = self.next_line + count;
@@ -201,8 +673,12 @@ impl Rewriter {
                 if whole > 0 {
                     out(Emit::Out(&bytes[..whole]));
                 }
+                self.log.origins.push(Source::Same(self.next_line), count);
                 self.next_line = end;
                 self.forget_parents();
+                if !self.split {
+                    self.fed_until += whole as u64;
+                }
                 return whole;
             }
         }
@@ -217,20 +693,25 @@ impl Rewriter {
                 self.cursor += 1;
             }
             let raw = &bytes[start..nl];
-            let (content, term): (&[u8], &'static [u8]) = match raw.strip_suffix(b"\r") {
+            let (no_cr, term): (&[u8], &'static [u8]) = match raw.strip_suffix(b"\r") {
                 Some(c) => (c, b"\r\n"),
                 None => (raw, b"\n"),
             };
-            let plain = self.interesting.get(self.cursor) != Some(&n) && self.held.is_none() && self.next_repoint.is_none() && !self.repoints(n, content);
-            if !plain {
+            // The first line may start with a byte-order mark: not content, but kept.
+            let content = if n == 1 { no_cr.strip_prefix(BOM).unwrap_or(no_cr) } else { no_cr };
+            let bom = content.len() < no_cr.len();
+            let plain =
+                !bom && self.interesting.get(self.cursor) != Some(&n) && self.held.is_none() && self.next_repoint.is_none() && !self.repoints(n, content, true);
+            if plain {
+                self.log.origins.push(Source::Same(n), 1);
+            } else {
                 if run < start {
                     out(Emit::Out(&bytes[run..start]));
                 }
                 if is_blank(content) {
-                    self.flush_held(out);
-                    out(Emit::Out(&bytes[start..=nl]));
+                    self.put(&[&bytes[start..=nl]], Source::Same(n), out);
                 } else {
-                    self.line(n, content, term, out);
+                    self.line(n, raw, content, bom, term, out);
                 }
                 run = nl + 1;
             }
@@ -241,6 +722,9 @@ impl Rewriter {
             out(Emit::Out(&bytes[run..start]));
         }
         self.forget_parents();
+        if !self.split {
+            self.fed_until += start as u64;
+        }
         start
     }
 
@@ -253,41 +737,57 @@ impl Rewriter {
 
     /// What was done so far.
     pub fn stats(&self) -> RewriteStats {
-        self.stats
+        self.log.stats
     }
 
     /// Feeds the next chunk of the original file.
     pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        if !self.split {
+            // The stream goes on where `feed_until` left it: the splitter starts at that offset
+            // (only the stream's first byte may start a byte-order mark).
+            self.split = true;
+            self.splitter = Some(LineSplitter::resume(self.max_line_bytes, self.fed_until).keep_long());
+        }
+        if !self.split {
+            // The stream goes on where `feed_until` left it: the splitter starts at that offset
+            // (only the stream's first byte may start a byte-order mark).
+            self.split = true;
+            self.splitter = Some(LineSplitter::resume(self.max_line_bytes, self.fed_until).keep_long());
+        }
         let mut splitter = self.splitter.take().expect("not finished");
         splitter.feed(chunk, &mut |b| self.block(b, out));
         self.splitter = Some(splitter);
     }
 
     /// Ends the stream: handles a torn last line and flushes what is held.
-    pub fn finish(mut self, out: &mut impl FnMut(Emit<'_>)) -> RewriteStats {
+    pub fn finish(mut self, out: &mut impl FnMut(Emit<'_>)) -> RewriteLog {
         let mut splitter = self.splitter.take().expect("not finished");
         let line = self.next_line;
         let removing = self.removes(line);
+        if splitter.pending_bytes() > 0 && splitter.pending_is_blank() {
+            // A last line of whitespace without a newline: not a torn line, kept as it is.
+            let bytes = splitter.pending().to_vec();
+            self.put(&[&bytes], Source::Same(line), out);
+        }
         match splitter.finish() {
             Some(t) if removing => match t.bytes {
                 Some(bytes) => {
                     let bytes = bytes.to_vec();
-                    self.reject(line, "removed", Some(Kind::TornLine), &bytes, out);
-                    self.stats.removed += 1;
+                    self.reject(line, Action::Removed, Some(Kind::TornLine), false, &bytes, out);
+                    self.log.stats.removed += 1;
                 }
-                None => self.close_long(out),
+                None => self.close_long(line, out),
             },
             Some(t) => {
                 if let Some(bytes) = t.bytes {
                     let bytes = bytes.to_vec();
-                    self.flush_held(out);
-                    out(Emit::Out(&bytes));
+                    self.put(&[&bytes], Source::Same(line), out);
                 }
             }
             None => {}
         }
         self.flush_held(out);
-        self.stats
+        self.log
     }
 
     fn removes(&self, line: u64) -> bool {
@@ -297,17 +797,36 @@ impl Rewriter {
     /// Whether line `n` hangs under a removed line (Claude Code) and must be re-pointed. A line
     /// whose parent the checker read is looked at only when that parent was removed (or,
     /// rarely, when its `logicalParentUuid` was: then the look finds nothing to do).
-    fn repoints(&mut self, n: u64, line: &[u8]) -> bool {
+    ///
+    /// A line the output keeps (`kept`) brings its uuid back: lines under it stay under it,
+    /// although a removed line had that uuid too (a cut copy of a line, written before it).
+    fn repoints(&mut self, n: u64, line: &[u8], kept: bool) -> bool {
         self.forget_parents();
         if self.repoint.is_empty() || self.format != Format::ClaudeCode {
             return false;
         }
-        if let Some(&(l, parent)) = self.parents.front() {
-            if l == n && !parent.is_some_and(|p| self.repoint.contains_key(&p)) {
-                return false;
+        let hint = self.parents.front().filter(|&&(l, _)| l == n).map(|&(_, node)| node);
+        let (id, moves) = match hint {
+            Some(node) if !node.parent.is_some_and(|p| self.repoint.contains_key(&p)) => (Some(node.id), false),
+            Some(node) => (Some(node.id), synth::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&id_hash(&p)))),
+            None => {
+                let (uuid, parent) = synth::claude_ids(line);
+                (uuid.map(|u| id_hash(&u)), parent.is_some_and(|p| self.repoint.contains_key(&id_hash(&p))))
+            }
+        };
+        if kept && !moves {
+            if let Some(id) = id {
+                self.back(id);
             }
         }
-        synth::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&id_hash(&p)))
+        moves
+    }
+
+    /// A uuid a kept line has: no longer a removed line's.
+    fn back(&mut self, id: u64) {
+        if self.repoint.remove(&id).is_some() {
+            self.unread_removed.remove(&id);
+        }
     }
 
     fn busy(&self) -> bool {
@@ -317,14 +836,38 @@ impl Rewriter {
     fn block(&mut self, b: Block<'_>, out: &mut impl FnMut(Emit<'_>)) {
         match b {
             Block::LongBytes(bytes) => {
-                if self.removes(self.next_line) {
-                    self.stream_long(bytes, out);
+                let n = self.next_line;
+                if self.removes(n) {
+                    if !self.long.open {
+                        let reason = self.edits.get(&n).and_then(|es| {
+                            es.iter().find_map(|e| match e {
+                                Edit::Remove { reason, .. } => Some(*reason),
+                                _ => None,
+                            })
+                        });
+                        if self.write_rejects {
+                            self.long.start(&long_record_head(n, Action::Removed, reason), out);
+                        } else {
+                            self.long.open = true;
+                        }
+                    }
+                    if self.write_rejects {
+                        self.long.bytes(bytes, out);
+                    }
                 } else {
+                    // Kept (no plan removes an over-long line it read; a blank one is kept).
+                    self.flush_held(out);
                     out(Emit::Out(bytes));
                 }
             }
             Block::TooLong { .. } => {
-                self.close_long(out);
+                let n = self.next_line;
+                if self.long.open || self.removes(n) {
+                    self.close_long(n, out);
+                } else {
+                    out(Emit::Out(b"\n"));
+                    self.log.origins.push(Source::Same(n), 1);
+                }
                 self.next_line += 1;
             }
             Block::Lines { bytes, .. } => {
@@ -333,97 +876,236 @@ impl Rewriter {
         }
     }
 
-    fn line(&mut self, n: u64, content: &[u8], term: &'static [u8], out: &mut impl FnMut(Emit<'_>)) {
+    /// Ends the record of a removed over-long line.
+    fn close_long(&mut self, n: u64, out: &mut impl FnMut(Emit<'_>)) {
+        let reason = self.edits.remove(&n).and_then(|es| {
+            es.into_iter().find_map(|e| match e {
+                Edit::Remove { reason, .. } => Some(reason),
+                _ => None,
+            })
+        });
+        if self.write_rejects {
+            self.long.close(out);
+        } else {
+            self.long.discard();
+        }
+        self.log.changes.push(Change { line: n, action: Action::Removed, reason, parent: false });
+        self.log.stats.removed += 1;
+    }
+
+    /// Writes output bytes that stand for one output line from `src`, behind a held message
+    /// if there is one.
+    fn put(&mut self, parts: &[&[u8]], src: Source, out: &mut impl FnMut(Emit<'_>)) {
+        if let Some(h) = self.held.as_mut() {
+            let bytes = parts.concat();
+            h.tail_bytes += bytes.len();
+            h.tail.push((bytes, src));
+            if h.tail_bytes > MERGE_HOLD_LIMIT {
+                // Too much to hold: the message goes out as it stands; later merges fail.
+                self.flush_held(out);
+            }
+            return;
+        }
+        for p in parts {
+            out(Emit::Out(p));
+        }
+        self.log.origins.push(src, 1);
+    }
+
+    fn fail(&mut self, edit: &Edit, why: &'static str) {
+        self.log.failed.push(Failed { edit: edit.clone(), why });
+    }
+
+    fn line(&mut self, n: u64, raw: &[u8], content: &[u8], bom: bool, term: &'static [u8], out: &mut impl FnMut(Emit<'_>)) {
+        if self.held.as_ref().is_some_and(|h| n > h.until) {
+            self.flush_held(out);
+        }
         let mut edits = self.edits.remove(&n).unwrap_or_default();
         if let Some(first) = edits.iter().position(|e| matches!(e, Edit::Remove { .. })) {
             // A removed line gets no other edit (as in a finished plan).
             edits.swap(0, first);
             edits.truncate(1);
         }
-        let merges_into_held = edits.iter().any(|e| matches!(e, Edit::MergeInto { into, .. } if self.held.as_ref().is_some_and(|h| h.line == *into)));
-        if !merges_into_held {
-            self.flush_held(out);
+        // The same edit twice (two findings of one kind on one line) is made once.
+        let mut i = 0;
+        while i < edits.len() {
+            if edits[..i].contains(&edits[i]) {
+                edits.remove(i);
+            } else {
+                i += 1;
+            }
         }
         let claude = self.format == Format::ClaudeCode;
         let mut bytes: Cow<'_, [u8]> = Cow::Borrowed(content);
-        let mut modified = None;
+        let mut modified: Option<Option<Kind>> = None;
+        let mut parent = false;
         let mut removed = None;
         if claude && (self.next_repoint.is_some() || !self.repoint.is_empty()) {
-            if let Some(b) = self.repoint_parent(&bytes) {
+            if let Some(b) = self.repoint_parent(n, &bytes) {
                 bytes = Cow::Owned(b);
-                modified = Some(None);
+                parent = true;
             }
         }
         if self.like_lines.contains(&n) {
-            if let Some((_, id)) = synth::message_id_span(content) {
-                self.message_ids.insert(n, id);
+            self.message_ids.insert(n, synth::message_id(content));
+        }
+        let mut merge = None;
+        for e in &edits {
+            let edited = match e {
+                Edit::Remove { reason, .. } => {
+                    removed = Some(*reason);
+                    continue;
+                }
+                Edit::DropResults { call_id, keep_first, .. } => synth::drop_results(self.format, &bytes, call_id, *keep_first).and_then(|r| {
+                    let want = usize::from(*keep_first);
+                    self.checked(r, |m| m.results.iter().filter(|x| x.id == call_id.as_str()).count() == want)
+                }),
+                Edit::DropCall { call_id, .. } => synth::drop_call(self.format, &bytes, call_id)
+                    .and_then(|r| self.checked(r, |m| m.role == Role::Assistant && !m.calls.iter().any(|c| c.id == call_id.as_str()))),
+                Edit::JoinTurn { like, .. } => match self.message_ids.get(like).cloned().flatten() {
+                    Some(id) => synth::set_message_id(&bytes, &id).and_then(|b| {
+                        let key = Some(id_hash(&id));
+                        self.checked(Edited::Line(b), |m| m.role == Role::Assistant && m.turn == key)
+                    }),
+                    None => Err(Unable("the turn to join has no message id")),
+                },
+                Edit::MergeInto { .. } => {
+                    merge = Some(e.clone());
+                    continue;
+                }
+                Edit::Insert { .. } => continue,
+            };
+            match edited {
+                // The line already was as the edit makes it (a join to the id it has).
+                Ok(Edited::Line(b)) if b == *bytes => {}
+                Ok(Edited::Line(b)) => {
+                    bytes = Cow::Owned(b);
+                    modified = Some(Some(e.reason()));
+                }
+                Ok(Edited::Gone) => removed = Some(e.reason()),
+                Err(Unable(why)) => self.fail(e, why),
+            }
+            if removed.is_some() {
+                break;
             }
         }
-        for e in &edits {
-            match e {
-                Edit::Remove { reason, .. } => removed = Some(*reason),
-                Edit::DropResults { call_id, keep_first, reason, .. } => match synth::drop_results(self.format, &bytes, call_id, *keep_first) {
-                    Some(b) => {
-                        bytes = Cow::Owned(b);
-                        modified = Some(Some(*reason));
+        if let (Some(m), None) = (&merge, removed) {
+            match self.merge(m, &bytes) {
+                Ok(first) => {
+                    if first {
+                        let h = self.held.as_ref().expect("merged into it");
+                        let (line, original) = (h.line, h.raw.clone());
+                        self.reject(line, Action::Modified, Some(m.reason()), false, &original, out);
+                        self.log.stats.modified += 1;
                     }
-                    None => removed = Some(*reason),
-                },
-                Edit::DropCall { call_id, reason, .. } => match synth::drop_call(self.format, &bytes, call_id) {
-                    Some(b) => {
-                        bytes = Cow::Owned(b);
-                        modified = Some(Some(*reason));
+                    self.reject(n, Action::Merged, Some(m.reason()), parent, raw, out);
+                    self.log.stats.removed += 1;
+                    let follows = bytes.into_owned();
+                    self.insert_after(n, &follows, true, None, None, term, out);
+                    if self.held.as_ref().is_some_and(|h| h.until <= n) {
+                        self.flush_held(out);
                     }
-                    None => removed = Some(*reason),
-                },
-                Edit::JoinTurn { like, reason, .. } => {
-                    if let Some(b) = self.message_ids.get(like).and_then(|id| synth::set_message_id(&bytes, id)) {
-                        bytes = Cow::Owned(b);
-                        modified = Some(Some(*reason));
-                    }
+                    return;
                 }
-                Edit::MergeInto { reason, .. } => {
-                    if let Some(h) = self.held.as_mut().filter(|_| merges_into_held) {
-                        if let Some(m) = synth::merge_messages(self.format, &h.bytes, &bytes) {
-                            h.bytes = m;
-                            h.merged = true;
-                            let original = content.to_vec();
-                            self.reject(n, "merged", Some(*reason), &original, out);
-                            self.stats.removed += 1;
-                            return;
-                        }
-                    }
-                }
-                Edit::Insert { .. } => {}
+                Err(why) => self.fail(m, why),
             }
         }
         // The uuid the next lines hang under if this line goes, and the one inserted lines
         // follow.
         let (mut own_uuid, mut own_parent) = (None, None);
         if claude && (removed.is_some() || self.inserts.contains_key(&n)) {
-            let (uuid, parent) = synth::claude_ids(&bytes);
+            let (uuid, p) = synth::claude_ids(&bytes);
             own_uuid = uuid;
-            own_parent = parent.map(|p| self.repoint.get(&id_hash(&p)).cloned().unwrap_or(Some(p))).unwrap_or(None);
+            own_parent = p.map(|p| self.repoint.get(&id_hash(&p)).cloned().unwrap_or(Some(p))).unwrap_or(None);
         }
         if let Some(reason) = removed {
-            self.reject(n, "removed", Some(reason), content, out);
-            self.stats.removed += 1;
+            self.reject(n, Action::Removed, Some(reason), false, raw, out);
+            self.log.stats.removed += 1;
             if let (true, Some(u)) = (claude, own_uuid.as_ref()) {
                 self.repoint.insert(id_hash(u), own_parent.clone());
+                if reason.is_framing() {
+                    self.unread_removed.insert(id_hash(u));
+                }
             }
         } else {
-            if let Some(reason) = modified {
-                self.reject(n, "modified", reason, content, out);
-                self.stats.modified += 1;
+            if claude && !self.repoint.is_empty() {
+                if let Some(u) = own_uuid.clone().or_else(|| synth::claude_ids(&bytes).0) {
+                    self.back(id_hash(&u));
+                }
             }
-            if self.merge_targets.contains(&n) {
-                self.held = Some(Held { line: n, bytes: bytes.into_owned(), original: content.to_vec(), term, merged: false });
-                return;
+            let changed = modified.is_some() || parent;
+            if changed {
+                self.reject(n, Action::Modified, modified.flatten(), parent, raw, out);
+                self.log.stats.modified += 1;
             }
-            out(Emit::Out(&bytes));
-            out(Emit::Out(term));
+            let until = self.merge_targets.get(&n).copied().filter(|&u| u > n);
+            if let Some(until) = until {
+                self.flush_held(out);
+                self.held = Some(Held {
+                    line: n,
+                    bytes: bytes.to_vec(),
+                    raw: raw.to_vec(),
+                    bom,
+                    term,
+                    until,
+                    merged: false,
+                    recorded: changed,
+                    tail: Vec::new(),
+                    tail_bytes: 0,
+                });
+            } else if changed {
+                let prefix: &[u8] = if bom { BOM } else { b"" };
+                self.put(&[prefix, &bytes, term], Source::Modified(n), out);
+            } else {
+                self.put(&[raw, b"\n"], Source::Same(n), out);
+            }
         }
         self.insert_after(n, &bytes, removed.is_some(), own_uuid, own_parent, term, out);
+    }
+
+    /// An edited line, if the adapter reads it as a message with the edit's effect (`ok`).
+    fn checked(&self, e: Edited, ok: impl Fn(&Message<'_>) -> bool) -> Result<Edited, Unable> {
+        let Edited::Line(b) = e else { return Ok(e) };
+        if b.strip_suffix(b"\r").unwrap_or(&b).len() > self.max {
+            // The line would grow over the limit: the output would have a finding the input
+            // did not.
+            return Err(Unable("the edited line would be over the line limit"));
+        }
+        let reads = matches!(self.format.parse(&b).map(|p| p.entry), Ok(Entry::Message(m)) if ok(&m));
+        if reads {
+            Ok(Edited::Line(b))
+        } else {
+            Err(Unable("the edited line does not read as intended"))
+        }
+    }
+
+    /// Merges the message `bytes` into the held one (the edit `m`); returns whether the held
+    /// message changes for the first time (its original is then due in the rejects).
+    fn merge(&mut self, m: &Edit, bytes: &[u8]) -> Result<bool, &'static str> {
+        let Edit::MergeInto { into, .. } = m else { unreachable!("a merge") };
+        let format = self.format;
+        let Some(h) = self.held.as_mut().filter(|h| h.line == *into) else {
+            return Err("the message to merge into was written already (too much lay between them)");
+        };
+        let calls = |b: &[u8]| match format.parse(b).map(|p| p.entry) {
+            Ok(Entry::Message(m)) if m.role == Role::Assistant => Some(m.calls.iter().map(|c| c.id.to_string()).collect::<Vec<_>>()),
+            _ => None,
+        };
+        let (Some(mut want), Some(more)) = (calls(&h.bytes), calls(bytes)) else {
+            return Err("the messages to merge are not both assistant messages");
+        };
+        want.extend(more);
+        let merged = synth::merge_messages(format, &h.bytes, bytes).map_err(|Unable(why)| why)?;
+        if calls(&merged).as_ref() != Some(&want) {
+            return Err("the merged message does not read as both messages");
+        }
+        if merged.len() > self.max {
+            return Err("the merged message would be over the line limit");
+        }
+        h.bytes = merged;
+        h.merged = true;
+        // The held message's original goes to the rejects with the first merge.
+        Ok(!std::mem::replace(&mut h.recorded, true))
     }
 
     /// Writes the synthetic results planned after line `n`.
@@ -440,19 +1122,23 @@ impl Rewriter {
     ) {
         let Some(inserts) = self.inserts.remove(&n) else { return };
         // Inserted lines chain: the first hangs under the line it follows (or, if that line was
-        // removed, under its parent), each next one under the previous.
-        let mut parent = if follows_removed { own_parent } else { own_uuid.clone() };
+        // removed, under its parent), each next one under the previous. After a line that has no
+        // uuid (the checker reads it in the main thread), the inserts have none either and hang
+        // beside it, under its parent: they are read in the thread of the call they answer.
+        let uuidless = own_uuid.is_none();
+        let mut parent = if follows_removed || uuidless { own_parent } else { own_uuid.clone() };
         for e in inserts {
             let Edit::Insert { call_id, tool, item, text, .. } = e else { continue };
             let call = CallRef { id: call_id, tool, item };
             let mut seed = follows.to_vec();
             seed.extend_from_slice(call.id.as_bytes());
-            let uuid = synth::derived_uuid(&seed);
+            let uuid = if uuidless { String::new() } else { synth::derived_uuid(&seed) };
             let line = synth::synthetic_result(self.format, follows, &call, text, parent.as_deref(), &uuid);
-            out(Emit::Out(&line));
-            out(Emit::Out(term));
-            self.stats.inserted += 1;
-            parent = Some(uuid);
+            self.put(&[&line, term], Source::Inserted { after: n }, out);
+            self.log.stats.inserted += 1;
+            if !uuidless {
+                parent = Some(uuid);
+            }
         }
         if self.format == Format::ClaudeCode {
             if let (Some(last), Some(followed)) = (parent, own_uuid) {
@@ -465,146 +1151,69 @@ impl Rewriter {
     /// The line with its parent re-pointed, when it must be: after an insertion (the first
     /// later line that hung under the followed line: lines of other conversation threads may
     /// come between), or under a removed line.
-    fn repoint_parent(&mut self, line: &[u8]) -> Option<Vec<u8>> {
+    fn repoint_parent(&mut self, n: u64, line: &[u8]) -> Option<Vec<u8>> {
         let (_, parent) = synth::parent_span(line)?;
         let target = match self.next_repoint.take() {
+            // Under the inserted results that now sit between the line and its parent: the
+            // tree keeps its shape.
             Some((expect, new)) if expect.as_deref() == parent.as_deref() => Some(Some(new)),
             next => {
                 self.next_repoint = next;
-                parent.as_deref().and_then(|p| self.repoint.get(&id_hash(p)).cloned())
+                let hash = id_hash(parent.as_deref()?);
+                let target = self.repoint.get(&hash).cloned()?;
+                // Moved to its grandparent, a prompt may arrive where a conversation line
+                // already hangs: a rewind the input did not have. A sidechain line takes the
+                // thread of its new parent, which is not the removed line's when the checker
+                // met that parent only after the removed line (lines out of order): its turns
+                // and calls are judged with another thread's then.
+                let (prompt, sidechain) = match self.format.parse(line) {
+                    Ok(p) => (matches!(&p.entry, Entry::Message(m) if m.prompt), p.node.is_some_and(|n| n.sidechain)),
+                    Err(_) => (false, false),
+                };
+                self.log.recheck |= prompt || sidechain;
+                // Under a line the checker could not read, the line had no known ancestors:
+                // now it has, and a later rewind to one of them abandons it too.
+                if self.unread_removed.contains(&hash) {
+                    self.log.unread_repoint.get_or_insert(n);
+                }
+                Some(target)
             }
         }?;
-        synth::set_parent(line, target.as_deref())
+        let moved = synth::set_parent(line, target.as_deref())?;
+        if moved.len() > self.max {
+            // Over the limit with its new parent (a longer id): the line stays as it is, and
+            // the output is checked again, so that what is left is reported.
+            self.log.recheck = true;
+            return None;
+        }
+        Some(moved)
     }
 
     fn flush_held(&mut self, out: &mut impl FnMut(Emit<'_>)) {
-        if let Some(h) = self.held.take() {
-            if h.merged {
-                self.reject(h.line, "modified", Some(Kind::ConsecutiveAssistant), &h.original, out);
-                self.stats.modified += 1;
+        let Some(h) = self.held.take() else { return };
+        if h.recorded {
+            let prefix: &[u8] = if h.bom { BOM } else { b"" };
+            for p in [prefix, &h.bytes, h.term] {
+                out(Emit::Out(p));
             }
-            out(Emit::Out(&h.bytes));
-            out(Emit::Out(h.term));
+            self.log.origins.push(Source::Modified(h.line), 1);
+        } else {
+            out(Emit::Out(&h.raw));
+            out(Emit::Out(b"\n"));
+            self.log.origins.push(Source::Same(h.line), 1);
+        }
+        for (bytes, src) in h.tail {
+            out(Emit::Out(&bytes));
+            self.log.origins.push(src, 1);
         }
     }
 
-    fn reject(&mut self, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        reject_line(&mut self.reject_buf, line, action, reason, original, out);
-    }
-
-    /// Streams a removed over-long line into the rejects, base64-encoded as it arrives.
-    fn stream_long(&mut self, bytes: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        if !self.long_open {
-            self.long_open = true;
-            let head = format!("{{\"line\":{},\"action\":\"removed\",\"reason\":\"{}\",\"base64\":\"", self.next_line, Kind::LineTooLong.as_str());
-            out(Emit::Reject(head.as_bytes()));
-        }
-        // Complete the group of three bytes left over from the last piece, then encode whole
-        // groups straight from `bytes`, a piece at a time: nothing the size of the line is held.
-        let mut bytes = bytes;
-        if !self.long_rest.is_empty() {
-            let k = (3 - self.long_rest.len()).min(bytes.len());
-            self.long_rest.extend_from_slice(&bytes[..k]);
-            bytes = &bytes[k..];
-            if self.long_rest.len() < 3 {
-                return;
-            }
-            let buf = &mut self.reject_buf;
-            buf.clear();
-            push_base64(buf, &self.long_rest);
-            out(Emit::Reject(buf));
-            self.long_rest.clear();
-        }
-        let whole = bytes.len() / 3 * 3;
-        for piece in bytes[..whole].chunks(REJECT_PIECE / 3 * 3) {
-            let buf = &mut self.reject_buf;
-            buf.clear();
-            push_base64(buf, piece);
-            out(Emit::Reject(buf));
-        }
-        self.long_rest.extend_from_slice(&bytes[whole..]);
-    }
-
-    fn close_long(&mut self, out: &mut impl FnMut(Emit<'_>)) {
-        if !self.long_open {
+    fn reject(&mut self, line: u64, action: Action, reason: Option<Kind>, parent: bool, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
+        self.log.changes.push(Change { line, action, reason, parent });
+        if !self.write_rejects {
             return;
         }
-        let buf = &mut self.reject_buf;
-        buf.clear();
-        push_base64(buf, &self.long_rest);
-        buf.extend_from_slice(b"\"}\n");
-        out(Emit::Reject(buf));
-        self.long_rest.clear();
-        self.long_open = false;
-        self.stats.removed += 1;
-    }
-}
-
-/// Writes one rejects line, `{"line", "action", "reason", "text" | "base64"}`, into `bytes` (a
-/// buffer reused between lines) and hands it to `out`, in pieces for a long line. The dataset
-/// repair writes the same lines.
-pub fn reject_line(bytes: &mut Vec<u8>, line: u64, action: &str, reason: Option<Kind>, original: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-    // `{"line", "action", "reason", "text" | "base64"}`; action and reason are plain words.
-    // Text when the line is UTF-8 and its escapes do not make it longer than base64 would
-    // (a line of control bytes escapes to six bytes each); a long line goes out in pieces,
-    // so the record never needs memory of its own size.
-    bytes.clear();
-    let write = "writing to a Vec cannot fail";
-    write!(bytes, "{{\"line\":{line},\"action\":\"{action}\"").expect(write);
-    if let Some(r) = reason {
-        write!(bytes, ",\"reason\":\"{}\"", r.as_str()).expect(write);
-    }
-    // An over-long line is always base64: one that spans chunks is streamed before its end
-    // is seen (`stream_long`), and the record must not depend on the chunking.
-    let text = simdutf8::basic::from_utf8(original)
-        .ok()
-        .filter(|_| reason != Some(Kind::LineTooLong) && scan::json_string_len(original) <= original.len().div_ceil(3) * 4);
-    match text {
-        Some(text) if original.len() <= REJECT_PIECE => {
-            bytes.extend_from_slice(b",\"text\":");
-            scan::write_json_string(bytes, text);
-        }
-        Some(text) => {
-            bytes.extend_from_slice(b",\"text\":\"");
-            out(Emit::Reject(bytes));
-            let mut rest = text;
-            while !rest.is_empty() {
-                let mut cut = rest.len().min(REJECT_PIECE);
-                while !rest.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                let (piece, after) = rest.split_at(cut);
-                bytes.clear();
-                scan::write_json_string(bytes, piece);
-                out(Emit::Reject(&bytes[1..bytes.len() - 1]));
-                rest = after;
-            }
-            bytes.clear();
-            bytes.push(b'"');
-        }
-        None if original.len() <= REJECT_PIECE => {
-            bytes.extend_from_slice(b",\"base64\":\"");
-            push_base64(bytes, original);
-            bytes.push(b'"');
-        }
-        None => {
-            bytes.extend_from_slice(b",\"base64\":\"");
-            out(Emit::Reject(bytes));
-            // Whole groups of three bytes per piece: no padding until the end.
-            for piece in original.chunks(REJECT_PIECE / 3 * 3) {
-                bytes.clear();
-                push_base64(bytes, piece);
-                out(Emit::Reject(bytes));
-            }
-            bytes.clear();
-            bytes.push(b'"');
-        }
-    }
-    bytes.extend_from_slice(b"}\n");
-    out(Emit::Reject(bytes));
-    if bytes.capacity() > 1 << 20 {
-        // Not kept for every later line.
-        *bytes = Vec::new();
+        write_record(&mut self.reject_buf, line, action, reason, original, self.max, out);
     }
 }
 
@@ -613,7 +1222,64 @@ mod tests {
     use super::*;
     use crate::transcript::stages::repair::{plan_bytes, OrphanPolicy};
     use crate::transcript::Options;
-    use base64::Engine;
+
+    fn origins(parts: &[(Source, u64)]) -> Origins {
+        let mut o = Origins::default();
+        for &(s, n) in parts {
+            o.push(s, n);
+        }
+        o
+    }
+
+    #[test]
+    fn origins_map_output_lines_back_through_rounds() {
+        // Round 1 over five lines: 2 removed, a result inserted after 3, 4 edited.
+        let first = origins(&[(Source::Same(1), 1), (Source::Same(3), 1), (Source::Inserted { after: 3 }, 1), (Source::Modified(4), 1), (Source::Same(5), 1)]);
+        assert_eq!(first.lines(), 5);
+        let got: Vec<_> = (1..=5).map(|l| first.of(l).unwrap()).collect();
+        assert_eq!(got, [Source::Same(1), Source::Same(3), Source::Inserted { after: 3 }, Source::Modified(4), Source::Same(5)]);
+        assert_eq!(first.of(6), None);
+        // Round 2 over that output: its line 1 removed, 2..4 kept, 5 edited.
+        let second = origins(&[(Source::Same(2), 3), (Source::Modified(5), 1)]);
+        let both = first.then(&second);
+        let got: Vec<_> = (1..=4).map(|l| both.of(l).unwrap()).collect();
+        assert_eq!(got, [Source::Same(3), Source::Inserted { after: 3 }, Source::Modified(4), Source::Modified(5)]);
+        assert_eq!(both.input_line(2), Some(3), "an inserted line stands for the line it follows");
+        // Consecutive lines merge into one run: the map grows with the edits, not the file.
+        let plain = origins(&[(Source::Same(1), 1000), (Source::Same(1001), 5)]);
+        assert_eq!(plain.runs.len(), 1);
+    }
+
+    #[test]
+    fn rejects_written_again_from_the_input() {
+        let input = b"a\r\n\xEF\xBB\xBFb\nccccccccccc\r\nd";
+        let changes = vec![
+            Change { line: 1, action: Action::Modified, reason: None, parent: true },
+            Change { line: 2, action: Action::Removed, reason: Some(Kind::MalformedLine), parent: false },
+            Change { line: 3, action: Action::Removed, reason: Some(Kind::LineTooLong), parent: false },
+            Change { line: 4, action: Action::Removed, reason: Some(Kind::TornLine), parent: false },
+        ];
+        for chunk in [1, 2, 5, 100] {
+            let mut w = RejectWriter::new(changes.clone(), 5);
+            let mut out = Vec::new();
+            let mut emit = |e: Emit<'_>| {
+                if let Emit::Reject(b) = e {
+                    out.extend_from_slice(b)
+                }
+            };
+            for piece in input.chunks(chunk) {
+                w.feed(piece, &mut emit);
+            }
+            w.finish(&mut emit);
+            let text = String::from_utf8(out).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines[0], r#"{"line":1,"action":"modified","text":"a\r"}"#, "chunks of {chunk}");
+            // A mark that does not start the file is an ordinary character of its line.
+            assert_eq!(lines[1], "{\"line\":2,\"action\":\"removed\",\"reason\":\"malformed_line\",\"text\":\"\u{feff}b\"}", "chunks of {chunk}");
+            assert!(lines[2].starts_with(r#"{"line":3,"action":"removed","reason":"line_too_long","base64":""#), "chunks of {chunk}");
+            assert_eq!(lines[3], r#"{"line":4,"action":"removed","reason":"torn_line","text":"d"}"#, "chunks of {chunk}");
+        }
+    }
 
     /// The rejects of `input`, fed in chunks, and the size of the largest piece emitted.
     fn rejects_of(input: &[u8], max_line_bytes: usize, chunk: usize) -> (Vec<serde_json::Value>, usize) {

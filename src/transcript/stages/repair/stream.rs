@@ -15,7 +15,7 @@
 //! rejects are byte for byte those of the two-pass repair.
 
 use super::plan::{Edit, OrphanPolicy, Plan, Planner};
-use super::rewrite::{Emit, RewriteStats, Rewriter};
+use super::rewrite::{Emit, RewriteLog, Rewriter};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::{Checker, Options, StrictStop};
@@ -143,7 +143,7 @@ impl StreamRepair {
 
     /// Writes what is left (`held`, after [`StreamRepair::end`]): the plan and what the rewrite
     /// did.
-    pub fn finish(self, held: &[u8], out: &mut impl FnMut(Emit<'_>)) -> (Plan, RewriteStats) {
+    pub fn finish(self, held: &[u8], out: &mut impl FnMut(Emit<'_>)) -> (Plan, RewriteLog) {
         let mut rewriter = self.rewriter;
         rewriter.feed(held, out);
         (self.plan.expect("finish after end"), rewriter.finish(out))

@@ -116,7 +116,8 @@ pub struct CallRef {
 
 /// A synthetic error result for `call`, in `format`, to be written after the line `follows`
 /// (whose envelope it copies). For Claude Code, `parent` is the uuid the new line hangs under and
-/// `uuid` its own.
+/// `uuid` its own (empty: none, like a line it follows that has none, so that both are read in
+/// the same conversation thread).
 pub fn synthetic_result(format: Format, follows: &[u8], call: &CallRef, text: ResultText, parent: Option<&str>, uuid: &str) -> Vec<u8> {
     let env = match format {
         Format::ClaudeCode => members(follows, &[CLAUDE_ENVELOPE, &["timestamp"]].concat()),
@@ -138,7 +139,9 @@ pub fn synthetic_result(format: Format, follows: &[u8], call: &CallRef, text: Re
                 "message".into(),
                 json!({"role": "user", "content": [{"tool_use_id": call.id, "type": "tool_result", "content": text, "is_error": true}]}),
             );
-            m.insert("uuid".into(), json!(uuid));
+            if !uuid.is_empty() {
+                m.insert("uuid".into(), json!(uuid));
+            }
             if let Some(ts) = env.get("timestamp") {
                 m.insert("timestamp".into(), ts.clone());
             }
@@ -171,67 +174,286 @@ pub fn synthetic_result(format: Format, follows: &[u8], call: &CallRef, text: Re
     to_line(&v)
 }
 
-/// The content array of a line's message: `message.content` (Claude Code) or `content`.
-fn content_mut(format: Format, m: &mut Map<String, Value>) -> Option<&mut Vec<Value>> {
-    let holder = match format {
-        Format::ClaudeCode => m.get_mut("message")?.as_object_mut()?,
-        _ => m,
+/// Why an edit cannot be made to a line: the line is not shaped the way the edit needs (the
+/// checker read it one way, the edit finds something else). The line is then left as it is and
+/// the finding reported as not repaired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unable(pub &'static str);
+
+/// A line after an edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Edited {
+    /// The edited line.
+    Line(Vec<u8>),
+    /// Nothing would be left of the message: the line goes.
+    Gone,
+}
+
+type Span = std::ops::Range<usize>;
+
+/// The span of the value at `path` (object keys from the top level), as the adapters read it:
+/// of duplicate keys the last counts, and a path through a value that is not an object leads
+/// nowhere.
+fn value_span(line: &[u8], path: &[&[u8]]) -> Option<Span> {
+    fn walk(s: &mut Scanner<'_>, path: &[&[u8]], found: &mut Option<Span>) -> scan::Result<()> {
+        s.object(|s, k| {
+            if *k.key() != *path[0] {
+                return s.skip();
+            }
+            if path.len() == 1 {
+                let start = s.value_start();
+                s.skip()?;
+                *found = Some(start..s.position());
+            } else {
+                let mut inner = None;
+                if s.peek() == Some(scan::Kind::Object) {
+                    walk(s, &path[1..], &mut inner)?;
+                } else {
+                    s.skip()?;
+                }
+                *found = inner;
+            }
+            Ok(())
+        })
+    }
+    let mut s = Scanner::new(line);
+    let mut found = None;
+    walk(&mut s, path, &mut found).ok()?;
+    s.end().ok()?;
+    found
+}
+
+/// The spans of the elements of the array at `span` (absolute), or `None` if it is no array.
+fn elements(line: &[u8], span: &Span) -> Option<Vec<Span>> {
+    let mut s = Scanner::new(&line[span.clone()]);
+    if s.peek() != Some(scan::Kind::Array) {
+        return None;
+    }
+    let mut v = Vec::new();
+    s.array(|s| {
+        let start = s.value_start();
+        s.skip()?;
+        v.push(span.start + start..span.start + s.position());
+        Ok(())
+    })
+    .ok()?;
+    Some(v)
+}
+
+/// A top-level member: its decoded key, its span (key through value) and its value's span.
+struct Member {
+    key: Vec<u8>,
+    span: Span,
+    value: Span,
+}
+
+/// The top-level members of a line that is one JSON object.
+fn members_spans(line: &[u8]) -> Option<Vec<Member>> {
+    let mut s = Scanner::new(line);
+    let mut v = Vec::new();
+    s.object(|s, k| {
+        // The raw key lies in the line, just after its opening quote.
+        let key_start = k.raw().as_ptr() as usize - line.as_ptr() as usize - 1;
+        let start = s.value_start();
+        s.skip()?;
+        v.push(Member { key: k.key().into_owned(), span: key_start..s.position(), value: start..s.position() });
+        Ok(())
+    })
+    .ok()?;
+    s.end().ok()?;
+    Some(v)
+}
+
+/// The string fields of a content block the adapters read (`type`, `id`, `tool_use_id`; of
+/// duplicates the last, and a value that is not a string is absent).
+#[derive(Default)]
+struct BlockFields {
+    ty: Option<Vec<u8>>,
+    id: Option<String>,
+    tool_use_id: Option<String>,
+}
+
+fn block_fields(elem: &[u8]) -> Option<BlockFields> {
+    let mut f = BlockFields::default();
+    let mut s = Scanner::new(elem);
+    if s.peek() != Some(scan::Kind::Object) {
+        return None;
+    }
+    s.object(|s, k| {
+        match &*k.key() {
+            b"type" => f.ty = s.opt_string()?.map(|t| t.key().into_owned()),
+            b"id" => f.id = s.opt_string()?.map(|t| t.decode().into_owned()),
+            b"tool_use_id" => f.tool_use_id = s.opt_string()?.map(|t| t.decode().into_owned()),
+            _ => s.skip()?,
+        }
+        Ok(())
+    })
+    .ok()?;
+    Some(f)
+}
+
+fn is_result_block(elem: &[u8], call_id: &str) -> bool {
+    block_fields(elem).is_some_and(|f| f.ty.as_deref() == Some(b"tool_result") && f.tool_use_id.as_deref() == Some(call_id))
+}
+
+fn is_call_block(elem: &[u8], call_id: &str) -> bool {
+    block_fields(elem).is_some_and(|f| f.ty.as_deref() == Some(b"tool_use") && f.id.as_deref() == Some(call_id))
+}
+
+/// An array made of the kept elements, byte for byte.
+fn array_of(line: &[u8], elems: &[Span], keep: &[bool]) -> Vec<u8> {
+    let mut out = vec![b'['];
+    for (e, _) in elems.iter().zip(keep).filter(|(_, k)| **k) {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&line[e.clone()]);
+    }
+    out.push(b']');
+    out
+}
+
+/// `line` with `span` replaced by `with`.
+fn splice(line: &[u8], span: &Span, with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(line.len() + with.len());
+    out.extend_from_slice(&line[..span.start]);
+    out.extend_from_slice(with);
+    out.extend_from_slice(&line[span.end..]);
+    out
+}
+
+/// The top-level `role` of a chat line.
+fn chat_role(line: &[u8]) -> Option<String> {
+    let span = value_span(line, &[b"role"])?;
+    let mut s = Scanner::new(&line[span]);
+    s.opt_string().ok().flatten().map(|r| r.decode().into_owned())
+}
+
+/// Where a line's message content is: `message.content` (Claude Code) or `content`.
+fn content_path(format: Format) -> &'static [&'static [u8]] {
+    match format {
+        Format::ClaudeCode => &[b"message", b"content"],
+        _ => &[b"content"],
+    }
+}
+
+/// Removes the results for `call_id` from a line (all of them, or all but the first), editing
+/// only the content array: every other byte of the line stays as it was.
+pub fn drop_results(format: Format, line: &[u8], call_id: &str, keep_first: bool) -> Result<Edited, Unable> {
+    let whole_line = match format {
+        Format::Codex => true,
+        Format::OpenAiChat | Format::Anthropic => chat_role(line).as_deref() == Some("tool"),
+        Format::ClaudeCode => false,
+        // Datasets are repaired line by line by the dataset repair, never by plan edits.
+        Format::Dataset(_) => return Err(Unable("a dataset line is repaired by the dataset repair")),
     };
-    holder.get_mut("content")?.as_array_mut()
-}
-
-/// Removes `tool_result` blocks for `call_id` from a line: all of them, or all but the first.
-/// Returns the edited line, or `None` when nothing would be left of it.
-pub fn drop_results(format: Format, line: &[u8], call_id: &str, keep_first: bool) -> Option<Vec<u8>> {
-    let mut m = object(line)?;
-    let parts = content_mut(format, &mut m)?;
+    if whole_line {
+        // The line is one result (a Codex `*_output` item, an OpenAI tool message).
+        return if keep_first { Err(Unable("the line holds a single result")) } else { Ok(Edited::Gone) };
+    }
+    let span = value_span(line, content_path(format)).ok_or(Unable("the message has no content"))?;
+    let elems = elements(line, &span).ok_or(Unable("the message content is not an array"))?;
     let mut seen = false;
-    parts.retain(|p| {
-        let hit = p.get("type").and_then(Value::as_str) == Some("tool_result") && p.get("tool_use_id").and_then(Value::as_str) == Some(call_id);
-        if !hit {
-            return true;
-        }
-        let keep = keep_first && !seen;
-        seen = true;
-        keep
-    });
-    if parts.is_empty() {
-        return None;
+    let keep: Vec<bool> = elems
+        .iter()
+        .map(|e| {
+            if !is_result_block(&line[e.clone()], call_id) {
+                return true;
+            }
+            let k = keep_first && !seen;
+            seen = true;
+            k
+        })
+        .collect();
+    if keep.iter().all(|k| *k) {
+        return Err(Unable("the line has no result to remove for the call"));
     }
-    Some(to_line(&Value::Object(m)))
+    if !keep.iter().any(|k| *k) {
+        return Ok(Edited::Gone);
+    }
+    Ok(Edited::Line(splice(line, &span, &array_of(line, &elems, &keep))))
 }
 
-/// Removes the call `call_id` from a line (a `tool_use` block, or an OpenAI `tool_calls`
-/// entry). Returns the edited line, or `None` when the message would be left empty.
-pub fn drop_call(format: Format, line: &[u8], call_id: &str) -> Option<Vec<u8>> {
-    let mut m = object(line)?;
-    if format == Format::OpenAiChat {
-        let calls = m.get_mut("tool_calls")?.as_array_mut()?;
-        calls.retain(|c| c.get("id").and_then(Value::as_str) != Some(call_id));
-        let no_calls = calls.is_empty();
-        if no_calls {
-            m.remove("tool_calls");
+/// Removes the call `call_id` from a line (a `tool_use` block, an OpenAI `tool_calls` entry;
+/// a Codex call is its line), editing only the arrays that hold it.
+pub fn drop_call(format: Format, line: &[u8], call_id: &str) -> Result<Edited, Unable> {
+    if format == Format::Codex {
+        return Ok(Edited::Gone);
+    }
+    let chat = format != Format::ClaudeCode;
+    let members = members_spans(line).ok_or(Unable("the line is not a JSON object"))?;
+    let content_key: &[u8] = if chat { b"content" } else { b"message" };
+    let last_content = members.iter().rposition(|m| m.key == content_key);
+    let mut removed = false;
+    let (mut calls_left, mut content_left) = (false, false);
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    // A member with its value replaced.
+    let with_value = |m: &Member, value: &[u8]| [&line[m.span.start..m.value.start], value].concat();
+    for (i, m) in members.iter().enumerate() {
+        if chat && m.key == b"tool_calls" {
+            // The adapter reads every `tool_calls` member (their entries add up).
+            if let Some(elems) = elements(line, &m.value) {
+                let keep: Vec<bool> = elems.iter().map(|e| block_fields(&line[e.clone()]).and_then(|f| f.id).as_deref() != Some(call_id)).collect();
+                removed |= keep.iter().any(|k| !k);
+                if keep.iter().any(|k| *k) {
+                    calls_left = true;
+                    kept.push(with_value(m, &array_of(line, &elems, &keep)));
+                }
+                continue;
+            }
         }
-        let has_text = match m.get("content") {
-            Some(Value::String(s)) => !s.trim().is_empty(),
-            Some(Value::Array(a)) => !a.is_empty(),
-            _ => false,
+        if Some(i) != last_content {
+            kept.push(line[m.span.clone()].to_vec());
+            continue;
+        }
+        // The content: `content` itself, or Claude Code's `message.content`.
+        let content = if chat { Some(m.value.clone()) } else { value_span(line, &[b"message", b"content"]) };
+        let Some(content) = content else {
+            kept.push(line[m.span.clone()].to_vec());
+            continue;
         };
-        return (!no_calls || has_text).then(|| to_line(&Value::Object(m)));
+        match elements(line, &content) {
+            Some(elems) => {
+                let keep: Vec<bool> = elems.iter().map(|e| !is_call_block(&line[e.clone()], call_id)).collect();
+                removed |= keep.iter().any(|k| !k);
+                content_left = keep.iter().any(|k| *k);
+                // The content lies inside the member (Claude Code: inside `message`).
+                let array = array_of(line, &elems, &keep);
+                kept.push([&line[m.span.start..content.start], &array, &line[content.end..m.span.end]].concat());
+            }
+            None => {
+                let mut s = Scanner::new(&line[content.clone()]);
+                content_left = match s.peek() {
+                    Some(scan::Kind::String) => s.string().is_ok_and(|t| !t.is_blank()),
+                    Some(scan::Kind::Null) | None => false,
+                    Some(_) => true,
+                };
+                kept.push(line[m.span.clone()].to_vec());
+            }
+        }
     }
-    let parts = content_mut(format, &mut m)?;
-    parts.retain(|p| !(p.get("type").and_then(Value::as_str) == Some("tool_use") && p.get("id").and_then(Value::as_str) == Some(call_id)));
-    if parts.is_empty() {
-        return None;
+    if !removed {
+        return Err(Unable("the line has no such call"));
     }
-    Some(to_line(&Value::Object(m)))
+    if !calls_left && !content_left {
+        return Ok(Edited::Gone);
+    }
+    let mut out = vec![b'{'];
+    for (i, m) in kept.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(m);
+    }
+    out.push(b'}');
+    Ok(Edited::Line(out))
 }
 
 /// Merges the assistant message `next` into `into` (OpenAI chat, Anthropic): content and calls
 /// of both, in order, as one message.
-pub fn merge_messages(format: Format, into: &[u8], next: &[u8]) -> Option<Vec<u8>> {
-    let mut a = object(into)?;
-    let b = object(next)?;
+pub fn merge_messages(format: Format, into: &[u8], next: &[u8]) -> Result<Vec<u8>, Unable> {
+    let mut a = object(into).ok_or(Unable("the message to merge into is not a JSON object serde can read"))?;
+    let b = object(next).ok_or(Unable("the message is not a JSON object serde can read"))?;
     let parts = |v: Option<&Value>| -> Vec<Value> {
         match v {
             Some(Value::String(s)) if !s.is_empty() => vec![json!({"type": "text", "text": s})],
@@ -262,7 +484,7 @@ pub fn merge_messages(format: Format, into: &[u8], next: &[u8]) -> Option<Vec<u8
         all.extend(calls.iter().cloned());
         a.insert("tool_calls".into(), Value::Array(all));
     }
-    Some(to_line(&Value::Object(a)))
+    Ok(to_line(&Value::Object(a)))
 }
 
 /// Top-level `uuid` and `parentUuid` of a Claude Code line (raw strings; `None` for null or
@@ -311,40 +533,32 @@ pub fn set_parent(line: &[u8], parent: Option<&str>) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// `message.id` of a Claude Code line, with the byte range of its value.
-pub fn message_id_span(line: &[u8]) -> Option<(std::ops::Range<usize>, String)> {
-    let mut found = None;
-    let _ = scan::object_line(line, |s, k| {
-        if &*k.key() == b"message" {
-            s.opt_object(|s, k| {
-                if &*k.key() == b"id" {
-                    let start = s.value_start();
-                    let id = s.opt_string()?;
-                    if let Some(id) = id {
-                        found = Some((start..s.position(), id.decode().into_owned()));
-                    }
-                } else {
-                    s.skip()?;
-                }
-                Ok(())
-            })?;
-        } else {
-            s.skip()?;
-        }
-        Ok(())
-    });
-    found
+/// `message.id` of a Claude Code line, as the adapter reads it (the last `message`, if an
+/// object; in it the last `id`, if a string).
+pub fn message_id(line: &[u8]) -> Option<String> {
+    let span = value_span(line, &[b"message", b"id"])?;
+    let mut s = Scanner::new(&line[span]);
+    s.opt_string().ok().flatten().map(|id| id.decode().into_owned())
 }
 
-/// Gives a Claude Code line the message id `id` (so that it joins that message's turn).
-pub fn set_message_id(line: &[u8], id: &str) -> Option<Vec<u8>> {
-    let (span, _) = message_id_span(line)?;
+/// Gives a Claude Code line the message id `id` (so that it joins that message's turn): the
+/// value of its `message.id` is replaced, whatever it was, or an `id` is added to the message.
+pub fn set_message_id(line: &[u8], id: &str) -> Result<Vec<u8>, Unable> {
     let value = serde_json::to_string(id).expect("string");
-    let mut out = Vec::with_capacity(line.len() + value.len());
-    out.extend_from_slice(&line[..span.start]);
-    out.extend_from_slice(value.as_bytes());
-    out.extend_from_slice(&line[span.end..]);
-    Some(out)
+    if let Some(span) = value_span(line, &[b"message", b"id"]) {
+        return Ok(splice(line, &span, value.as_bytes()));
+    }
+    let message = value_span(line, &[b"message"]).ok_or(Unable("the line has no message"))?;
+    if line.get(message.start) != Some(&b'{') {
+        return Err(Unable("the message is not an object"));
+    }
+    let empty = Scanner::new(&line[message.start + 1..message.end - 1]).peek().is_none();
+    let mut member = format!("\"id\":{value}");
+    if !empty {
+        member.push(',');
+    }
+    let at = message.start + 1;
+    Ok(splice(line, &(at..at), member.as_bytes()))
 }
 
 #[cfg(test)]
@@ -431,19 +645,48 @@ mod tests {
     fn message_id_edit() {
         let line = br#"{"message":{"role":"assistant","id":"msg_2","content":[]},"type":"assistant"}"#;
         assert_eq!(set_message_id(line, "msg_1").unwrap(), br#"{"message":{"role":"assistant","id":"msg_1","content":[]},"type":"assistant"}"#.to_vec());
+        // Whatever the id was (a number, null), or none at all: the adapter reads the new one.
+        let odd = br#"{"message":{"id":7,"role":"assistant"},"type":"assistant"}"#;
+        assert_eq!(set_message_id(odd, "m").unwrap(), br#"{"message":{"id":"m","role":"assistant"},"type":"assistant"}"#.to_vec());
+        let none = br#"{"message":{"role":"assistant"},"type":"assistant"}"#;
+        assert_eq!(set_message_id(none, "m").unwrap(), br#"{"message":{"id":"m","role":"assistant"},"type":"assistant"}"#.to_vec());
+        assert_eq!(set_message_id(br#"{"message":{}}"#, "m").unwrap(), br#"{"message":{"id":"m"}}"#.to_vec());
+        // Of duplicate keys the last counts, as for the adapter.
+        let dup = br#"{"message":{"id":"a"},"message":{"id":"b","id":5}}"#;
+        assert_eq!(message_id(dup), None);
+        assert_eq!(set_message_id(dup, "m").unwrap(), br#"{"message":{"id":"a"},"message":{"id":"b","id":"m"}}"#.to_vec());
+        assert_eq!(message_id(br#"{"message":{"id":"a"},"message":{"id":"b"}}"#).as_deref(), Some("b"));
+        assert!(set_message_id(br#"{"message":"text"}"#, "m").is_err());
     }
 
     #[test]
     fn block_removal() {
-        let line = br#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"a"},{"type":"tool_result","tool_use_id":"a"},{"type":"tool_result","tool_use_id":"b"}]}}"#;
-        let kept = drop_results(Format::ClaudeCode, line, "a", true).unwrap();
-        assert_eq!(serde_json::from_slice::<Value>(&kept).unwrap()["message"]["content"].as_array().unwrap().len(), 2);
+        let line = br#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"a"}, {"type":"tool_result","tool_use_id":"a"},{"type":"tool_result","tool_use_id":"b","n":1.50}]},"x":1e400}"#;
+        // Only the content array changes; every other byte stays (a number serde would rewrite
+        // included).
+        let Ok(Edited::Line(kept)) = drop_results(Format::ClaudeCode, line, "a", true) else { panic!() };
+        assert_eq!(
+            kept,
+            br#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"a"},{"type":"tool_result","tool_use_id":"b","n":1.50}]},"x":1e400}"#.to_vec()
+        );
         let only = br#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"a"}]}}"#;
-        assert_eq!(drop_results(Format::ClaudeCode, only, "a", false), None);
+        assert_eq!(drop_results(Format::ClaudeCode, only, "a", false), Ok(Edited::Gone));
+        assert!(drop_results(Format::ClaudeCode, only, "zz", false).is_err(), "nothing to drop is not a silent success");
+        // An OpenAI tool message is one result; a Codex output item is its line.
+        assert_eq!(
+            drop_results(Format::OpenAiChat, br#"{"role":"tool","tool_call_id":"c","content":[{"type":"text","text":"x"}]}"#, "c", false),
+            Ok(Edited::Gone)
+        );
+        assert!(drop_results(Format::Codex, br#"{"type":"function_call_output","call_id":"c"}"#, "c", true).is_err());
         let oa = br#"{"role":"assistant","content":"x","tool_calls":[{"id":"c1"},{"id":"c2"}]}"#;
-        let v: Value = serde_json::from_slice(&drop_call(Format::OpenAiChat, oa, "c1").unwrap()).unwrap();
-        assert_eq!(v["tool_calls"].as_array().unwrap().len(), 1);
-        assert_eq!(drop_call(Format::OpenAiChat, br#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1"}]}"#, "c1"), None);
+        let Ok(Edited::Line(b)) = drop_call(Format::OpenAiChat, oa, "c1") else { panic!() };
+        assert_eq!(b, br#"{"role":"assistant","content":"x","tool_calls":[{"id":"c2"}]}"#.to_vec());
+        assert_eq!(drop_call(Format::OpenAiChat, br#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1"}]}"#, "c1"), Ok(Edited::Gone));
+        let Ok(Edited::Line(b)) = drop_call(Format::OpenAiChat, br#"{"role":"assistant","content":"x","tool_calls":[{"id":"c1"}]}"#, "c1") else { panic!() };
+        assert_eq!(b, br#"{"role":"assistant","content":"x"}"#.to_vec(), "an empty tool_calls goes");
+        let claude = br#"{"type":"assistant","message":{"id":"m","content":[{"type":"text","text":"t"},{"type":"tool_use","id":"c1","input":{}}]},"uuid":"u"}"#;
+        let Ok(Edited::Line(b)) = drop_call(Format::ClaudeCode, claude, "c1") else { panic!() };
+        assert_eq!(b, br#"{"type":"assistant","message":{"id":"m","content":[{"type":"text","text":"t"}]},"uuid":"u"}"#.to_vec());
     }
 
     #[test]
