@@ -90,6 +90,22 @@ impl ReadArgs {
     }
 }
 
+/// The arguments of the verbs that report findings (`check`, `orphans`, `report`): how
+/// transcripts are read, which findings, and how results are written.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FindingArgs {
+    /// How transcripts are read.
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// Which findings are reported (orphans: an orphan is an error, a paused or in-flight call
+    /// a warning, all of kind orphan_call).
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// How results are written.
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
 /// `--severity`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SeverityArg {

@@ -1,6 +1,6 @@
 //! `transcriptd check`: validate transcripts and report findings.
 
-use super::args::{FilterArgs, OutputArgs, ReadArgs};
+use super::args::FindingArgs;
 use super::output::{human_bytes, plural, FindingRecord};
 use super::style::Paint;
 use super::{Exit, OutputFormat};
@@ -21,15 +21,9 @@ pub struct Args {
     /// Stop at the first line that cannot be read and exit 2, naming file and line.
     #[arg(long)]
     pub strict: bool,
-    /// How transcripts are read.
+    /// How transcripts are read, which findings, how results are written.
     #[command(flatten)]
-    pub read: ReadArgs,
-    /// Which findings are reported.
-    #[command(flatten)]
-    pub filter: FilterArgs,
-    /// How results are written.
-    #[command(flatten)]
-    pub out: OutputArgs,
+    pub common: FindingArgs,
 }
 
 /// What checking one input produced.
@@ -166,16 +160,16 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     let found = batch::expand(&paths);
     let (inputs, missing) = (&found.inputs, &found.missing);
-    let jobs = args.read.jobs();
-    let opts = Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: args.strict, jobs };
+    let jobs = args.common.read.jobs();
+    let opts = Options { format: args.common.read.format, max_line_bytes: args.common.read.max_line_bytes, strict: args.strict, jobs };
     let reports = check_all(inputs, &opts, jobs);
-    let filter = args.filter.filter();
-    let format = args.out.format();
-    let paint = args.out.paint();
+    let filter = args.common.filter.filter();
+    let format = args.common.out.format();
+    let paint = args.common.out.paint();
 
-    let mut out = args.out.stdout();
-    let unreadable = super::output::report_skipped(&mut out, &args.out, &found.skipped)?;
-    super::output::warn_empty_dirs(&args.out, &found.empty_dirs);
+    let mut out = args.common.out.stdout();
+    let unreadable = super::output::report_skipped(&mut out, &args.common.out, &found.skipped)?;
+    super::output::warn_empty_dirs(&args.common.out, &found.empty_dirs);
     let mut count = Counts::default();
     for m in missing {
         let f = Finding::file(
@@ -218,7 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         count.bad_files += u64::from(file_errors);
     }
     out.flush()?;
-    if args.out.summary() {
+    if args.common.out.summary() {
         // Every physical line that is not blank: read ones and those that could not be read.
         let lines: u64 = reports.iter().map(|r| r.stats.non_blank_lines()).sum();
         let bytes: u64 = reports.iter().map(|r| r.stats.bytes).sum();

@@ -1,7 +1,7 @@
 //! `transcriptd orphans`: the calls of each transcript's last assistant turn that have no
 //! result, with what each tool does and a suggested handling.
 
-use super::args::{FilterArgs, OutputArgs, ReadArgs};
+use super::args::FindingArgs;
 use super::output::plural;
 use super::style::Paint;
 use super::{Exit, OutputFormat};
@@ -36,16 +36,9 @@ pub struct Args {
     /// still running, not an orphan (e.g. 30s). Default 0: files are complete.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub grace: Duration,
-    /// How transcripts are read.
+    /// How transcripts are read, which findings, how results are written.
     #[command(flatten)]
-    pub read: ReadArgs,
-    /// Which calls are reported: orphans are errors, paused and in-flight calls warnings, all of
-    /// kind orphan_call.
-    #[command(flatten)]
-    pub filter: FilterArgs,
-    /// How results are written.
-    #[command(flatten)]
-    pub out: OutputArgs,
+    pub common: FindingArgs,
 }
 
 /// `--policy`.
@@ -159,15 +152,15 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     let found = batch::expand(&paths);
     let inputs = &found.inputs;
-    let filter = args.filter.filter();
-    let (format, paint, err_paint) = (args.out.format(), args.out.paint(), super::style::stderr());
-    let mut out = args.out.stdout();
-    let unreadable = super::output::report_skipped(&mut out, &args.out, &found.skipped)? as u64;
-    super::output::warn_empty_dirs(&args.out, &found.empty_dirs);
+    let filter = args.common.filter.filter();
+    let (format, paint, err_paint) = (args.common.out.format(), args.common.out.paint(), super::style::stderr());
+    let mut out = args.common.out.stdout();
+    let unreadable = super::output::report_skipped(&mut out, &args.common.out, &found.skipped)? as u64;
+    super::output::warn_empty_dirs(&args.common.out, &found.empty_dirs);
     // Files are scanned on every job; what they hold is reported in path order.
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.read.jobs()).build().context("starting worker threads")?;
-    let scans: Vec<anyhow::Result<Scanned>> =
-        pool.install(|| inputs.par_iter().with_max_len(1).map(|input| scan(input, args.read.format, args.read.max_line_bytes, args.grace)).collect());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.common.read.jobs()).build().context("starting worker threads")?;
+    let scans: Vec<anyhow::Result<Scanned>> = pool
+        .install(|| inputs.par_iter().with_max_len(1).map(|input| scan(input, args.common.read.format, args.common.read.max_line_bytes, args.grace)).collect());
     let mut paused_by_dir: BTreeMap<PathBuf, HashSet<String>> = BTreeMap::new();
     let (mut failed, mut orphans, mut paused, mut in_flight, mut hidden) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut by_handling: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -216,7 +209,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 continue;
             }
             in_flight += 1;
-            if !args.out.quiet {
+            if !args.common.out.quiet {
                 out.flush()?;
                 let what = format!("call to `{}` [{}] is still within the {} grace period", c.name, c.id, humantime::format_duration(args.grace));
                 eprintln!("{}", err_paint.at(&name, c.line, "warning", Kind::OrphanCall.as_str(), &what));
@@ -224,7 +217,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
     }
     out.flush()?;
-    if args.out.summary() {
+    if args.common.out.summary() {
         let handlings: Vec<String> = by_handling.iter().map(|(h, n)| format!("{n} {h}")).collect();
         let detail = if handlings.is_empty() { String::new() } else { format!(" ({})", handlings.join(", ")) };
         eprintln!(

@@ -1062,17 +1062,29 @@ fn canonical_lenient(p: &Path) -> std::io::Result<PathBuf> {
     Ok(abs)
 }
 
+/// The files a repair covers, and what its walk met besides.
+pub struct Jobs {
+    /// One per file, in path order.
+    pub jobs: Vec<Job>,
+    /// Paths the walk skipped.
+    pub skipped: Vec<Skipped>,
+    /// Directories given that hold no `*.jsonl` file.
+    pub empty_dirs: Vec<PathBuf>,
+}
+
 /// Expands the paths into jobs: directories walked, outputs mirrored under `out`, shards
-/// applied. Also returns the paths the walk skipped. Refuses (an error) an `--out` that reaches
+/// applied. Also returns the paths the walk skipped, and the directories without a transcript. Refuses (an error) an `--out` that reaches
 /// an input by any spelling (a link, `..`), and two inputs that would share an output. Without
 /// `out` (in place), a file named twice (a link and its target) is one job.
-pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) -> anyhow::Result<(Vec<Job>, Vec<Skipped>)> {
+pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) -> anyhow::Result<Jobs> {
     let mut jobs = Vec::new();
     let mut skipped = Vec::new();
+    let mut empty_dirs = Vec::new();
     let mut roots = Vec::new();
     for root in paths {
         let found = batch::expand(std::slice::from_ref(root));
         skipped.extend(found.skipped);
+        empty_dirs.extend(found.empty_dirs);
         let is_dir = root.is_dir();
         if is_dir {
             roots.push((root, std::fs::canonicalize(root).with_context(|| format!("resolving {}", root.display()))?));
@@ -1097,7 +1109,7 @@ pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) ->
                 kept.push(job);
             }
         }
-        return Ok((kept, skipped));
+        return Ok(Jobs { jobs: kept, skipped, empty_dirs });
     };
     let out_c = canonical_lenient(out).with_context(|| format!("resolving {}", out.display()))?;
     for (root, root_c) in &roots {
@@ -1157,7 +1169,7 @@ pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) ->
             }
         }
     }
-    Ok((kept, skipped))
+    Ok(Jobs { jobs: kept, skipped, empty_dirs })
 }
 
 /// Runs the verb.
@@ -1173,7 +1185,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         anyhow::bail!("--rejects names the rejects file of a repair of `-` (standard input); a file's rejects go beside it as <name>.rejects.jsonl");
     }
     let jobs_n = args.read.jobs();
-    let (jobs, skipped) = jobs(&args.paths, args.out.as_deref(), args.shard)?;
+    let Jobs { jobs, skipped, empty_dirs } = jobs(&args.paths, args.out.as_deref(), args.shard)?;
+    super::output::warn_empty_dirs(&args.out_args, &empty_dirs);
     let settings = Settings {
         check: Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs: 1 },
         orphans: args.orphans,

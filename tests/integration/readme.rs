@@ -14,12 +14,11 @@
 //! - the set-up: `transcriptd run` on built-in defaults starts in a fresh home and stops
 //!   cleanly on SIGTERM (`cargo test --locked`, the other set-up command, is what runs this).
 
-use super::support::{data, put, root};
+use super::support::{data, no_time, put, root};
 use clap::{CommandFactory, Parser};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 fn readme() -> String {
     std::fs::read_to_string(root().join("README.md")).unwrap()
@@ -136,22 +135,6 @@ impl Machine {
         let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
         (text.replace(&self.home.display().to_string(), "/home/me").replace(&self.cwd.display().to_string(), "."), o.status.code())
     }
-}
-
-/// `in 0.21s` → `in Ts`: timings vary.
-fn no_time(line: &str) -> String {
-    let mut out = String::new();
-    let mut rest = line;
-    while let Some(i) = rest.find(" in ") {
-        out.push_str(&rest[..i + 4]);
-        rest = &rest[i + 4..];
-        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        if n > 0 && rest[n..].starts_with('s') {
-            out.push('T');
-            rest = &rest[n..];
-        }
-    }
-    out + rest
 }
 
 /// Whether `actual` is the line `shown`, each `…` standing for any text.
@@ -426,34 +409,9 @@ fn the_set_up_command_runs_on_a_fresh_machine() {
     // `cargo run --release -- run`: the daemon on its built-in defaults, in a home that has
     // never seen an agent.
     let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
-        .arg("run")
-        .env("HOME", home.path())
-        .env_remove("XDG_STATE_HOME")
-        .env("TRANSCRIPTD_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut seen = String::new();
-        for l in std::io::BufRead::lines(std::io::BufReader::new(err)) {
-            let l = l.unwrap();
-            if l.contains("watching") {
-                let _ = tx.send(());
-            }
-            seen.push_str(&l);
-            seen.push('\n');
-        }
-        seen
-    });
-    let started = rx.recv_timeout(Duration::from_secs(20)).is_ok();
-    // SAFETY: our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let code = child.wait().unwrap().code();
-    let log = reader.join().unwrap();
-    assert!(started && code == Some(0), "{code:?}: {log}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_transcriptd"));
+    cmd.arg("run").env("HOME", home.path()).env_remove("XDG_STATE_HOME");
+    let (code, log) = super::support::run_daemon_briefly(cmd);
+    assert_eq!(code, Some(0), "{log}");
     assert!(home.path().join(".local/state/transcriptd").is_dir(), "checkpoints in the default state directory");
 }

@@ -4,7 +4,7 @@
 //! manual pages, `-`, sessions without repair by-products, and `validate-config` reporting every
 //! error.
 
-use super::support::{data, json_lines, put, set_mtime, stderr, stdout, transcriptd, transcriptd_home};
+use super::support::{data, json_lines, no_time, put, set_mtime, stderr, stdout, transcriptd, transcriptd_home};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -34,23 +34,6 @@ fn s(p: &Path) -> &str {
 /// A real Codex rollout with 1 error among 134 warnings.
 fn noisy() -> String {
     data("real/codex/localpush/rollout-2026-02-23T12-47-42-019c8a53-a0dd-7130-bcd7-95445d84846a.jsonl").to_string_lossy().into_owned()
-}
-
-/// Timings vary: `in 0.01s` becomes `in Ts`.
-fn no_time(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(i) = rest.find(" in ") {
-        out.push_str(&rest[..i + 4]);
-        rest = &rest[i + 4..];
-        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        if digits > 0 && rest[digits..].starts_with('s') {
-            out.push('T');
-            rest = &rest[digits..];
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 #[test]
@@ -129,41 +112,19 @@ fn an_empty_directory_and_a_missing_watch_directory_are_said() {
     let d = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(d.path().join("empty/sub")).unwrap();
     put(&d.path().join("empty/sub/notes.txt"), "x");
-    for verb in ["check", "orphans", "usage"] {
-        let o = transcriptd(&[verb, s(&d.path().join("empty"))]);
+    let empty = d.path().join("empty");
+    for verb in ["check", "orphans", "usage", "stats", "report", "repair --dry-run"] {
+        let args: Vec<&str> = verb.split(' ').chain([s(&empty)]).collect();
+        let o = transcriptd(&args);
         assert_eq!(o.status.code(), Some(0), "{verb}");
         assert!(stderr(&o).contains("empty: no *.jsonl file in this directory or below it: nothing was read from it"), "{verb}: {}", stderr(&o));
         assert!(stderr(&o).starts_with("transcriptd: warning: "), "{verb}: {}", stderr(&o));
     }
     // The daemon says it once it starts, and goes on.
-    let mut child = bin()
-        .args(["run", "--watch", "/nonexistent/transcripts", "--state-dir", s(&d.path().join("state"))])
-        .env("TRANSCRIPTD_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    // Read stderr to its end (a closed pipe would fail the daemon's logging), and say when
-    // the daemon watches: signals are handled from then on.
-    let reader = std::thread::spawn(move || {
-        let mut seen = String::new();
-        for l in std::io::BufRead::lines(std::io::BufReader::new(err)) {
-            let l = l.unwrap();
-            seen.push_str(&l);
-            seen.push('\n');
-            if l.contains("watching") {
-                let _ = tx.send(());
-            }
-        }
-        seen
-    });
-    rx.recv_timeout(Duration::from_secs(20)).expect("the daemon watches");
-    // SAFETY: our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert_eq!(child.wait().unwrap().code(), Some(0));
-    let seen = reader.join().unwrap();
+    let mut cmd = bin();
+    cmd.args(["run", "--watch", "/nonexistent/transcripts", "--state-dir", s(&d.path().join("state"))]);
+    let (code, seen) = super::support::run_daemon_briefly(cmd);
+    assert_eq!(code, Some(0), "{seen}");
     assert!(seen.contains("WARN") && seen.contains("does not exist: nothing is read from it until it is created"), "{seen}");
 }
 

@@ -18,7 +18,7 @@ pub mod page;
 pub mod session;
 pub mod svg;
 
-use super::args::{FilterArgs, OutputArgs, ReadArgs};
+use super::args::{FindingArgs, OutputArgs};
 use super::check::{self, FileReport};
 use super::output::{human_bytes, plural};
 use super::repair::{self, Job, Settings};
@@ -55,15 +55,9 @@ pub struct Args {
     /// default: the built-in config/tools.toml.
     #[arg(long, value_name = "FILE")]
     pub registry: Option<PathBuf>,
-    /// How transcripts are read (as for check).
+    /// How transcripts are read, which findings, how results are written.
     #[command(flatten)]
-    pub read: ReadArgs,
-    /// Which findings the report counts (as for check).
-    #[command(flatten)]
-    pub filter: FilterArgs,
-    /// How the summary is written (-o json: every aggregate as one JSON object on stdout).
-    #[command(flatten)]
-    pub out: OutputArgs,
+    pub common: FindingArgs,
 }
 
 fn policy_name(p: OrphanPolicy) -> &'static str {
@@ -138,14 +132,14 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         None => ToolRegistry::builtin(),
     };
     let found = batch::expand(paths);
-    super::output::report_skipped(&mut std::io::sink(), &OutputArgs { quiet: args.out.quiet, ..OutputArgs::default() }, &found.skipped)?;
-    super::output::warn_empty_dirs(&args.out, &found.empty_dirs);
-    let filter = args.filter.filter();
+    super::output::report_skipped(&mut std::io::sink(), &OutputArgs { quiet: args.common.out.quiet, ..OutputArgs::default() }, &found.skipped)?;
+    super::output::warn_empty_dirs(&args.common.out, &found.empty_dirs);
+    let filter = args.common.filter.filter();
     if args.plan && found.inputs.contains(&Input::Stdin) {
         anyhow::bail!("--plan repairs files, not stdin");
     }
-    let jobs = args.read.jobs();
-    let opts = Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs };
+    let jobs = args.common.read.jobs();
+    let opts = Options { format: args.common.read.format, max_line_bytes: args.common.read.max_line_bytes, strict: false, jobs };
     let scratch = args.plan.then(Scratch::new).transpose()?;
     let settings = Settings {
         check: Options { jobs: 1, ..opts.clone() },
@@ -158,7 +152,7 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         force: true,
     };
     let plan = scratch.as_ref().map(|s| (s, &settings));
-    let progress = (found.inputs.len() > 1 && std::io::stderr().is_terminal() && args.out.summary()).then(|| {
+    let progress = (found.inputs.len() > 1 && std::io::stderr().is_terminal() && args.common.out.summary()).then(|| {
         let bar = indicatif::ProgressBar::new(found.inputs.len() as u64);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} reporting [{bar:40}] {pos}/{len} files {elapsed_precise} eta {eta}")
@@ -204,8 +198,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         let page = page::render(&report);
         crate::sinks::atomic::write_file(dest, page.as_bytes(), Some(page_mode(dest))).with_context(|| format!("writing {}", dest.display()))?;
     }
-    let mut out = args.out.stdout();
-    match args.out.format() {
+    let mut out = args.common.out.stdout();
+    match args.common.out.format() {
         OutputFormat::Json => {
             serde_json::to_writer(&mut out, &report).context("writing output")?;
             out.write_all(b"\n")?;
@@ -214,7 +208,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     out.flush()?;
     let t = &report.totals;
-    if args.out.summary() {
+    if args.common.out.summary() {
         eprintln!(
             "reported {} file{} ({} lines, {}) in {:.2}s: {} error{}, {} warning{}{}",
             t.files,
