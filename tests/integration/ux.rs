@@ -432,6 +432,12 @@ fn sessions_list_leaves_repair_by_products_out_and_names_uuid_files_by_their_uui
     let o = transcriptd(&["show", "666666", "--root", s(d.path())]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains(&format!("id           {uuid}")), "{}", stdout(&o));
+    // `show --history -o json` prints the records of `history`, as README.md says.
+    let shown = transcriptd(&["show", "666666", "--root", s(d.path()), "--history", "-o", "json"]);
+    let file = d.path().join(format!("codex-rollout-2026-02-23T20-34-25-{uuid}.jsonl"));
+    let history = transcriptd(&["history", s(&file)]);
+    assert_eq!((shown.status.code(), stdout(&shown)), (Some(0), stdout(&history)));
+    assert!(stdout(&history).starts_with("{\"line\":1,\"role\":\"user\""), "{}", stdout(&history));
     // check walks past them too.
     let o = transcriptd(&["check", s(d.path())]);
     assert!(stderr(&o).starts_with("checked 2 files"), "{}", stderr(&o));
