@@ -28,6 +28,7 @@
 //!   its target, which is repaired; `--out` never reaches an input by another spelling, and two
 //!   inputs never share an output.
 
+use super::args::{OutputArgs, ReadArgs};
 use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sinks::atomic::{self, AtomicFile, Keep, Merged, Spool};
@@ -64,43 +65,48 @@ const QUIET: Duration = Duration::from_millis(200);
 
 /// Arguments of `transcriptd repair`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("dest").required(true).args(["out", "in_place", "dry_run"])))]
 pub struct Args {
-    /// Files or directories (searched recursively for *.jsonl).
+    /// Files or directories (searched recursively for *.jsonl), or `-`: standard input,
+    /// repaired onto standard output (with --rejects FILE for what is removed).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Write repaired files under DIR, mirroring the input tree (clean files are copied). DIR
     /// must not be, or reach by any spelling, an input directory; two inputs must not map to one
     /// output.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "in_place")]
     pub out: Option<PathBuf>,
     /// Replace the files themselves, keeping the original as <name><suffix> (a symbolic link
     /// keeps pointing at its target, which is repaired; owner, group and mode are kept).
     #[arg(long)]
     pub in_place: bool,
+    /// With `-` (standard input): the file the removed and changed lines go to (JSON lines, as
+    /// <name>.rejects.jsonl; an existing file keeps its records and gets the new ones after
+    /// them, replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    pub rejects: Option<PathBuf>,
     /// Suffix of the backup --in-place keeps.
-    #[arg(long, default_value = ".orig")]
+    #[arg(long, default_value = ".orig", value_name = "SUFFIX")]
     pub backup_suffix: String,
     /// With --in-place, keep no backup (the rejects file still keeps every removed line; an old
     /// file a writer appended to during the repair is kept all the same).
     #[arg(long, requires = "in_place")]
     pub no_backup: bool,
     /// Print the plan, one JSON action per line, and write nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["out", "in_place"])]
     pub dry_run: bool,
     /// What to do with calls still pending at the end: answer them with an "interrupted" error
     /// result, drop them, or keep them (the file then stays not fully repaired).
-    #[arg(long, default_value = "answer", value_parser = clap::value_parser!(OrphanPolicy))]
+    #[arg(long, default_value = "answer", value_parser = clap::value_parser!(OrphanPolicy), value_name = "POLICY")]
     pub orphans: OrphanPolicy,
     /// Datasets (one conversation per line): what to do with a line whose conversation has
     /// errors: drop it, truncate the conversation before its first break, or answer its calls
     /// without results. A line the policy cannot make clean is dropped.
-    #[arg(long, default_value = "drop", value_parser = clap::value_parser!(DatasetPolicy))]
+    #[arg(long, default_value = "drop", value_parser = clap::value_parser!(DatasetPolicy), value_name = "POLICY")]
     pub dataset_policy: DatasetPolicy,
     /// Skip files modified more recently than this: they may still be written. Files that change
     /// while repaired, and (in place) files another process holds open for writing, are skipped
     /// too.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub min_idle: Duration,
     /// Repair files even if they are live. In place, lines a writer appends to the old file
     /// during the repair are carried into the repaired one; the old file is kept if it grew.
@@ -110,21 +116,13 @@ pub struct Args {
     /// Indexed Jobs: N pods cover every file exactly once.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     pub shard: Option<(u64, u64)>,
-    /// The transcript format; detected per file when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
-    /// Lines longer than this are removed as line_too_long.
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
-    /// Worker threads (default: every core).
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
-    /// A readable summary, or one JSON report per file.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
-    /// No summary on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    /// How transcripts are read (--max-line-bytes: longer lines are removed as line_too_long;
+    /// --jobs: files repaired in parallel).
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// How results are written (-o json: one JSON report per file).
+    #[command(flatten)]
+    pub out_args: OutputArgs,
 }
 
 fn parse_shard(s: &str) -> Result<(u64, u64), String> {
@@ -192,6 +190,9 @@ pub struct Report {
     /// Findings left.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unrepaired: Vec<Unrepaired>,
+    /// Why it was skipped, as a word (`recently_modified`, `held_open`, `changed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<SkipWhy>,
     /// Why it was skipped or failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -229,6 +230,7 @@ impl Report {
             rounds: 0,
             lines: RewriteStats::default(),
             unrepaired: Vec::new(),
+            reason: None,
             message: None,
             backup: None,
             carried: Carried::default(),
@@ -239,10 +241,34 @@ impl Report {
         }
     }
 
-    fn skipped(job: &Job, message: String) -> Self {
+    fn skipped(job: &Job, why: SkipWhy, message: String) -> Self {
         let mut r = Report::new(job, Status::Skipped);
+        r.reason = Some(why);
         r.message = Some(message);
         r
+    }
+}
+
+/// Why a file was skipped (the `reason` of its report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipWhy {
+    /// Modified within `--min-idle`: it may still be written.
+    RecentlyModified,
+    /// In place: another process holds it open for writing.
+    HeldOpen,
+    /// It changed while being repaired, [`ATTEMPTS`] times.
+    Changed,
+}
+
+impl SkipWhy {
+    /// How the summary counts it.
+    fn counted(self) -> &'static str {
+        match self {
+            SkipWhy::RecentlyModified => "modified within --min-idle",
+            SkipWhy::HeldOpen => "held open for writing",
+            SkipWhy::Changed => "changed while repaired",
+        }
     }
 }
 
@@ -493,7 +519,7 @@ pub fn repair_file_with(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mu
         Ok(r) => r,
         Err(e) => {
             let mut r = Report::new(job, Status::Failed);
-            r.message = Some(format!("{e:#}"));
+            r.message = Some(super::chain(&e));
             r
         }
     }
@@ -535,6 +561,7 @@ fn try_repair(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>)
     }
     Ok(Report::skipped(
         job,
+        SkipWhy::Changed,
         format!("it changed while being repaired ({why}), {ATTEMPTS} times: not replaced; it is still being written (repair it once it is idle)"),
     ))
 }
@@ -623,6 +650,7 @@ impl Guard<'_> {
 fn held(job: &Job, writers: &[Holder]) -> Report {
     Report::skipped(
         job,
+        SkipWhy::HeldOpen,
         format!(
             "held open for writing by {}: not repaired in place, since the writer would go on writing to the old file (--force repairs it and carries over what the writer appends)",
             list(writers)
@@ -641,6 +669,7 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
             let what = if attempt > 0 { "it changed while being repaired: modified" } else { "modified" };
             return done(Report::skipped(
                 job,
+                SkipWhy::RecentlyModified,
                 format!(
                     "{what} {}s ago, within --min-idle {}s: it may still be written (use --force to repair it anyway)",
                     age.as_secs(),
@@ -1033,17 +1062,29 @@ fn canonical_lenient(p: &Path) -> std::io::Result<PathBuf> {
     Ok(abs)
 }
 
+/// The files a repair covers, and what its walk met besides.
+pub struct Jobs {
+    /// One per file, in path order.
+    pub jobs: Vec<Job>,
+    /// Paths the walk skipped.
+    pub skipped: Vec<Skipped>,
+    /// Directories given that hold no `*.jsonl` file.
+    pub empty_dirs: Vec<PathBuf>,
+}
+
 /// Expands the paths into jobs: directories walked, outputs mirrored under `out`, shards
-/// applied. Also returns the paths the walk skipped. Refuses (an error) an `--out` that reaches
+/// applied. Also returns the paths the walk skipped, and the directories without a transcript. Refuses (an error) an `--out` that reaches
 /// an input by any spelling (a link, `..`), and two inputs that would share an output. Without
 /// `out` (in place), a file named twice (a link and its target) is one job.
-pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) -> anyhow::Result<(Vec<Job>, Vec<Skipped>)> {
+pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) -> anyhow::Result<Jobs> {
     let mut jobs = Vec::new();
     let mut skipped = Vec::new();
+    let mut empty_dirs = Vec::new();
     let mut roots = Vec::new();
     for root in paths {
         let found = batch::expand(std::slice::from_ref(root));
         skipped.extend(found.skipped);
+        empty_dirs.extend(found.empty_dirs);
         let is_dir = root.is_dir();
         if is_dir {
             roots.push((root, std::fs::canonicalize(root).with_context(|| format!("resolving {}", root.display()))?));
@@ -1068,7 +1109,7 @@ pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) ->
                 kept.push(job);
             }
         }
-        return Ok((kept, skipped));
+        return Ok(Jobs { jobs: kept, skipped, empty_dirs });
     };
     let out_c = canonical_lenient(out).with_context(|| format!("resolving {}", out.display()))?;
     for (root, root_c) in &roots {
@@ -1128,16 +1169,26 @@ pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) ->
             }
         }
     }
-    Ok((kept, skipped))
+    Ok(Jobs { jobs: kept, skipped, empty_dirs })
 }
 
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let started = std::time::Instant::now();
-    let jobs_n = super::jobs(args.jobs);
-    let (jobs, skipped) = jobs(&args.paths, args.out.as_deref(), args.shard)?;
+    if args.paths.iter().any(|p| p.as_os_str() == "-") {
+        return super::repair_stdin::run(&args);
+    }
+    if args.out.is_none() && !args.in_place && !args.dry_run {
+        anyhow::bail!("say where the repaired files go: --out DIR, --in-place, or --dry-run to only print the plan");
+    }
+    if args.rejects.is_some() {
+        anyhow::bail!("--rejects names the rejects file of a repair of `-` (standard input); a file's rejects go beside it as <name>.rejects.jsonl");
+    }
+    let jobs_n = args.read.jobs();
+    let Jobs { jobs, skipped, empty_dirs } = jobs(&args.paths, args.out.as_deref(), args.shard)?;
+    super::output::warn_empty_dirs(&args.out_args, &empty_dirs);
     let settings = Settings {
-        check: Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: false, jobs: 1 },
+        check: Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs: 1 },
         orphans: args.orphans,
         dry_run: args.dry_run,
         in_place: args.in_place,
@@ -1145,7 +1196,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         min_idle: args.min_idle,
         force: args.force,
     };
-    let progress = (jobs.len() > 1 && std::io::stderr().is_terminal() && !args.quiet).then(|| {
+    let progress = (jobs.len() > 1 && std::io::stderr().is_terminal() && args.out_args.summary()).then(|| {
         let bar = indicatif::ProgressBar::new(jobs.len() as u64);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} repairing [{bar:40}] {pos}/{len} files {elapsed_precise} eta {eta}")
@@ -1170,107 +1221,152 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if let Some(p) = progress {
         p.finish_and_clear();
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let unreadable = super::output::report_skipped(&mut out, args.output, &skipped)?;
+    let mut out = args.out_args.stdout();
+    let unreadable = super::output::report_skipped(&mut out, &args.out_args, &skipped)?;
+    let paint = args.out_args.paint();
     for r in &reports {
-        match (args.output, args.dry_run) {
-            (_, true) => {
-                for e in &r.plan {
-                    let mut v = serde_json::to_value(&e.edit)?;
-                    let o = v.as_object_mut().expect("edits are objects");
-                    o.insert("round".into(), e.round.into());
-                    if e.on_inserted {
-                        o.insert("on_inserted".into(), true.into());
-                    }
-                    o.insert("file".into(), r.file.clone().into());
-                    serde_json::to_writer(&mut out, &v)?;
-                    out.write_all(b"\n")?;
-                }
-                for line in &r.reparented {
-                    let v = serde_json::json!({"action": "set_parent", "line": line, "file": r.file});
-                    serde_json::to_writer(&mut out, &v)?;
-                    out.write_all(b"\n")?;
-                }
-                for a in &r.dataset_actions {
-                    let mut v = serde_json::to_value(a)?;
-                    v.as_object_mut().expect("actions are objects").insert("file".into(), r.file.clone().into());
-                    serde_json::to_writer(&mut out, &v)?;
-                    out.write_all(b"\n")?;
-                }
-                for u in &r.unrepaired {
-                    let mut v = serde_json::to_value(u)?;
-                    let o = v.as_object_mut().expect("object");
-                    o.insert("action".into(), "unrepairable".into());
-                    o.insert("file".into(), r.file.clone().into());
-                    serde_json::to_writer(&mut out, &v)?;
-                    out.write_all(b"\n")?;
-                }
-            }
-            (OutputFormat::Json, false) => {
-                serde_json::to_writer(&mut out, r)?;
-                out.write_all(b"\n")?;
-            }
-            (OutputFormat::Text, false) => {
-                let l = r.lines;
-                match r.status {
-                    Status::Clean => {}
-                    Status::Repaired | Status::Partial => {
-                        writeln!(
-                            out,
-                            "{}: {} ({} inserted, {} removed, {} modified)",
-                            r.file,
-                            if r.status == Status::Repaired { "repaired" } else { "partly repaired" },
-                            l.inserted,
-                            l.removed,
-                            l.modified
-                        )?;
-                        for u in &r.unrepaired {
-                            writeln!(out, "{}:{}: not repaired: {}: {}", r.file, u.line, u.kind, u.why)?;
-                        }
-                        if let Some(b) = &r.backup {
-                            writeln!(out, "{}: backup: {b}", r.file)?;
-                        }
-                        for n in &r.notes {
-                            writeln!(out, "{}: note: {n}", r.file)?;
-                        }
-                    }
-                    Status::Skipped | Status::Failed | Status::Planned => {
-                        writeln!(out, "{}: {:?}: {}", r.file, r.status, r.message.as_deref().unwrap_or("")).map(|_| ())?
-                    }
-                }
-            }
-        }
+        write_report(&mut out, r, args.out_args.format(), args.dry_run, paint)?;
     }
     out.flush()?;
-    let count = |s: Status| reports.iter().filter(|r| r.status == s).count();
-    let failed = count(Status::Failed);
     for r in reports.iter().filter(|r| r.status == Status::Failed) {
-        eprintln!("transcriptd: error: {}: {}", r.file, r.message.as_deref().unwrap_or(""));
+        super::style::error(format_args!("{}: {}", r.file, r.message.as_deref().unwrap_or("")));
     }
-    if !args.quiet {
-        let bytes: u64 = jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| m.len()).sum();
-        eprintln!(
-            "{} {} file{} ({}) in {:.2}s: {} clean, {} repaired, {} partly repaired, {} skipped, {} failed{}",
-            if args.dry_run { "planned" } else { "repaired" },
-            reports.len(),
-            if reports.len() == 1 { "" } else { "s" },
-            human_bytes(bytes),
-            started.elapsed().as_secs_f64(),
-            count(Status::Clean),
-            count(Status::Repaired) + count(Status::Planned),
-            count(Status::Partial),
-            count(Status::Skipped),
-            failed,
-            if let Some((i, n)) = args.shard { format!(" (shard {i}/{n})") } else { String::new() },
-        );
+    let bytes: u64 = jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| m.len()).sum();
+    if args.out_args.summary() {
+        eprintln!("{}", summary(&reports, bytes, started.elapsed(), args.dry_run, args.min_idle, args.shard));
         if !skipped.is_empty() {
             eprintln!("skipped {} path{} ({unreadable} could not be read)", skipped.len(), if skipped.len() == 1 { "" } else { "s" });
         }
     }
+    let count = |s: Status| reports.iter().filter(|r| r.status == s).count();
+    let failed = count(Status::Failed);
     if failed + unreadable > 0 {
         let n = failed + unreadable;
         anyhow::bail!("{n} file{} could not be repaired", if n == 1 { "" } else { "s" });
     }
     Ok(if count(Status::Partial) + count(Status::Skipped) > 0 { Exit::Findings } else { Exit::Clean })
+}
+
+/// Writes what happened to one file (a failure goes to stderr, once, from the caller).
+///
+/// - `--dry-run`: the plan, one JSON action per line (`unrepairable` for what no edit fixes,
+///   `skipped` with `reason` and `message` for a file left alone).
+/// - `-o json`: the report.
+/// - text: `FILE: repaired (...)`, `FILE:LINE: error: KIND: not repaired: WHY`, `FILE: backup: ...`,
+///   `FILE: note: ...`, `FILE: skipped: WHY`; nothing for a clean file.
+pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_run: bool, paint: super::style::Paint) -> anyhow::Result<()> {
+    let mut record = |mut v: serde_json::Value, extra: &[(&str, serde_json::Value)]| -> anyhow::Result<()> {
+        let o = v.as_object_mut().expect("records are objects");
+        for (k, x) in extra {
+            o.insert((*k).into(), x.clone());
+        }
+        o.insert("file".into(), r.file.clone().into());
+        serde_json::to_writer(&mut *out, &v)?;
+        out.write_all(b"\n")?;
+        Ok(())
+    };
+    if dry_run {
+        for e in &r.plan {
+            let mut extra = vec![("round", serde_json::Value::from(e.round))];
+            if e.on_inserted {
+                extra.push(("on_inserted", true.into()));
+            }
+            record(serde_json::to_value(&e.edit)?, &extra)?;
+        }
+        for line in &r.reparented {
+            record(serde_json::json!({ "action": "set_parent", "line": line }), &[])?;
+        }
+        for a in &r.dataset_actions {
+            record(serde_json::to_value(a)?, &[])?;
+        }
+        for u in &r.unrepaired {
+            record(serde_json::to_value(u)?, &[("action", "unrepairable".into())])?;
+        }
+        if r.status == Status::Skipped {
+            let v = serde_json::json!({ "action": "skipped", "reason": r.reason, "message": r.message });
+            record(v, &[])?;
+        }
+        return Ok(());
+    }
+    if format == OutputFormat::Json {
+        serde_json::to_writer(&mut *out, r)?;
+        out.write_all(b"\n")?;
+        return Ok(());
+    }
+    let l = r.lines;
+    match r.status {
+        Status::Clean | Status::Failed | Status::Planned => {}
+        Status::Repaired | Status::Partial => {
+            writeln!(
+                out,
+                "{} {} ({} inserted, {} removed, {} modified)",
+                paint.location(&format!("{}:", r.file)),
+                if r.status == Status::Repaired { "repaired" } else { "partly repaired" },
+                l.inserted,
+                l.removed,
+                l.modified
+            )?;
+            for u in &r.unrepaired {
+                writeln!(out, "{}", paint.at(&r.file, u.line, "error", u.kind.as_str(), &format!("not repaired: {}", u.why)))?;
+            }
+            if let Some(b) = &r.backup {
+                writeln!(out, "{} backup: {b}", paint.location(&format!("{}:", r.file)))?;
+            }
+            for n in &r.notes {
+                writeln!(out, "{} {}: {n}", paint.location(&format!("{}:", r.file)), paint.severity("note"))?;
+            }
+        }
+        Status::Skipped => {
+            writeln!(
+                out,
+                "{} {}: {}",
+                paint.location(&format!("{}:", r.file)),
+                paint.severity("warning"),
+                format_args!("skipped: {}", r.message.as_deref().unwrap_or(""))
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The summary line: what each file came to, every count named for what it counts.
+pub fn summary(reports: &[Report], bytes: u64, elapsed: Duration, dry_run: bool, min_idle: Duration, shard: Option<(u64, u64)>) -> String {
+    let count = |s: Status| reports.iter().filter(|r| r.status == s).count();
+    let n = reports.len();
+    let mut why: std::collections::BTreeMap<SkipWhy, usize> = std::collections::BTreeMap::new();
+    for r in reports {
+        if let Some(w) = r.reason {
+            *why.entry(w).or_default() += 1;
+        }
+    }
+    let skipped = count(Status::Skipped);
+    let reasons: Vec<String> = why
+        .iter()
+        .map(|(w, k)| {
+            if *w == SkipWhy::RecentlyModified {
+                format!("{k} {} {}", w.counted(), humantime::format_duration(min_idle))
+            } else {
+                format!("{k} {}", w.counted())
+            }
+        })
+        .collect();
+    let skipped = if reasons.is_empty() { format!("{skipped} skipped") } else { format!("{skipped} skipped: {}", reasons.join(", ")) };
+    let head = format!("{n} file{} ({}) in {:.2}s", if n == 1 { "" } else { "s" }, human_bytes(bytes), elapsed.as_secs_f64());
+    let shard = shard.map(|(i, n)| format!(" (shard {i}/{n})")).unwrap_or_default();
+    if dry_run {
+        format!(
+            "dry run over {head}: {} clean, {} to repair, {skipped}, {} failed; nothing written{shard}",
+            count(Status::Clean),
+            count(Status::Planned),
+            count(Status::Failed)
+        )
+    } else {
+        format!(
+            "repair of {head}: {} clean, {} repaired, {} partly repaired, {skipped}, {} failed{shard}",
+            count(Status::Clean),
+            count(Status::Repaired),
+            count(Status::Partial),
+            count(Status::Failed)
+        )
+    }
 }
