@@ -7,7 +7,7 @@ root="$(dirname "$here")"
 work="${1:-/tmp/transcriptd-bench}"
 mkdir -p "$work"
 bin="$root/target/release/transcriptd"
-(cd "$root" && cargo build --release --quiet)
+[ -n "${TRANSCRIPTD_NO_BUILD:-}" ] || (cd "$root" && cargo build --release --quiet)
 
 gen() { [ -s "$work/$1" ] || python3 "$here/gen_transcripts.py" "${@:2}" -o "$work/$1"; }
 gen big1g.jsonl --bytes 1GiB --seed 1 --split-assistant
