@@ -4,7 +4,6 @@ pub mod args;
 pub mod check;
 pub mod completions;
 pub mod context;
-pub mod dataset_repair;
 pub mod history;
 pub mod input;
 pub mod man;
@@ -138,23 +137,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// An error and its causes on one line, `outer: inner: ...`, each said once: a cause whose text
-/// the message already holds (an error that prints its source, such as `path: No such file or
-/// directory (os error 2)`) is not repeated.
-pub fn chain(e: &anyhow::Error) -> String {
-    let mut message = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if message.contains(&text) {
-            continue;
-        }
-        if !message.is_empty() {
-            message.push_str(": ");
-        }
-        message.push_str(&text);
-    }
-    message
-}
+pub use crate::error::chain;
 
 fn init_tracing(format: LogFormat) {
     // ANSI codes only where a person reads them: never into a file, the journal or a container

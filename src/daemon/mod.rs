@@ -527,7 +527,7 @@ impl Daemon {
         let Some(t) = self.files.get_mut(p) else { return };
         t.repaired_size = Some(t.size);
         t.has_errors = false;
-        let settings = crate::cli::repair::Settings {
+        let settings = crate::repair::Settings {
             check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
             orphans: policy,
             dry_run: mode == crate::config::RepairMode::Plan,
@@ -537,9 +537,9 @@ impl Daemon {
             force: true,
         };
         let Some(dir) = self.sinks.repaired_dir.clone().or_else(|| (mode == crate::config::RepairMode::Plan).then(std::env::temp_dir)) else { return };
-        let job = crate::cli::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
-        let report = crate::cli::repair::repair_file(&job, &settings, &mut self.buf);
-        use crate::cli::repair::Status;
+        let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
+        let report = crate::repair::repair_file(&job, &settings, &mut self.buf);
+        use crate::repair::Status;
         match report.status {
             Status::Planned => records.push(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
             Status::Repaired | Status::Partial => {

@@ -10,8 +10,8 @@
 
 use super::session::{day_string, DatedBy, SessionDate};
 use crate::cli::check::FileReport;
-use crate::cli::repair::{Report as RepairReport, Status as RepairStatus};
 use crate::config::tools::ToolRegistry;
+use crate::repair::{Report as RepairReport, Status as RepairStatus};
 use crate::sources::batch::Skipped;
 use crate::transcript::{Format, Kind, Severity};
 use serde::Serialize;
