@@ -190,7 +190,7 @@ pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
                 std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
             }
             SinkConfig::RepairedFiles { dir } => std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?,
-            SinkConfig::Stdout | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => {}
+            SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => {}
         }
     }
     Ok(())
@@ -231,7 +231,7 @@ struct Daemon {
     max_open: usize,
     sinks: Sinks,
     /// Repairs running on the blocking pool, and their files.
-    repairs: tokio::task::JoinSet<(PathBuf, crate::cli::repair::Report)>,
+    repairs: tokio::task::JoinSet<(PathBuf, crate::repair::Report)>,
     repairing: HashSet<PathBuf>,
     /// Records and counters of the running step, for the sinks.
     outbox: Vec<Record>,
@@ -825,7 +825,7 @@ impl Daemon {
             return;
         }
         t.repaired_size = Some(t.size);
-        let settings = crate::cli::repair::Settings {
+        let settings = crate::repair::Settings {
             check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
             orphans: policy,
             dry_run: mode == crate::config::RepairMode::Plan,
@@ -835,18 +835,18 @@ impl Daemon {
             force: true,
         };
         let Some(dir) = self.sinks.repaired_dir.clone().or_else(|| (mode == crate::config::RepairMode::Plan).then(std::env::temp_dir)) else { return };
-        let job = crate::cli::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
+        let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
         self.repairing.insert(p.to_path_buf());
         info!(file = %p.display(), "repair started");
         let path = p.to_path_buf();
         self.repairs.spawn_blocking(move || {
-            let report = crate::cli::repair::repair_file(&job, &settings, &mut Vec::new());
+            let report = crate::repair::repair_file(&job, &settings, &mut Vec::new());
             (path, report)
         });
     }
 
     /// A repair finished: its record.
-    fn repaired(&mut self, done: Result<(PathBuf, crate::cli::repair::Report), tokio::task::JoinError>) {
+    fn repaired(&mut self, done: Result<(PathBuf, crate::repair::Report), tokio::task::JoinError>) {
         let (p, report) = match done {
             Ok(r) => r,
             Err(e) => {
@@ -855,7 +855,7 @@ impl Daemon {
             }
         };
         self.repairing.remove(&p);
-        use crate::cli::repair::Status;
+        use crate::repair::Status;
         let record = match report.status {
             Status::Planned => Record::RepairPlanned { time: now(), file: report.file, edits: report.edits },
             Status::Repaired | Status::Partial => Record::Repaired {

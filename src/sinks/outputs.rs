@@ -54,6 +54,8 @@ pub struct StdoutSink {
     /// File descriptor 1, written without Rust's line buffering (one `write` per flush).
     out: ManuallyDrop<File>,
     file: Option<Tracked>,
+    /// Which findings it writes (every record when `None`).
+    filter: Option<crate::transcript::FindingFilter>,
 }
 
 impl Default for StdoutSink {
@@ -78,7 +80,14 @@ impl StdoutSink {
             let shared = fd_meta(2).is_some_and(|e| e.dev() == m.dev() && e.ino() == m.ino());
             Tracked { dev: m.dev(), ino: m.ino(), len: m.len(), exclusive: !shared }
         });
-        StdoutSink { buf: Vec::with_capacity(256 << 10), out, file }
+        StdoutSink { buf: Vec::with_capacity(256 << 10), out, file, filter: None }
+    }
+
+    /// The same sink writing only the findings `filter` keeps (and every record that is no
+    /// finding).
+    pub fn filtered(mut self, filter: crate::transcript::FindingFilter) -> Self {
+        self.filter = Some(filter);
+        self
     }
 
     /// Writes one record (a whole JSON line).
@@ -282,7 +291,14 @@ impl super::Sink for StdoutSink {
         if batch.lines.is_empty() {
             return Ok(());
         }
-        StdoutSink::write(self, &batch.lines);
+        match &self.filter {
+            Some(f) if !batch.records.iter().all(|r| r.passes(f)) => {
+                for r in batch.records.iter().filter(|r| r.passes(f)) {
+                    r.write_line(&mut self.buf);
+                }
+            }
+            _ => StdoutSink::write(self, &batch.lines),
+        }
         // Records reach a reader as soon as they are made.
         StdoutSink::flush(self).map_err(|e| anyhow::anyhow!("writing stdout: {e}"))
     }

@@ -13,6 +13,7 @@ import http.server
 import json
 import os
 import socketserver
+import threading
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--port", type=int, default=0)
@@ -31,6 +32,9 @@ if os.path.exists(args.out):
             except ValueError:
                 pass  # a torn last line: that batch was not answered, it comes again
 state = {"requests": 0}
+# A batch sent again while the first copy is still being taken (the sender gave up waiting for
+# the answer) must not be stored twice: looking the id up and storing it is one step.
+lock = threading.Lock()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -44,18 +48,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.answer(500)
             return
         bid = self.headers.get("X-Transcriptd-Batch", "")
-        if bid in seen:
-            with open(args.out + ".resent", "a") as f:
-                f.write(bid + "\n")
-        else:
-            line = json.dumps({"id": bid, "body": body.decode()}) + "\n"
-            fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line.encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            seen.add(bid)
+        with lock:
+            if bid in seen:
+                with open(args.out + ".resent", "a") as f:
+                    f.write(bid + "\n")
+            else:
+                line = json.dumps({"id": bid, "body": body.decode()}) + "\n"
+                fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, line.encode())
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                seen.add(bid)
         self.answer(args.status)
 
     def answer(self, code):
