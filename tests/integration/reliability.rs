@@ -131,11 +131,14 @@ fn start_writers(d: &Daemon, kills: u64, seed: u64) -> Vec<std::thread::JoinHand
         .collect()
 }
 
-/// Starts and `kill -9`s the daemon `kills` times, at random moments, until the writers are done.
-fn kill_while_writing(d: &mut Daemon, rng: &mut Rng, kills: u64, writers: Vec<std::thread::JoinHandle<()>>) {
-    for _ in 0..kills {
+/// Starts and `kill -9`s the daemon `kills` times, at random moments, until the writers are done;
+/// with `long`, one life in five lasts 0.4–0.9 s (long enough to deliver over HTTP on a loaded
+/// machine).
+fn kill_while_writing(d: &mut Daemon, rng: &mut Rng, kills: u64, writers: Vec<std::thread::JoinHandle<()>>, long: bool) {
+    for i in 0..kills {
         d.spawn();
-        std::thread::sleep(Duration::from_millis(10 + rng.below(140)));
+        let life = if long && i % 5 == 4 { 400 + rng.below(500) } else { 10 + rng.below(140) };
+        std::thread::sleep(Duration::from_millis(life));
         d.kill9();
     }
     for wr in writers {
@@ -158,7 +161,7 @@ fn kill_9_harness_is_exactly_once_for_the_file_sink_and_stdout_to_a_file() {
 
     let writers = start_writers(&d, kills, seed);
     let t = Instant::now();
-    kill_while_writing(&mut d, &mut rng, kills, writers);
+    kill_while_writing(&mut d, &mut rng, kills, writers, false);
     d.start();
     let w = d.watch_dir();
     let want = check_dir(&w);
@@ -425,7 +428,7 @@ fn kill_9_harness_is_exactly_once_for_the_http_sink_with_the_collector_killed_to
         })
     };
     let t = Instant::now();
-    kill_while_writing(&mut d, &mut rng, kills, writers);
+    kill_while_writing(&mut d, &mut rng, kills, writers, true);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let restarts = chaos.join().unwrap();
     let before_restart = collector.lock().unwrap().batches().len();
