@@ -128,3 +128,26 @@ fn a_whole_file_repair_runs_beside_tailing_without_stalling_it() {
     let copy = std::path::PathBuf::from(out["output"].as_str().unwrap());
     assert!(copy.starts_with(repaired.path()) && copy.exists(), "{out}");
 }
+
+/// A backlog (here 24 MiB found at once) is parsed on two threads: the findings are still
+/// exactly `check`'s, compaction boundaries included.
+#[test]
+fn a_large_backlog_read_in_parallel_gives_what_check_gives() {
+    let d = Daemon::with(Opts::default());
+    let staged = d.root.path().join("staged");
+    std::fs::create_dir_all(&staged).unwrap();
+    let big = staged.join("big.jsonl");
+    let status = std::process::Command::new("python3")
+        .arg(super::support::root().join("benches/gen_transcripts.py"))
+        .args(["--bytes", "24MiB", "--seed", "16", "--faults", "0.01", "--compact-boundary", "0.3", "--truncate-last", "1", "--split-assistant", "-o"])
+        .arg(&big)
+        .status()
+        .expect("python3 runs the generator");
+    assert!(status.success());
+    std::fs::rename(&big, d.watch_dir().join("big.jsonl")).unwrap();
+    let (got, want) = super::harness::settle(&d);
+    assert!(want.len() > 100, "the corpus has findings: {}", want.len());
+    assert_eq!(got, want, "{}", d.log());
+    let folded = super::harness::fold_records(&d.records());
+    assert_eq!(folded.compaction_set(), super::harness::compactions_in(&d.watch_dir()));
+}
