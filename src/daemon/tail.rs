@@ -504,18 +504,6 @@ impl Tailed {
                 self.finish_replay();
                 continue;
             }
-            // A backlog (a cold start, a file that grew a lot while the daemon was away) is
-            // parsed on both cores, as `check --jobs 2` does; pairing stays in file order.
-            if !self.replaying && left >= PARALLEL_MIN && self.size.saturating_sub(self.offset) >= PARALLEL_MIN {
-                if let Some(n) = self.read_parallel(f, left)? {
-                    left -= n;
-                    fresh += n;
-                    if n > 0 {
-                        continue;
-                    }
-                    break;
-                }
-            }
             let mut want = (buf.len() as u64).min(left);
             if self.replaying {
                 want = want.min(self.committed - self.offset);
@@ -530,7 +518,20 @@ impl Tailed {
                 Err(e) => return Err(e),
             };
             let chunk = &buf[..n];
-            note_read(&mut self.head_buf, self.head, &mut self.ring, self.offset, chunk);
+            if self.offset < HEAD_LEN && self.head.is_none_or(|(_, len)| len < HEAD_LEN) {
+                let take = ((HEAD_LEN - self.offset) as usize).min(n);
+                if self.head_buf.len() as u64 == self.offset {
+                    self.head_buf.extend_from_slice(&chunk[..take]);
+                }
+            }
+            if n >= FP_LEN {
+                self.ring.clear();
+                self.ring.extend_from_slice(&chunk[n - FP_LEN..]);
+            } else {
+                self.ring.extend_from_slice(chunk);
+                let excess = self.ring.len().saturating_sub(FP_LEN);
+                self.ring.drain(..excess);
+            }
             // The lenient policy never stops.
             let _ = self.pipeline.as_mut().expect("loaded").feed(chunk);
             self.offset += n as u64;
@@ -559,50 +560,6 @@ impl Tailed {
         }
         self.ring = Vec::new();
         Ok((budget - left, fresh))
-    }
-
-    /// Reads at most `budget` bytes of a transcript into its pipeline on [`PARALLEL_JOBS`]
-    /// threads ([`crate::transcript::checker::feed_parallel`]: each parses the chunk it read;
-    /// the stages take the lines in file order). `None` when the pipeline is not a transcript's,
-    /// or there is one core.
-    fn read_parallel(&mut self, f: &File, budget: u64) -> io::Result<Option<u64>> {
-        let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(PARALLEL_JOBS);
-        if jobs < 2 {
-            return Ok(None);
-        }
-        let mut p = self.pipeline.take().expect("loaded");
-        let Some(c) = p.checker_mut() else {
-            self.pipeline = Some(p);
-            return Ok(None);
-        };
-        let (mut offset, mut read, mut err) = (self.offset, 0u64, None);
-        let (head_buf, head, ring) = (&mut self.head_buf, self.head, &mut self.ring);
-        let fill = |buf: &mut [u8]| -> usize {
-            let want = (buf.len() as u64).min(budget - read) as usize;
-            while want > 0 && err.is_none() {
-                match f.read_at(&mut buf[..want], offset) {
-                    Ok(n) => {
-                        note_read(head_buf, head, ring, offset, &buf[..n]);
-                        offset += n as u64;
-                        read += n as u64;
-                        return n;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => err = Some(e),
-                }
-            }
-            0
-        };
-        // The lenient policy never stops.
-        let _ = crate::transcript::checker::feed_parallel(c, jobs, PARALLEL_CHUNK, fill);
-        // The stages saw every output through the observer.
-        c.drain().for_each(drop);
-        self.pipeline = Some(p);
-        self.offset = offset;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(Some(read)),
-        }
     }
 
     /// The pipeline is rebuilt up to the committed offset: what replay produced was reported
@@ -681,36 +638,6 @@ pub fn paused_calls(transcript: &Path) -> std::collections::HashSet<String> {
         tracing::warn!(error = %format!("{e:#}"), "pending.json ignored");
         Default::default()
     })
-}
-
-/// Bytes a file must have unread, and a read may take, for the read to be parsed on several
-/// threads.
-const PARALLEL_MIN: u64 = 2 << 20;
-
-/// Threads that parse a backlog.
-const PARALLEL_JOBS: usize = 2;
-
-/// Read size of the parallel path (as `check`'s).
-const PARALLEL_CHUNK: usize = 256 << 10;
-
-/// Keeps what identifies the file of `chunk`, read at `offset`: the first KiB (while `head` is
-/// short of it) and the last bytes read (for the fingerprint).
-fn note_read(head_buf: &mut Vec<u8>, head: Option<(u64, u64)>, ring: &mut Vec<u8>, offset: u64, chunk: &[u8]) {
-    let n = chunk.len();
-    if offset < HEAD_LEN && head.is_none_or(|(_, len)| len < HEAD_LEN) {
-        let take = ((HEAD_LEN - offset) as usize).min(n);
-        if head_buf.len() as u64 == offset {
-            head_buf.extend_from_slice(&chunk[..take]);
-        }
-    }
-    if n >= FP_LEN {
-        ring.clear();
-        ring.extend_from_slice(&chunk[n - FP_LEN..]);
-    } else {
-        ring.extend_from_slice(chunk);
-        let excess = ring.len().saturating_sub(FP_LEN);
-        ring.drain(..excess);
-    }
 }
 
 /// `len` bytes at `at` (fewer at the end of a short file).

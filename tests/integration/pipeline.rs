@@ -129,10 +129,10 @@ fn a_whole_file_repair_runs_beside_tailing_without_stalling_it() {
     assert!(copy.starts_with(repaired.path()) && copy.exists(), "{out}");
 }
 
-/// A backlog (here 24 MiB found at once) is parsed on two threads: the findings are still
-/// exactly `check`'s, compaction boundaries included.
+/// A backlog (here 24 MiB found at once) is read over many budgeted steps: the findings are
+/// still exactly `check`'s, compaction boundaries included.
 #[test]
-fn a_large_backlog_read_in_parallel_gives_what_check_gives() {
+fn a_large_backlog_read_in_steps_gives_what_check_gives() {
     let d = Daemon::with(Opts::default());
     let staged = d.root.path().join("staged");
     std::fs::create_dir_all(&staged).unwrap();
