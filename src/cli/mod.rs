@@ -1,18 +1,23 @@
 //! The command line: one module per verb, and the exit-code contract shared by all of them.
 
+pub mod args;
 pub mod check;
+pub mod completions;
 pub mod context;
-pub mod dataset_repair;
 pub mod history;
 pub mod input;
+pub mod man;
 pub mod orphans;
 pub mod output;
+pub mod render;
 pub mod repair;
+pub mod repair_stdin;
 pub mod report;
 pub mod run;
 pub mod sessions;
 pub mod show;
 pub mod stats;
+pub mod style;
 pub mod usage;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -25,9 +30,13 @@ pub struct Cli {
     /// The verb.
     #[command(subcommand)]
     pub command: Command,
-    /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    /// Log format on stderr: text, or one JSON object per line (for log collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
     pub log_format: LogFormat,
+    /// Colour in output and logs: auto (only on a terminal, and not when NO_COLOR is set),
+    /// always or never.
+    #[arg(long, global = true, value_enum, default_value_t = style::ColorChoice::Auto, value_name = "WHEN")]
+    pub color: style::ColorChoice,
 }
 
 /// Log line format.
@@ -81,6 +90,10 @@ pub enum Command {
     Stats(stats::Args),
     /// Token usage by model (each API message once, with its final usage), without the daemon.
     Usage(usage::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
+    /// Print the manual page (roff), or write one page per verb into a directory.
+    Man(man::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -95,6 +108,7 @@ pub enum Exit {
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    style::init(cli.color);
     init_tracing(cli.log_format);
     let result = match cli.command {
         Command::Check(a) => check::run(a),
@@ -109,41 +123,29 @@ pub fn main() -> ExitCode {
         Command::Stats(a) => stats::run(a),
         Command::Report(a) => report::run(a),
         Command::Usage(a) => usage::run(a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => man::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,
         Ok(Exit::Findings) => ExitCode::from(1),
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("transcriptd: error: {e:#}");
+            style::error(chain(&e));
             ExitCode::from(2)
         }
     }
 }
 
+pub use crate::error::chain;
+
 fn init_tracing(format: LogFormat) {
-    crate::telemetry::init_tracing(format == LogFormat::Json);
+    // ANSI codes only where a person reads them: never into a file, the journal or a container
+    // log (stderr is no terminal there), nor when NO_COLOR or --color never says so.
+    crate::telemetry::init_tracing(format == LogFormat::Json, style::stderr().on);
 }
 
-/// Parses a byte size: a number with an optional unit (`k`, `M`, `G`, `KiB`, `MiB`, `GiB`:
-/// binary; `kB`, `MB`, `GB`: decimal).
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: usize = num.parse().map_err(|_| format!("invalid size `{s}`"))?;
-    let mult: usize = match unit.trim() {
-        "" | "B" | "b" => 1,
-        "k" | "K" | "KiB" | "kiB" => 1 << 10,
-        "m" | "M" | "MiB" => 1 << 20,
-        "g" | "G" | "GiB" => 1 << 30,
-        "kB" | "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        u => return Err(format!("unknown size unit `{u}` in `{s}`")),
-    };
-    n.checked_mul(mult).ok_or_else(|| format!("size `{s}` is too large"))
-}
+pub use crate::config::parse_size;
 
 /// Number of worker threads: `--jobs`, or every core.
 pub fn jobs(requested: Option<usize>) -> usize {

@@ -17,7 +17,7 @@
 //! `file_closed` end what was said about a file (its retractions come before them) and a
 //! rename (`file_closed` with `to`) carries it over to the new name.
 
-use crate::transcript::{Finding, Format, Kind};
+use crate::transcript::{Finding, FindingFilter, Format, Kind};
 use serde::Serialize;
 
 /// One output record.
@@ -165,6 +165,16 @@ pub fn is_record_line(line: &[u8]) -> bool {
 }
 
 impl Record {
+    /// Whether a sink with `filter` writes it: findings it keeps, corrections (demotions,
+    /// retractions) of the kinds it keeps, and every record that is no finding.
+    pub fn passes(&self, filter: &FindingFilter) -> bool {
+        match self {
+            Record::Finding { finding, .. } => filter.keeps_finding(finding),
+            Record::FindingDemoted { change, .. } | Record::FindingRetracted { change, .. } => filter.keeps_kind(change.kind),
+            _ => true,
+        }
+    }
+
     /// The record as one JSON line.
     pub fn to_line(&self) -> Vec<u8> {
         let mut v = serde_json::to_vec(self).expect("records serialize");

@@ -27,6 +27,7 @@ use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
 use crate::sinks::outputs::{FileSink, StdoutSink};
 use crate::telemetry as t;
 use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::FindingFilter;
 use anyhow::Context;
 use envelope::{now, Record};
 use health::Health;
@@ -89,7 +90,8 @@ impl Stages {
 
 /// The record sinks.
 struct Sinks {
-    stdout: Option<StdoutSink>,
+    /// The stdout sink, and which findings it passes.
+    stdout: Option<(StdoutSink, FindingFilter)>,
     file: Option<FileSink>,
     repaired_dir: Option<PathBuf>,
 }
@@ -99,13 +101,13 @@ impl Sinks {
         let mut sinks = Sinks { stdout: None, file: None, repaired_dir: None };
         for s in &cfg.config.sinks {
             match s {
-                SinkConfig::Stdout => {
+                SinkConfig::Stdout { severity, kinds } => {
                     let mut out = StdoutSink::new();
                     out.recover(cp.stdout, envelope::is_record_line).context("recovering stdout")?;
-                    sinks.stdout = Some(out);
+                    sinks.stdout = Some((out, FindingFilter { severity: *severity, kinds: kinds.clone() }));
                 }
                 SinkConfig::File { path, max_bytes, keep } => {
-                    let max = crate::cli::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
+                    let max = crate::config::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
                     let mut f = FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?;
                     f.recover(cp.file_sink).context("recovering the file sink")?;
                     sinks.file = Some(f);
@@ -123,21 +125,23 @@ impl Sinks {
         }
         for r in records {
             let line = r.to_line();
-            if let Some(s) = self.stdout.as_mut() {
-                s.write(&line);
+            if let Some((s, filter)) = self.stdout.as_mut() {
+                if r.passes(filter) {
+                    s.write(&line);
+                }
             }
             if let Some(f) = self.file.as_mut() {
                 f.write(&line).context("writing the file sink")?;
             }
         }
-        if let Some(s) = self.stdout.as_mut() {
+        if let Some((s, _)) = self.stdout.as_mut() {
             s.flush().context("writing stdout")?;
         }
         Ok(())
     }
 
     fn flush(&mut self) -> anyhow::Result<()> {
-        if let Some(s) = self.stdout.as_mut() {
+        if let Some((s, _)) = self.stdout.as_mut() {
             s.flush().context("writing stdout")?;
         }
         if let Some(f) = self.file.as_mut() {
@@ -211,7 +215,7 @@ pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
                 std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
             }
             SinkConfig::RepairedFiles { dir } => std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?,
-            SinkConfig::Stdout | SinkConfig::Prometheus { .. } => {}
+            SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } => {}
         }
     }
     Ok(())
@@ -819,7 +823,7 @@ impl Daemon {
         let Some(t) = self.files.get_mut(p) else { return };
         t.repaired_size = Some(t.size);
         t.has_errors = false;
-        let settings = crate::cli::repair::Settings {
+        let settings = crate::repair::Settings {
             check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
             orphans: policy,
             dry_run: mode == crate::config::RepairMode::Plan,
@@ -829,9 +833,9 @@ impl Daemon {
             force: true,
         };
         let Some(dir) = self.sinks.repaired_dir.clone().or_else(|| (mode == crate::config::RepairMode::Plan).then(std::env::temp_dir)) else { return };
-        let job = crate::cli::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
-        let report = crate::cli::repair::repair_file(&job, &settings, &mut self.buf);
-        use crate::cli::repair::Status;
+        let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
+        let report = crate::repair::repair_file(&job, &settings, &mut self.buf);
+        use crate::repair::Status;
         match report.status {
             Status::Planned => records.push(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
             Status::Repaired | Status::Partial => {
@@ -920,7 +924,7 @@ impl Daemon {
                     })
                 })
                 .collect(),
-            stdout: self.sinks.stdout.as_ref().and_then(StdoutSink::position),
+            stdout: self.sinks.stdout.as_ref().and_then(|(s, _)| s.position()),
             file_sink: self.sinks.file.as_ref().and_then(FileSink::position),
         };
         self.last_checkpoint = Instant::now();

@@ -163,7 +163,7 @@ fn row_with(s: &Session, buf: &mut Vec<u8>) -> Result<Row, Error> {
 /// holds the whole file (most transcripts are small), else in the file's tail.
 fn last_updated(path: &Path, head: &[u8]) -> std::io::Result<Option<Timestamp>> {
     if head.len() < HEAD_BYTES {
-        return last_timestamp_in(&mut std::io::Cursor::new(head), head.len() as u64);
+        return last_timestamp_in(&mut { head });
     }
     last_timestamp(path)
 }

@@ -11,11 +11,14 @@
 
 use super::lines::top_level_string;
 use super::timestamp::Timestamp;
-use memchr::{memchr, memrchr};
-use std::io::{self, Read, Seek, SeekFrom};
+use crate::sources::reverse::{read_backwards, FileSource, PageSource};
+use crate::transcript::progress::Progress;
+use crate::transcript::reverse::{RevItem, ReverseSplitter};
+use std::io;
 use std::path::Path;
 
-/// First block read from the end; each further block is twice the previous one.
+/// First block read from the end; later blocks grow with what was read
+/// ([`read_backwards`]).
 pub const FIRST_BLOCK: u64 = 64 << 10;
 /// At most this many bytes are read from the end.
 pub const MAX_BYTES: u64 = 32 << 20;
@@ -30,84 +33,40 @@ pub fn timestamp_of_line(line: &[u8]) -> Option<Timestamp> {
 /// The timestamp of the last complete line of `path` that has one, read from the tail. `None`
 /// when no such line is found within the limits.
 pub fn last_timestamp(path: &Path) -> io::Result<Option<Timestamp>> {
-    let mut file = crate::sources::regular::open_file(path)?;
-    let len = file.metadata()?.len();
-    last_timestamp_in(&mut file, len)
+    let file = crate::sources::regular::open_file(path)?;
+    last_timestamp_in(&mut FileSource::new(file)?)
 }
 
-/// [`last_timestamp`] over the first `len` bytes of any seekable reader.
-pub fn last_timestamp_in<R: Read + Seek>(r: &mut R, len: u64) -> io::Result<Option<Timestamp>> {
-    // `buf` holds bytes [start, len) of the file. `unchecked_end` is the end (exclusive, a line
-    // start) of the part not looked at yet; `None` until the last newline has been seen.
-    let mut buf: Vec<u8> = Vec::new();
-    let mut start = len;
-    let mut unchecked_end: Option<u64> = None;
-    let mut block = FIRST_BLOCK;
-    let mut looked = 0usize;
-    while start > 0 && len - start < MAX_BYTES {
-        let from = start.saturating_sub(block).max(len.saturating_sub(MAX_BYTES));
-        let mut chunk = vec![0u8; (start - from) as usize];
-        r.seek(SeekFrom::Start(from))?;
-        r.read_exact(&mut chunk)?;
-        chunk.extend_from_slice(&buf);
-        buf = chunk;
-        start = from;
-        block = block.saturating_mul(2);
-
-        let end = match unchecked_end {
-            Some(e) => e,
-            None => match memrchr(b'\n', &buf) {
-                Some(i) => start + i as u64 + 1,
-                None => continue, // no complete line yet
-            },
-        };
-        // The first line in the buffer may be cut unless the buffer starts the file.
-        let first_complete = if start == 0 {
-            0
-        } else {
-            match memchr(b'\n', &buf[..(end - start) as usize]) {
-                Some(i) => start + i as u64 + 1,
-                None => {
-                    unchecked_end = Some(end);
-                    continue;
-                }
-            }
-        };
-        let region = &buf[(first_complete - start) as usize..(end - start) as usize];
-        // Lines of the region, last first. A non-empty region ends with a newline.
-        if let Some(mut rest) = region.strip_suffix(b"\n") {
-            loop {
-                let line_start = memrchr(b'\n', rest).map_or(0, |i| i + 1);
-                let line = &rest[line_start..];
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                let line = crate::transcript::lines::without_bom(first_complete + line_start as u64, line);
-                if !crate::transcript::lines::is_blank(line) {
-                    if let Some(t) = timestamp_of_line(line) {
-                        return Ok(Some(t));
-                    }
-                    looked += 1;
-                    if looked >= MAX_LINES {
-                        return Ok(None);
-                    }
-                }
-                if line_start == 0 {
-                    break;
-                }
-                rest = &rest[..line_start - 1];
+/// [`last_timestamp`] over any source read backwards, through the same reverse reader as
+/// `context` (framing: `\r\n`, blank lines, a byte-order mark, a torn last line).
+pub fn last_timestamp_in(source: &mut impl PageSource) -> io::Result<Option<Timestamp>> {
+    let len = source.len();
+    let floor = len.saturating_sub(MAX_BYTES);
+    let mut splitter = ReverseSplitter::new(len, MAX_BYTES as usize);
+    let (mut found, mut looked) = (None, 0usize);
+    read_backwards(source, &mut splitter, FIRST_BLOCK as usize, |item, _| match item {
+        RevItem::Line { offset, .. } | RevItem::TooLong { offset, .. } if offset < floor => Progress::Complete,
+        RevItem::Line { bytes, .. } => {
+            found = timestamp_of_line(bytes);
+            looked += 1;
+            if found.is_some() || looked >= MAX_LINES {
+                Progress::Complete
+            } else {
+                Progress::NeedMore
             }
         }
-        unchecked_end = Some(first_complete);
-    }
-    Ok(None)
+        // A torn last line is an interrupted write, not read (as in `check`).
+        RevItem::TooLong { .. } | RevItem::Torn { .. } => Progress::NeedMore,
+    })?;
+    Ok(found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Cursor;
 
-    fn last(data: &[u8]) -> Option<Timestamp> {
-        last_timestamp_in(&mut Cursor::new(data), data.len() as u64).unwrap()
+    fn last(mut data: &[u8]) -> Option<Timestamp> {
+        last_timestamp_in(&mut data).unwrap()
     }
 
     fn ts(s: &str) -> Option<Timestamp> {
@@ -161,24 +120,21 @@ mod tests {
 
     #[test]
     fn reads_only_the_tail_of_a_large_file() {
-        /// A reader that counts the bytes read.
-        struct Counting<'a>(Cursor<&'a [u8]>, u64);
-        impl Read for Counting<'_> {
-            fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-                let n = self.0.read(b)?;
-                self.1 += n as u64;
-                Ok(n)
+        /// A source that counts the bytes read.
+        struct Counting<'a>(&'a [u8], u64);
+        impl PageSource for Counting<'_> {
+            fn len(&self) -> u64 {
+                self.0.len() as u64
             }
-        }
-        impl Seek for Counting<'_> {
-            fn seek(&mut self, p: SeekFrom) -> io::Result<u64> {
-                self.0.seek(p)
+            fn read_exact_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+                self.1 += buf.len() as u64;
+                self.0.read_exact_at(buf, offset)
             }
         }
         let line = b"{\"type\":\"assistant\",\"timestamp\":\"2026-01-01T00:00:01Z\",\"pad\":\"................................\"}\n";
         let data: Vec<u8> = line.iter().copied().cycle().take(line.len() * 200_000).collect();
-        let mut r = Counting(Cursor::new(&data), 0);
-        assert_eq!(last_timestamp_in(&mut r, data.len() as u64).unwrap(), ts("2026-01-01T00:00:01Z"));
+        let mut r = Counting(&data, 0);
+        assert_eq!(last_timestamp_in(&mut r).unwrap(), ts("2026-01-01T00:00:01Z"));
         assert!(r.1 <= FIRST_BLOCK, "read {} of {} bytes", r.1, data.len());
     }
 }

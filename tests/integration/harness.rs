@@ -128,6 +128,15 @@ address = "{address}"
         Daemon::with(Opts { daemon: extra_daemon.into(), extra: extra.into(), ..Opts::default() })
     }
 
+    /// [`Daemon::new`] with the configuration text changed by `edit` first.
+    pub fn edited(extra_daemon: &str, extra: &str, edit: impl FnOnce(String) -> String) -> Daemon {
+        let mut d = Daemon::prepare(Opts { daemon: extra_daemon.into(), extra: extra.into(), ..Opts::default() });
+        let text = std::fs::read_to_string(d.config_path()).unwrap();
+        std::fs::write(d.config_path(), edit(text)).unwrap();
+        d.start();
+        d
+    }
+
     /// Starts a daemon as `opts` say, and waits until it is healthy.
     pub fn with(opts: Opts) -> Daemon {
         let mut d = Daemon::prepare(opts);
@@ -509,7 +518,7 @@ pub fn fold(records: &[Value]) -> BTreeMap<Key, usize> {
 
 /// The findings `check --output json` reports on `path` (a file or directory).
 pub fn check_dir(dir: &Path) -> BTreeMap<Key, usize> {
-    let out = transcriptd(&["check", "--output", "json", "--quiet", dir.to_str().unwrap()]);
+    let out = transcriptd(&["check", "--output", "json", "--no-summary", dir.to_str().unwrap()]);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()

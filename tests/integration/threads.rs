@@ -89,7 +89,7 @@ fn a_result_written_into_another_thread_is_repaired_where_each_thread_needs_it()
 /// `context` of a file with inline subagents: the main conversation only, a valid resume seed
 /// (the Messages API's pairing rules hold, checked by the validator in the `anthropic` format).
 pub fn assert_context_is_a_resume_seed(path: &std::path::Path) -> Vec<Value> {
-    let out = super::support::transcriptd(&["context", "--quiet", path.to_str().unwrap()]);
+    let out = super::support::transcriptd(&["context", "--no-summary", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", super::support::stderr(&out));
     let opts = Options { format: Some(transcriptd::transcript::Format::Anthropic), ..Options::default() };
     let (findings, stats, _) = check_bytes(&out.stdout, opts).unwrap();
@@ -168,4 +168,9 @@ fn subagent_prompts_are_not_user_turns() {
     assert_eq!(turns("real/claude-code/happy-cli/task_non_sdk.jsonl"), 1);
     assert_eq!(turns("check/claude-code/0019_inline_subagents_interleave_without_findings.jsonl"), 1);
     assert_eq!(turns("real/claude-code/codemie/-tmp-private/agent-36541525.jsonl"), 1);
+    // Parallel Task calls (1.0.98): the main prompts are lines 2 and 3 (a slash command and its
+    // `isMeta` expansion) and 434; the five subagent prompts (16, 38, 125, 229, 295) are not turns.
+    assert_eq!(turns("real/claude-code/claude-code-viewer/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"), 3);
+    // 1.0.108: main prompts 1 and 2; the subagent prompts 16 and 26 are not turns.
+    assert_eq!(turns("real/claude-code/claude-code-viewer/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"), 2);
 }

@@ -482,7 +482,7 @@ impl Planner {
                 }
             }
             Some(Format::OpenAiChat | Format::Anthropic) => drop(self.merge_next.insert(thread, merge)),
-            _ => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
+            Some(Format::Codex | Format::Dataset(_)) | None => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
         }
     }
 

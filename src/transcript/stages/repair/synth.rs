@@ -333,7 +333,7 @@ fn chat_role(line: &[u8]) -> Option<String> {
 fn content_path(format: Format) -> &'static [&'static [u8]] {
     match format {
         Format::ClaudeCode => &[b"message", b"content"],
-        _ => &[b"content"],
+        Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => &[b"content"],
     }
 }
 
