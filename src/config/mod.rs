@@ -814,14 +814,16 @@ impl Config {
             }
             match s {
                 SinkConfig::Prometheus { address, max_connections, request_timeout } => {
-                    let addr = address.parse().map_err(|e| bad(Place::key("sinks", Some(i), "address"), format!("{address}: {e}"))).ok();
                     if *max_connections == 0 {
                         bad(Place::key("sinks", Some(i), "max_connections"), "must be at least 1".into());
                     }
                     if request_timeout.is_zero() {
                         bad(Place::key("sinks", Some(i), "request_timeout"), "must be more than 0".into());
                     }
-                    metrics = addr.map(|addr| MetricsSettings { addr, max_connections: *max_connections, request_timeout: *request_timeout });
+                    match address.parse() {
+                        Ok(addr) => metrics = Some(MetricsSettings { addr, max_connections: *max_connections, request_timeout: *request_timeout }),
+                        Err(e) => bad(Place::key("sinks", Some(i), "address"), format!("{address}: {e}")),
+                    }
                 }
                 SinkConfig::File { max_bytes, keep, .. } => {
                     if let Err(m) = parse_size(max_bytes) {
