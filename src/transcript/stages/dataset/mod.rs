@@ -160,7 +160,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
             }
         }
         // A prompt ends the exchange: results must come before it.
-        if m.role == Role::User && m.prompt && pairing != Pairing::Responses && !v.pending().is_empty() {
+        if m.role == Role::User && m.prompt && pairing != Pairing::Responses && v.has_pending() {
             v.moved_on(at, MAIN_THREAD, &mut out);
         }
         v.push(at, parsed, &mut out);
