@@ -871,9 +871,7 @@ fn unescape(raw: &[u8]) -> String {
 /// place (the decoded text is never longer than the escaped one): runs without a backslash are
 /// copied whole, not validated again.
 pub fn unescape_into(raw: &[u8], out: &mut Vec<u8>) {
-    let hex = |at: usize| -> u32 {
-        raw[at..at + 4].iter().try_fold(0u32, |acc, &c| (c as char).to_digit(16).map(|d| acc * 16 + d)).unwrap_or(0xFFFD)
-    };
+    let hex = |at: usize| -> u32 { raw[at..at + 4].iter().try_fold(0u32, |acc, &c| (c as char).to_digit(16).map(|d| acc * 16 + d)).unwrap_or(0xFFFD) };
     let base = out.len();
     out.resize(base + raw.len(), 0);
     let dst = &mut out[base..];
