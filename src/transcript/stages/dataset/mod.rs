@@ -68,7 +68,7 @@ pub fn check_record(d: Dataset, line: u64, rec: Record<'_>) -> LineReport {
         check_conversation(d, line, conv, &mut report);
         if k > 0 {
             // The prompt of a preference line was checked with the first output.
-            report.findings.retain(|f| !f.message_index.is_some_and(|m| (m as usize) < shared));
+            report.findings.retain(|f| f.message_index.is_none_or(|m| (m as usize) >= shared));
         }
         let own = std::mem::replace(&mut report.findings, earlier);
         report.findings.extend(own);
