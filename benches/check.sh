@@ -7,7 +7,7 @@ root="$(dirname "$here")"
 work="${1:-/tmp/transcriptd-bench}"
 mkdir -p "$work"
 bin="$root/target/release/transcriptd"
-(cd "$root" && cargo build --release --quiet)
+[ -n "${TRANSCRIPTD_NO_BUILD:-}" ] || (cd "$root" && cargo build --release --quiet)
 
 gen() { [ -s "$work/$1" ] || python3 "$here/gen_transcripts.py" "${@:2}" -o "$work/$1"; }
 gen big1g.jsonl --bytes 1GiB --seed 1 --split-assistant
@@ -18,21 +18,21 @@ echo "== machine"; nproc; grep -m1 'model name' /proc/cpuinfo || true
 echo "== 1 GiB (seed 1, --split-assistant): $(stat -c %s "$work/big1g.jsonl") bytes"
 hyperfine -N -w 1 -r 7 --export-json "$work/check-1g.json" \
   "wc -l $work/big1g.jsonl" \
-  "$bin check -q --jobs 1 $work/big1g.jsonl" \
-  "$bin check -q --jobs 2 $work/big1g.jsonl"
+  "$bin check --no-summary --jobs 1 $work/big1g.jsonl" \
+  "$bin check --no-summary --jobs 2 $work/big1g.jsonl"
 echo "== 1 GiB, ten interleaved rounds (each ratio taken within one round)"
 python3 "$here/ratios.py" --rounds 10 -- \
   "wc -l $work/big1g.jsonl" \
-  "$bin check -q --jobs 1 $work/big1g.jsonl" \
-  "$bin check -q --jobs 2 $work/big1g.jsonl"
+  "$bin check --no-summary --jobs 1 $work/big1g.jsonl" \
+  "$bin check --no-summary --jobs 2 $work/big1g.jsonl"
 echo "== 100 MiB (seed 2): $(stat -c %s "$work/s100m.jsonl") bytes"
 hyperfine -w 1 -r 5 --export-json "$work/check-100m.json" \
   "jq -c 'select(.type==\"assistant\")|.uuid' $work/s100m.jsonl > /dev/null" \
-  "$bin check -q --jobs 1 $work/s100m.jsonl" \
-  "$bin check -q --jobs 2 $work/s100m.jsonl"
+  "$bin check --no-summary --jobs 1 $work/s100m.jsonl" \
+  "$bin check --no-summary --jobs 2 $work/s100m.jsonl"
 echo "== peak RSS"
 for f in s100m.jsonl big1g.jsonl; do
   for j in 1 2; do
-    /usr/bin/time -f "$f jobs=$j: %M KiB max RSS, %e s" "$bin" check -q --jobs $j "$work/$f"
+    /usr/bin/time -f "$f jobs=$j: %M KiB max RSS, %e s" "$bin" check --no-summary --jobs $j "$work/$f"
   done
 done

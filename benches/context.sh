@@ -30,9 +30,9 @@ echo "== machine"; nproc; grep -m1 'model name' /proc/cpuinfo || true; uname -r
 echo "== $file: $size bytes; last boundary at about byte $boundary ($(python3 -c "print(f'{100*($size-$boundary)/$size:.2f}')")% from the end)"
 "$bin" context "$file" > /dev/null
 hyperfine -N -w 2 -r 10 --export-json "$work/context-1g.json" \
-  "$bin check -q $file" \
-  "$bin context -q $file" \
-  "$bin context -q --raw $file"
+  "$bin check --no-summary $file" \
+  "$bin context --no-summary $file" \
+  "$bin context --no-summary --raw $file"
 python3 - "$work/context-1g.json" <<'PY'
 import json, sys
 r = {x["command"].split()[1] + (" --raw" if "--raw" in x["command"] else ""): x for x in json.load(open(sys.argv[1]))["results"]}

@@ -21,24 +21,24 @@ echo "== machine"; nproc; grep -m1 'model name' /proc/cpuinfo || true
 echo "== check, 1 GiB dataset ($(wc -l < "$work/ds1g.jsonl") lines) and 1 GiB transcripts"
 hyperfine -N -w 1 -r 5 --export-json "$work/datasets-check.json" \
   "wc -l $work/ds1g.jsonl" \
-  "$bin check -q --jobs 1 $work/ds1g.jsonl" \
-  "$bin check -q --jobs 2 $work/ds1g.jsonl" \
-  "$bin check -q --jobs 1 $work/big1g.jsonl"
+  "$bin check --no-summary --jobs 1 $work/ds1g.jsonl" \
+  "$bin check --no-summary --jobs 2 $work/ds1g.jsonl" \
+  "$bin check --no-summary --jobs 1 $work/big1g.jsonl"
 echo "== ten interleaved rounds (each ratio taken within one round)"
 python3 "$here/ratios.py" --rounds 10 -- \
   "wc -l $work/ds1g.jsonl" \
-  "$bin check -q --jobs 1 $work/ds1g.jsonl" \
-  "$bin check -q --jobs 1 $work/big1g.jsonl" \
-  "$bin check -q --jobs 2 $work/ds1g.jsonl"
+  "$bin check --no-summary --jobs 1 $work/ds1g.jsonl" \
+  "$bin check --no-summary --jobs 1 $work/big1g.jsonl" \
+  "$bin check --no-summary --jobs 2 $work/ds1g.jsonl"
 echo "== peak RSS"
 for j in 1 2; do
-  /usr/bin/time -f "check dataset 1 GiB jobs=$j: %M KiB max RSS, %e s" "$bin" check -q --jobs $j "$work/ds1g.jsonl" || true
-  /usr/bin/time -f "check dataset 100 MiB jobs=$j: %M KiB max RSS, %e s" "$bin" check -q --jobs $j "$work/ds100m.jsonl" || true
+  /usr/bin/time -f "check dataset 1 GiB jobs=$j: %M KiB max RSS, %e s" "$bin" check --no-summary --jobs $j "$work/ds1g.jsonl" || true
+  /usr/bin/time -f "check dataset 100 MiB jobs=$j: %M KiB max RSS, %e s" "$bin" check --no-summary --jobs $j "$work/ds100m.jsonl" || true
 done
 echo "== stats, 100 MiB ($(wc -l < "$work/ds100m.jsonl") conversations)"
 hyperfine -N -w 1 -r 3 \
   "wc -l $work/ds100m.jsonl" \
-  "$bin check -q --jobs 2 $work/ds100m.jsonl" \
+  "$bin check --no-summary --jobs 2 $work/ds100m.jsonl" \
   "$bin stats --no-tokens --jobs 2 $work/ds100m.jsonl" \
   "$bin stats --jobs 1 $work/ds100m.jsonl" \
   "$bin stats --jobs 2 $work/ds100m.jsonl"
@@ -46,7 +46,7 @@ hyperfine -N -w 1 -r 3 \
 echo "== repair --dataset-policy answer, 1 GiB, output on /dev/shm"
 hyperfine -N -w 1 -r 3 --prepare "rm -rf /dev/shm/ds-out" \
   "wc -l $work/ds1g.jsonl" \
-  "$bin repair -q --jobs 1 --dataset-policy answer --out /dev/shm/ds-out $work/ds1g.jsonl"
+  "$bin repair --no-summary --jobs 1 --dataset-policy answer --out /dev/shm/ds-out $work/ds1g.jsonl"
 rm -rf /dev/shm/ds-out
-/usr/bin/time -f "repair 1 GiB: %M KiB max RSS, %e s" "$bin" repair -q --jobs 1 --dataset-policy answer --out /dev/shm/ds-out "$work/ds1g.jsonl"
+/usr/bin/time -f "repair 1 GiB: %M KiB max RSS, %e s" "$bin" repair --no-summary --jobs 1 --dataset-policy answer --out /dev/shm/ds-out "$work/ds1g.jsonl"
 rm -rf /dev/shm/ds-out

@@ -33,9 +33,9 @@ for mib in 1 60 500; do
   mkdir -p "$work/pair$mib"
   make "pair$mib/a.jsonl" "$mib"; make "pair$mib/b.jsonl" "$mib"
   rm -rf "$work/out"
-  /usr/bin/time -f "one ${mib} MiB line, --jobs 1: %M KiB max RSS, %e s" "$bin" repair -q --jobs 1 --out "$work/out" "$work/a$mib.jsonl" >/dev/null
+  /usr/bin/time -f "one ${mib} MiB line, --jobs 1: %M KiB max RSS, %e s" "$bin" repair --no-summary --jobs 1 --out "$work/out" "$work/a$mib.jsonl" >/dev/null
   echo "   rejects record: $(stat -c %s "$work/out/a$mib.rejects.jsonl") bytes for a $((mib << 20)) byte line"
   rm -rf "$work/out"
-  /usr/bin/time -f "two ${mib} MiB lines, --jobs 2: %M KiB max RSS, %e s" "$bin" repair -q --jobs 2 --out "$work/out" "$work/pair$mib" >/dev/null
+  /usr/bin/time -f "two ${mib} MiB lines, --jobs 2: %M KiB max RSS, %e s" "$bin" repair --no-summary --jobs 2 --out "$work/out" "$work/pair$mib" >/dev/null
 done
 rm -rf "$work/out"

@@ -8,8 +8,8 @@ side by side is steadier than one between means taken minutes apart. Prints each
 the median, min and max of each ratio.
 
     benches/ratios.py --rounds 10 --prepare 'rm -rf /dev/shm/out' -- \
-        'wc -l f.jsonl' 'transcriptd check -q --jobs 1 f.jsonl' \
-        'transcriptd repair -q --jobs 1 --out /dev/shm/out f.jsonl'
+        'wc -l f.jsonl' 'transcriptd check --no-summary --jobs 1 f.jsonl' \
+        'transcriptd repair --no-summary --jobs 1 --out /dev/shm/out f.jsonl'
 """
 import argparse
 import resource

@@ -26,18 +26,18 @@ echo "== machine"; nproc; grep -m1 'model name' /proc/cpuinfo || true
 echo "== one 1 GiB file, --faults 0.01: $(stat -c %s "$work/f1g.jsonl") bytes; output in $outdir"
 hyperfine -N -i -w 1 -r 5 --prepare "rm -rf $outdir/one" \
   "wc -l $work/f1g.jsonl" \
-  "$bin check -q --jobs 1 $work/f1g.jsonl" \
-  "$bin repair -q --jobs 1 --out $outdir/one $work/f1g.jsonl"
+  "$bin check --no-summary --jobs 1 $work/f1g.jsonl" \
+  "$bin repair --no-summary --jobs 1 --out $outdir/one $work/f1g.jsonl"
 echo "== the same, ten interleaved rounds (each ratio taken within one round)"
 python3 "$here/ratios.py" --rounds 10 --prepare "rm -rf $outdir/one" -- \
   "wc -l $work/f1g.jsonl" \
-  "$bin check -q --jobs 1 $work/f1g.jsonl" \
-  "$bin repair -q --jobs 1 --out $outdir/one $work/f1g.jsonl"
+  "$bin check --no-summary --jobs 1 $work/f1g.jsonl" \
+  "$bin repair --no-summary --jobs 1 --out $outdir/one $work/f1g.jsonl"
 echo "== archive of 10,000 sessions: $(du -sb "$work/archive" | cut -f1) bytes"
 hyperfine -N -i -w 1 -r 3 --prepare "rm -rf $outdir/arch" \
-  "$bin repair -q --jobs 1 --out $outdir/arch $work/archive" \
-  "$bin repair -q --jobs 2 --out $outdir/arch $work/archive"
+  "$bin repair --no-summary --jobs 1 --out $outdir/arch $work/archive" \
+  "$bin repair --no-summary --jobs 2 --out $outdir/arch $work/archive"
 echo "== peak RSS"
 rm -rf "$outdir/one"
-/usr/bin/time -f "repair 1 GiB jobs=1: %M KiB max RSS, %e s" "$bin" repair -q --jobs 1 --out "$outdir/one" "$work/f1g.jsonl"
+/usr/bin/time -f "repair 1 GiB jobs=1: %M KiB max RSS, %e s" "$bin" repair --no-summary --jobs 1 --out "$outdir/one" "$work/f1g.jsonl"
 rm -rf "$outdir/one" "$outdir/arch"

@@ -18,25 +18,25 @@ echo "== machine"; nproc; grep -m1 'model name' /proc/cpuinfo || true; uptime
 
 for j in 1 2; do
   hyperfine -N -i -w 2 -r 10 --output=null --export-json "$work/report-j$j.json" \
-    "$bin check -q -j $j $work/a10k" \
-    "$bin report -q -j $j --html $work/r.html $work/a10k" \
-    "$bin report -q -j $j -o json $work/a10k"
+    "$bin check --no-summary -j $j $work/a10k" \
+    "$bin report --no-summary -j $j --html $work/r.html $work/a10k" \
+    "$bin report --no-summary -j $j -o json $work/a10k"
   python3 "$here/ratios.py" --rounds 10 -- \
-    "$bin check -q -j $j $work/a10k" \
-    "$bin report -q -j $j --html $work/r.html $work/a10k" \
-    "$bin report -q -j $j -o json $work/a10k"
+    "$bin check --no-summary -j $j $work/a10k" \
+    "$bin report --no-summary -j $j --html $work/r.html $work/a10k" \
+    "$bin report --no-summary -j $j -o json $work/a10k"
 done
 echo "== --plan (repairs each file with findings into a scratch directory)"
-hyperfine -N -i -w 1 -r 5 --output=null "$bin report -q --plan -o json $work/a10k"
+hyperfine -N -i -w 1 -r 5 --output=null "$bin report --no-summary --plan -o json $work/a10k"
 
 echo "== peak RSS (KiB) and wall time"
 for a in a1k a10k; do
-  for c in "check -q" "report -q --html $work/r-$a.html"; do
+  for c in "check --no-summary" "report --no-summary --html $work/r-$a.html"; do
     /usr/bin/time -f "$a $c: %M KiB %e s" "$bin" $c "$work/$a" > /dev/null || true
   done
 done
 
 echo "== the page of 10,000 sessions in headless Chromium"
 ls -l "$work/r.html"
-"$bin" report -q --html "$work/r.html" "$work/a10k" > /dev/null
+"$bin" report --no-summary --html "$work/r.html" "$work/a10k" > /dev/null
 (cd "$root" && REPORT_PAGE="$work/r.html" cargo test --locked --test integration report_page_load -- --ignored --nocapture 2>&1 | grep -E '^round')

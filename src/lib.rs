@@ -2,8 +2,8 @@
 //! write (Claude Code, OpenAI Codex CLI, OpenAI chat and Anthropic Messages logs).
 //!
 //! The crate is a pure core, [`transcript`], driven by two shells: the batch verbs in [`cli`] and
-//! the daemon. [`sources`] and [`sessions`] find and read files, [`sinks`] write them. See
-//! ARCHITECTURE.md for the map.
+//! the daemon. [`sources`] and [`sessions`] find and read files, [`sinks`] write them; [`repair`]
+//! is the repair driver both shells call. See ARCHITECTURE.md for the map.
 //!
 //! ```
 //! use transcriptd::transcript::{check_bytes, Kind, Options};
@@ -18,6 +18,8 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod error;
+pub mod repair;
 pub mod sessions;
 pub mod sinks;
 pub mod sources;

@@ -1,9 +1,11 @@
 //! `transcriptd check`: validate transcripts and report findings.
 
+use super::args::FindingArgs;
 use super::output::{human_bytes, plural, FindingRecord};
+use super::style::Paint;
 use super::{Exit, OutputFormat};
 use crate::sources::batch::{self, Input};
-use crate::transcript::{checker, Checker, Finding, Format, Kind, Options, Severity, Stats, StrictStop};
+use crate::transcript::{checker, Checker, Finding, FindingFilter, Format, Kind, Options, Severity, Stats, StrictStop};
 use anyhow::Context;
 use rayon::prelude::*;
 use std::io::Write;
@@ -16,25 +18,12 @@ pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
     /// standard locations, ~/.claude/projects and ~/.codex/sessions.
     pub paths: Vec<PathBuf>,
-    /// The format (a transcript format, or a dataset's: openai-dataset, openai-batch,
-    /// anthropic-batch, sharegpt); detected per file from its first lines when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
     /// Stop at the first line that cannot be read and exit 2, naming file and line.
     #[arg(long)]
     pub strict: bool,
-    /// Lines longer than this are reported as line_too_long and skipped (e.g. 64MiB).
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
-    /// Worker threads (default: every core). One large file uses all of them too.
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
-    /// Findings as readable lines, or one JSON object per line.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
-    /// No summary on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    /// How transcripts are read, which findings, how results are written.
+    #[command(flatten)]
+    pub common: FindingArgs,
 }
 
 /// What checking one input produced.
@@ -50,6 +39,8 @@ pub struct FileReport {
     pub stats: Stats,
     /// Why the file could not be checked (IO error, or the strict policy stopped).
     pub error: Option<String>,
+    /// The line the strict policy stopped at, when it did (`error` says so too).
+    pub stop: Option<StrictStop>,
 }
 
 /// Size of each read of a file that one thread checks.
@@ -106,16 +97,16 @@ pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, h
         })
         .map(drop)
     };
-    let report = |format, findings, stats, error| FileReport { input: input.clone(), format, findings, stats, error };
+    let report = |format, findings, stats, error, stop| FileReport { input: input.clone(), format, findings, stats, error, stop };
     if let Err(e) = read {
-        return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}: {e}", input.display())));
+        return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}: {e}", input.display())), None);
     }
     if let Some(s) = stop {
-        return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}:{s}", input.display())));
+        return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}:{s}", input.display())), Some(s));
     }
     match c.finish() {
-        Ok(done) => report(done.format, checker::collect(done.outputs), done.stats, None),
-        Err(s) => report(None, Vec::new(), Stats::default(), Some(format!("{}:{s}", input.display()))),
+        Ok(done) => report(done.format, checker::collect(done.outputs), done.stats, None, None),
+        Err(s) => report(None, Vec::new(), Stats::default(), Some(format!("{}:{s}", input.display())), Some(s)),
     }
 }
 
@@ -169,60 +160,75 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     let found = batch::expand(&paths);
     let (inputs, missing) = (&found.inputs, &found.missing);
-    let jobs = super::jobs(args.jobs);
-    let opts = Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: args.strict, jobs };
+    let jobs = args.common.read.jobs();
+    let opts = Options { format: args.common.read.format, max_line_bytes: args.common.read.max_line_bytes, strict: args.strict, jobs };
     let reports = check_all(inputs, &opts, jobs);
+    let filter = args.common.filter.filter();
+    let format = args.common.out.format();
+    let paint = args.common.out.paint();
 
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
-    let unreadable = super::output::report_skipped(&mut out, args.output, &found.skipped)?;
-    let (mut errors, mut warnings, mut failed) = (0u64, 0u64, 0u64);
-    let mut bad_files = 0u64;
+    let mut out = args.common.out.stdout();
+    let unreadable = super::output::report_skipped(&mut out, &args.common.out, &found.skipped)?;
+    super::output::warn_empty_dirs(&args.common.out, &found.empty_dirs);
+    let mut count = Counts::default();
     for m in missing {
-        let f = Finding::new(
-            0,
+        let f = Finding::file(
             Kind::MissingTranscript,
             format!("meta sidecar {} exists but its transcript is missing: the session's data is gone", m.meta.display()),
         );
-        errors += 1;
-        bad_files += 1;
-        write_finding(&mut out, args.output, &m.transcript.display().to_string(), None, &f)?;
+        if count.add(&filter, &f) {
+            count.bad_files += 1;
+            write_finding(&mut out, format, paint, &m.transcript.display().to_string(), None, &f)?;
+        }
     }
+    let mut failed = 0u64;
     for r in &reports {
         if let Some(e) = &r.error {
             failed += 1;
             out.flush()?;
-            eprintln!("transcriptd: error: {e}");
+            match &r.stop {
+                Some(s) => eprintln!(
+                    "{}",
+                    super::style::stderr().at(
+                        &r.input.display(),
+                        s.line,
+                        "error",
+                        s.kind.as_str(),
+                        &format!("{} (--strict stops at the first line that cannot be read)", s.message)
+                    )
+                ),
+                None => super::style::error(e),
+            }
             continue;
         }
         let name = r.input.display();
         let mut file_errors = false;
         for f in &r.findings {
-            match f.severity {
-                Severity::Error => {
-                    errors += 1;
-                    file_errors = true;
-                }
-                Severity::Warning => warnings += 1,
+            if count.add(&filter, f) {
+                file_errors |= f.severity == Severity::Error;
+                write_finding(&mut out, format, paint, &name, r.format, f)?;
             }
-            write_finding(&mut out, args.output, &name, r.format, f)?;
         }
-        bad_files += u64::from(file_errors);
+        count.bad_files += u64::from(file_errors);
     }
     out.flush()?;
-    if !args.quiet {
-        let lines: u64 = reports.iter().map(|r| r.stats.lines).sum();
+    if args.common.out.summary() {
+        // Every physical line that is not blank: read ones and those that could not be read.
+        let lines: u64 = reports.iter().map(|r| r.stats.non_blank_lines()).sum();
         let bytes: u64 = reports.iter().map(|r| r.stats.bytes).sum();
         let secs = started.elapsed().as_secs_f64();
+        let Counts { errors, warnings, bad_files, hidden } = count;
         eprintln!(
-            "checked {} file{} ({} lines, {}) in {secs:.2}s: {errors} error{}, {warnings} warning{} in {bad_files} file{}{}",
+            "checked {} file{} ({} line{}, {}) in {secs:.2}s: {errors} error{}, {warnings} warning{} in {bad_files} file{}{}{}",
             reports.len(),
             plural(reports.len() as u64),
             lines,
+            plural(lines),
             human_bytes(bytes),
             plural(errors),
             plural(warnings),
             plural(bad_files),
+            if hidden > 0 { format!(" ({hidden} more not shown: --severity/--kind)") } else { String::new() },
             if failed > 0 { format!("; {failed} could not be checked") } else { String::new() },
         );
         if !found.skipped.is_empty() {
@@ -233,10 +239,37 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         let n = failed + unreadable as u64;
         anyhow::bail!("{n} input{} could not be checked", plural(n));
     }
-    Ok(if errors > 0 { Exit::Findings } else { Exit::Clean })
+    Ok(if count.errors > 0 { Exit::Findings } else { Exit::Clean })
 }
 
-fn write_finding(out: &mut impl Write, format: OutputFormat, file: &str, fmt: Option<Format>, f: &Finding) -> anyhow::Result<()> {
+/// The findings reported, and those the filter left out.
+#[derive(Debug, Default)]
+struct Counts {
+    errors: u64,
+    warnings: u64,
+    /// Files with an error finding reported.
+    bad_files: u64,
+    hidden: u64,
+}
+
+impl Counts {
+    /// Counts `f`; whether the filter keeps it.
+    fn add(&mut self, filter: &FindingFilter, f: &Finding) -> bool {
+        if !filter.keeps_finding(f) {
+            self.hidden += 1;
+            return false;
+        }
+        match f.severity {
+            Severity::Error => self.errors += 1,
+            Severity::Warning => self.warnings += 1,
+        }
+        true
+    }
+}
+
+/// Writes one finding: a JSON record, or `path:line: severity: kind: message [call_id]` (a
+/// dataset finding's message starts with the message it is about: `message 2: ...`).
+pub fn write_finding(out: &mut impl Write, format: OutputFormat, paint: Paint, file: &str, fmt: Option<Format>, f: &Finding) -> anyhow::Result<()> {
     match format {
         OutputFormat::Json => {
             serde_json::to_writer(&mut *out, &FindingRecord::new(file, fmt, f)).context("writing output")?;
@@ -244,8 +277,8 @@ fn write_finding(out: &mut impl Write, format: OutputFormat, file: &str, fmt: Op
         }
         OutputFormat::Text => {
             let call = f.call_id.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
-            let at = f.message_index.map(|m| format!(" message {m}:")).unwrap_or_default();
-            writeln!(out, "{file}:{}:{at} {}: {}: {}{call}", f.line, f.severity.as_str(), f.kind, f.message)?;
+            let at = f.message_index.map(|m| format!("message {m}: ")).unwrap_or_default();
+            writeln!(out, "{}", paint.at(file, f.line, f.severity.as_str(), f.kind.as_str(), &format!("{at}{}{call}", f.message)))?;
         }
     }
     Ok(())

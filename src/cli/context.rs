@@ -3,7 +3,7 @@
 
 use super::input::FileArgs;
 use super::output::human_bytes;
-use super::Exit;
+use super::{Exit, OutputFormat};
 use crate::sources::batch::Input;
 use crate::sources::reverse::{self, FileSource, PageSource, ReadStats};
 use crate::transcript::canonical::{Canonical, Mode};
@@ -23,9 +23,6 @@ pub struct Args {
     /// session_meta line, then the lines from the cut to the end).
     #[arg(long)]
     pub raw: bool,
-    /// No summary on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
 }
 
 /// A finished backward scan of one source.
@@ -42,12 +39,21 @@ pub struct Scanned {
 }
 
 impl Scanned {
-    /// Where a skipped line is, for people: its line number when known, else its offset.
-    pub fn locate(&self, s: &Skipped) -> String {
+    /// The line number of a skipped line, when the read reached the start of the file.
+    pub fn line_of(&self, s: &Skipped) -> Option<u64> {
         match self.total_lines {
-            Some(total) if s.from_end > 0 => format!("line {}", total + 1 - s.from_end),
-            _ if s.from_end > 0 => format!("byte {} (line {} from the end)", s.offset, s.from_end),
-            _ => format!("byte {}", s.offset),
+            Some(total) if s.from_end > 0 => Some(total + 1 - s.from_end),
+            _ => None,
+        }
+    }
+
+    /// Where a skipped line is when its number is not known (the read stopped before the start
+    /// of the file): its byte offset, and how far from the end it is.
+    pub fn locate(&self, s: &Skipped) -> String {
+        if s.from_end > 0 {
+            format!("at byte {}, line {} from the end", s.offset, s.from_end)
+        } else {
+            format!("at byte {}", s.offset)
         }
     }
 }
@@ -66,6 +72,12 @@ pub fn scan(source: &mut impl PageSource, format: Option<Format>, max_line_bytes
 
 /// Writes the context: canonical records, or the lines verbatim with `raw`.
 pub fn write(context: &Context, raw: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    write_as(context, raw, false, out)
+}
+
+/// Writes the context: canonical records (as text for people with `text`), or the lines
+/// verbatim with `raw`.
+pub fn write_as(context: &Context, raw: bool, text: bool, out: &mut impl Write) -> anyhow::Result<()> {
     if raw {
         for l in &context.lines {
             out.write_all(&l.bytes)?;
@@ -83,9 +95,21 @@ pub fn write(context: &Context, raw: bool, out: &mut impl Write) -> anyhow::Resu
     };
     let mut c = Canonical::new(format, Mode::Context);
     let mut result = Ok(());
+    // A record comes in pieces; as text, it is rendered once whole (it ends with its newline:
+    // JSON has none inside).
+    let mut record = Vec::new();
     let mut emit = |r: &[u8]| {
-        if result.is_ok() {
+        if result.is_err() {
+            return;
+        }
+        if !text {
             result = out.write_all(r);
+            return;
+        }
+        record.extend_from_slice(r);
+        if record.ends_with(b"\n") {
+            result = super::render::canonical(out, &record, format);
+            record.clear();
         }
     };
     if context.claude_fields.len() == context.lines.len() && format == Format::ClaudeCode {
@@ -104,30 +128,42 @@ pub fn write(context: &Context, raw: bool, out: &mut impl Write) -> anyhow::Resu
 
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let FileArgs { file, format, max_line_bytes } = &args.input;
-    let name = args.input.input().display();
-    let scanned = if args.input.input() == Input::Stdin {
+    let FileArgs { file, read, out: out_args } = &args.input;
+    let input = args.input.input();
+    let name = input.display();
+    let text = match (args.raw, out_args.format_or(OutputFormat::Json)) {
+        (true, OutputFormat::Text) => anyhow::bail!("--raw prints the lines as written: -o text does not apply"),
+        (_, f) => f == OutputFormat::Text,
+    };
+    let scanned = if input == Input::Stdin {
         let mut buf = Vec::new();
         std::io::stdin().lock().read_to_end(&mut buf).context("reading stdin")?;
-        scan(&mut &buf[..], *format, *max_line_bytes, reverse::FIRST_PAGE)
+        scan(&mut &buf[..], read.format, read.max_line_bytes, reverse::FIRST_PAGE)
     } else {
         let f = crate::sources::regular::open_file(file).with_context(|| format!("{name}: cannot open"))?;
-        scan(&mut FileSource::new(f)?, *format, *max_line_bytes, reverse::FIRST_PAGE)
+        scan(&mut FileSource::new(f)?, read.format, read.max_line_bytes, reverse::FIRST_PAGE)
     }
     .with_context(|| format!("{name}: read failed"))?;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(256 << 10, stdout.lock());
-    write(&scanned.context, args.raw, &mut out)?;
+    let mut out = out_args.stdout();
+    write_as(&scanned.context, args.raw, text, &mut out).with_context(|| name.clone())?;
     out.flush()?;
     let mut skipped: Vec<&Skipped> = scanned.context.skipped.iter().collect();
     skipped.sort_by_key(|s| s.offset);
-    for s in &skipped {
-        eprintln!("{name}: {}: {}: {}", scanned.locate(s), s.kind, s.message);
+    let paint = super::style::stderr();
+    if !out_args.quiet {
+        for s in &skipped {
+            let line = scanned.line_of(s);
+            let message = match line {
+                Some(_) => s.message.clone(),
+                None => format!("{} ({})", s.message, scanned.locate(s)),
+            };
+            eprintln!("{}", paint.at(&name, line.unwrap_or(0), "error", s.kind.as_str(), &message));
+        }
+        if scanned.context.head_missing {
+            eprintln!("{}", paint.note(&name, 1, "warning", "the rollout's first line is not a session_meta; the context starts without it"));
+        }
     }
-    if scanned.context.head_missing {
-        eprintln!("{name}: warning: the rollout's first line is not a session_meta; the context starts without it");
-    }
-    if !args.quiet {
+    if out_args.summary() {
         let cut = match scanned.context.cut {
             Cut::Whole => "no compaction bounds it: the whole file".to_owned(),
             Cut::Bounded { offset } => format!("cut at byte {offset}"),

@@ -3,7 +3,7 @@
 //! reads the whole file forward; never feed its output to a model as the resume seed.
 
 use super::input::{read_forward, FileArgs};
-use super::Exit;
+use super::{Exit, OutputFormat};
 use crate::sources::batch::Input;
 use crate::transcript::canonical::{Canonical, Mode};
 use crate::transcript::checker::Outcome;
@@ -24,8 +24,19 @@ pub struct Args {
     pub raw: bool,
 }
 
+/// What [`history`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Render {
+    /// Canonical records, one JSON object per line (the default).
+    Canonical,
+    /// The conversation and compaction lines verbatim (`--raw`).
+    Raw,
+    /// Readable lines for people (`-o text`), as `show --history` prints them.
+    Text,
+}
+
 /// Reads `input` and writes its history to `out`; returns the lines that could not be read.
-pub fn history(input: &Input, format: Option<Format>, max_line_bytes: usize, raw: bool, out: &mut impl Write) -> anyhow::Result<Vec<Finding>> {
+pub fn history(input: &Input, format: Option<Format>, max_line_bytes: usize, render: Render, out: &mut impl Write) -> anyhow::Result<Vec<Finding>> {
     let mut forward = Forward::new(format, max_line_bytes);
     let mut canonical: Option<Canonical> = None;
     let mut faults = Vec::new();
@@ -39,7 +50,21 @@ pub fn history(input: &Input, format: Option<Format>, max_line_bytes: usize, raw
         Outcome::Fault(f) => faults.push(f),
         Outcome::Undetected(_) | Outcome::Dataset(..) => {}
         Outcome::Parsed(n, p) => {
-            if raw {
+            if render == Render::Text {
+                let mut text = Vec::new();
+                let rendered = match (&p.entry, format) {
+                    (Entry::Message(m), Some(f)) => super::render::entry(&mut text, n, m.role, bytes, f),
+                    (Entry::Compaction { .. }, _) => super::render::compaction(&mut text, n),
+                    _ => Ok(()),
+                };
+                match rendered {
+                    Ok(()) => emit(&text, &mut written),
+                    Err(e) if written.is_ok() => written = Err(e),
+                    Err(_) => {}
+                }
+                return;
+            }
+            if render == Render::Raw {
                 if matches!(p.entry, Entry::Message(_) | Entry::Compaction { .. }) {
                     emit(bytes, &mut written);
                     emit(b"\n", &mut written);
@@ -62,13 +87,21 @@ pub fn history(input: &Input, format: Option<Format>, max_line_bytes: usize, raw
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let input = args.input.input();
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(256 << 10, stdout.lock());
-    let faults = history(&input, args.input.format, args.input.max_line_bytes, args.raw, &mut out)?;
+    let FileArgs { read, out: out_args, .. } = &args.input;
+    let render = match (args.raw, out_args.format_or(OutputFormat::Json)) {
+        (true, OutputFormat::Text) => anyhow::bail!("--raw prints the lines as written: -o text does not apply"),
+        (true, _) => Render::Raw,
+        (false, OutputFormat::Json) => Render::Canonical,
+        (false, OutputFormat::Text) => Render::Text,
+    };
+    let mut out = out_args.stdout();
+    let faults = history(&input, read.format, read.max_line_bytes, render, &mut out)?;
     out.flush()?;
-    let name = input.display();
-    for f in &faults {
-        eprintln!("{name}:{}: {}: {}: {}", f.line, f.severity.as_str(), f.kind, f.message);
+    if !out_args.quiet {
+        let (name, paint) = (input.display(), super::style::stderr());
+        for f in &faults {
+            eprintln!("{}", paint.at(&name, f.line, f.severity.as_str(), f.kind.as_str(), &f.message));
+        }
     }
     Ok(if faults.is_empty() { Exit::Clean } else { Exit::Findings })
 }

@@ -1,6 +1,7 @@
 //! What the verbs over one transcript share: the file arguments, and reading a transcript
 //! forward through the core's [`Forward`] reader.
 
+use super::args::{OutputArgs, ReadArgs};
 use crate::sources::batch::{self, Input};
 use crate::transcript::checker::Outcome;
 use crate::transcript::forward::Forward;
@@ -8,17 +9,17 @@ use crate::transcript::Format;
 use anyhow::Context as _;
 use std::path::PathBuf;
 
-/// The transcript a verb reads, and how.
+/// The transcript a verb reads, how, and how its results are written.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FileArgs {
     /// The transcript file, or `-` for stdin.
     pub file: PathBuf,
-    /// The transcript format; detected from its lines when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
-    /// Lines longer than this are left out and reported (e.g. 64MiB).
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
+    /// How the transcript is read.
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// How results are written (default: JSON records; -o text: readable lines).
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 impl FileArgs {

@@ -1,18 +1,23 @@
 //! The command line: one module per verb, and the exit-code contract shared by all of them.
 
+pub mod args;
 pub mod check;
+pub mod completions;
 pub mod context;
-pub mod dataset_repair;
 pub mod history;
 pub mod input;
+pub mod man;
 pub mod orphans;
 pub mod output;
+pub mod render;
 pub mod repair;
+pub mod repair_stdin;
 pub mod report;
 pub mod run;
 pub mod sessions;
 pub mod show;
 pub mod stats;
+pub mod style;
 pub mod usage;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -25,9 +30,13 @@ pub struct Cli {
     /// The verb.
     #[command(subcommand)]
     pub command: Command,
-    /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    /// Log format on stderr: text, or one JSON object per line (for log collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
     pub log_format: LogFormat,
+    /// Colour in output and logs: auto (only on a terminal, and not when NO_COLOR is set),
+    /// always or never.
+    #[arg(long, global = true, value_enum, default_value_t = style::ColorChoice::Auto, value_name = "WHEN")]
+    pub color: style::ColorChoice,
 }
 
 /// Log line format.
@@ -81,6 +90,10 @@ pub enum Command {
     Stats(stats::Args),
     /// Token usage by model (each API message once, with its final usage), without the daemon.
     Usage(usage::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
+    /// Print the manual page (roff), or write one page per verb into a directory.
+    Man(man::Args),
 }
 
 /// How a verb ended, when it did not fail.
@@ -95,6 +108,7 @@ pub enum Exit {
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    style::init(cli.color);
     init_tracing(cli.log_format);
     let result = match cli.command {
         Command::Check(a) => check::run(a),
@@ -109,20 +123,26 @@ pub fn main() -> ExitCode {
         Command::Stats(a) => stats::run(a),
         Command::Report(a) => report::run(a),
         Command::Usage(a) => usage::run(a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => man::run(a),
     };
     match result {
         Ok(Exit::Clean) => ExitCode::SUCCESS,
         Ok(Exit::Findings) => ExitCode::from(1),
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("transcriptd: error: {e:#}");
+            style::error(chain(&e));
             ExitCode::from(2)
         }
     }
 }
 
+pub use crate::error::chain;
+
 fn init_tracing(format: LogFormat) {
-    crate::telemetry::init_tracing(format == LogFormat::Json);
+    // ANSI codes only where a person reads them: never into a file, the journal or a container
+    // log (stderr is no terminal there), nor when NO_COLOR or --color never says so.
+    crate::telemetry::init_tracing(format == LogFormat::Json, style::stderr().on);
 }
 
 pub use crate::config::parse_size;

@@ -1,14 +1,18 @@
 //! `transcriptd orphans`: the calls of each transcript's last assistant turn that have no
 //! result, with what each tool does and a suggested handling.
 
+use super::args::FindingArgs;
+use super::output::plural;
+use super::style::Paint;
 use super::{Exit, OutputFormat};
 use crate::config::tools::ToolRegistry;
 use crate::sources::batch::{self, Input};
 use crate::transcript::checker::Outcome;
 use crate::transcript::forward::Forward;
 use crate::transcript::stages::orphans::{classify, Handling, OpenCall, Orphan, OrphanScan, Policy};
-use crate::transcript::Format;
+use crate::transcript::{Format, Kind, Severity};
 use anyhow::Context as _;
+use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
@@ -21,29 +25,20 @@ pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
     /// standard locations, ~/.claude/projects and ~/.codex/sessions.
     pub paths: Vec<PathBuf>,
-    /// Tool registry (TOML: tool name or glob = "none" | "read" | "write" | "external");
-    /// default: the built-in copy of config/tools.toml.
-    #[arg(long)]
+    /// Tool registry: a TOML file with a [tools] table of tool name or glob = "none" | "read" |
+    /// "write" | "external"; default: the built-in copy of config/tools.toml.
+    #[arg(long, value_name = "FILE")]
     pub registry: Option<PathBuf>,
     /// `suggest`: redo calls that only read, abort the others; `skip`: mark every orphan skip.
     #[arg(long, value_enum, default_value_t = PolicyArg::Suggest)]
     pub policy: PolicyArg,
-    /// Orphans as readable lines, or one JSON object per line.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
-    /// The transcript format; detected per file from its first lines when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
     /// Treat files as live: a call at the tail of a file modified less than this long ago is
     /// still running, not an orphan (e.g. 30s). Default 0: files are complete.
-    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub grace: Duration,
-    /// Lines longer than this are skipped (e.g. 64MiB).
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
-    /// No summary on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    /// How transcripts are read, which findings, how results are written.
+    #[command(flatten)]
+    pub common: FindingArgs,
 }
 
 /// `--policy`.
@@ -61,8 +56,22 @@ struct Record<'a> {
     file: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     format: Option<Format>,
+    /// Always `orphan_call` (what `--kind` selects on).
+    kind: Kind,
+    /// `error` for an orphan, `warning` for a paused call.
+    severity: Severity,
     #[serde(flatten)]
     orphan: &'a Orphan,
+}
+
+/// The severity of a reported call: an orphan is an error (exit 1); a paused call, listed in
+/// `pending.json`, and a call still in flight are warnings.
+fn severity_of(o: &Orphan) -> Severity {
+    if o.handling == Handling::Paused {
+        Severity::Warning
+    } else {
+        Severity::Error
+    }
 }
 
 /// The open calls of one transcript.
@@ -143,15 +152,21 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     let found = batch::expand(&paths);
     let inputs = &found.inputs;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let unreadable = super::output::report_skipped(&mut out, args.output, &found.skipped)? as u64;
+    let filter = args.common.filter.filter();
+    let (format, paint, err_paint) = (args.common.out.format(), args.common.out.paint(), super::style::stderr());
+    let mut out = args.common.out.stdout();
+    let unreadable = super::output::report_skipped(&mut out, &args.common.out, &found.skipped)? as u64;
+    super::output::warn_empty_dirs(&args.common.out, &found.empty_dirs);
+    // Files are scanned on every job; what they hold is reported in path order.
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.common.read.jobs()).build().context("starting worker threads")?;
+    let scans: Vec<anyhow::Result<Scanned>> = pool
+        .install(|| inputs.par_iter().with_max_len(1).map(|input| scan(input, args.common.read.format, args.common.read.max_line_bytes, args.grace)).collect());
     let mut paused_by_dir: BTreeMap<PathBuf, HashSet<String>> = BTreeMap::new();
-    let (mut failed, mut orphans, mut paused, mut in_flight) = (0u64, 0u64, 0u64, 0u64);
+    let (mut failed, mut orphans, mut paused, mut in_flight, mut hidden) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut by_handling: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for input in inputs {
+    for (input, scanned) in inputs.iter().zip(scans) {
         let name = input.display();
-        let scanned = scan(input, args.format, args.max_line_bytes, args.grace).and_then(|s| {
+        let scanned = scanned.and_then(|s| {
             let dir = input.path().and_then(Path::parent).map(Path::to_path_buf);
             let listed = match dir {
                 Some(d) => match paused_by_dir.get(&d) {
@@ -171,65 +186,70 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             Err(e) => {
                 failed += 1;
                 out.flush()?;
-                eprintln!("transcriptd: error: {e:#}");
+                super::style::error(super::chain(&e));
                 continue;
             }
         };
-        in_flight += scanned.in_flight.len() as u64;
         for o in classify(&scanned.orphans, |t| registry.side_effect(t), &listed, policy) {
+            if !filter.keeps(Kind::OrphanCall, severity_of(&o)) {
+                hidden += 1;
+                continue;
+            }
             if o.handling == Handling::Paused {
                 paused += 1;
             } else {
                 orphans += 1;
                 *by_handling.entry(o.handling.as_str()).or_default() += 1;
             }
-            write_orphan(&mut out, args.output, &name, scanned.format, &o)?;
+            write_orphan(&mut out, format, paint, &name, scanned.format, &o)?;
         }
-        if !scanned.in_flight.is_empty() && !args.quiet {
-            out.flush()?;
-            for c in &scanned.in_flight {
-                eprintln!("{name}:{}: call to `{}` [{}] is still within the {:?} grace period", c.line, c.name, c.id, args.grace);
+        for c in &scanned.in_flight {
+            if !filter.keeps(Kind::OrphanCall, Severity::Warning) {
+                hidden += 1;
+                continue;
+            }
+            in_flight += 1;
+            if !args.common.out.quiet {
+                out.flush()?;
+                let what = format!("call to `{}` [{}] is still within the {} grace period", c.name, c.id, humantime::format_duration(args.grace));
+                eprintln!("{}", err_paint.at(&name, c.line, "warning", Kind::OrphanCall.as_str(), &what));
             }
         }
     }
     out.flush()?;
-    if !args.quiet {
+    if args.common.out.summary() {
         let handlings: Vec<String> = by_handling.iter().map(|(h, n)| format!("{n} {h}")).collect();
         let detail = if handlings.is_empty() { String::new() } else { format!(" ({})", handlings.join(", ")) };
         eprintln!(
-            "scanned {} file{}: {orphans} orphan{}{detail}, {paused} paused, {in_flight} in flight{}",
+            "scanned {} file{}: {orphans} orphan{}{detail}, {paused} paused, {in_flight} in flight{}{}",
             inputs.len(),
-            if inputs.len() == 1 { "" } else { "s" },
-            if orphans == 1 { "" } else { "s" },
+            plural(inputs.len() as u64),
+            plural(orphans),
+            if hidden > 0 { format!(" ({hidden} more not shown: --severity/--kind)") } else { String::new() },
             if failed + unreadable > 0 { format!("; {} could not be scanned", failed + unreadable) } else { String::new() },
         );
     }
     if failed + unreadable > 0 {
         let n = failed + unreadable;
-        anyhow::bail!("{n} input{} could not be scanned", if n == 1 { "" } else { "s" });
+        anyhow::bail!("{n} input{} could not be scanned", plural(n));
     }
     Ok(if orphans > 0 { Exit::Findings } else { Exit::Clean })
 }
 
-fn write_orphan(out: &mut impl Write, format: OutputFormat, file: &str, fmt: Option<Format>, o: &Orphan) -> anyhow::Result<()> {
+fn write_orphan(out: &mut impl Write, format: OutputFormat, paint: Paint, file: &str, fmt: Option<Format>, o: &Orphan) -> anyhow::Result<()> {
+    let severity = severity_of(o);
     match format {
         OutputFormat::Json => {
-            serde_json::to_writer(&mut *out, &Record { file, format: fmt, orphan: o }).context("writing output")?;
+            serde_json::to_writer(&mut *out, &Record { file, format: fmt, kind: Kind::OrphanCall, severity, orphan: o }).context("writing output")?;
             out.write_all(b"\n")?;
         }
-        OutputFormat::Text if o.handling == Handling::Paused => {
-            writeln!(out, "{file}:{}: paused: call to `{}` [{}] is listed in pending.json", o.line, o.tool, o.call_id)?;
-        }
         OutputFormat::Text => {
-            writeln!(
-                out,
-                "{file}:{}: orphan: call to `{}` [{}] has no result; side effect {}: {}",
-                o.line,
-                o.tool,
-                o.call_id,
-                o.side_effect.as_str(),
-                o.handling.as_str()
-            )?;
+            let what = if o.handling == Handling::Paused {
+                format!("call to `{}` [{}] is paused: listed in pending.json", o.tool, o.call_id)
+            } else {
+                format!("call to `{}` [{}] has no result; side effect {}: {}", o.tool, o.call_id, o.side_effect.as_str(), o.handling.as_str())
+            };
+            writeln!(out, "{}", paint.at(file, o.line, severity.as_str(), Kind::OrphanCall.as_str(), &what))?;
         }
     }
     Ok(())

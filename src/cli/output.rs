@@ -1,6 +1,7 @@
 //! Writing results: the JSON record of a finding (the public contract shared by `check
 //! --output json` and the daemon's stdout sink) and broken-pipe handling.
 
+use super::args::OutputArgs;
 use super::OutputFormat;
 use crate::sources::batch::{SkipReason, Skipped};
 use crate::transcript::{Finding, Format};
@@ -51,17 +52,32 @@ impl<'a> SkipRecord<'a> {
 }
 
 /// Reports the paths a walk skipped: a line on stderr each and, with `--output json`, a
-/// [`SkipRecord`] on `out`. Returns how many are errors (the verb exits 2 at its end).
-pub fn report_skipped(out: &mut impl Write, format: OutputFormat, skipped: &[Skipped]) -> anyhow::Result<usize> {
+/// [`SkipRecord`] on `out`. Returns how many are errors (the verb exits 2 at its end). With
+/// `--quiet` only the errors are printed.
+pub fn report_skipped(out: &mut impl Write, args: &OutputArgs, skipped: &[Skipped]) -> anyhow::Result<usize> {
     for s in skipped {
         let record = SkipRecord::new(s);
-        eprintln!("transcriptd: {}: {}: {}", record.severity, record.file, s.message);
-        if format == OutputFormat::Json {
+        if s.error {
+            super::style::error(format_args!("{}: {}", record.file, s.message));
+        } else if !args.quiet {
+            super::style::warning(format_args!("{}: {}", record.file, s.message));
+        }
+        if args.format() == OutputFormat::Json {
             serde_json::to_writer(&mut *out, &record)?;
             out.write_all(b"\n")?;
         }
     }
     Ok(skipped.iter().filter(|s| s.error).count())
+}
+
+/// Warns about directories given that hold no `*.jsonl` file: nothing was read from them.
+pub fn warn_empty_dirs(args: &OutputArgs, dirs: &[std::path::PathBuf]) {
+    if args.quiet {
+        return;
+    }
+    for d in dirs {
+        super::style::warning(format_args!("{}: no *.jsonl file in this directory or below it: nothing was read from it", d.display()));
+    }
 }
 
 /// Whether an error is (or wraps) a broken pipe: the reader of our stdout went away, as with

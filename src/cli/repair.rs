@@ -1,106 +1,65 @@
-//! `transcriptd repair`: make transcripts resumable again, losing nothing.
-//!
-//! Per file: one pass that checks, plans and rewrites into a temporary file beside the
-//! destination (the core's [`StreamRepair`]; a clean prefix is not written until the first edit,
-//! then copied by the kernel; when that pass gives up, the plan is finished and the file
-//! rewritten in a second pass), add what was removed or changed to `<name>.rejects.jsonl`,
-//! then rename the new file into place. When the plan says its edits may have created new findings, the
-//! output is checked and planned again (at most [`MAX_ROUNDS`] rewrites; [`Rounds`] keeps the
-//! report, the dry run and the rejects in the input's own line numbers). `--dry-run` runs the
-//! same rounds into a scratch directory and prints every edit they make.
-//!
-//! The filesystem side trusts nothing (see README, "Guarantees"):
-//! - The input is opened once, as a regular file ([`regular::open`]), and every pass reads that
-//!   descriptor up to the length the first pass read: one snapshot, whatever is appended.
-//! - The idle guard holds to the end: just before the swap the file's identity, size and
-//!   modification time are checked again ([`Guard`]); a file that changed is not replaced, but
-//!   repaired again (at most [`ATTEMPTS`] times), so the guards apply anew, or reported.
-//! - A file another process holds open for writing ([`holders`]) is not repaired in place.
-//!   With `--force` it is, covering its complete lines only, and after the swap the bytes a
-//!   writer appends to the old file (the writer's descriptor still points at it) are carried
-//!   into the new one until the writer closes it ([`follow_old`], at most [`FOLLOW_MAX`]). An
-//!   old file that grew is never deleted, even with `--no-backup`.
-//! - Order on disk: the new file is synced, the rejects file replaced (old records + new ones,
-//!   atomically, never through a link), the backup linked, the last check made, the rename
-//!   done. A `kill -9` at any moment leaves the file intact or replaced; a run after it finds
-//!   the records and the backup already there and does not add them twice.
-//! - Owner, group and mode are kept; a symbolic link given to `--in-place` keeps pointing at
-//!   its target, which is repaired; `--out` never reaches an input by another spelling, and two
-//!   inputs never share an output.
+//! `transcriptd repair`: the command line of the repair driver ([`crate::repair`]), which does
+//! the work and holds the guarantees (README, "Guarantees").
 
+use super::args::{OutputArgs, ReadArgs};
 use super::output::human_bytes;
 use super::{Exit, OutputFormat};
-use crate::sinks::atomic::{self, AtomicFile, Keep, Merged, Spool};
-use crate::sources::batch::{self, Input, Skipped};
-use crate::sources::holders::{self, Holder};
-use crate::sources::regular::{self, Follow, Identity, ReadAt};
-use crate::transcript::stages::dataset::repair::{Action, Policy as DatasetPolicy};
-use crate::transcript::stages::repair::{
-    Emit, OrphanPolicy, Plan, Planner, Rest, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Step, StreamRepair, Unrepaired,
-};
-use crate::transcript::{Checker, Format, Options};
+use crate::sources::batch;
+use crate::transcript::stages::dataset::repair::Policy as DatasetPolicy;
+use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::Options;
 use anyhow::Context;
 use rayon::prelude::*;
-use serde::Serialize;
-use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::{IsTerminal, Read, Write};
-use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
 
-pub use crate::transcript::stages::repair::MAX_ROUNDS;
-
-/// Repairs of one file that changed while it was repaired before it is reported as skipped.
-pub const ATTEMPTS: usize = 3;
-
-/// How long an in-place repair keeps carrying what a writer appends to the old file after the
-/// swap, waiting for it to close the file.
-pub const FOLLOW_MAX: Duration = Duration::from_secs(10);
-
-/// After the old file grew with no writer in sight (one this process cannot see), how long it
-/// must stay quiet before the carrying stops.
-const QUIET: Duration = Duration::from_millis(200);
+pub use crate::repair::*;
 
 /// Arguments of `transcriptd repair`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("dest").required(true).args(["out", "in_place", "dry_run"])))]
 pub struct Args {
-    /// Files or directories (searched recursively for *.jsonl).
+    /// Files or directories (searched recursively for *.jsonl), or `-`: standard input,
+    /// repaired onto standard output (with --rejects FILE for what is removed).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Write repaired files under DIR, mirroring the input tree (clean files are copied). DIR
     /// must not be, or reach by any spelling, an input directory; two inputs must not map to one
     /// output.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "in_place")]
     pub out: Option<PathBuf>,
     /// Replace the files themselves, keeping the original as <name><suffix> (a symbolic link
     /// keeps pointing at its target, which is repaired; owner, group and mode are kept).
     #[arg(long)]
     pub in_place: bool,
+    /// With `-` (standard input): the file the removed and changed lines go to (JSON lines, as
+    /// <name>.rejects.jsonl; an existing file keeps its records and gets the new ones after
+    /// them, replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    pub rejects: Option<PathBuf>,
     /// Suffix of the backup --in-place keeps.
-    #[arg(long, default_value = ".orig")]
+    #[arg(long, default_value = ".orig", value_name = "SUFFIX")]
     pub backup_suffix: String,
     /// With --in-place, keep no backup (the rejects file still keeps every removed line; an old
     /// file a writer appended to during the repair is kept all the same).
     #[arg(long, requires = "in_place")]
     pub no_backup: bool,
     /// Print the plan, one JSON action per line, and write nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["out", "in_place"])]
     pub dry_run: bool,
     /// What to do with calls still pending at the end: answer them with an "interrupted" error
     /// result, drop them, or keep them (the file then stays not fully repaired).
-    #[arg(long, default_value = "answer", value_parser = clap::value_parser!(OrphanPolicy))]
+    #[arg(long, default_value = "answer", value_parser = clap::value_parser!(OrphanPolicy), value_name = "POLICY")]
     pub orphans: OrphanPolicy,
     /// Datasets (one conversation per line): what to do with a line whose conversation has
     /// errors: drop it, truncate the conversation before its first break, or answer its calls
     /// without results. A line the policy cannot make clean is dropped.
-    #[arg(long, default_value = "drop", value_parser = clap::value_parser!(DatasetPolicy))]
+    #[arg(long, default_value = "drop", value_parser = clap::value_parser!(DatasetPolicy), value_name = "POLICY")]
     pub dataset_policy: DatasetPolicy,
     /// Skip files modified more recently than this: they may still be written. Files that change
     /// while repaired, and (in place) files another process holds open for writing, are skipped
     /// too.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub min_idle: Duration,
     /// Repair files even if they are live. In place, lines a writer appends to the old file
     /// during the repair are carried into the repaired one; the old file is kept if it grew.
@@ -110,21 +69,13 @@ pub struct Args {
     /// Indexed Jobs: N pods cover every file exactly once.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     pub shard: Option<(u64, u64)>,
-    /// The transcript format; detected per file when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
-    /// Lines longer than this are removed as line_too_long.
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
-    /// Worker threads (default: every core).
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
-    /// A readable summary, or one JSON report per file.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
-    /// No summary on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    /// How transcripts are read (--max-line-bytes: longer lines are removed as line_too_long;
+    /// --jobs: files repaired in parallel).
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// How results are written (-o json: one JSON report per file).
+    #[command(flatten)]
+    pub out_args: OutputArgs,
 }
 
 fn parse_shard(s: &str) -> Result<(u64, u64), String> {
@@ -136,1008 +87,23 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     Ok((i, n))
 }
 
-/// Whether `rel` (a path relative to the root it was found under) belongs to shard `i` of `n`.
-pub fn in_shard(rel: &Path, (i, n): (u64, u64)) -> bool {
-    xxhash_rust::xxh3::xxh3_64(rel.to_string_lossy().as_bytes()) % n == i
-}
-
-/// One file to repair.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// The transcript.
-    pub input: PathBuf,
-    /// Where the repaired file goes (the input itself with --in-place).
-    pub output: PathBuf,
-    /// The path relative to the root it was found under (for shards and reports).
-    pub rel: PathBuf,
-}
-
-/// How a file ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Nothing to repair.
-    Clean,
-    /// Repaired completely.
-    Repaired,
-    /// Some findings could not be repaired (see `unrepaired`).
-    Partial,
-    /// Planned only (--dry-run).
-    Planned,
-    /// Skipped: modified within --min-idle.
-    Skipped,
-    /// An IO error.
-    Failed,
-}
-
-/// The report of one file.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    /// The input.
-    pub file: String,
-    /// Where the result went.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output: Option<String>,
-    /// How it ended.
-    pub status: Status,
-    /// Its format.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub format: Option<Format>,
-    /// Edits planned, over every round.
-    pub edits: usize,
-    /// Rewrites made (a later one when the edits of the one before left new findings).
-    pub rounds: usize,
-    /// What the rewrite did (all rounds).
-    pub lines: RewriteStats,
-    /// Findings left.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub unrepaired: Vec<Unrepaired>,
-    /// Why it was skipped or failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// The backup of the original (`--in-place`), when one is kept.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<String>,
-    /// What a writer appended to the old file during an in-place repair, carried into the new
-    /// one.
-    #[serde(skip_serializing_if = "Carried::is_empty")]
-    pub carried: Carried,
-    /// What else happened that the user must know: a link followed, other hard links that keep
-    /// the old content, a writer still writing to the old file, a backup kept despite
-    /// `--no-backup`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// The edits of every round, for --dry-run.
-    #[serde(skip)]
-    pub plan: Vec<RoundEdit>,
-    /// Lines whose `parentUuid` is re-pointed, for --dry-run.
-    #[serde(skip)]
-    pub reparented: Vec<u64>,
-    /// Datasets: the lines removed or replaced (the plan, for --dry-run).
-    #[serde(skip)]
-    pub dataset_actions: Vec<Action>,
-}
-
-impl Report {
-    pub(crate) fn new(job: &Job, status: Status) -> Self {
-        Report {
-            file: job.input.display().to_string(),
-            output: None,
-            status,
-            format: None,
-            edits: 0,
-            rounds: 0,
-            lines: RewriteStats::default(),
-            unrepaired: Vec::new(),
-            message: None,
-            backup: None,
-            carried: Carried::default(),
-            notes: Vec::new(),
-            plan: Vec::new(),
-            reparented: Vec::new(),
-            dataset_actions: Vec::new(),
-        }
-    }
-
-    fn skipped(job: &Job, message: String) -> Self {
-        let mut r = Report::new(job, Status::Skipped);
-        r.message = Some(message);
-        r
-    }
-}
-
-/// Bytes appended to the old file during an in-place repair and carried into the new one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Carried {
-    /// Bytes.
-    pub bytes: u64,
-    /// Lines (newlines among them).
-    pub lines: u64,
-}
-
-impl Carried {
-    fn is_empty(&self) -> bool {
-        self.bytes == 0
-    }
-}
-
-/// Settings shared by every file.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Check options (format, line limit).
-    pub check: Options,
-    /// Orphan policy.
-    pub orphans: OrphanPolicy,
-    /// Plan only.
-    pub dry_run: bool,
-    /// Replace the input.
-    pub in_place: bool,
-    /// Backup suffix for --in-place, if a backup is kept.
-    pub backup: Option<String>,
-    /// Live-file guard.
-    pub min_idle: Duration,
-    /// Ignore the guard.
-    pub force: bool,
-}
-
-/// Plans the repair of a file: a check pass watched by the planner.
-pub fn plan_file(path: &Path, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Plan> {
-    let file = regular::open_file(path).with_context(|| format!("reading {}", path.display()))?;
-    plan_reader(&mut ReadAt::new(&file, 0, None), s, buf).with_context(|| format!("reading {}", path.display()))
-}
-
-/// Plans the repair of what `r` reads.
-fn plan_reader(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Plan> {
-    let mut c = Checker::observed(s.check.clone(), Planner::new(s.orphans));
-    batch::read_to_end(r, buf, |chunk| c.feed(chunk).is_ok())?;
-    let done = c.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(done.observer.into_plan(done.format))
-}
-
-/// Rewrites what `src` reads with `plan` into `dest`; rejects are added to `rejects` (none are
-/// written without it).
-fn rewrite(
-    src: &mut impl Read,
-    plan: &Plan,
-    s: &Settings,
-    dest: &mut AtomicFile,
-    mut rejects: Option<&mut Spool>,
-    buf: &mut Vec<u8>,
-) -> anyhow::Result<RewriteLog> {
-    let mut rw = Rewriter::new(plan, s.check.max_line_bytes);
-    if rejects.is_none() {
-        rw = rw.without_rejects();
-    }
-    let mut failed: Option<std::io::Error> = None;
-    let mut emit = |e: Emit<'_>| match e {
-        Emit::Out(b) => {
-            if failed.is_none() {
-                if let Err(err) = dest.write_all(b) {
-                    failed = Some(err);
-                }
-            }
-        }
-        Emit::Reject(b) => {
-            if let Some(r) = rejects.as_mut() {
-                r.push(b)
-            }
-        }
-    };
-    batch::read_to_end(src, buf, |chunk| {
-        rw.feed(chunk, &mut emit);
-        true
-    })
-    .context("reading")?;
-    let log = rw.finish(&mut emit);
-    if let Some(e) = failed {
-        return Err(e).with_context(|| format!("writing beside {}", dest.dest().display()));
-    }
-    dest.flush()?;
-    Ok(log)
-}
-
-/// Bytes read at a time by the one-pass repair.
-const READ: usize = 1 << 20;
-
-/// What the first round of a file's repair produced.
-pub(crate) struct FirstRound {
-    pub(crate) plan: Plan,
-    /// The output, when the plan has edits.
-    pub(crate) out: Option<AtomicFile>,
-    pub(crate) rejects: Spool,
-    pub(crate) log: RewriteLog,
-    /// Bytes of the input the round covered (its snapshot).
-    pub(crate) covered: u64,
-    /// Datasets: the lines removed or replaced (their plan is empty).
-    pub(crate) actions: Vec<Action>,
-}
-
-impl FirstRound {
-    /// Whether the round changed anything.
-    fn edited(&self) -> bool {
-        !self.plan.is_empty() || !self.actions.is_empty()
-    }
-}
-
-/// The output of the one-pass repair. Nothing is written until the first edit: up to then the
-/// output is the input, and that prefix is copied from the input by the kernel when the first
-/// edit comes (a clean file is never written at all).
-pub(crate) struct LazyOut<'a> {
-    input: &'a File,
-    dest: &'a Path,
-    keep: Keep,
-    pub(crate) file: Option<AtomicFile>,
-    same: u64,
-    pub(crate) rejects: Spool,
-    failed: Option<std::io::Error>,
-}
-
-impl<'a> LazyOut<'a> {
-    /// An output for `dest` that copies `input` up to the first edit.
-    pub(crate) fn new(input: &'a File, dest: &'a Path, keep: Keep) -> Self {
-        LazyOut { input, dest, keep, file: None, same: 0, rejects: Spool::new(dest, Spool::LIMIT), failed: None }
-    }
-
-    /// Opens the output, copying what was passed through so far.
-    pub(crate) fn open(&mut self) -> anyhow::Result<()> {
-        if self.file.is_none() {
-            let mut f = AtomicFile::create(self.dest, Some(self.keep)).with_context(|| format!("creating a temporary file beside {}", self.dest.display()))?;
-            f.copy_from(self.input, 0, self.same).with_context(|| format!("writing {}", self.dest.display()))?;
-            self.file = Some(f);
-        }
-        Ok(())
-    }
-
-    /// Writes an output or rejects piece.
-    pub(crate) fn emit(&mut self, e: Emit<'_>) {
-        match (e, &mut self.file) {
-            (Emit::Out(b), None) => self.same += b.len() as u64,
-            (Emit::Out(b), Some(f)) => {
-                if self.failed.is_none() {
-                    if let Err(err) = f.write_all(b) {
-                        self.failed = Some(err);
-                    }
-                }
-            }
-            (Emit::Reject(b), _) => self.rejects.push(b),
-        }
-    }
-
-    /// The first write error, if any.
-    pub(crate) fn check(&mut self) -> anyhow::Result<()> {
-        match self.failed.take() {
-            Some(e) => Err(e).with_context(|| format!("writing {}", self.dest.display())),
-            None => Ok(()),
-        }
-    }
-}
-
-/// The first round over `input` (`path`'s open descriptor), up to `limit` bytes or its end: in
-/// one pass (read once, written once) unless that pass gives up, then planned to the end and
-/// rewritten in a second pass over the same bytes.
-fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: &Settings, keep: Keep, buf: &mut Vec<u8>) -> anyhow::Result<FirstRound> {
-    let strict = |e: crate::transcript::StrictStop| anyhow::anyhow!("{}:{e}", path.display());
-    let mut stream = StreamRepair::new(&s.check, s.orphans);
-    let mut reader = ReadAt::new(input, 0, limit);
-    let mut win = batch::Window::new(buf, READ);
-    let mut out = LazyOut::new(input, output, keep);
-    let gave_up = loop {
-        let n = win.fill(&mut reader).with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            break stream.end().map_err(strict)?;
-        }
-        if let Some(why) = stream.read(win.fresh(n)).map_err(strict)? {
-            break Some(why);
-        }
-        if stream.edited() {
-            out.open()?;
-        }
-        match stream.write(win.held(), &mut |e| out.emit(e)) {
-            Step::Consumed(k) => win.consume(k),
-            Step::Abandon(why) => break Some(why),
-        }
-        out.check()?;
-    };
-    let Some(why) = gave_up else {
-        if stream.edited() {
-            out.open()?;
-        }
-        let (plan, log) = stream.finish(win.held(), &mut |e| out.emit(e));
-        out.check()?;
-        if let Some(f) = out.file.as_mut() {
-            f.flush().with_context(|| format!("writing {}", output.display()))?;
-        }
-        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions: Vec::new() });
-    };
-    tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
-    if buf.capacity() > 4 * READ {
-        // The window grew to hold up to HOLD_LIMIT bytes; the passes below read in chunks of the
-        // buffer's size, and a chunk that large would be copied again by the rewriter.
-        *buf = Vec::with_capacity(READ);
-    }
-    let plan = match stream.abandon() {
-        Rest::Planned(plan) => plan,
-        Rest::Planning(mut c) => {
-            // The rest of the file, from where the one pass stopped reading.
-            batch::read_to_end(&mut reader, buf, |chunk| c.feed(chunk).is_ok()).with_context(|| format!("reading {}", path.display()))?;
-            let done = c.finish().map_err(strict)?;
-            done.observer.into_plan(done.format)
-        }
-    };
-    let covered = reader.pos();
-    if plan.is_empty() {
-        return Ok(FirstRound { plan, out: None, rejects: out.rejects, log: RewriteLog::default(), covered, actions: Vec::new() });
-    }
-    let mut dest = AtomicFile::create(output, Some(keep)).with_context(|| format!("creating a temporary file beside {}", output.display()))?;
-    // What the abandoned pass put aside is written again by the second.
-    let mut rejects = Spool::new(output, Spool::LIMIT);
-    let log = rewrite(&mut ReadAt::new(input, 0, Some(covered)), &plan, s, &mut dest, Some(&mut rejects), buf).with_context(|| path.display().to_string())?;
-    Ok(FirstRound { plan, out: Some(dest), rejects, log, covered, actions: Vec::new() })
-}
-
-/// `<dir>/<stem>.rejects.jsonl` beside `output`.
-pub fn rejects_path(output: &Path) -> PathBuf {
-    let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let stem = name.strip_suffix(".jsonl").unwrap_or(&name);
-    output.with_file_name(format!("{stem}.rejects.jsonl"))
-}
-
-/// Repairs one file (a dataset under the default `drop` policy).
-pub fn repair_file(job: &Job, s: &Settings, buf: &mut Vec<u8>) -> Report {
-    repair_file_with(job, s, DatasetPolicy::default(), buf)
-}
-
-/// Repairs one file; a dataset under `policy`.
-pub fn repair_file_with(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>) -> Report {
-    match try_repair(job, s, policy, buf) {
-        Ok(r) => r,
-        Err(e) => {
-            let mut r = Report::new(job, Status::Failed);
-            r.message = Some(format!("{e:#}"));
-            r
-        }
-    }
-}
-
-/// How one attempt at a file ended.
-enum Attempt {
-    /// Reported (repaired, clean, skipped, planned).
-    Done(Box<Report>),
-    /// The file changed before the swap: nothing was replaced.
-    Changed(String),
-}
-
-fn try_repair(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>) -> anyhow::Result<Report> {
-    // --in-place on a symbolic link repairs its target and keeps the link.
-    let (path, link_note) = match s.in_place.then(|| std::fs::symlink_metadata(&job.input)) {
-        Some(Ok(m)) if m.file_type().is_symlink() => {
-            let target = std::fs::canonicalize(&job.input).with_context(|| format!("following the symbolic link {}", job.input.display()))?;
-            let note = format!("{} is a symbolic link: its target {} was repaired in place and the link kept", job.input.display(), target.display());
-            (target, Some(note))
-        }
-        _ => (job.input.clone(), None),
-    };
-    let output = if s.in_place { path.clone() } else { job.output.clone() };
-    let mut why = String::new();
-    for attempt in 0..ATTEMPTS {
-        match attempt_repair(job, &path, &output, s, policy, attempt, buf)? {
-            Attempt::Done(mut r) => {
-                if matches!(r.status, Status::Repaired | Status::Partial) {
-                    r.notes.splice(0..0, link_note);
-                }
-                return Ok(*r);
-            }
-            Attempt::Changed(w) => {
-                tracing::debug!(file = %path.display(), attempt, why = %w, "changed while being repaired: not replaced");
-                why = w;
-            }
-        }
-    }
-    Ok(Report::skipped(
-        job,
-        format!("it changed while being repaired ({why}), {ATTEMPTS} times: not replaced; it is still being written (repair it once it is idle)"),
-    ))
-}
-
-/// The end of the last complete line within the first `len` bytes of `file` (0 if none).
-fn complete_lines_end(file: &File, len: u64) -> std::io::Result<u64> {
-    let mut page = vec![0u8; 64 << 10];
-    let mut end = len;
-    while end > 0 {
-        let start = end.saturating_sub(page.len() as u64);
-        let part = &mut page[..(end - start) as usize];
-        file.read_exact_at(part, start)?;
-        if let Some(i) = memchr::memrchr(b'\n', part) {
-            return Ok(start + i as u64 + 1);
-        }
-        end = start;
-    }
-    Ok(0)
-}
-
-fn list(holders: &[Holder]) -> String {
-    holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
-}
-
-/// The last-moment check before a file is replaced.
-struct Guard<'a> {
-    file: &'a File,
-    path: &'a Path,
-    before: Identity,
-    /// Bytes the repair covered.
-    covered: u64,
-    /// The repair covers a prefix of a file being appended to (in place, `--force`): growth is
-    /// carried over, only a shrink or another file at the path is a change.
-    live: bool,
-}
-
-/// What [`Guard::check`] found.
-enum Checked {
-    /// Nothing changed: go on.
-    Unchanged,
-    /// The file changed: not replaced, repaired again.
-    Changed(String),
-    /// Another process opened it for writing: not replaced in place.
-    Held(Vec<Holder>),
-}
-
-impl Guard<'_> {
-    /// What changed since the file was read, if anything; in place without `--force`, also
-    /// whether another process opened it for writing.
-    fn check(&self, s: &Settings) -> std::io::Result<Checked> {
-        if s.force && !s.in_place {
-            // A copy of a snapshot is what was asked for: the input is not touched.
-            return Ok(Checked::Unchanged);
-        }
-        let now = Identity::of(&self.file.metadata()?);
-        // In place the path is the file itself (a link was resolved): its name must still be
-        // it. A --out input may be a link to it.
-        let at_path = if s.in_place { std::fs::symlink_metadata(self.path) } else { std::fs::metadata(self.path) };
-        match at_path {
-            Ok(m) if Identity::of(&m).same_file(&now) => {}
-            Ok(_) => return Ok(Checked::Changed("another file took its name".into())),
-            Err(e) => return Ok(Checked::Changed(format!("its name is gone: {e}"))),
-        }
-        if now.len < self.covered {
-            return Ok(Checked::Changed(format!("it shrank from {} to {} bytes", self.covered, now.len)));
-        }
-        if !self.live {
-            if now.len > self.covered {
-                return Ok(Checked::Changed(format!("it grew by {} bytes", now.len - self.covered)));
-            }
-            if now.mtime_ns != self.before.mtime_ns {
-                return Ok(Checked::Changed("it was modified".into()));
-            }
-        }
-        if s.in_place && !s.force {
-            let (w, _) = holders::writers_of(now.dev, now.ino);
-            if !w.is_empty() {
-                return Ok(Checked::Held(w));
-            }
-        }
-        Ok(Checked::Unchanged)
-    }
-}
-
-/// The report of a file another process holds open for writing.
-fn held(job: &Job, writers: &[Holder]) -> Report {
-    Report::skipped(
-        job,
-        format!(
-            "held open for writing by {}: not repaired in place, since the writer would go on writing to the old file (--force repairs it and carries over what the writer appends)",
-            list(writers)
-        ),
-    )
-}
-
-/// One attempt: read, repair into a temporary file, check again, swap.
-fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: DatasetPolicy, attempt: usize, buf: &mut Vec<u8>) -> anyhow::Result<Attempt> {
-    let (file, meta) = regular::open(path, Follow::Yes).with_context(|| format!("reading {}", path.display()))?;
-    let before = Identity::of(&meta);
-    let done = |r: Report| Ok(Attempt::Done(Box::new(r)));
-    if !s.force {
-        let age = meta.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).unwrap_or_default();
-        if age < s.min_idle {
-            let what = if attempt > 0 { "it changed while being repaired: modified" } else { "modified" };
-            return done(Report::skipped(
-                job,
-                format!(
-                    "{what} {}s ago, within --min-idle {}s: it may still be written (use --force to repair it anyway)",
-                    age.as_secs(),
-                    s.min_idle.as_secs()
-                ),
-            ));
-        }
-    }
-    // Without --force the checks before the swap look for writers (looks through /proc only
-    // for the files replaced, not for every file); with it, a writer decides how to read.
-    let writers = if s.in_place && s.force && !s.dry_run { holders::writers_of(before.dev, before.ino).0 } else { Vec::new() };
-    // A file being appended to is repaired up to its last complete line; the rest is carried.
-    let live = s.in_place && s.force && (!writers.is_empty() || attempt > 0);
-    let limit = if live { Some(complete_lines_end(&file, before.len).with_context(|| format!("reading {}", path.display()))?) } else { None };
-    let dataset = super::dataset_repair::dataset_of(&file, s).with_context(|| format!("reading {}", path.display()))?;
-    if let (true, Some(d)) = (s.dry_run, dataset) {
-        let actions =
-            super::dataset_repair::plan(&mut ReadAt::new(&file, 0, limit), d, policy, s, buf).with_context(|| format!("reading {}", path.display()))?;
-        let mut report = Report::new(job, if actions.is_empty() { Status::Clean } else { Status::Planned });
-        report.format = Some(Format::Dataset(d));
-        report.edits = actions.len();
-        report.dataset_actions = actions;
-        return done(report);
-    }
-    // A dry run makes the same rounds into a scratch directory, and keeps nothing.
-    let scratch = if s.dry_run { Some(tempfile::tempdir().context("creating a scratch directory for --dry-run")?) } else { None };
-    let scratch_out = scratch.as_ref().map(|d| d.path().join("dry-run.jsonl"));
-    let output = scratch_out.as_deref().unwrap_or(output);
-    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let keep = if s.dry_run { Keep::of(&meta, false) } else { Keep::of(&meta, s.in_place) };
-    let first = match dataset {
-        Some(d) => super::dataset_repair::first_round(path, &file, limit, output, d, policy, s, keep, buf)?,
-        None => first_round(path, &file, limit, output, s, keep, buf)?,
-    };
-    let edited = first.edited();
-    let covered = first.covered;
-    let plan = first.plan;
-    let mut rounds = Rounds::new();
-    let mut report = Report::new(job, Status::Clean);
-    report.format = dataset.map(Format::Dataset).or(plan.format);
-    report.edits = plan.edits.len() + first.actions.len();
-    report.dataset_actions = first.actions;
-    let Some(mut out) = first.out.filter(|_| edited) else {
-        rounds.verified(&plan);
-        report.unrepaired = rounds.unrepaired().to_vec();
-        report.status = if report.unrepaired.is_empty() { Status::Clean } else { Status::Partial };
-        if !s.in_place && !s.dry_run {
-            if let Checked::Changed(w) = (Guard { file: &file, path, before, covered, live }).check(s)? {
-                return Ok(Attempt::Changed(w));
-            }
-            atomic::copy_file(&file, covered, output, Some(keep)).with_context(|| format!("writing {}", output.display()))?;
-            report.output = Some(output.display().to_string());
-        }
-        return done(report);
-    };
-    rounds.record(&plan, first.log);
-    let mut rejects = first.rejects;
-    while rounds.wants_another() {
-        // The edits may have left new findings (two assistant turns side by side): check the
-        // output again.
-        let again = plan_reader(&mut out.read_back()?, s, buf)?;
-        if rounds.verified(&again) {
-            break;
-        }
-        let mut next = AtomicFile::create(output, Some(keep))?;
-        let log = rewrite(&mut out.read_back()?, &again, s, &mut next, None, buf)?;
-        rounds.record(&again, log);
-        out = next;
-    }
-    if let Some(mut w) = rounds.rejects_writer(s.check.max_line_bytes).filter(|_| !s.dry_run) {
-        // Later rounds changed lines too: the rejects are written again from the input (the
-        // same snapshot), one record per line with what finally became of it.
-        rejects = Spool::new(output, Spool::LIMIT);
-        let mut emit = |e: Emit<'_>| {
-            if let Emit::Reject(b) = e {
-                rejects.push(b)
-            }
-        };
-        batch::read_to_end(&mut ReadAt::new(&file, 0, Some(covered)), buf, |chunk| {
-            w.feed(chunk, &mut emit);
-            true
-        })
-        .with_context(|| format!("reading {}", path.display()))?;
-        w.finish(&mut emit);
-    }
-    report.edits = rounds.edits().len() + report.dataset_actions.len();
-    report.rounds = rounds.rounds();
-    report.lines = rounds.stats();
-    report.unrepaired = rounds.unrepaired().to_vec();
-    let complete = rounds.complete();
-    if s.dry_run {
-        report.plan = rounds.edits().to_vec();
-        report.reparented = rounds.reparented();
-        report.status = if complete { Status::Planned } else { Status::Partial };
-        return done(report);
-    }
-    let guard = Guard { file: &file, path, before, covered, live };
-    match guard.check(s)? {
-        Checked::Unchanged => {}
-        Checked::Changed(w) => return Ok(Attempt::Changed(w)),
-        Checked::Held(w) => return done(held(job, &w)),
-    }
-    // The slow part (owner, mode, fsync) before the last check, so that the check is close to
-    // the rename.
-    out.sync().with_context(|| format!("writing {}", output.display()))?;
-    // What was removed is safe on disk before the new file takes the old one's place.
-    let rejects_file = rejects_path(output);
-    let merged = rejects.replace_into(&rejects_file, keep).with_context(|| format!("writing {}", rejects_file.display()))?;
-    if merged == Merged::AlreadyThere {
-        report.notes.push(format!("{} already ended with these records (a run stopped earlier wrote them): not added twice", rejects_file.display()));
-    }
-    let backup = match (s.in_place, &s.backup) {
-        (true, suffix) => Some(link_backup(path, suffix.as_deref().unwrap_or(".orig"), &file, before, keep)?),
-        (false, _) => None,
-    };
-    let last = guard.check(s)?;
-    if !matches!(last, Checked::Unchanged) {
-        if let Some(b) = backup.as_ref().filter(|b| b.created) {
-            let _ = std::fs::remove_file(&b.path);
-        }
-        return match last {
-            Checked::Held(w) => done(held(job, &w)),
-            Checked::Changed(w) => Ok(Attempt::Changed(w)),
-            Checked::Unchanged => unreachable!(),
-        };
-    }
-    let new = out.commit_file().with_context(|| format!("replacing {}", output.display()))?;
-    report.output = Some(output.display().to_string());
-    report.status = if complete { Status::Repaired } else { Status::Partial };
-    if let Some(b) = backup {
-        if b.other_links > 0 {
-            report.notes.push(format!(
-                "{} other hard link{} to this file keep the old content: only this name was replaced",
-                b.other_links,
-                if b.other_links == 1 { "" } else { "s" }
-            ));
-        }
-        after_swap(&file, covered, live, &new, b, s, &mut report)
-            .with_context(|| format!("carrying lines appended to {} during the repair", path.display()))?;
-    }
-    Ok(Attempt::Done(Box::new(report)))
-}
-
-/// The backup of an in-place repair: a hard link to the old file.
-struct Backup {
-    path: PathBuf,
-    /// Made by this run (not one a stopped run left).
-    created: bool,
-    /// Names of the old file besides its own and the backup's.
-    other_links: u64,
-}
-
-/// Links the old file (`path`, open as `old`) under `<name><suffix>`, or the first free
-/// `<name><suffix>.N`, never overwriting anything; reuses a backup that already is a link to
-/// it (a run stopped before its swap left it). Copies when the file system refuses the link.
-fn link_backup(path: &Path, suffix: &str, old: &File, before: Identity, keep: Keep) -> anyhow::Result<Backup> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let nlink = old.metadata()?.nlink();
-    for k in 0u32.. {
-        let candidate = path.with_file_name(if k == 0 { format!("{name}{suffix}") } else { format!("{name}{suffix}.{k}") });
-        match std::fs::symlink_metadata(&candidate) {
-            Ok(m) if m.is_file() && (m.dev(), m.ino()) == (before.dev, before.ino) => {
-                return Ok(Backup { path: candidate, created: false, other_links: nlink.saturating_sub(2) });
-            }
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("looking at {}", candidate.display())),
-        }
-        match std::fs::hard_link(path, &candidate) {
-            Ok(()) => {
-                let m = std::fs::symlink_metadata(&candidate)?;
-                if (m.dev(), m.ino()) != (before.dev, before.ino) {
-                    let _ = std::fs::remove_file(&candidate);
-                    anyhow::bail!("{} was replaced by another file during the repair", path.display());
-                }
-                atomic::sync_dir(candidate.parent().unwrap_or(Path::new(".")))?;
-                return Ok(Backup { path: candidate, created: true, other_links: nlink.saturating_sub(1) });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(_) => {
-                let len = old.metadata()?.len();
-                atomic::copy_file(old, len, &candidate, Some(keep)).with_context(|| format!("writing backup {}", candidate.display()))?;
-                return Ok(Backup { path: candidate, created: true, other_links: nlink.saturating_sub(1) });
-            }
-        }
-    }
-    unreachable!("an endless supply of names")
-}
-
-/// After an in-place swap: carries what was appended to the old file into the new one, then
-/// keeps or (with `--no-backup`, when nothing was appended) removes the backup.
-fn after_swap(old: &File, covered: u64, live: bool, new: &File, backup: Backup, s: &Settings, report: &mut Report) -> std::io::Result<()> {
-    let f = follow_old(old, covered, live, new)?;
-    report.carried = f.carried;
-    let shown = backup.path.display().to_string();
-    if f.carried.bytes > 0 {
-        report.notes.push(format!(
-            "{} line{} ({} bytes) appended to the old file during the repair were carried into the repaired file",
-            f.carried.lines,
-            if f.carried.lines == 1 { "" } else { "s" },
-            f.carried.bytes
-        ));
-    }
-    if f.interleaved {
-        report
-            .notes
-            .push("another process appended to the repaired file while lines were carried over: those lines may not be in the order they were written".into());
-    }
-    if f.truncated {
-        report.notes.push(format!("the old file shrank after the swap (it was truncated): it is kept as {shown}"));
-    }
-    if !f.still_writing.is_empty() {
-        report.notes.push(format!(
-            "{} still holds the old file open for writing after {}s: what it writes from now on goes to {shown} only (restart it so that it opens the repaired file)",
-            list(&f.still_writing),
-            FOLLOW_MAX.as_secs()
-        ));
-    } else if f.timed_out {
-        report.notes.push(format!(
-            "the old file was still growing after {}s (written by a process this one cannot see): what is appended from now on goes to {shown} only",
-            FOLLOW_MAX.as_secs()
-        ));
-    }
-    if s.backup.is_some() {
-        report.backup = Some(shown);
-        return Ok(());
-    }
-    // --no-backup: a name this run did not make is not removed (a link the user made, or one a
-    // stopped run left: it cannot tell them apart).
-    if !backup.created {
-        report.notes.push(format!("{shown}, a link to the old file made before this run, is left as it is despite --no-backup"));
-        report.backup = Some(shown);
-        return Ok(());
-    }
-    // An old file that grew is never deleted.
-    if f.grew || f.truncated || f.timed_out {
-        report.notes.push(format!("the old file is kept as {shown} despite --no-backup: a writer appended to it during the repair"));
-        report.backup = Some(shown);
-        return Ok(());
-    }
-    std::fs::remove_file(&backup.path)?;
-    // Appended between the last look and the unlink: still readable through the descriptor.
-    let len = old.metadata()?.len();
-    if len > f.end {
-        let late = copy_appended(old, f.end, len, new)?;
-        report.carried.bytes += late.bytes;
-        report.carried.lines += late.lines;
-        report.notes.push(format!("{} bytes appended to the old file as its backup was removed were carried into the repaired file", late.bytes));
-    }
-    Ok(())
-}
-
-/// What [`follow_old`] saw.
-#[derive(Debug, Default)]
-struct Followed {
-    carried: Carried,
-    /// Where the carrying stopped in the old file.
-    end: u64,
-    grew: bool,
-    truncated: bool,
-    /// Another process appended to the new file meanwhile.
-    interleaved: bool,
-    /// Gave up after [`FOLLOW_MAX`].
-    timed_out: bool,
-    /// Writers still holding the old file when the carrying gave up.
-    still_writing: Vec<Holder>,
-}
-
-/// Appends to `new` what was appended to `old` past `from`, as it comes: whole lines while a
-/// writer may still complete the last one, everything once no writer holds `old` open and it
-/// has stayed quiet for [`QUIET`]. Gives up after [`FOLLOW_MAX`]. When the file was not `live`
-/// (no writer was seen) and has not grown, returns at once.
-fn follow_old(old: &File, from: u64, live: bool, new: &File) -> std::io::Result<Followed> {
-    let mut f = Followed { end: from, ..Followed::default() };
-    let id = Identity::of(&old.metadata()?);
-    if !live && id.len == from {
-        return Ok(f);
-    }
-    set_append(new)?;
-    let started = Instant::now();
-    let mut expected = new.metadata()?.len();
-    let mut last_growth: Option<Instant> = None;
-    let mut writers: Vec<Holder> = Vec::new();
-    let mut scanned: Option<Instant> = None;
-    loop {
-        let len = old.metadata()?.len();
-        if len < f.end {
-            f.truncated = true;
-            return Ok(f);
-        }
-        if scanned.is_none_or(|t| t.elapsed() >= Duration::from_millis(20)) {
-            writers = holders::writers_of(id.dev, id.ino).0;
-            scanned = Some(Instant::now());
-        }
-        let finished = writers.is_empty() && last_growth.is_none_or(|t| t.elapsed() >= QUIET);
-        let timed_out = started.elapsed() >= FOLLOW_MAX;
-        if len > f.end {
-            // The whole rest once the writers are gone; whole lines while one may be writing.
-            let upto = if finished { len } else { whole_lines_end(old, f.end, len)? };
-            if upto > f.end {
-                f.grew = true;
-                last_growth = Some(Instant::now());
-                if new.metadata()?.len() != expected {
-                    f.interleaved = true;
-                }
-                let c = copy_appended(old, f.end, upto, new)?;
-                expected = new.metadata()?.len();
-                f.carried.bytes += c.bytes;
-                f.carried.lines += c.lines;
-                f.end = upto;
-                if !timed_out {
-                    continue;
-                }
-            }
-        }
-        if timed_out {
-            f.timed_out = true;
-            f.still_writing = writers;
-            return Ok(f);
-        }
-        if finished && len == f.end {
-            return Ok(f);
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// The end of the last whole line in `[from, to)` of `file` (`from` if there is none).
-fn whole_lines_end(file: &File, from: u64, to: u64) -> std::io::Result<u64> {
-    let end = complete_lines_end(file, to)?;
-    Ok(end.max(from))
-}
-
-/// Appends bytes `[from, to)` of `old` to `new` (an append-mode handle), in writes that end at
-/// line ends where they can (a line longer than the buffer is written in pieces), so that
-/// another process appending whole lines to `new` cannot land inside one.
-fn copy_appended(old: &File, from: u64, to: u64, mut new: &File) -> std::io::Result<Carried> {
-    let mut buf = vec![0u8; ((to - from) as usize).min(8 << 20)];
-    let mut at = from;
-    let mut c = Carried::default();
-    while at < to {
-        let mut n = ((to - at) as usize).min(buf.len());
-        old.read_exact_at(&mut buf[..n], at)?;
-        if at + (n as u64) < to {
-            n = memchr::memrchr(b'\n', &buf[..n]).map_or(n, |i| i + 1);
-        }
-        new.write_all(&buf[..n])?;
-        c.bytes += n as u64;
-        c.lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
-        at += n as u64;
-    }
-    new.sync_data()?;
-    Ok(c)
-}
-
-/// Puts `file` in append mode: writes land at its end, whoever else appends.
-fn set_append(file: &File) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: fcntl on a descriptor borrowed for the call; no memory is passed.
-    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags | libc::O_APPEND) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// `p` made absolute with links resolved as far as it exists; the rest (to be created)
-/// appended with `.` and `..` applied.
-fn canonical_lenient(p: &Path) -> std::io::Result<PathBuf> {
-    let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) };
-    let comps: Vec<Component<'_>> = abs.components().collect();
-    for k in (1..=comps.len()).rev() {
-        let head: PathBuf = comps[..k].iter().collect();
-        if let Ok(mut out) = std::fs::canonicalize(&head) {
-            for c in &comps[k..] {
-                match c {
-                    Component::ParentDir => {
-                        out.pop();
-                    }
-                    Component::Normal(n) => out.push(n),
-                    _ => {}
-                }
-            }
-            return Ok(out);
-        }
-    }
-    Ok(abs)
-}
-
-/// Expands the paths into jobs: directories walked, outputs mirrored under `out`, shards
-/// applied. Also returns the paths the walk skipped. Refuses (an error) an `--out` that reaches
-/// an input by any spelling (a link, `..`), and two inputs that would share an output. Without
-/// `out` (in place), a file named twice (a link and its target) is one job.
-pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) -> anyhow::Result<(Vec<Job>, Vec<Skipped>)> {
-    let mut jobs = Vec::new();
-    let mut skipped = Vec::new();
-    let mut roots = Vec::new();
-    for root in paths {
-        let found = batch::expand(std::slice::from_ref(root));
-        skipped.extend(found.skipped);
-        let is_dir = root.is_dir();
-        if is_dir {
-            roots.push((root, std::fs::canonicalize(root).with_context(|| format!("resolving {}", root.display()))?));
-        }
-        for input in found.inputs {
-            let Input::File(input) = input else { anyhow::bail!("repair reads files, not stdin") };
-            let rel = if is_dir { input.strip_prefix(root).unwrap_or(&input).to_path_buf() } else { PathBuf::from(input.file_name().unwrap_or_default()) };
-            if shard.is_some_and(|s| !in_shard(&rel, s)) {
-                continue;
-            }
-            let output = out.map_or_else(|| input.clone(), |o| o.join(&rel));
-            jobs.push(Job { input, output, rel });
-        }
-    }
-    let mut seen: HashMap<PathBuf, usize> = HashMap::new();
-    let Some(out) = out else {
-        // In place: each file once, whichever name reached it.
-        let mut kept = Vec::new();
-        for job in jobs {
-            let key = std::fs::canonicalize(&job.input).unwrap_or_else(|_| job.input.clone());
-            if seen.insert(key, kept.len()).is_none() {
-                kept.push(job);
-            }
-        }
-        return Ok((kept, skipped));
-    };
-    let out_c = canonical_lenient(out).with_context(|| format!("resolving {}", out.display()))?;
-    for (root, root_c) in &roots {
-        if out_c.starts_with(root_c) {
-            anyhow::bail!(
-                "--out {} is inside the input directory {} (both resolve under {}): the repaired files would land among the inputs; choose a directory outside it",
-                out.display(),
-                root.display(),
-                root_c.display()
-            );
-        }
-    }
-    // The inputs' identities, looked up only if some output already exists.
-    let mut ids: Option<HashSet<(u64, u64)>> = None;
-    let input_ids = |jobs: &[Job]| jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| (m.dev(), m.ino())).collect::<HashSet<_>>();
-    // Outputs share few directories: each is resolved once.
-    let mut dirs: HashMap<PathBuf, PathBuf> = HashMap::new();
-    let mut kept: Vec<Job> = Vec::new();
-    for i in 0..jobs.len() {
-        let job = &jobs[i];
-        let parent = job.output.parent().unwrap_or(Path::new("")).to_path_buf();
-        let dir_c = match dirs.get(&parent) {
-            Some(d) => d.clone(),
-            None => {
-                let d = canonical_lenient(&parent)?;
-                dirs.insert(parent, d.clone());
-                d
-            }
-        };
-        let oc = dir_c.join(job.output.file_name().unwrap_or_default());
-        let hits_input = roots.iter().any(|(_, r)| oc.starts_with(r))
-            || std::fs::symlink_metadata(&oc).is_ok()
-                && std::fs::metadata(&oc).is_ok_and(|m| ids.get_or_insert_with(|| input_ids(&jobs)).contains(&(m.dev(), m.ino())));
-        let job = job.clone();
-        if hits_input {
-            anyhow::bail!("--out would overwrite an input: {} resolves to {}; choose a directory outside the inputs", job.output.display(), oc.display());
-        }
-        match seen.get(&oc) {
-            Some(&i) => {
-                let other = &kept[i];
-                let same = match (std::fs::metadata(&other.input), std::fs::metadata(&job.input)) {
-                    (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
-                    _ => false,
-                };
-                if !same {
-                    anyhow::bail!(
-                        "{} and {} would both be written to {}: repair them in separate runs (or with different --out directories)",
-                        other.input.display(),
-                        job.input.display(),
-                        job.output.display()
-                    );
-                }
-            }
-            None => {
-                seen.insert(oc, kept.len());
-                kept.push(job);
-            }
-        }
-    }
-    Ok((kept, skipped))
-}
-
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let started = std::time::Instant::now();
-    let jobs_n = super::jobs(args.jobs);
-    let (jobs, skipped) = jobs(&args.paths, args.out.as_deref(), args.shard)?;
+    if args.paths.iter().any(|p| p.as_os_str() == "-") {
+        return super::repair_stdin::run(&args);
+    }
+    if args.out.is_none() && !args.in_place && !args.dry_run {
+        anyhow::bail!("say where the repaired files go: --out DIR, --in-place, or --dry-run to only print the plan");
+    }
+    if args.rejects.is_some() {
+        anyhow::bail!("--rejects names the rejects file of a repair of `-` (standard input); a file's rejects go beside it as <name>.rejects.jsonl");
+    }
+    let jobs_n = args.read.jobs();
+    let Jobs { jobs, skipped, empty_dirs } = jobs(&args.paths, args.out.as_deref(), args.shard)?;
+    super::output::warn_empty_dirs(&args.out_args, &empty_dirs);
     let settings = Settings {
-        check: Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: false, jobs: 1 },
+        check: Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs: 1 },
         orphans: args.orphans,
         dry_run: args.dry_run,
         in_place: args.in_place,
@@ -1145,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         min_idle: args.min_idle,
         force: args.force,
     };
-    let progress = (jobs.len() > 1 && std::io::stderr().is_terminal() && !args.quiet).then(|| {
+    let progress = (jobs.len() > 1 && std::io::stderr().is_terminal() && args.out_args.summary()).then(|| {
         let bar = indicatif::ProgressBar::new(jobs.len() as u64);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} repairing [{bar:40}] {pos}/{len} files {elapsed_precise} eta {eta}")
@@ -1170,107 +136,152 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if let Some(p) = progress {
         p.finish_and_clear();
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let unreadable = super::output::report_skipped(&mut out, args.output, &skipped)?;
+    let mut out = args.out_args.stdout();
+    let unreadable = super::output::report_skipped(&mut out, &args.out_args, &skipped)?;
+    let paint = args.out_args.paint();
     for r in &reports {
-        match (args.output, args.dry_run) {
-            (_, true) => {
-                for e in &r.plan {
-                    let mut v = serde_json::to_value(&e.edit)?;
-                    let o = v.as_object_mut().expect("edits are objects");
-                    o.insert("round".into(), e.round.into());
-                    if e.on_inserted {
-                        o.insert("on_inserted".into(), true.into());
-                    }
-                    o.insert("file".into(), r.file.clone().into());
-                    serde_json::to_writer(&mut out, &v)?;
-                    out.write_all(b"\n")?;
-                }
-                for line in &r.reparented {
-                    let v = serde_json::json!({"action": "set_parent", "line": line, "file": r.file});
-                    serde_json::to_writer(&mut out, &v)?;
-                    out.write_all(b"\n")?;
-                }
-                for a in &r.dataset_actions {
-                    let mut v = serde_json::to_value(a)?;
-                    v.as_object_mut().expect("actions are objects").insert("file".into(), r.file.clone().into());
-                    serde_json::to_writer(&mut out, &v)?;
-                    out.write_all(b"\n")?;
-                }
-                for u in &r.unrepaired {
-                    let mut v = serde_json::to_value(u)?;
-                    let o = v.as_object_mut().expect("object");
-                    o.insert("action".into(), "unrepairable".into());
-                    o.insert("file".into(), r.file.clone().into());
-                    serde_json::to_writer(&mut out, &v)?;
-                    out.write_all(b"\n")?;
-                }
-            }
-            (OutputFormat::Json, false) => {
-                serde_json::to_writer(&mut out, r)?;
-                out.write_all(b"\n")?;
-            }
-            (OutputFormat::Text, false) => {
-                let l = r.lines;
-                match r.status {
-                    Status::Clean => {}
-                    Status::Repaired | Status::Partial => {
-                        writeln!(
-                            out,
-                            "{}: {} ({} inserted, {} removed, {} modified)",
-                            r.file,
-                            if r.status == Status::Repaired { "repaired" } else { "partly repaired" },
-                            l.inserted,
-                            l.removed,
-                            l.modified
-                        )?;
-                        for u in &r.unrepaired {
-                            writeln!(out, "{}:{}: not repaired: {}: {}", r.file, u.line, u.kind, u.why)?;
-                        }
-                        if let Some(b) = &r.backup {
-                            writeln!(out, "{}: backup: {b}", r.file)?;
-                        }
-                        for n in &r.notes {
-                            writeln!(out, "{}: note: {n}", r.file)?;
-                        }
-                    }
-                    Status::Skipped | Status::Failed | Status::Planned => {
-                        writeln!(out, "{}: {:?}: {}", r.file, r.status, r.message.as_deref().unwrap_or("")).map(|_| ())?
-                    }
-                }
-            }
-        }
+        write_report(&mut out, r, args.out_args.format(), args.dry_run, paint)?;
     }
     out.flush()?;
-    let count = |s: Status| reports.iter().filter(|r| r.status == s).count();
-    let failed = count(Status::Failed);
     for r in reports.iter().filter(|r| r.status == Status::Failed) {
-        eprintln!("transcriptd: error: {}: {}", r.file, r.message.as_deref().unwrap_or(""));
+        super::style::error(format_args!("{}: {}", r.file, r.message.as_deref().unwrap_or("")));
     }
-    if !args.quiet {
-        let bytes: u64 = jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| m.len()).sum();
-        eprintln!(
-            "{} {} file{} ({}) in {:.2}s: {} clean, {} repaired, {} partly repaired, {} skipped, {} failed{}",
-            if args.dry_run { "planned" } else { "repaired" },
-            reports.len(),
-            if reports.len() == 1 { "" } else { "s" },
-            human_bytes(bytes),
-            started.elapsed().as_secs_f64(),
-            count(Status::Clean),
-            count(Status::Repaired) + count(Status::Planned),
-            count(Status::Partial),
-            count(Status::Skipped),
-            failed,
-            if let Some((i, n)) = args.shard { format!(" (shard {i}/{n})") } else { String::new() },
-        );
+    let bytes: u64 = jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| m.len()).sum();
+    if args.out_args.summary() {
+        eprintln!("{}", summary(&reports, bytes, started.elapsed(), args.dry_run, args.min_idle, args.shard));
         if !skipped.is_empty() {
             eprintln!("skipped {} path{} ({unreadable} could not be read)", skipped.len(), if skipped.len() == 1 { "" } else { "s" });
         }
     }
+    let count = |s: Status| reports.iter().filter(|r| r.status == s).count();
+    let failed = count(Status::Failed);
     if failed + unreadable > 0 {
         let n = failed + unreadable;
         anyhow::bail!("{n} file{} could not be repaired", if n == 1 { "" } else { "s" });
     }
     Ok(if count(Status::Partial) + count(Status::Skipped) > 0 { Exit::Findings } else { Exit::Clean })
+}
+
+/// Writes what happened to one file (a failure goes to stderr, once, from the caller).
+///
+/// - `--dry-run`: the plan, one JSON action per line (`unrepairable` for what no edit fixes,
+///   `skipped` with `reason` and `message` for a file left alone).
+/// - `-o json`: the report.
+/// - text: `FILE: repaired (...)`, `FILE:LINE: error: KIND: not repaired: WHY`, `FILE: backup: ...`,
+///   `FILE: note: ...`, `FILE: skipped: WHY`; nothing for a clean file.
+pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_run: bool, paint: super::style::Paint) -> anyhow::Result<()> {
+    let mut record = |mut v: serde_json::Value, extra: &[(&str, serde_json::Value)]| -> anyhow::Result<()> {
+        let o = v.as_object_mut().expect("records are objects");
+        for (k, x) in extra {
+            o.insert((*k).into(), x.clone());
+        }
+        o.insert("file".into(), r.file.clone().into());
+        serde_json::to_writer(&mut *out, &v)?;
+        out.write_all(b"\n")?;
+        Ok(())
+    };
+    if dry_run {
+        for e in &r.plan {
+            let mut extra = vec![("round", serde_json::Value::from(e.round))];
+            if e.on_inserted {
+                extra.push(("on_inserted", true.into()));
+            }
+            record(serde_json::to_value(&e.edit)?, &extra)?;
+        }
+        for line in &r.reparented {
+            record(serde_json::json!({ "action": "set_parent", "line": line }), &[])?;
+        }
+        for a in &r.dataset_actions {
+            record(serde_json::to_value(a)?, &[])?;
+        }
+        for u in &r.unrepaired {
+            record(serde_json::to_value(u)?, &[("action", "unrepairable".into())])?;
+        }
+        if r.status == Status::Skipped {
+            let v = serde_json::json!({ "action": "skipped", "reason": r.reason, "message": r.message });
+            record(v, &[])?;
+        }
+        return Ok(());
+    }
+    if format == OutputFormat::Json {
+        serde_json::to_writer(&mut *out, r)?;
+        out.write_all(b"\n")?;
+        return Ok(());
+    }
+    let l = r.lines;
+    match r.status {
+        Status::Clean | Status::Failed | Status::Planned => {}
+        Status::Repaired | Status::Partial => {
+            writeln!(
+                out,
+                "{} {} ({} inserted, {} removed, {} modified)",
+                paint.location(&format!("{}:", r.file)),
+                if r.status == Status::Repaired { "repaired" } else { "partly repaired" },
+                l.inserted,
+                l.removed,
+                l.modified
+            )?;
+            for u in &r.unrepaired {
+                writeln!(out, "{}", paint.at(&r.file, u.line, "error", u.kind.as_str(), &format!("not repaired: {}", u.why)))?;
+            }
+            if let Some(b) = &r.backup {
+                writeln!(out, "{} backup: {b}", paint.location(&format!("{}:", r.file)))?;
+            }
+            for n in &r.notes {
+                writeln!(out, "{} {}: {n}", paint.location(&format!("{}:", r.file)), paint.severity("note"))?;
+            }
+        }
+        Status::Skipped => {
+            writeln!(
+                out,
+                "{} {}: {}",
+                paint.location(&format!("{}:", r.file)),
+                paint.severity("warning"),
+                format_args!("skipped: {}", r.message.as_deref().unwrap_or(""))
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The summary line: what each file came to, every count named for what it counts.
+pub fn summary(reports: &[Report], bytes: u64, elapsed: Duration, dry_run: bool, min_idle: Duration, shard: Option<(u64, u64)>) -> String {
+    let count = |s: Status| reports.iter().filter(|r| r.status == s).count();
+    let n = reports.len();
+    let mut why: std::collections::BTreeMap<SkipWhy, usize> = std::collections::BTreeMap::new();
+    for r in reports {
+        if let Some(w) = r.reason {
+            *why.entry(w).or_default() += 1;
+        }
+    }
+    let skipped = count(Status::Skipped);
+    let reasons: Vec<String> = why
+        .iter()
+        .map(|(w, k)| {
+            if *w == SkipWhy::RecentlyModified {
+                format!("{k} {} {}", w.counted(), humantime::format_duration(min_idle))
+            } else {
+                format!("{k} {}", w.counted())
+            }
+        })
+        .collect();
+    let skipped = if reasons.is_empty() { format!("{skipped} skipped") } else { format!("{skipped} skipped: {}", reasons.join(", ")) };
+    let head = format!("{n} file{} ({}) in {:.2}s", if n == 1 { "" } else { "s" }, human_bytes(bytes), elapsed.as_secs_f64());
+    let shard = shard.map(|(i, n)| format!(" (shard {i}/{n})")).unwrap_or_default();
+    if dry_run {
+        format!(
+            "dry run over {head}: {} clean, {} to repair, {skipped}, {} failed; nothing written{shard}",
+            count(Status::Clean),
+            count(Status::Planned),
+            count(Status::Failed)
+        )
+    } else {
+        format!(
+            "repair of {head}: {} clean, {} repaired, {} partly repaired, {skipped}, {} failed{shard}",
+            count(Status::Clean),
+            count(Status::Repaired),
+            count(Status::Partial),
+            count(Status::Failed)
+        )
+    }
 }

@@ -3,9 +3,12 @@
 //! `run` loads and validates the configuration, then runs the daemon until SIGTERM or SIGINT;
 //! SIGHUP reloads the configuration file (an invalid one is refused and the running one kept).
 
-use super::Exit;
-use crate::config::{Config, Resolved};
+use super::args::{FilterArgs, OutputArgs};
+use super::output::plural;
+use super::{Exit, OutputFormat};
+use crate::config::{Config, ConfigErrors, Resolved, SinkConfig};
 use anyhow::Context;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
@@ -15,7 +18,7 @@ use tracing::{error, info, warn};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Configuration file (see config/transcriptd.toml).
-    #[arg(long, short = 'c', conflicts_with = "watch")]
+    #[arg(long, short = 'c', conflicts_with_all = ["watch", "severity", "errors", "kinds"])]
     pub config: Option<PathBuf>,
     /// Watch these directories for *.jsonl transcripts instead of using a configuration file.
     /// With neither, ~/.claude/projects and ~/.codex/sessions are watched (once they exist).
@@ -28,6 +31,10 @@ pub struct Args {
     /// ~/.local/state/transcriptd).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Which findings the stdout sink writes (with --watch or the defaults; a configuration
+    /// file says it with the stdout sink's `severity` and `kinds`).
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 /// Arguments of `transcriptd validate-config`.
@@ -35,14 +42,42 @@ pub struct Args {
 pub struct ValidateArgs {
     /// The configuration file.
     pub file: PathBuf,
+    /// Also check what `run` needs of this machine: the state directory is writable or can be
+    /// created, the metrics address can be bound, the sources' roots exist, the file and
+    /// repaired_files sinks can write.
+    #[arg(long)]
+    pub check_env: bool,
+    /// How results are written (-o json: one object per error, or one for a valid file).
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
-/// Checks a configuration file: exit 0 when valid, 2 with the key and line otherwise.
+/// Checks a configuration file: exit 0 when valid; 2 otherwise, with every error, each naming
+/// its line.
 pub fn validate(args: ValidateArgs) -> anyhow::Result<Exit> {
     let name = args.file.display().to_string();
-    let r = Config::load(&args.file).and_then(|c| c.validate(&name))?;
-    println!(
-        "{name}: ok ({} source{}, {} stage{}, {} sink{})",
+    let mut out = args.out.stdout();
+    let json = args.out.format() == OutputFormat::Json;
+    let r = match Config::load_checked(&args.file, args.check_env) {
+        Ok(r) => r,
+        Err(ConfigErrors(errors)) => {
+            let paint = super::style::stderr();
+            for e in &errors {
+                let (file, line, message) = e.parts();
+                if json {
+                    serde_json::to_writer(&mut out, &serde_json::json!({ "file": file, "line": line, "severity": "error", "message": message }))?;
+                    out.write_all(b"\n")?;
+                } else if !args.out.quiet {
+                    eprintln!("{}", paint.note(file, line.unwrap_or(0) as u64, "error", &message));
+                }
+            }
+            out.flush()?;
+            let n = errors.len();
+            anyhow::bail!("{name}: {n} error{}", plural(n as u64));
+        }
+    };
+    let counts = format!(
+        "{} source{}, {} stage{}, {} sink{}",
         r.config.sources.len(),
         s(r.config.sources.len()),
         r.config.stages.len(),
@@ -50,6 +85,15 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<Exit> {
         r.config.sinks.len(),
         s(r.config.sinks.len())
     );
+    if json {
+        let v = serde_json::json!({ "file": name, "ok": true, "sources": r.config.sources.len(), "stages": r.config.stages.len(), "sinks": r.config.sinks.len(), "environment_checked": args.check_env });
+        serde_json::to_writer(&mut out, &v)?;
+        out.write_all(b"\n")?;
+    } else {
+        let env = if args.check_env { "; the environment too" } else { "" };
+        writeln!(out, "{name}: ok ({counts}){env}")?;
+    }
+    out.flush()?;
     Ok(Exit::Clean)
 }
 
@@ -63,8 +107,7 @@ fn s(n: usize) -> &'static str {
 
 fn load(args: &Args) -> anyhow::Result<Resolved> {
     if let Some(path) = &args.config {
-        let name = path.display().to_string();
-        return Ok(Config::load(path).and_then(|c| c.validate(&name))?);
+        return Ok(Config::load_checked(path, false)?);
     }
     let dirs = if args.watch.is_empty() {
         // The standard locations, also when they do not exist yet: a rescan picks them up
@@ -76,9 +119,22 @@ fn load(args: &Args) -> anyhow::Result<Resolved> {
         }
         dirs
     } else {
+        // A directory given that does not exist is watched once it appears, as the standard
+        // ones are; but it is most likely a typo, so it is said.
+        for d in args.watch.iter().filter(|d| !d.is_dir()) {
+            let what = if d.exists() { "is not a directory" } else { "does not exist" };
+            warn!(dir = %d.display(), "--watch {}: {what}: nothing is read from it until it is created", d.display());
+        }
         args.watch.clone()
     };
-    Ok(Config::for_watch(&dirs, args.metrics_addr.as_deref(), args.state_dir.as_deref()).validate("--watch")?)
+    let mut config = Config::for_watch(&dirs, args.metrics_addr.as_deref(), args.state_dir.as_deref());
+    let filter = args.filter.filter();
+    for s in &mut config.sinks {
+        if let SinkConfig::Stdout { severity, kinds } = s {
+            (*severity, *kinds) = (filter.severity, filter.kinds.clone());
+        }
+    }
+    Ok(config.validate("--watch")?)
 }
 
 /// Runs the daemon.

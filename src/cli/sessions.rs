@@ -1,5 +1,6 @@
 //! `transcriptd sessions list`: the sessions on disk, most recently active first.
 
+use super::args::OutputArgs;
 use super::output::{human_bytes, plural};
 use super::{Exit, OutputFormat};
 use crate::sessions::info::{self, Row};
@@ -30,9 +31,9 @@ pub struct ListArgs {
     /// Directories to search (or transcript files). Default: the standard locations,
     /// ~/.claude/projects and ~/.codex/sessions.
     pub roots: Vec<PathBuf>,
-    /// Rows as a readable table, or one JSON object per line.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
+    /// How results are written (-o json: one JSON object per session).
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Runs the verb.
@@ -64,15 +65,14 @@ fn list(args: ListArgs) -> anyhow::Result<Exit> {
         match e {
             Error::Io { path, .. } if *path == session.transcript => {
                 unreadable += 1;
-                eprintln!("transcriptd: error: {e}");
+                super::style::error(e);
             }
             // Seed 004: a session whose meta cannot be read is being created or is corrupt.
             _ => tracing::debug!(session = %session.id, "left out: {e}"),
         }
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
-    match args.output {
+    let mut out = args.out.stdout();
+    match args.out.format() {
         OutputFormat::Json => {
             for r in &rows {
                 serde_json::to_writer(&mut out, r).context("writing output")?;
@@ -82,8 +82,13 @@ fn list(args: ListArgs) -> anyhow::Result<Exit> {
         OutputFormat::Text => write_table(&mut out, &rows)?,
     }
     out.flush()?;
-    for lost in &found.lost {
-        eprintln!("transcriptd: error: {}", lost.error());
+    if !args.out.quiet {
+        let paint = super::style::stderr();
+        for lost in &found.lost {
+            let m = &lost.missing;
+            let what = format!("meta sidecar {} exists but its transcript is missing: the session's data is gone", m.meta.display());
+            eprintln!("{}", paint.at(&m.transcript.display().to_string(), 0, "error", "missing_transcript", &what));
+        }
     }
     if unreadable > 0 {
         anyhow::bail!("{unreadable} transcript{} could not be read", plural(unreadable));

@@ -1,8 +1,10 @@
 //! `transcriptd show PREFIX`: one session, found by a short id prefix: its meta and a summary
 //! (turns, tool calls, compactions, findings by kind), its full history, or one line by uuid.
 
+use super::args::{OutputArgs, ReadArgs};
 use super::check::{check_input, READ_CHUNK};
 use super::output::{human_bytes, plural};
+use super::render;
 use super::sessions::roots_or_default;
 use super::{Exit, OutputFormat};
 use crate::sessions::history::{full_history, HistoryItem};
@@ -33,9 +35,13 @@ pub struct Args {
     /// Print the one line with this uuid instead of the summary.
     #[arg(long, value_name = "UUID")]
     pub uuid: Option<String>,
-    /// Readable text, or JSON.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
+    /// How the transcript is read.
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// How results are written (-o json: the summary as one object; --history as the records
+    /// of `transcriptd history`; --uuid as the line as written).
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Runs the verb.
@@ -45,14 +51,14 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     // A sidecar found beside the transcript must load; not found, unparseable and too new are
     // distinct errors.
     let meta = session.meta.as_deref().map(load_meta).transpose()?;
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::with_capacity(64 << 10, stdout.lock());
+    let mut out = args.out.stdout();
+    let output = args.out.format();
     let exit = if let Some(uuid) = &args.uuid {
-        print_uuid(&mut out, &session, uuid, args.output)?
+        print_uuid(&mut out, &session, uuid, output)?
     } else if args.history {
-        print_history(&mut out, &session, args.output)?
+        print_history(&mut out, &session, &args.read, output)?
     } else {
-        print_summary(&mut out, &session, meta, args.output)?
+        print_summary(&mut out, &session, meta, &args.read, output)?
     };
     out.flush()?;
     Ok(exit)
@@ -88,9 +94,9 @@ struct Summary {
     findings: BTreeMap<Kind, KindCount>,
 }
 
-fn print_summary(out: &mut impl Write, session: &Session, meta: Option<Meta>, output: OutputFormat) -> anyhow::Result<Exit> {
+fn print_summary(out: &mut impl Write, session: &Session, meta: Option<Meta>, read: &ReadArgs, output: OutputFormat) -> anyhow::Result<Exit> {
     let row = info::row(session)?;
-    let opts = Options { jobs: super::jobs(None), ..Options::default() };
+    let opts = Options { format: read.format, max_line_bytes: read.max_line_bytes, strict: false, jobs: read.jobs() };
     let report = check_input(&Input::File(session.transcript.clone()), &opts, &mut Vec::with_capacity(READ_CHUNK));
     if let Some(e) = report.error {
         anyhow::bail!(e);
@@ -178,101 +184,25 @@ fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
     Ok(())
 }
 
-fn print_history(out: &mut impl Write, session: &Session, output: OutputFormat) -> anyhow::Result<Exit> {
+fn print_history(out: &mut impl Write, session: &Session, read: &ReadArgs, output: OutputFormat) -> anyhow::Result<Exit> {
     if output == OutputFormat::Json {
         // The same records as `transcriptd history`: one history, one shape.
         let input = crate::sources::batch::Input::File(session.transcript.clone());
-        let faults = super::history::history(&input, None, crate::transcript::lines::DEFAULT_MAX_LINE_BYTES, false, out)?;
+        let faults = super::history::history(&input, read.format, read.max_line_bytes, super::history::Render::Canonical, out)?;
         return Ok(if faults.is_empty() { Exit::Clean } else { Exit::Findings });
     }
     let head = read_head(&session.transcript).with_context(|| session.transcript.display().to_string())?;
-    let format =
-        info::detect_format(&head).with_context(|| format!("{}: cannot tell the transcript's format from its first lines", session.transcript.display()))?;
+    let format = match read.format {
+        Some(f) => f,
+        None => info::detect_format(&head)
+            .with_context(|| format!("{}: cannot tell the transcript's format from its first lines (give --format)", session.transcript.display()))?,
+    };
     // For people: each conversation line rendered as text, compactions marked in place.
     full_history(&session.transcript, format, |item| match item {
-        HistoryItem::Entry { line, role, record } => {
-            let v: Value = serde_json::from_slice(record).map_err(io::Error::other)?;
-            let parts = render_parts(&v, format);
-            let mut parts = parts.iter();
-            // A subagent's record (Claude Code 1.0.x writes them into the main file) is marked.
-            let role = if v["isSidechain"] == true { format!("↳ {}", role.as_str()) } else { role.as_str().to_owned() };
-            writeln!(out, "{line:>6}  {role:<9}  {}", indent(parts.next().map_or("", String::as_str)))?;
-            for p in parts {
-                writeln!(out, "{:>6}  {:<9}  {}", "", "", indent(p))?;
-            }
-            Ok(())
-        }
-        HistoryItem::CompactBoundary { line } => writeln!(out, "{line:>6}  ─── compaction: the model saw only a summary of everything above ───"),
+        HistoryItem::Entry { line, role, record } => render::entry(out, line, role, record, format),
+        HistoryItem::CompactBoundary { line } => render::compaction(out, line),
     })?;
     Ok(Exit::Clean)
-}
-
-/// Continuation lines of a multi-line text, indented under the first.
-fn indent(text: &str) -> String {
-    text.replace('\n', &format!("\n{:19}", ""))
-}
-
-/// The readable parts of one conversation line: text, tool calls with their arguments, tool
-/// results with their output.
-fn render_parts(v: &Value, format: Format) -> Vec<String> {
-    let msg = match format {
-        Format::ClaudeCode => &v["message"],
-        Format::Codex => v.get("payload").unwrap_or(v),
-        Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
-    };
-    let mut parts = Vec::new();
-    let call_id = |m: &Value| m.get("call_id").or_else(|| m.get("id")).and_then(Value::as_str).unwrap_or("").to_owned();
-    match msg.get("type").and_then(Value::as_str) {
-        Some(t) if t.ends_with("_call_output") => parts.push(format!("[{t} {}] {}", call_id(msg), text_of(&msg["output"]))),
-        Some(t) if t.ends_with("_call") => {
-            let name = msg.get("name").and_then(Value::as_str).unwrap_or(t);
-            let args = msg.get("arguments").or_else(|| msg.get("input")).or_else(|| msg.get("action")).map(text_of).unwrap_or_default();
-            parts.push(format!("[call {name} {}] {args}", call_id(msg)));
-        }
-        Some("reasoning") => parts.push("[reasoning]".to_owned()),
-        _ => {}
-    }
-    match msg.get("content") {
-        Some(Value::String(s)) => parts.push(s.clone()),
-        Some(Value::Array(blocks)) => parts.extend(blocks.iter().map(render_block)),
-        _ => {}
-    }
-    for call in msg.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-        let f = &call["function"];
-        parts.push(format!("[call {} {}] {}", f["name"].as_str().unwrap_or("?"), call_id(call), text_of(&f["arguments"])));
-    }
-    if let Some(id) = msg.get("tool_call_id").and_then(Value::as_str) {
-        parts.insert(0, format!("[result {id}]"));
-    }
-    if parts.is_empty() {
-        parts.push(String::new());
-    }
-    parts
-}
-
-/// One content block of Claude, Anthropic, Codex or OpenAI content arrays.
-fn render_block(b: &Value) -> String {
-    let ty = b.get("type").and_then(Value::as_str).unwrap_or("");
-    match ty {
-        "text" | "input_text" | "output_text" => b["text"].as_str().unwrap_or("").to_owned(),
-        "thinking" => format!("[thinking] {}", b["thinking"].as_str().unwrap_or("")),
-        "tool_use" | "server_tool_use" => {
-            format!("[call {} {}] {}", b["name"].as_str().unwrap_or("?"), b["id"].as_str().unwrap_or(""), text_of(&b["input"]))
-        }
-        "tool_result" => format!("[result {}] {}", b["tool_use_id"].as_str().unwrap_or(""), text_of(&b["content"])),
-        "" => text_of(b),
-        other => format!("[{other}]"),
-    }
-}
-
-/// A value as text: strings as they are, content arrays by their text, anything else as JSON.
-fn text_of(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        Value::Array(a) if a.iter().all(|b| b.get("type").is_some()) => a.iter().map(render_block).collect::<Vec<_>>().join("\n"),
-        other => other.to_string(),
-    }
 }
 
 fn print_uuid(out: &mut impl Write, session: &Session, uuid: &str, output: OutputFormat) -> anyhow::Result<Exit> {

@@ -5,6 +5,7 @@
 //! parallel (token counting is the cost) and folded in line order, so memory stays flat but for
 //! a few numbers per conversation.
 
+use super::args::{OutputArgs, ReadArgs};
 use super::output::plural;
 use super::{Exit, OutputFormat};
 use crate::sources::batch;
@@ -24,33 +25,27 @@ pub struct Args {
     /// Dataset files (or directories, searched for *.jsonl), or `-` for stdin.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// The dataset format; detected per file from its first lines when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
     /// Tokenizer: cl100k (the notebook's) or o200k.
-    #[arg(long, default_value = "cl100k", value_parser = clap::value_parser!(Encoding))]
+    #[arg(long, default_value = "cl100k", value_parser = clap::value_parser!(Encoding), value_name = "ENCODING")]
     pub encoding: Encoding,
     /// Do not count tokens (counting is most of the time).
     #[arg(long)]
     pub no_tokens: bool,
     /// Token limit per conversation: longer ones are listed and billed only up to it.
-    #[arg(long, default_value_t = DEFAULT_MAX_TOKENS)]
+    #[arg(long, default_value_t = DEFAULT_MAX_TOKENS, value_name = "N")]
     pub max_tokens: u64,
     /// Epochs to bill for (default: the notebook's default for the number of examples).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub epochs: Option<u64>,
     /// Also print each conversation's line, messages and tokens.
     #[arg(long)]
     pub per_conversation: bool,
-    /// Lines longer than this are skipped (e.g. 64MiB).
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
-    /// Worker threads (default: every core).
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
-    /// Readable text, or one JSON object per file (and per conversation).
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
+    /// How datasets are read (--jobs: the lines of a file are counted on every job).
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// How results are written (-o json: one JSON object per file, and per conversation).
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// One conversation's figures (`--per-conversation`).
@@ -182,7 +177,7 @@ impl Counting<'_> {
 
     fn conversation(&self, line: u64, s: &LineStats, out: &mut dyn Write) -> anyhow::Result<()> {
         let rec = ConversationRecord { file: &self.name, line, messages: s.roles.len(), tokens: s.tokens, assistant_tokens: s.assistant_tokens };
-        match self.args.output {
+        match self.args.out.format() {
             OutputFormat::Json => {
                 serde_json::to_writer(&mut *out, &rec)?;
                 out.write_all(b"\n")?;
@@ -203,12 +198,12 @@ const HEAD: usize = 4 << 20;
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let found = batch::expand(&args.paths);
     let inputs = found.inputs;
-    let jobs = super::jobs(args.jobs);
+    let jobs = args.read.jobs();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().context("starting worker threads")?;
     let tokenizer = (!args.no_tokens).then(|| Tokenizer::new(args.encoding));
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let unreadable = super::output::report_skipped(&mut out, args.output, &found.skipped)?;
+    let mut out = args.out.stdout();
+    let unreadable = super::output::report_skipped(&mut out, &args.out, &found.skipped)?;
+    super::output::warn_empty_dirs(&args.out, &found.empty_dirs);
     let mut failed = 0u64;
     for input in &inputs {
         let mut c = Counting {
@@ -216,9 +211,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             name: input.display(),
             pool: &pool,
             tokenizer: tokenizer.as_ref(),
-            format: args.format,
+            format: args.read.format,
             head: Vec::new(),
-            splitter: LineSplitter::new(args.max_line_bytes),
+            splitter: LineSplitter::new(args.read.max_line_bytes),
             pending: Vec::new(),
             next: 1,
             totals: Totals::new(args.max_tokens),
@@ -226,7 +221,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         };
         if c.format.is_some() && !c.decided() {
             failed += 1;
-            eprintln!("transcriptd: error: {:#}", c.error.take().expect("an error"));
+            super::style::error(super::chain(&c.error.take().expect("an error")));
             continue;
         }
         let mut buf = Vec::new();
@@ -238,12 +233,12 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         if let Some(e) = c.error.take() {
             failed += 1;
             out.flush()?;
-            eprintln!("transcriptd: error: {e:#}");
+            super::style::error(super::chain(&e));
             continue;
         }
         let format = c.format.expect("decided");
         let report = c.totals.report(tokenizer.as_ref().map(|t| t.encoding), args.epochs);
-        match args.output {
+        match args.out.format() {
             OutputFormat::Json => {
                 serde_json::to_writer(&mut out, &FileRecord { file: &c.name, format, report: &report })?;
                 out.write_all(b"\n")?;
@@ -272,7 +267,7 @@ fn counts(m: &std::collections::BTreeMap<String, u64>) -> String {
 
 fn write_text(out: &mut impl Write, name: &str, format: Format, r: &Report) -> anyhow::Result<()> {
     writeln!(out, "{name} ({format})")?;
-    writeln!(out, "  conversations        {} in {} lines", r.conversations, r.lines)?;
+    writeln!(out, "  conversations        {} in {} line{}", r.conversations, r.lines, plural(r.lines))?;
     writeln!(out, "  messages             {}: {}", r.messages, counts(&r.messages_per_role))?;
     writeln!(out, "  tool calls           {}{}{}", r.tool_calls, if r.tool_calls > 0 { ": " } else { "" }, counts(&r.tool_calls_per_tool))?;
     writeln!(out, "  missing system       {}", r.missing_system)?;

@@ -2,6 +2,7 @@
 //! counting as `check` and the daemon's `transcriptd_tokens_total`, so an archive can be costed
 //! without running the daemon.
 
+use super::args::{OutputArgs, ReadArgs};
 use super::check::check_all;
 use super::output::plural;
 use super::{Exit, OutputFormat};
@@ -22,18 +23,12 @@ pub struct Args {
     /// Totals per file and model instead of per model over every file.
     #[arg(long)]
     pub per_file: bool,
-    /// The transcript format; detected per file from its first lines when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
-    /// Lines longer than this are skipped (e.g. 64MiB).
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
-    /// Worker threads (default: every core).
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
-    /// A table, or one JSON object per line.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
+    /// How transcripts are read.
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// How results are written (-o json: one JSON object per line).
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// One line of `usage --output json`: the tokens of one model (in one file, with `--per-file`).
@@ -83,8 +78,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     let found = batch::expand(&paths);
     let inputs = found.inputs;
-    let jobs = super::jobs(args.jobs);
-    let opts = Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: false, jobs };
+    let jobs = args.read.jobs();
+    let opts = Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs };
     let reports = check_all(&inputs, &opts, jobs);
     let mut failed = 0u64;
     let mut records: Vec<(Option<String>, Option<Format>, String, Usage)> = Vec::new();
@@ -92,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     for r in &reports {
         if let Some(e) = &r.error {
             failed += 1;
-            eprintln!("transcriptd: error: {e}");
+            super::style::error(e);
             continue;
         }
         for (model, u) in &r.stats.tokens {
@@ -109,10 +104,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if !args.per_file {
         records = totals.into_iter().map(|(m, u)| (None, None, m, u)).collect();
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let unreadable = super::output::report_skipped(&mut out, args.output, &found.skipped)?;
-    match args.output {
+    let mut out = args.out.stdout();
+    let unreadable = super::output::report_skipped(&mut out, &args.out, &found.skipped)?;
+    super::output::warn_empty_dirs(&args.out, &found.empty_dirs);
+    match args.out.format() {
         OutputFormat::Json => {
             for (file, format, model, u) in &records {
                 serde_json::to_writer(&mut out, &UsageRecord::new(file.as_deref(), *format, model, u))?;
@@ -120,7 +115,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             }
         }
         OutputFormat::Text => {
-            writeln!(out, "{:<32} {:>14} {:>14} {:>16} {:>16} {:>16}", "model", "input", "output", "cache write", "cache read", "total")?;
+            // The model column fits the longest name (Bedrock's run long), so columns line up.
+            let w = records.iter().map(|(_, _, m, _)| m.chars().count()).max().unwrap_or(0).max(32);
+            writeln!(out, "{:<w$} {:>14} {:>14} {:>16} {:>16} {:>16}", "model", "input", "output", "cache write", "cache read", "total")?;
             for (file, _, model, u) in &records {
                 if let Some(f) = file {
                     writeln!(out, "{f}")?;
@@ -128,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 let r = UsageRecord::new(None, None, model, u);
                 writeln!(
                     out,
-                    "{:<32} {:>14} {:>14} {:>16} {:>16} {:>16}",
+                    "{:<w$} {:>14} {:>14} {:>16} {:>16} {:>16}",
                     model, r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens, r.total_tokens
                 )?;
             }

@@ -9,7 +9,7 @@
 pub mod tools;
 
 use crate::transcript::stages::repair::OrphanPolicy;
-use crate::transcript::Format;
+use crate::transcript::{Format, Kind, Severity};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -177,7 +177,16 @@ pub enum RepairMode {
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SinkConfig {
     /// One JSON object per output on standard output.
-    Stdout,
+    Stdout {
+        /// Only findings of this severity (`error` or `warning`); corrections of earlier
+        /// findings (`finding_demoted`, `finding_retracted`) of the kinds kept always pass, and
+        /// so do records that are no finding (`file_opened`, `compaction`, ...).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        severity: Option<Severity>,
+        /// Only findings of these kinds (names of README's kinds table); none: every kind.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kinds: Vec<Kind>,
+    },
     /// JSON lines appended to a file, rotated by size.
     File {
         /// The file.
@@ -200,6 +209,34 @@ pub enum SinkConfig {
         #[serde(default = "default_metrics_addr")]
         address: String,
     },
+}
+
+/// Reads a configuration file.
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: path.display().to_string(), message: e.to_string() })
+}
+
+/// A TOML error, with the line it points at.
+fn parse_error(e: &toml::de::Error, text: &str, path: &str) -> ConfigError {
+    let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    ConfigError::Parse { path: path.to_owned(), line, message: e.message().trim().to_owned() }
+}
+
+impl SinkConfig {
+    /// The `type` it is written with.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            SinkConfig::Stdout { .. } => "stdout",
+            SinkConfig::File { .. } => "file",
+            SinkConfig::RepairedFiles { .. } => "repaired_files",
+            SinkConfig::Prometheus { .. } => "prometheus",
+        }
+    }
+
+    /// A stdout sink that passes every record.
+    pub fn stdout() -> Self {
+        SinkConfig::Stdout { severity: None, kinds: Vec::new() }
+    }
 }
 
 fn default_state_dir() -> PathBuf {
@@ -248,7 +285,7 @@ fn default_stages() -> Vec<StageConfig> {
     vec![StageConfig::Parse, StageConfig::Compaction, StageConfig::Orphans { grace: default_grace(), registry: None }, StageConfig::Validate]
 }
 fn default_sinks() -> Vec<SinkConfig> {
-    vec![SinkConfig::Stdout]
+    vec![SinkConfig::stdout()]
 }
 
 impl Default for DaemonConfig {
@@ -288,15 +325,53 @@ pub enum ConfigError {
         message: String,
     },
     /// A value that parses but cannot be used.
-    #[error("{path}: `{key}`: {message}")]
+    #[error("{path}:{}`{key}`: {message}", line.map_or_else(|| " ".to_owned(), |l| format!("{l}: ")))]
     Invalid {
         /// The file.
         path: String,
+        /// 1-based line of the key (of its table when the key is absent), when known.
+        line: Option<usize>,
         /// The key, as a dotted path (`sources[0].format`).
         key: String,
         /// Why.
         message: String,
     },
+}
+
+impl ConfigError {
+    /// The file, the line (when there is one) and the message without them: what
+    /// `validate-config` prints as `path:line: error: message`.
+    pub fn parts(&self) -> (&str, Option<usize>, String) {
+        match self {
+            ConfigError::Io { path, message } => (path, None, message.clone()),
+            ConfigError::Parse { path, line, message } => (path, Some(*line), message.clone()),
+            ConfigError::Invalid { path, line, key, message } => (path, *line, format!("`{key}`: {message}")),
+        }
+    }
+}
+
+/// Every error of a configuration file, in the order of their lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl std::fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(e: ConfigError) -> Self {
+        ConfigErrors(vec![e])
+    }
 }
 
 /// The configuration, validated and resolved: what the daemon is built from.
@@ -314,85 +389,287 @@ pub struct Resolved {
     pub metrics_addr: Option<SocketAddr>,
 }
 
+/// Where a problem is: a section (`daemon`, `sources`, `stages`, `sinks`), the element of an
+/// array section, and a key in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The section.
+    pub section: &'static str,
+    /// The element, in an array section.
+    pub index: Option<usize>,
+    /// The key inside it.
+    pub key: Option<&'static str>,
+}
+
+impl Place {
+    fn section(section: &'static str) -> Self {
+        Place { section, index: None, key: None }
+    }
+
+    fn element(section: &'static str, index: usize) -> Self {
+        Place { section, index: Some(index), key: None }
+    }
+
+    fn key(section: &'static str, index: Option<usize>, key: &'static str) -> Self {
+        Place { section, index, key: Some(key) }
+    }
+
+    /// As a dotted path: `sources[0].format`.
+    pub fn dotted(&self) -> String {
+        let mut s = self.section.to_owned();
+        if let Some(i) = self.index {
+            s.push_str(&format!("[{i}]"));
+        }
+        if let Some(k) = self.key {
+            s.push('.');
+            s.push_str(k);
+        }
+        s
+    }
+}
+
 impl Config {
     /// Parses TOML text. `path` only names the file in errors.
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
-        toml::from_str::<Config>(text).map_err(|e| {
-            let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            ConfigError::Parse { path: path.to_owned(), line, message: e.message().trim().to_owned() }
-        })
+        toml::from_str::<Config>(text).map_err(|e| parse_error(&e, text, path))
     }
 
     /// Reads and parses a file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: path.display().to_string(), message: e.to_string() })?;
+        let text = read(path)?;
         Config::parse(&text, &path.display().to_string())
     }
 
-    /// Checks the values and resolves sizes, formats and addresses.
-    pub fn validate(self, path: &str) -> Result<Resolved, ConfigError> {
-        let invalid = |key: String, message: String| ConfigError::Invalid { path: path.to_owned(), key, message };
-        if self.sources.is_empty() {
-            return Err(invalid("sources".into(), "at least one source is needed".into()));
+    /// Reads, parses and validates a file, with every error it has (see [`Config::check_text`]);
+    /// with `env`, the machine too ([`Resolved::environment_problems`]).
+    pub fn load_checked(path: &Path, env: bool) -> Result<Resolved, ConfigErrors> {
+        let text = read(path)?;
+        Config::check_text_with(&text, &path.display().to_string(), env)
+    }
+
+    /// Parses and validates TOML text, collecting every error rather than stopping at the
+    /// first: each section and each element of `sources`, `stages` and `sinks` is read on its
+    /// own, so that one bad element does not hide the next, and values that parse but cannot
+    /// work are named with the line of their key. A syntax error stops there (nothing after it
+    /// can be trusted).
+    pub fn check_text(text: &str, path: &str) -> Result<Resolved, ConfigErrors> {
+        Config::check_text_with(text, path, false)
+    }
+
+    /// [`Config::check_text`], and with `env` also what `run` would need of this machine (see
+    /// [`Resolved::environment_problems`]), each problem named with its key's line.
+    pub fn check_text_with(text: &str, path: &str, env: bool) -> Result<Resolved, ConfigErrors> {
+        use toml::de::{DeTable, DeValue, ValueDeserializer};
+        let doc = DeTable::parse(text).map_err(|e| parse_error(&e, text, path))?;
+        let line_of = |pos: usize| text[..pos.min(text.len())].matches('\n').count() + 1;
+        let mut errors = Vec::new();
+        let mut config = Config { daemon: DaemonConfig::default(), sources: Vec::new(), stages: default_stages(), sinks: default_sinks() };
+        // Where each element that parsed came from: (its index in the file, its value).
+        let mut origin: std::collections::BTreeMap<&'static str, Vec<(usize, &toml::Spanned<DeValue<'_>>)>> = Default::default();
+        let mut sections: std::collections::BTreeMap<&'static str, &toml::Spanned<DeValue<'_>>> = Default::default();
+        fn element<T: serde::de::DeserializeOwned>(v: &toml::Spanned<DeValue<'_>>) -> Result<T, toml::de::Error> {
+            T::deserialize(ValueDeserializer::from(v.clone()))
         }
-        let max_line_bytes = parse_size(&self.daemon.max_line_bytes).map_err(|m| invalid("daemon.max_line_bytes".into(), m))?;
+        for (k, v) in doc.get_ref().iter() {
+            let key = k.get_ref().as_ref();
+            let section: &'static str = match key {
+                "daemon" => "daemon",
+                "sources" => "sources",
+                "stages" => "stages",
+                "sinks" => "sinks",
+                other => {
+                    errors.push(ConfigError::Parse {
+                        path: path.to_owned(),
+                        line: line_of(k.span().start),
+                        message: format!("unknown field `{other}`, expected one of `daemon`, `sources`, `stages`, `sinks`"),
+                    });
+                    continue;
+                }
+            };
+            sections.insert(section, v);
+            let fail = |e: toml::de::Error, at: &toml::Spanned<DeValue<'_>>, what: String| ConfigError::Parse {
+                path: path.to_owned(),
+                line: line_of(e.span().unwrap_or(at.span()).start),
+                message: format!("`{what}`: {}", e.message().trim()),
+            };
+            if section == "daemon" {
+                match element::<DaemonConfig>(v) {
+                    Ok(d) => config.daemon = d,
+                    Err(e) => errors.push(fail(e, v, "daemon".into())),
+                }
+                continue;
+            }
+            let Some(items) = v.get_ref().as_array() else {
+                errors.push(ConfigError::Parse {
+                    path: path.to_owned(),
+                    line: line_of(v.span().start),
+                    message: format!("`{section}` must be an array of tables (`[[{section}]]`)"),
+                });
+                continue;
+            };
+            let kept = origin.entry(section).or_default();
+            match section {
+                "sources" => config.sources.clear(),
+                "stages" => config.stages.clear(),
+                _ => config.sinks.clear(),
+            }
+            for (i, item) in items.iter().enumerate() {
+                let what = format!("{section}[{i}]");
+                let parsed = match section {
+                    "sources" => element::<SourceConfig>(item).map(|x| config.sources.push(x)),
+                    "stages" => element::<StageConfig>(item).map(|x| config.stages.push(x)),
+                    _ => element::<SinkConfig>(item).map(|x| config.sinks.push(x)),
+                };
+                match parsed {
+                    Ok(()) => kept.push((i, item)),
+                    Err(e) => errors.push(fail(e, item, what)),
+                }
+            }
+        }
+        // The line of a place: its key's value, else its element, else its section.
+        let locate = |p: &Place| -> (String, Option<usize>) {
+            let elements = origin.get(p.section);
+            let (index, value) = match (p.index, elements) {
+                (Some(i), Some(e)) => match e.get(i) {
+                    Some((orig, v)) => (Some(*orig), Some(*v)),
+                    None => (Some(i), None),
+                },
+                (i, _) => (i, sections.get(p.section).copied()),
+            };
+            let dotted = Place { index, ..p.clone() }.dotted();
+            let span = value.map(|v| {
+                p.key
+                    .and_then(|k| v.get_ref().as_table().and_then(|t| t.iter().find(|(name, _)| name.get_ref() == k)).map(|(_, x)| x.span()))
+                    .unwrap_or(v.span())
+            });
+            (dotted, span.map(|s| line_of(s.start)))
+        };
+        let (resolved, mut problems) = config.resolve();
+        if let (Some(r), true) = (&resolved, env) {
+            problems.extend(r.environment_problems());
+        }
+        for (place, message) in problems {
+            let (key, line) = locate(&place);
+            errors.push(ConfigError::Invalid { path: path.to_owned(), line, key, message });
+        }
+        match resolved {
+            Some(r) if errors.is_empty() => Ok(r),
+            _ => {
+                errors.sort_by_key(|e| e.parts().1.unwrap_or(0));
+                Err(ConfigErrors(errors))
+            }
+        }
+    }
+
+    /// Checks the values and resolves sizes, formats and addresses (the first problem is the
+    /// error; [`Config::check_text`] reports them all, with their lines).
+    pub fn validate(self, path: &str) -> Result<Resolved, ConfigError> {
+        let (resolved, problems) = self.resolve();
+        match (resolved, problems.into_iter().next()) {
+            (Some(r), None) => Ok(r),
+            (_, Some((place, message))) => Err(ConfigError::Invalid { path: path.to_owned(), line: None, key: place.dotted(), message }),
+            (None, None) => unreachable!("resolve gives a result or a problem"),
+        }
+    }
+
+    /// Every value that parses but cannot work, with where it is; the resolved configuration
+    /// when there is none.
+    pub fn resolve(self) -> (Option<Resolved>, Vec<(Place, String)>) {
+        let mut problems: Vec<(Place, String)> = Vec::new();
+        let mut bad = |place: Place, message: String| problems.push((place, message));
+        if self.sources.is_empty() {
+            bad(Place::section("sources"), "at least one source is needed".into());
+        }
+        let max_line_bytes = parse_size(&self.daemon.max_line_bytes).map_err(|m| bad(Place::key("daemon", None, "max_line_bytes"), m)).ok();
         if self.daemon.max_open_files == 0 {
-            return Err(invalid("daemon.max_open_files".into(), "must be at least 1".into()));
+            bad(Place::key("daemon", None, "max_open_files"), "must be at least 1".into());
         }
         let mut formats = Vec::new();
+        let mut names: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         for (i, s) in self.sources.iter().enumerate() {
-            if s.include.is_empty() {
-                return Err(invalid(format!("sources[{i}].include"), "at least one pattern is needed".into()));
+            if let Some(n) = &s.name {
+                match names.get(n.as_str()) {
+                    Some(j) => bad(
+                        Place::key("sources", Some(i), "name"),
+                        format!("`{n}` names sources[{j}] too: source names must be unique (logs tell sources apart by them)"),
+                    ),
+                    None => {
+                        names.insert(n, i);
+                    }
+                }
             }
-            for (j, g) in s.include.iter().chain(&s.exclude).enumerate() {
-                globset::Glob::new(&expand_home(g)).map_err(|e| invalid(format!("sources[{i}].include/exclude[{j}]"), e.to_string()))?;
+            if s.include.is_empty() {
+                bad(Place::key("sources", Some(i), "include"), "at least one pattern is needed".into());
+            }
+            for (key, pats) in [("include", &s.include), ("exclude", &s.exclude)] {
+                for g in pats {
+                    if let Err(e) = globset::Glob::new(&expand_home(g)) {
+                        bad(Place::key("sources", Some(i), key), format!("`{g}`: {e}"));
+                    }
+                }
             }
             formats.push(match s.format.as_str() {
                 "auto" => None,
-                f => Some(f.parse::<Format>().map_err(|m| invalid(format!("sources[{i}].format"), m))?),
+                f => f.parse::<Format>().map_err(|m| bad(Place::key("sources", Some(i), "format"), m)).ok(),
             });
         }
         if !matches!(self.stages.first(), Some(StageConfig::Parse)) {
-            return Err(invalid("stages[0]".into(), "the first stage must be `parse`".into()));
+            bad(Place::element("stages", 0), "the first stage must be `parse`".into());
         }
         let mut repair_orphans = OrphanPolicy::Answer;
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = std::collections::HashMap::new();
         for (i, st) in self.stages.iter().enumerate() {
-            if !seen.insert(std::mem::discriminant(st)) {
-                return Err(invalid(format!("stages[{i}]"), "each stage may appear once".into()));
+            if let Some(j) = seen.insert(std::mem::discriminant(st), i) {
+                bad(Place::element("stages", i), format!("stages[{j}] is the same stage: each stage may appear once"));
             }
             if let StageConfig::Repair { orphans, mode, .. } = st {
-                repair_orphans = orphans.parse().map_err(|m| invalid(format!("stages[{i}].orphans"), m))?;
+                match orphans.parse() {
+                    Ok(o) => repair_orphans = o,
+                    Err(m) => bad(Place::key("stages", Some(i), "orphans"), m),
+                }
                 if *mode == RepairMode::Copy && !self.sinks.iter().any(|s| matches!(s, SinkConfig::RepairedFiles { .. })) {
-                    return Err(invalid(format!("stages[{i}]"), "repair mode `copy` needs a `repaired_files` sink".into()));
+                    bad(Place::element("stages", i), "repair mode `copy` needs a `repaired_files` sink".into());
                 }
             }
             if let StageConfig::Orphans { registry: Some(r), .. } = st {
-                tools::ToolRegistry::load(r).map_err(|e| invalid(format!("stages[{i}].registry"), e.to_string()))?;
+                if let Err(e) = tools::ToolRegistry::load(r) {
+                    bad(Place::key("stages", Some(i), "registry"), e.to_string());
+                }
             }
         }
         let mut metrics_addr = None;
+        let mut sinks_seen: std::collections::HashMap<&'static str, usize> = std::collections::HashMap::new();
         for (i, s) in self.sinks.iter().enumerate() {
+            if let Some(j) = sinks_seen.insert(s.type_name(), i) {
+                bad(Place::element("sinks", i), format!("a second `{}` sink (sinks[{j}] is one): each sink may appear once", s.type_name()));
+            }
             match s {
-                SinkConfig::Prometheus { address } => {
-                    metrics_addr = Some(address.parse().map_err(|e| invalid(format!("sinks[{i}].address"), format!("{address}: {e}")))?);
-                }
+                SinkConfig::Prometheus { address } => match address.parse() {
+                    Ok(a) => metrics_addr = Some(a),
+                    Err(e) => bad(Place::key("sinks", Some(i), "address"), format!("{address}: {e}")),
+                },
                 SinkConfig::File { max_bytes, keep, .. } => {
-                    parse_size(max_bytes).map_err(|m| invalid(format!("sinks[{i}].max_bytes"), m))?;
+                    if let Err(m) = parse_size(max_bytes) {
+                        bad(Place::key("sinks", Some(i), "max_bytes"), m);
+                    }
                     if *keep == 0 {
-                        return Err(invalid(format!("sinks[{i}].keep"), "must be at least 1".into()));
+                        bad(Place::key("sinks", Some(i), "keep"), "must be at least 1".into());
                     }
                 }
-                SinkConfig::Stdout | SinkConfig::RepairedFiles { .. } => {}
+                SinkConfig::Stdout { .. } | SinkConfig::RepairedFiles { .. } => {}
             }
         }
-        Ok(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr })
+        if !problems.is_empty() {
+            return (None, problems);
+        }
+        let max_line_bytes = max_line_bytes.expect("no problem: the size parsed");
+        (Some(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr }), problems)
     }
 
     /// The configuration of `transcriptd run` without a file: watch `dirs` for `*.jsonl`,
     /// report on stdout, serve metrics on `metrics_addr` if given.
     pub fn for_watch(dirs: &[PathBuf], metrics_addr: Option<&str>, state_dir: Option<&Path>) -> Config {
-        let mut sinks = vec![SinkConfig::Stdout];
+        let mut sinks = vec![SinkConfig::stdout()];
         if let Some(a) = metrics_addr {
             sinks.push(SinkConfig::Prometheus { address: a.to_owned() });
         }
@@ -412,6 +689,82 @@ impl Config {
     }
 }
 
+impl Resolved {
+    /// What `run` needs of this machine that the file alone cannot tell (`validate-config
+    /// --check-env`, as `vector validate` checks its environment): the state directory (and a
+    /// `repaired_files` directory) exists and is writable or can be created, the `file` sink's
+    /// directory is writable, the metrics address can be bound, and the root of every source's
+    /// `include` pattern exists. Nothing is created or left behind.
+    pub fn environment_problems(&self) -> Vec<(Place, String)> {
+        let mut out = Vec::new();
+        if let Err(m) = creatable(&self.config.daemon.state_dir) {
+            out.push((Place::key("daemon", None, "state_dir"), m));
+        }
+        for (i, s) in self.config.sinks.iter().enumerate() {
+            match s {
+                SinkConfig::Prometheus { .. } => {
+                    if let Some(addr) = self.metrics_addr {
+                        if let Err(e) = std::net::TcpListener::bind(addr) {
+                            out.push((Place::key("sinks", Some(i), "address"), format!("{addr} cannot be bound: {e}")));
+                        }
+                    }
+                }
+                SinkConfig::RepairedFiles { dir } => {
+                    if let Err(m) = creatable(dir) {
+                        out.push((Place::key("sinks", Some(i), "dir"), m));
+                    }
+                }
+                SinkConfig::File { path, .. } => {
+                    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                    if let Err(m) = writable(dir) {
+                        out.push((Place::key("sinks", Some(i), "path"), m));
+                    }
+                }
+                SinkConfig::Stdout { .. } => {}
+            }
+        }
+        for (i, s) in self.config.sources.iter().enumerate() {
+            for p in &s.include {
+                let root = literal_root(&expand_home(p));
+                if !root.exists() {
+                    out.push((
+                        Place::key("sources", Some(i), "include"),
+                        format!("{} (the root of `{p}`) does not exist: nothing is read from it until it is created", root.display()),
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether files can be made in `dir`: a directory is tried with an unnamed temporary file
+/// (nothing is left behind).
+fn writable(dir: &Path) -> Result<(), String> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => Err(format!("{} is not a directory", dir.display())),
+        Ok(_) => tempfile::tempfile_in(dir).map(drop).map_err(|e| format!("{} is not writable: {e}", dir.display())),
+        Err(e) => Err(format!("{}: {e}", dir.display())),
+    }
+}
+
+/// Whether `dir` is a writable directory, or can be created: its nearest existing ancestor is
+/// a writable directory.
+fn creatable(dir: &Path) -> Result<(), String> {
+    if dir.exists() {
+        return writable(dir);
+    }
+    let mut up = dir.parent();
+    while let Some(p) = up {
+        let p = if p.as_os_str().is_empty() { Path::new(".") } else { p };
+        if p.exists() {
+            return writable(p).map_err(|m| format!("{} cannot be created: {m}", dir.display()));
+        }
+        up = p.parent();
+    }
+    Err(format!("{} cannot be created", dir.display()))
+}
+
 /// `$XDG_STATE_HOME/transcriptd` or `~/.local/state/transcriptd`: where a user's daemon keeps
 /// its checkpoints when no state directory is given.
 pub fn default_user_state_dir() -> PathBuf {
@@ -419,6 +772,20 @@ pub fn default_user_state_dir() -> PathBuf {
         return PathBuf::from(x).join("transcriptd");
     }
     std::env::var_os("HOME").map_or_else(|| PathBuf::from(".transcriptd"), |h| PathBuf::from(h).join(".local/state/transcriptd"))
+}
+
+/// The directory a glob pattern's files are under: its leading components without glob
+/// characters (what the daemon watches for the pattern).
+pub fn literal_root(pattern: &str) -> PathBuf {
+    let mut root = PathBuf::new();
+    for c in Path::new(pattern).components() {
+        let s = c.as_os_str().to_string_lossy();
+        if s.contains(['*', '?', '[', '{']) {
+            break;
+        }
+        root.push(c);
+    }
+    root
 }
 
 /// Replaces a leading `~` with the home directory.

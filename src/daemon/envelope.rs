@@ -15,7 +15,7 @@
 //! Folding the `finding` records with their demotions and retractions gives exactly what
 //! `transcriptd check --output json` reports on the file as it is.
 
-use crate::transcript::{Finding, Format, Kind};
+use crate::transcript::{Finding, FindingFilter, Format, Kind};
 use serde::Serialize;
 
 /// One output record.
@@ -141,6 +141,16 @@ pub fn now() -> String {
 }
 
 impl Record {
+    /// Whether a sink with `filter` writes it: findings it keeps, corrections (demotions,
+    /// retractions) of the kinds it keeps, and every record that is no finding.
+    pub fn passes(&self, filter: &FindingFilter) -> bool {
+        match self {
+            Record::Finding { finding, .. } => filter.keeps_finding(finding),
+            Record::FindingDemoted { change, .. } | Record::FindingRetracted { change, .. } => filter.keeps_kind(change.kind),
+            _ => true,
+        }
+    }
+
     /// The record as one JSON line.
     pub fn to_line(&self) -> Vec<u8> {
         let mut v = serde_json::to_vec(self).expect("records serialize");

@@ -18,6 +18,7 @@ use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
 use crate::sinks::outputs::{FileSink, StdoutSink};
 use crate::telemetry as t;
 use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::FindingFilter;
 use anyhow::Context;
 use envelope::{now, Record};
 use std::collections::{HashMap, HashSet};
@@ -76,7 +77,8 @@ impl Stages {
 
 /// The record sinks.
 struct Sinks {
-    stdout: Option<StdoutSink>,
+    /// The stdout sink, and which findings it passes.
+    stdout: Option<(StdoutSink, FindingFilter)>,
     file: Option<FileSink>,
     repaired_dir: Option<PathBuf>,
 }
@@ -88,21 +90,23 @@ impl Sinks {
         }
         for r in records {
             let line = r.to_line();
-            if let Some(s) = self.stdout.as_mut() {
-                s.write(&line).context("writing stdout")?;
+            if let Some((s, filter)) = self.stdout.as_mut() {
+                if r.passes(filter) {
+                    s.write(&line).context("writing stdout")?;
+                }
             }
             if let Some(f) = self.file.as_mut() {
                 f.write(&line).context("writing the file sink")?;
             }
         }
-        if let Some(s) = self.stdout.as_mut() {
+        if let Some((s, _)) = self.stdout.as_mut() {
             s.flush().context("writing stdout")?;
         }
         Ok(())
     }
 
     fn flush(&mut self) -> anyhow::Result<()> {
-        if let Some(s) = self.stdout.as_mut() {
+        if let Some((s, _)) = self.stdout.as_mut() {
             s.flush().context("writing stdout")?;
         }
         if let Some(f) = self.file.as_mut() {
@@ -185,10 +189,10 @@ pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>)
     let mut sinks = Sinks { stdout: None, file: None, repaired_dir: None };
     for s in &cfg.config.sinks {
         match s {
-            SinkConfig::Stdout => {
+            SinkConfig::Stdout { severity, kinds } => {
                 let mut out = StdoutSink::default();
                 out.recover(cp.stdout).context("recovering stdout")?;
-                sinks.stdout = Some(out);
+                sinks.stdout = Some((out, FindingFilter { severity: *severity, kinds: kinds.clone() }));
             }
             SinkConfig::File { path, max_bytes, keep } => {
                 let max = crate::config::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
@@ -329,10 +333,15 @@ impl Daemon {
             }
             t
         };
+        let opened = records.len();
         records.push(Record::FileOpened { time: now(), file: p.display().to_string(), format: t.format(), offset: t.committed() });
         let grew_before = t.last_growth;
         self.files.insert(p.to_path_buf(), t);
         self.poll_path(p, records)?;
+        // The format, as soon as the lines read at once tell it (the record still comes first).
+        if let (Some(Record::FileOpened { format: f @ None, .. }), Some(t)) = (records.get_mut(opened), self.files.get(p)) {
+            *f = t.format();
+        }
         // Reading an old file at startup is not growth: its grace has passed already.
         if let Some(t) = self.files.get_mut(p) {
             if grew_before + self.stages.grace <= Instant::now() {
@@ -518,7 +527,7 @@ impl Daemon {
         let Some(t) = self.files.get_mut(p) else { return };
         t.repaired_size = Some(t.size);
         t.has_errors = false;
-        let settings = crate::cli::repair::Settings {
+        let settings = crate::repair::Settings {
             check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
             orphans: policy,
             dry_run: mode == crate::config::RepairMode::Plan,
@@ -528,9 +537,9 @@ impl Daemon {
             force: true,
         };
         let Some(dir) = self.sinks.repaired_dir.clone().or_else(|| (mode == crate::config::RepairMode::Plan).then(std::env::temp_dir)) else { return };
-        let job = crate::cli::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
-        let report = crate::cli::repair::repair_file(&job, &settings, &mut self.buf);
-        use crate::cli::repair::Status;
+        let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
+        let report = crate::repair::repair_file(&job, &settings, &mut self.buf);
+        use crate::repair::Status;
         match report.status {
             Status::Planned => records.push(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
             Status::Repaired | Status::Partial => {
@@ -605,7 +614,7 @@ impl Daemon {
                     Some(checkpoint::FileCheckpoint { path: t.path.clone(), dev, ino, head_hash, head_len, offset: t.committed(), tail: t.tail.clone() })
                 })
                 .collect(),
-            stdout: self.sinks.stdout.as_ref().and_then(StdoutSink::position),
+            stdout: self.sinks.stdout.as_ref().and_then(|(s, _)| s.position()),
             file_sink: self.sinks.file.as_ref().and_then(FileSink::position),
         };
         match checkpoint::store(&self.cfg.config.daemon.state_dir, &cp) {

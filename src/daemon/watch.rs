@@ -26,15 +26,7 @@ pub enum Change {
 /// The directory a glob pattern is rooted at: its components before the first one with a glob
 /// character.
 pub fn literal_root(pattern: &str) -> PathBuf {
-    let mut root = PathBuf::new();
-    for c in Path::new(pattern).components() {
-        let s = c.as_os_str().to_string_lossy();
-        if s.contains(['*', '?', '[', '{']) {
-            break;
-        }
-        root.push(c);
-    }
-    root
+    crate::config::literal_root(pattern)
 }
 
 /// The running watcher, and which roots it covers.

@@ -127,6 +127,17 @@ pub fn rollout_id(stem: &str) -> Option<&str> {
     Some(split_timestamped(rest).map_or(rest, |(_, id)| id))
 }
 
+/// The id of a transcript file stem in the `file` layout: the UUID it ends with, after a `-`
+/// (`codex-rollout-2026-02-23T20-34-25-<uuid>`), or the whole stem.
+pub fn file_id(stem: &str) -> &str {
+    let b = stem.as_bytes();
+    if b.len() > 37 && b[b.len() - 37] == b'-' && is_uuid(&stem[b.len() - 36..]) {
+        &stem[b.len() - 36..]
+    } else {
+        stem
+    }
+}
+
 /// The id of a session directory: the id after its timestamp, or the whole name.
 pub fn session_dir_id(name: &str) -> &str {
     split_timestamped(name).map_or(name, |(_, id)| id)
@@ -135,6 +146,16 @@ pub fn session_dir_id(name: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_name_ending_in_a_uuid_has_it_as_its_id() {
+        let u = "66666666-6666-4666-8666-666666666666";
+        assert_eq!(file_id(&format!("codex-malformed-rollout-{u}")), u);
+        assert_eq!(file_id(&format!("codex-rollout-2026-02-23T20-34-25-{u}")), u);
+        assert_eq!(file_id(u), u);
+        assert_eq!(file_id("agent-36541525"), "agent-36541525");
+        assert_eq!(file_id(&format!("x{u}")), format!("x{u}"));
+    }
 
     #[test]
     fn prefixes_are_id_characters_only() {

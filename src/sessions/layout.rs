@@ -24,7 +24,7 @@
 //! while it is walked (a session deleted meanwhile) is skipped; any other error is returned,
 //! naming the path.
 
-use super::id::{rollout_id, session_dir_id, split_timestamped, validate_prefix};
+use super::id::{file_id, rollout_id, session_dir_id, split_timestamped, validate_prefix};
 use super::names;
 use super::Error;
 use crate::sources::batch::{transcript_of_meta, MissingTranscript};
@@ -263,14 +263,17 @@ fn classify_file(dir: &Path, name: &str, has_file: &dyn Fn(&str) -> bool, has_di
         return;
     }
     let Some(stem) = name.strip_suffix(".jsonl").filter(|s| !s.is_empty()) else { return };
+    if crate::sources::batch::is_repair_by_product(name) {
+        return; // a rejects file or a backup beside a transcript: not a session
+    }
     let sidecar = format!("{stem}.meta.json");
     let (layout, id) = match rollout_id(stem) {
         // Cheap name tests first: lookup asks `has_file` only for names that match.
         Some(id) if !matches(prefix, id) && !matches(prefix, stem) => return,
-        None if !matches(prefix, stem) => return,
+        None if !matches(prefix, file_id(stem)) && !matches(prefix, stem) => return,
         _ if has_file(&sidecar) => (Layout::Sidecar, stem),
         Some(id) => (Layout::Rollout, id),
-        None => (Layout::File, stem),
+        None => (Layout::File, file_id(stem)),
     };
     if !matches(prefix, id) {
         return;

@@ -96,6 +96,9 @@ pub struct Expanded {
     pub missing: Vec<MissingTranscript>,
     /// Paths skipped, sorted by path.
     pub skipped: Vec<Skipped>,
+    /// Directories given that hold no `*.jsonl` file (nor a meta sidecar, nor anything
+    /// skipped): nothing was read from them, which a verb says rather than report a clean run.
+    pub empty_dirs: Vec<PathBuf>,
 }
 
 impl Expanded {
@@ -137,7 +140,11 @@ pub fn expand(paths: &[PathBuf]) -> Expanded {
             });
             continue;
         }
+        let before = (out.inputs.len(), out.missing.len(), out.skipped.len());
         walk(p, &mut out);
+        if before == (out.inputs.len(), out.missing.len(), out.skipped.len()) {
+            out.empty_dirs.push(p.clone());
+        }
     }
     out.inputs.sort();
     out.inputs.dedup();
@@ -162,8 +169,8 @@ fn walk(root: &Path, out: &mut Expanded) {
         }
         let path = entry.path();
         let name = entry.file_name().to_string_lossy();
-        if name.ends_with(".rejects.jsonl") {
-            // What `repair` removed: kept for people, not a transcript.
+        if is_repair_by_product(&name) {
+            // What `repair` removed, or a backup it kept: kept for people, not a transcript.
             continue;
         }
         if !ty.is_file() {
@@ -216,6 +223,14 @@ fn skip_walk(root: &Path, e: &walkdir::Error) -> Skipped {
         Some(io) => skip_io(&path, io),
         None => Skipped { path, reason: SkipReason::Unreadable, message: e.to_string(), error: true },
     }
+}
+
+/// Whether a file name is one `repair` writes beside a transcript rather than a transcript: its
+/// rejects file `<stem>.rejects.jsonl`, or a backup `<name>.jsonl<suffix>` whose suffix ends in
+/// `.jsonl` too (`--backup-suffix .orig.jsonl`; the default `.orig` ends otherwise, and so does
+/// any temporary file of an atomic write). Walks leave them out; named as paths, they are read.
+pub fn is_repair_by_product(name: &str) -> bool {
+    name.ends_with(".rejects.jsonl") || name.strip_suffix(".jsonl").is_some_and(|stem| stem.contains(".jsonl"))
 }
 
 /// The transcript a meta sidecar describes: `<dir>/.meta.json` → `<dir>/transcript.jsonl`

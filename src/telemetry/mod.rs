@@ -99,10 +99,11 @@ fn describe() {
     describe_gauge!(BUILD_INFO, "Build information; the value is always 1.");
 }
 
-/// Sets up logging on stderr: human-readable or JSON lines, filtered by `TRANSCRIPTD_LOG`.
-pub fn init_tracing(json: bool) {
+/// Sets up logging on stderr: human-readable or JSON lines, filtered by `TRANSCRIPTD_LOG`, with
+/// ANSI colour codes only when `ansi` (the caller decides: a terminal, and no `NO_COLOR`).
+pub fn init_tracing(json: bool, ansi: bool) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("TRANSCRIPTD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let _ = if json { b.json().try_init() } else { b.try_init() };
 }

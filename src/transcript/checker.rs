@@ -80,6 +80,14 @@ pub struct Stats {
     pub tokens: BTreeMap<String, Usage>,
 }
 
+impl Stats {
+    /// Every non-blank line: those read and those that could not be (what a summary counts as
+    /// the file's lines: a file of 20 lines of garbage has 20 lines, not 0).
+    pub fn non_blank_lines(&self) -> u64 {
+        self.lines + self.bad_lines
+    }
+}
+
 /// What one line turned into, before pairing.
 #[derive(Debug)]
 pub enum Outcome<'a> {
@@ -352,6 +360,11 @@ impl<O: Observer> Checker<O> {
                 self.observer.output(o);
             }
         }
+        if let Some(f) = unknown_format(self.opts.format, self.detector.format(), &self.stats) {
+            let o = Output::Finding(f);
+            self.observer.output(&o);
+            self.outputs.push(o);
+        }
         Ok(Finished { outputs: self.outputs, stats: self.stats, format: self.detector.format(), observer: self.observer })
     }
 
@@ -524,6 +537,32 @@ impl<O: Observer> Checker<O> {
             self.observer.output(&o);
             self.outputs.push(o);
         }
+    }
+}
+
+/// The `unknown_format` finding of a whole stream, if it has one: readable lines, none of them a
+/// record of a known format (detected), or of the format given (`forced`; datasets excepted,
+/// whose lines are each judged as conversations). Nothing in such a file was checked, which a
+/// clean result must not hide.
+pub fn unknown_format(forced: Option<Format>, detected: Option<Format>, stats: &Stats) -> Option<Finding> {
+    let lines = stats.lines;
+    let s = if lines == 1 { "" } else { "s" };
+    match forced {
+        None if detected.is_none() && stats.unknown_records > 0 => {
+            let scope = if lines > u64::from(crate::transcript::formats::DETECT_LINES) {
+                format!(" among the first {}", crate::transcript::formats::DETECT_LINES)
+            } else {
+                String::new()
+            };
+            Some(Finding::file(
+                Kind::UnknownFormat,
+                format!("no line{scope} is a record of a known format: none of its {lines} line{s} was checked (give --format if it is one)"),
+            ))
+        }
+        Some(f) if !matches!(f, Format::Dataset(_)) && lines > 0 && stats.messages + stats.compactions + stats.other_records == 0 => {
+            Some(Finding::file(Kind::UnknownFormat, format!("no line is a {f} record (the format given): none of its {lines} line{s} was checked")))
+        }
+        _ => None,
     }
 }
 

@@ -75,11 +75,14 @@ pub enum Kind {
     InvalidWeight,
     /// Batch datasets: a `custom_id` an earlier line already used.
     DuplicateCustomId,
+    /// No line of the file is a conversation line of a known format (or of the format given):
+    /// nothing in it was checked. About the whole file, so it has no line.
+    UnknownFormat,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 22] = [
+    pub const ALL: [Kind; 23] = [
         Kind::MalformedLine,
         Kind::InvalidUtf8,
         Kind::LineTooLong,
@@ -102,6 +105,7 @@ impl Kind {
         Kind::MissingRequiredArgument,
         Kind::InvalidWeight,
         Kind::DuplicateCustomId,
+        Kind::UnknownFormat,
     ];
 
     /// The public name of the kind.
@@ -129,13 +133,14 @@ impl Kind {
             Kind::MissingRequiredArgument => "missing_required_argument",
             Kind::InvalidWeight => "invalid_weight",
             Kind::DuplicateCustomId => "duplicate_custom_id",
+            Kind::UnknownFormat => "unknown_format",
         }
     }
 
     /// The severity a finding of this kind has unless a rule lowers it (an abandoned branch).
     pub fn default_severity(self) -> Severity {
         match self {
-            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId | Kind::MisplacedSystem => Severity::Warning,
+            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId | Kind::MisplacedSystem | Kind::UnknownFormat => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -143,6 +148,16 @@ impl Kind {
     /// Whether the kind is about framing (the line could not be read at all).
     pub fn is_framing(self) -> bool {
         matches!(self, Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine)
+    }
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
+            let all: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+            format!("unknown finding kind `{s}` (expected one of: {})", all.join(", "))
+        })
     }
 }
 
@@ -156,7 +171,9 @@ impl fmt::Display for Kind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// 1-based physical line the finding points at (a call's line for call findings, a result's
-    /// line for result findings).
+    /// line for result findings); 0 for a finding about the whole file (`missing_transcript`,
+    /// `unknown_format`), which is written without a line (no `line` key in JSON).
+    #[serde(skip_serializing_if = "is_whole_file", default)]
     pub line: u64,
     /// What is wrong.
     pub kind: Kind,
@@ -180,7 +197,22 @@ pub struct Finding {
     pub thread: u64,
 }
 
+/// Whether a finding's line says it is about the whole file (line 0: there is no line 0).
+fn is_whole_file(line: &u64) -> bool {
+    *line == 0
+}
+
 impl Finding {
+    /// A finding about the whole file rather than one line (it is written without a line).
+    pub fn file(kind: Kind, message: impl Into<String>) -> Self {
+        Finding::new(0, kind, message)
+    }
+
+    /// Whether it is about the whole file, not a line.
+    pub fn is_whole_file(&self) -> bool {
+        self.line == 0
+    }
+
     /// A finding with the kind's default severity.
     pub fn new(line: u64, kind: Kind, message: impl Into<String>) -> Self {
         Finding { line, kind, severity: kind.default_severity(), call_id: None, tool: None, message_index: None, message: message.into(), thread: MAIN_THREAD }

@@ -6,6 +6,7 @@
 
 pub mod canonical;
 pub mod checker;
+pub mod filter;
 pub mod finding;
 pub mod formats;
 pub mod forward;
@@ -17,6 +18,7 @@ pub mod scan;
 pub mod stages;
 
 pub use checker::{check_bytes, Checker, Finished, Observer, Options, Stats, StrictStop};
+pub use filter::FindingFilter;
 pub use finding::{Finding, Kind, Output, Severity};
 pub use formats::Format;
 pub use progress::Progress;

@@ -48,7 +48,7 @@ fn strict_stops_at_the_first_bad_line() {
     let out = transcriptd(&["check", "--strict", &f]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{f}:line 2: malformed_line")), "{err}");
+    assert!(err.contains(&format!("{f}:2: error: malformed_line: ")), "{err}");
     // Lenient: all of them, exit 1.
     let out = transcriptd(&["check", &f]);
     assert_eq!(out.status.code(), Some(1));

@@ -5,7 +5,7 @@
 use super::support::{data, expect_file, generate, jsonl_files, transcriptd};
 use std::path::Path;
 use transcriptd::cli::context::{scan, write, Scanned};
-use transcriptd::cli::history::history;
+use transcriptd::cli::history::{history, Render};
 use transcriptd::sources::batch::Input;
 use transcriptd::sources::reverse::FIRST_PAGE;
 use transcriptd::transcript::stages::context::Cut;
@@ -49,7 +49,7 @@ fn render(case: &Path) -> String {
     out.push_str("# context\n");
     out.push_str(&String::from_utf8(canonical).unwrap());
     let mut hist = Vec::new();
-    let faults = history(&Input::File(case.to_path_buf()), None, MAX, false, &mut hist).unwrap();
+    let faults = history(&Input::File(case.to_path_buf()), None, MAX, Render::Canonical, &mut hist).unwrap();
     out.push_str("# history\n");
     out.push_str(&String::from_utf8(hist).unwrap());
     for f in faults {
@@ -161,7 +161,7 @@ fn bytes_read_stay_within_twice_the_post_compaction_size() {
 fn cli_context_raw_and_exit_codes() {
     let case = data("context/codex/0001_bounded_cut_at_the_compaction.jsonl");
     let input = std::fs::read_to_string(&case).unwrap();
-    let out = transcriptd(&["context", "--raw", "-q", case.to_str().unwrap()]);
+    let out = transcriptd(&["context", "--raw", "--no-summary", case.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
     let raw = String::from_utf8(out.stdout).unwrap();
     let first = raw.lines().next().unwrap();
@@ -173,7 +173,8 @@ fn cli_context_raw_and_exit_codes() {
     assert_eq!(out.status.code(), Some(1), "unreadable lines are findings");
     let err = String::from_utf8_lossy(&out.stderr);
     // The read stopped at the boundary, so lines are located from the end of the file.
-    assert!(err.contains("byte 851 (line 4 from the end): malformed_line") && err.contains("(line 1 from the end): torn_line"), "{err}");
+    assert!(err.contains(": error: malformed_line: ") && err.contains("(at byte 851, line 4 from the end)\n"), "{err}");
+    assert!(err.contains(": error: torn_line: ") && err.contains(", line 1 from the end)\n"), "{err}");
     assert_eq!(transcriptd(&["context", "/nonexistent.jsonl"]).status.code(), Some(2));
     assert_eq!(transcriptd(&["history", "/nonexistent.jsonl"]).status.code(), Some(2));
     let out = transcriptd(&["history", "--raw", data("context/claude-code/0001_two_boundaries_the_last_wins.jsonl").to_str().unwrap()]);
@@ -192,7 +193,7 @@ fn a_bounded_rollout_without_its_session_meta_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("rollout.jsonl");
     std::fs::write(&f, headless).unwrap();
-    let out = transcriptd(&["context", "-q", f.to_str().unwrap()]);
+    let out = transcriptd(&["context", "--no-summary", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a session_meta"));
     // With its head, nothing is missing.

@@ -71,10 +71,15 @@ address = "127.0.0.1:{port}"
     }
 
     pub fn new(extra_daemon: &str, extra: &str) -> Daemon {
+        Self::edited(extra_daemon, extra, |c| c)
+    }
+
+    /// [`Daemon::new`] with the configuration text changed by `edit` first.
+    pub fn edited(extra_daemon: &str, extra: &str, edit: impl FnOnce(String) -> String) -> Daemon {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("watch")).unwrap();
         let port = free_port();
-        std::fs::write(root.path().join("transcriptd.toml"), Self::config(root.path(), port, extra_daemon, extra)).unwrap();
+        std::fs::write(root.path().join("transcriptd.toml"), edit(Self::config(root.path(), port, extra_daemon, extra))).unwrap();
         let mut d = Daemon { child: None, root, port };
         d.start();
         d
@@ -124,12 +129,11 @@ address = "127.0.0.1:{port}"
     }
 
     pub fn records(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.out())
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l}: {e}")))
-            .collect()
+        let text = std::fs::read_to_string(self.out()).unwrap_or_default();
+        // The daemon may be writing as this reads: a last line without its newline is not
+        // written yet.
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l}: {e}"))).collect()
     }
 }
 
@@ -222,7 +226,7 @@ pub fn fold(records: &[Value]) -> BTreeMap<Key, usize> {
 
 /// What `check --output json` reports on `dir`.
 pub fn check_dir(dir: &Path) -> BTreeMap<Key, usize> {
-    let out = transcriptd(&["check", "--output", "json", "--quiet", dir.to_str().unwrap()]);
+    let out = transcriptd(&["check", "--output", "json", "--no-summary", dir.to_str().unwrap()]);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()

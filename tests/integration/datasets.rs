@@ -99,7 +99,7 @@ fn generated_datasets_match_their_manifest() {
 
 /// A repair of `file` into `out` with `args`; returns (output, rejects as JSON values).
 fn repair(file: &Path, out: &Path, args: &[&str]) -> (Vec<u8>, Vec<Value>) {
-    let o = transcriptd(&[&["repair", "--force", "-q", "--out", out.to_str().unwrap()], args, &[file.to_str().unwrap()]].concat());
+    let o = transcriptd(&[&["repair", "--force", "--no-summary", "--out", out.to_str().unwrap()], args, &[file.to_str().unwrap()]].concat());
     assert!(o.status.success(), "repair {args:?}: {}", stderr(&o));
     let name = file.file_name().unwrap().to_str().unwrap();
     let output = std::fs::read(out.join(name)).unwrap();
@@ -211,20 +211,20 @@ fn repair_keeps_every_line_and_converges() {
 #[test]
 fn the_cli_names_line_and_message() {
     let case = data("dataset/openai-dataset/0002_issue_example.jsonl");
-    let o = transcriptd(&["check", "-q", case.to_str().unwrap()]);
+    let o = transcriptd(&["check", "--no-summary", case.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let text = stdout(&o);
-    assert!(text.contains("0002_issue_example.jsonl:1: message 1: error: unanswered_call: call to `f` has no result"), "{text}");
-    assert!(text.contains(":1: message 2: error: consecutive_assistant:"), "{text}");
-    let o = transcriptd(&["check", "-q", "-o", "json", case.to_str().unwrap()]);
+    assert!(text.contains("0002_issue_example.jsonl:1: error: unanswered_call: message 1: call to `f` has no result"), "{text}");
+    assert!(text.contains(":1: error: consecutive_assistant: message 2: "), "{text}");
+    let o = transcriptd(&["check", "--no-summary", "-o", "json", case.to_str().unwrap()]);
     let records = json_lines(&o);
     assert_eq!(records[0]["format"], "openai-dataset");
     assert_eq!((records[0]["line"].as_u64(), records[0]["message_index"].as_u64()), (Some(1), Some(1)));
     // --format overrides detection: read as ShareGPT, the line holds no conversation.
-    let o = transcriptd(&["check", "-q", "-o", "json", "--format", "sharegpt", case.to_str().unwrap()]);
+    let o = transcriptd(&["check", "--no-summary", "-o", "json", "--format", "sharegpt", case.to_str().unwrap()]);
     assert_eq!(json_lines(&o)[0]["kind"], "not_a_conversation");
     // A dataset's dry-run plan names each line and why.
-    let o = transcriptd(&["repair", "--force", "-q", "--dry-run", "--dataset-policy", "truncate", case.to_str().unwrap()]);
+    let o = transcriptd(&["repair", "--force", "--no-summary", "--dry-run", "--dataset-policy", "truncate", case.to_str().unwrap()]);
     let plan = json_lines(&o);
     assert_eq!((plan[0]["line"].as_u64(), plan[0]["action"].as_str(), plan[0]["reason"].as_str()), (Some(1), Some("replace"), Some("unanswered_call")));
 }

@@ -210,7 +210,8 @@ fn configmap_embeds_the_container_config_and_it_is_valid() {
             text.contains("mountPath: /etc/transcriptd\n") && text.contains("name: transcriptd-config"),
             "{m}: the ConfigMap is mounted at /etc/transcriptd"
         );
-        assert!(text.contains(r#"args: ["run", "--config", "/etc/transcriptd/transcriptd.toml"]"#), "{m}: runs the mounted config");
+        // Logs as JSON lines for the node's log agent (stderr is no terminal: no colour).
+        assert!(text.contains(r#"args: ["run", "--config", "/etc/transcriptd/transcriptd.toml", "--log-format", "json"]"#), "{m}: runs the mounted config");
         assert!(text.contains("path: /health"), "{m}: probes on /health");
     }
     assert!(r.config.sources.iter().all(|s| s.include.iter().all(|i| i.starts_with("/transcripts/"))), "sources read the /transcripts mount");
@@ -227,7 +228,8 @@ fn systemd_unit_config_and_user_agree() {
     let unit = read("systemd/transcriptd.service");
     let bin = "/usr/local/bin/transcriptd";
     let config = "/etc/transcriptd/transcriptd.toml";
-    assert_eq!(unit_values(&unit, "ExecStart"), [format!("{bin} run --config {config}")]);
+    // Text logs: journald stamps and indexes each line itself.
+    assert_eq!(unit_values(&unit, "ExecStart"), [format!("{bin} run --config {config} --log-format text")]);
     assert_eq!(unit_values(&unit, "ExecReload").last().copied(), Some("/bin/kill -HUP $MAINPID"));
     assert_eq!(unit_values(&unit, "Restart"), ["on-failure"]);
     for (key, want) in [("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("PrivateTmp", "yes"), ("StateDirectory", "transcriptd")] {
@@ -285,6 +287,26 @@ fn dockerfile_is_multi_stage_pinned_and_non_root() {
     assert_eq!(get("CMD"), ["run", "--config", "/etc/transcriptd/transcriptd.toml"]);
     // The default config is the container config, and the build context includes it.
     assert!(text.contains("COPY deploy/docker/transcriptd.toml /rootfs/etc/transcriptd/transcriptd.toml"));
+    // Completions and manual pages: the build stage's commands, run here against this build
+    // in a scratch root, write what the runtime stage copies.
+    let generate = instr.iter().find(|(k, v)| k == "RUN" && v.contains("completions bash")).map(|(_, v)| v.clone()).expect("a RUN generating completions");
+    assert!(runtime.iter().any(|(k, v)| k == "COPY" && v == "--from=build /rootfs/usr/local/share /usr/local/share"), "the runtime stage copies them");
+    let scratch = tempfile::tempdir().unwrap();
+    let script =
+        generate.replace("/rootfs/usr/local/bin/transcriptd", env!("CARGO_BIN_EXE_transcriptd")).replace("/rootfs", &scratch.path().display().to_string());
+    let o = std::process::Command::new("bash").args(["-euo", "pipefail", "-c", &script]).output().unwrap();
+    assert!(o.status.success(), "{script}: {}", String::from_utf8_lossy(&o.stderr));
+    let share = scratch.path().join("usr/local/share");
+    for (file, needle) in [
+        ("bash-completion/completions/transcriptd", "complete -F"),
+        ("zsh/site-functions/_transcriptd", "#compdef transcriptd"),
+        ("fish/vendor_completions.d/transcriptd.fish", "complete -c transcriptd"),
+        ("man/man1/transcriptd.1", ".TH transcriptd 1"),
+        ("man/man1/transcriptd-check.1", ".TH transcriptd-check 1"),
+    ] {
+        let text = std::fs::read_to_string(share.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(text.contains(needle), "{file}: no {needle}");
+    }
     let ignore = read("docker/Dockerfile.dockerignore");
     for needed in ["!Cargo.toml", "!Cargo.lock", "!src/", "!deploy/docker/transcriptd.toml"] {
         assert!(ignore.lines().any(|l| l == needed), "Dockerfile.dockerignore lets {needed} into the context");
@@ -317,6 +339,7 @@ fn repair_job_arguments_run_and_its_shards_cover_an_archive_once() {
     let shard = args.iter().position(|a| a == "--shard").expect("--shard");
     assert_eq!(args[shard + 1], format!("$(JOB_COMPLETION_INDEX)/{n}"), "--shard I/N with N = completions");
     assert!(args.contains(&"--out".to_owned()) && !args.contains(&"--force".to_owned()));
+    assert!(args.windows(2).any(|w| w == ["--log-format", "json"]), "the Job's logs are JSON lines for the log agent: {args:?}");
 
     // Run the Job's exact arguments for each index over a copy of the test corpora (paths
     // swapped for temp dirs; --min-idle 0s since the copies are new).

@@ -73,7 +73,7 @@ fn check_seed(seed: u32, extra: &[&str]) {
 
 /// `check --output json` of a file with `jobs` threads.
 fn check_json(path: &std::path::Path, jobs: &str) -> String {
-    let out = super::support::transcriptd(&["check", "-o", "json", "--quiet", "--jobs", jobs, path.to_str().unwrap()]);
+    let out = super::support::transcriptd(&["check", "-o", "json", "--no-summary", "--jobs", jobs, path.to_str().unwrap()]);
     assert!(out.status.code().is_some_and(|c| c < 2), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -96,7 +96,7 @@ fn one_large_file_on_several_threads_reports_what_one_thread_does() {
     bytes.extend_from_slice(format!("{{\"pad\":\"{}", "y".repeat(10 << 20)).as_bytes());
     std::fs::write(&f, &bytes).unwrap();
     let limited = |jobs: &str| {
-        let out = super::support::transcriptd(&["check", "-o", "json", "--quiet", "--max-line-bytes", "8MiB", "--jobs", jobs, f.to_str().unwrap()]);
+        let out = super::support::transcriptd(&["check", "-o", "json", "--no-summary", "--max-line-bytes", "8MiB", "--jobs", jobs, f.to_str().unwrap()]);
         String::from_utf8(out.stdout).unwrap()
     };
     let one = limited("1");

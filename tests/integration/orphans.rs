@@ -42,7 +42,7 @@ fn orphans_on_real_transcripts_are_the_expected_orphan_calls() {
         .filter(|v| v["kind"] == "orphan_call")
         .map(|v| (v["file"].as_str().unwrap().to_owned(), v["line"].as_u64().unwrap(), v["call_id"].as_str().unwrap().to_owned()))
         .collect();
-    let out = transcriptd_in(&dir, &["orphans", "-o", "json", "-q", "."]);
+    let out = transcriptd_in(&dir, &["orphans", "-o", "json", "--no-summary", "."]);
     assert_eq!(out.status.code(), Some(1));
     let got: BTreeSet<(String, u64, String)> = String::from_utf8(out.stdout)
         .unwrap()
@@ -69,7 +69,7 @@ fn exit_codes_output_and_policy() {
     assert_eq!(v["line"], 3);
     let out = transcriptd(&["orphans", "--policy", "skip", &case("codex/0001_function_call_at_the_tail_has_no_output.jsonl")]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.ends_with(":5: orphan: call to `exec_command` [call_2] has no result; side effect external: skip\n"), "{text}");
+    assert!(text.ends_with(":5: error: orphan_call: call to `exec_command` [call_2] has no result; side effect external: skip\n"), "{text}");
     // Only paused calls: nothing to handle.
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("s.jsonl");
@@ -77,7 +77,7 @@ fn exit_codes_output_and_policy() {
     std::fs::write(dir.path().join("pending.json"), r#"[{"call_id":"call_wait"},{"call_id":"call_run"}]"#).unwrap();
     let out = transcriptd(&["orphans", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
-    assert_eq!(String::from_utf8(out.stdout).unwrap().matches(": paused: ").count(), 2);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().matches(": warning: orphan_call: call to ").count(), 2);
 }
 
 #[test]

@@ -149,7 +149,7 @@ fn shards_cover_every_file_once() {
         let r = transcriptd(&["repair", "--dry-run", "--force", "-o", "json", "--shard", &shard, dir.path().to_str().unwrap()]);
         assert_eq!(r.status.code(), Some(0));
         let err = String::from_utf8_lossy(&r.stderr).into_owned();
-        let n: usize = err.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let n: usize = err.strip_prefix("dry run over ").and_then(|e| e.split_whitespace().next()).unwrap_or_else(|| panic!("{err}")).parse().unwrap();
         seen.push(n);
     }
     assert_eq!(seen.iter().sum::<usize>(), 40, "{seen:?}");
@@ -160,7 +160,7 @@ fn shards_cover_every_file_once() {
 /// in-memory repair gives, output and rejects byte for byte.
 fn assert_cli_matches_memory(dir: &std::path::Path, names: &[&str], extra: &[&str], opts: &Options) {
     let out = dir.join("out");
-    let mut args = vec!["repair", "--force", "-q", "--out", out.to_str().unwrap()];
+    let mut args = vec!["repair", "--force", "--no-summary", "--out", out.to_str().unwrap()];
     args.extend_from_slice(extra);
     let paths: Vec<String> = names.iter().map(|n| dir.join(n).display().to_string()).collect();
     args.extend(paths.iter().map(String::as_str));
@@ -253,7 +253,7 @@ fn cli_dry_run_lists_every_edit_of_every_round() {
         } else {
             &[]
         };
-        let mut args = vec!["repair", "--force", "-q", "--dry-run"];
+        let mut args = vec!["repair", "--force", "--no-summary", "--dry-run"];
         args.extend_from_slice(policy);
         args.push(src.to_str().unwrap());
         let plan = transcriptd(&args);
@@ -264,7 +264,7 @@ fn cli_dry_run_lists_every_edit_of_every_round() {
             .filter(|v: &serde_json::Value| v["action"] != "unrepairable")
             .collect();
         let out = dir.path().join("out");
-        let mut args = vec!["repair", "--force", "-q", "-o", "json", "--out", out.to_str().unwrap()];
+        let mut args = vec!["repair", "--force", "--no-summary", "-o", "json", "--out", out.to_str().unwrap()];
         args.extend_from_slice(policy);
         args.push(src.to_str().unwrap());
         let real = transcriptd(&args);
@@ -307,7 +307,7 @@ fn cli_partial_repair_says_what_is_left_and_exits_1() {
     let r = transcriptd(&["repair", "--force", "--orphans", "keep", "--out", dir.path().join("out").to_str().unwrap(), f.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(1), "{}", String::from_utf8_lossy(&r.stderr));
     let text = String::from_utf8(r.stdout).unwrap();
-    assert!(text.contains("partly repaired") && text.contains(":4: not repaired: orphan_call: kept (--orphans keep)"), "{text}");
+    assert!(text.contains("partly repaired") && text.contains(":4: error: orphan_call: not repaired: kept (--orphans keep)"), "{text}");
 }
 
 /// CRLF and a byte-order mark: a rejected CRLF line keeps its `\r` in the rejects, kept lines
@@ -319,7 +319,7 @@ fn cli_crlf_and_bom_are_kept() {
     let crlf = dir.path().join("crlf.jsonl");
     std::fs::copy(data("repair/0008_crlf_rejected_line_keeps_its_cr.jsonl"), &crlf).unwrap();
     let out = dir.path().join("out");
-    let r = transcriptd(&["repair", "--force", "-q", "--out", out.to_str().unwrap(), crlf.to_str().unwrap()]);
+    let r = transcriptd(&["repair", "--force", "--no-summary", "--out", out.to_str().unwrap(), crlf.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
     let rejects = invariants::rejects(&std::fs::read(out.join("crlf.rejects.jsonl")).unwrap()).unwrap();
     assert_eq!(rejects[0].bytes, b"{\"role\":\"assistant\",\"content\":\"a\"\r".to_vec());
@@ -332,14 +332,14 @@ fn cli_crlf_and_bom_are_kept() {
     std::fs::write(&bom, &input).unwrap();
     let c = transcriptd(&["check", "-o", "json", bom.to_str().unwrap()]);
     assert_eq!(c.status.code(), Some(0), "a byte-order mark is not a malformed line: {}", String::from_utf8_lossy(&c.stdout));
-    let r = transcriptd(&["repair", "--force", "-q", "--out", out.to_str().unwrap(), bom.to_str().unwrap()]);
+    let r = transcriptd(&["repair", "--force", "--no-summary", "--out", out.to_str().unwrap(), bom.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(0));
     assert_eq!(std::fs::read(out.join("bom.jsonl")).unwrap(), input, "a clean file is copied as it is, mark included");
-    let ctx = transcriptd(&["context", "-q", bom.to_str().unwrap()]);
+    let ctx = transcriptd(&["context", "--no-summary", bom.to_str().unwrap()]);
     assert_eq!(ctx.status.code(), Some(0), "{}", String::from_utf8_lossy(&ctx.stderr));
     let broken = dir.path().join("bombroken.jsonl");
     std::fs::copy(data("repair/0009_bom_first_line_is_read_and_kept.jsonl"), &broken).unwrap();
-    let r = transcriptd(&["repair", "--force", "-q", "--out", out.to_str().unwrap(), broken.to_str().unwrap()]);
+    let r = transcriptd(&["repair", "--force", "--no-summary", "--out", out.to_str().unwrap(), broken.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(0));
     assert!(std::fs::read(out.join("bombroken.jsonl")).unwrap().starts_with(b"\xEF\xBB\xBF{\"type\":\"user\""));
 }

@@ -25,7 +25,7 @@ fn json_lines(out: &[u8]) -> Vec<Value> {
 
 /// The finding records of `check --output json` (skip records left out).
 fn check_findings(dir: &Path, path: &str) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_transcriptd")).current_dir(dir).args(["check", path, "-o", "json", "-q"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_transcriptd")).current_dir(dir).args(["check", path, "-o", "json", "--no-summary"]).output().unwrap();
     json_lines(&out.stdout).into_iter().filter(|r| r.get("skipped").is_none()).collect()
 }
 
@@ -114,7 +114,7 @@ fn artifacts() -> PathBuf {
 fn page_of_the_real_fixtures_in_chromium_has_checks_numbers() {
     let repo = root();
     let html = artifacts().join("report.html");
-    let out = report_cmd(&repo, &["report", "tests/data/real", "--plan", "--html", html.to_str().unwrap(), "-o", "json", "-q"]);
+    let out = report_cmd(&repo, &["report", "tests/data/real", "--plan", "--html", html.to_str().unwrap(), "-o", "json", "--no-summary"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     let findings = check_findings(&repo, "tests/data/real");
@@ -217,7 +217,7 @@ fn page_of_the_real_fixtures_in_chromium_has_checks_numbers() {
     let tmp = tempfile::tempdir().unwrap();
     let repaired = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
         .current_dir(&repo)
-        .args(["repair", "tests/data/real", "--out", tmp.path().join("out").to_str().unwrap(), "--min-idle", "0s", "-o", "json", "-q"])
+        .args(["repair", "tests/data/real", "--out", tmp.path().join("out").to_str().unwrap(), "--min-idle", "0s", "-o", "json", "--no-summary"])
         .output()
         .unwrap();
     let reports = json_lines(&repaired.stdout);
@@ -266,7 +266,7 @@ fn hostile_names_stay_text() {
     assert_eq!(findings[0]["tool"], tool);
 
     let html = tmp.path().join("report.html");
-    let out = report_cmd(tmp.path(), &["report", dir.to_str().unwrap(), "--html", html.to_str().unwrap(), "-o", "json", "-q"]);
+    let out = report_cmd(tmp.path(), &["report", dir.to_str().unwrap(), "--html", html.to_str().unwrap(), "-o", "json", "--no-summary"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let page = std::fs::read_to_string(&html).unwrap();
     for raw in ["<script", "<img", "onmouseover=\"alert"] {
@@ -324,8 +324,8 @@ fn json_has_checks_numbers_on_a_generated_archive_whatever_the_jobs() {
     super::support::put(&dir.join("lost.meta.json"), "{}");
     std::os::unix::fs::symlink(dir.join("gone.jsonl"), dir.join("dangling.jsonl")).unwrap();
     let d = dir.to_str().unwrap();
-    let one = report_cmd(tmp.path(), &["report", d, "-o", "json", "-q", "-j", "1"]);
-    let two = report_cmd(tmp.path(), &["report", d, "-o", "json", "-q", "-j", "2"]);
+    let one = report_cmd(tmp.path(), &["report", d, "-o", "json", "--no-summary", "-j", "1"]);
+    let two = report_cmd(tmp.path(), &["report", d, "-o", "json", "--no-summary", "-j", "2"]);
     assert_eq!(one.status.code(), Some(2), "a path that cannot be read: exit 2 as check");
     assert_eq!(stdout(&one), stdout(&two), "the same report whatever the thread count");
     let json: Value = serde_json::from_slice(&one.stdout).unwrap();
@@ -380,7 +380,7 @@ fn plan_changes_nothing_and_leaves_no_scratch() {
     std::fs::create_dir(&scratch).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
         .env("TMPDIR", &scratch)
-        .args(["report", dir.to_str().unwrap(), "--plan", "-o", "json", "-q"])
+        .args(["report", dir.to_str().unwrap(), "--plan", "-o", "json", "--no-summary"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -419,7 +419,7 @@ fn page_size_does_not_grow_with_the_archive() {
         let dir = tmp.path().join(n);
         archive(&dir, n, lines, "size");
         let html = tmp.path().join(format!("{n}.html"));
-        let out = report_cmd(tmp.path(), &["report", dir.to_str().unwrap(), "--html", html.to_str().unwrap(), "-o", "json", "-q"]);
+        let out = report_cmd(tmp.path(), &["report", dir.to_str().unwrap(), "--html", html.to_str().unwrap(), "-o", "json", "--no-summary"]);
         assert!(out.status.success());
         let json: Value = serde_json::from_slice(&out.stdout).unwrap();
         c.navigate(&format!("file://{}", html.display()));

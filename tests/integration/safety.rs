@@ -160,7 +160,7 @@ fn in_place_force_carries_every_line_a_live_writer_appends() {
         // Every line the writer wrote is in the repaired file, in order, once.
         let repaired = fs::read(&f).unwrap();
         assert_eq!(writer_lines(&repaired), (0..count as u64).collect::<Vec<_>>(), "no-backup {no_backup}: {rep}");
-        let c = transcriptd(&["check", "-q", s(&f)]);
+        let c = transcriptd(&["check", "--no-summary", s(&f)]);
         assert_eq!(c.status.code(), Some(0), "the repaired file with the carried lines is clean: {}", stdout(&c));
 
         // The old file the writer kept using is kept, whole: the original and every line. With
@@ -341,7 +341,7 @@ fn kill_9_at_random_moments_leaves_each_file_intact_or_replaced() {
     fs::set_permissions(template.join("b.jsonl"), fs::Permissions::from_mode(0o600)).unwrap();
     // What a complete repair gives.
     let full = d.path().join("full");
-    let r = transcriptd(&["repair", "--force", "-q", "--out", s(&full), s(&template)]);
+    let r = transcriptd(&["repair", "--force", "--no-summary", "--out", s(&full), s(&template)]);
     assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
     let files: Vec<Expected> = ["a.jsonl", "b.jsonl"]
         .iter()
@@ -361,7 +361,7 @@ fn kill_9_at_random_moments_leaves_each_file_intact_or_replaced() {
         w
     };
     let args_for = |mode: &str, w: &Path| -> Vec<String> {
-        let mut a: Vec<String> = ["repair", "-q", "--jobs", "1", "--min-idle", "0s"].map(String::from).to_vec();
+        let mut a: Vec<String> = ["repair", "--no-summary", "--jobs", "1", "--min-idle", "0s"].map(String::from).to_vec();
         match mode {
             "in-place" => a.push("--in-place".into()),
             "no-backup" => a.extend(["--in-place".into(), "--no-backup".into()]),
@@ -672,7 +672,7 @@ fn a_long_line_of_control_bytes_is_kept_in_a_compact_record() {
     bytes.push(b'\n');
     put(&f, &bytes);
     let out = d.path().join("out");
-    let r = transcriptd(&["repair", "--force", "-q", "--out", s(&out), s(&f)]);
+    let r = transcriptd(&["repair", "--force", "--no-summary", "--out", s(&out), s(&f)]);
     assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
     let rejects = fs::read(out.join("ctl.rejects.jsonl")).unwrap();
     // Base64 (4/3 of the line) rather than six bytes of `\u0001` per byte.

@@ -188,7 +188,10 @@ fn a_meta_without_its_transcript_is_lost_data_never_an_empty_session() {
     assert_eq!(ids(&json_lines(&out)), ["kept"]);
     let err = stderr(&out);
     assert_eq!(err.matches("missing_transcript").count(), 2, "{err}");
-    assert!(err.contains("flat/gone-1.jsonl is missing") && err.contains("20260101T000000Z-lost/transcript.jsonl is missing"), "{err}");
+    assert!(
+        err.contains("flat/gone-1.jsonl: error: missing_transcript: ") && err.contains("20260101T000000Z-lost/transcript.jsonl: error: missing_transcript: "),
+        "{err}"
+    );
 
     for prefix in ["gone", "lost"] {
         let show = transcriptd(&["show", prefix, "--root", root]);

@@ -89,3 +89,49 @@ pub fn stderr(o: &Output) -> String {
 pub fn json_lines(o: &Output) -> Vec<serde_json::Value> {
     stdout(o).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
 }
+
+/// Runs `transcriptd run` as `cmd` (its stderr piped here) until it watches, then stops it with
+/// SIGTERM: its exit code and its log. Stderr is read to its end, so that the daemon never
+/// writes its log into a closed pipe.
+pub fn run_daemon_briefly(mut cmd: Command) -> (Option<i32>, String) {
+    let mut child = cmd.env("TRANSCRIPTD_LOG", "info").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut seen = String::new();
+        for l in std::io::BufRead::lines(std::io::BufReader::new(err)) {
+            let l = l.unwrap();
+            // Signals are handled from then on.
+            if l.contains("watching") {
+                let _ = tx.send(());
+            }
+            seen.push_str(&l);
+            seen.push('\n');
+        }
+        seen
+    });
+    let watching = rx.recv_timeout(std::time::Duration::from_secs(20)).is_ok();
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let code = child.wait().unwrap().code();
+    let log = reader.join().unwrap();
+    assert!(watching, "the daemon did not start watching: {log}");
+    (code, log)
+}
+
+/// Timings vary: `in 0.01s` becomes `in Ts`.
+pub fn no_time(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(" in ") {
+        out.push_str(&rest[..i + 4]);
+        rest = &rest[i + 4..];
+        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if digits > 0 && rest[digits..].starts_with('s') {
+            out.push('T');
+            rest = &rest[digits..];
+        }
+    }
+    out.push_str(rest);
+    out
+}

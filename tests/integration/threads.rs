@@ -89,7 +89,7 @@ fn a_result_written_into_another_thread_is_repaired_where_each_thread_needs_it()
 /// `context` of a file with inline subagents: the main conversation only, a valid resume seed
 /// (the Messages API's pairing rules hold, checked by the validator in the `anthropic` format).
 pub fn assert_context_is_a_resume_seed(path: &std::path::Path) -> Vec<Value> {
-    let out = super::support::transcriptd(&["context", "--quiet", path.to_str().unwrap()]);
+    let out = super::support::transcriptd(&["context", "--no-summary", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", super::support::stderr(&out));
     let opts = Options { format: Some(transcriptd::transcript::Format::Anthropic), ..Options::default() };
     let (findings, stats, _) = check_bytes(&out.stdout, opts).unwrap();

@@ -18,6 +18,7 @@ pub mod page;
 pub mod session;
 pub mod svg;
 
+use super::args::{FindingArgs, OutputArgs};
 use super::check::{self, FileReport};
 use super::output::{human_bytes, plural};
 use super::repair::{self, Job, Settings};
@@ -26,7 +27,7 @@ use crate::config::tools::ToolRegistry;
 use crate::sessions::Timestamp;
 use crate::sources::batch::{self, Input};
 use crate::transcript::stages::repair::OrphanPolicy;
-use crate::transcript::{Format, Options};
+use crate::transcript::{FindingFilter, Options};
 use anyhow::Context;
 use model::{Acc, Facts, Meta, Report};
 use std::io::{IsTerminal, Write};
@@ -42,9 +43,6 @@ pub struct Args {
     /// Write the report to FILE as one self-contained HTML page (no script, nothing fetched).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// On stdout: a short summary, or every aggregate of the report as one JSON object.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
     /// Also say what `repair` would do: each file with findings is repaired into a scratch
     /// directory (as `repair --out` would, nothing is changed) and the lines it would insert,
     /// remove and modify, and the findings it would leave, are counted.
@@ -57,18 +55,9 @@ pub struct Args {
     /// default: the built-in config/tools.toml.
     #[arg(long, value_name = "FILE")]
     pub registry: Option<PathBuf>,
-    /// The format (as for `check`); detected per file when not given.
-    #[arg(long)]
-    pub format: Option<Format>,
-    /// Lines longer than this are line_too_long findings, skipped unread.
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size)]
-    pub max_line_bytes: usize,
-    /// Worker threads (default: every core).
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
-    /// No progress bar and no summary on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    /// How transcripts are read, which findings, how results are written.
+    #[command(flatten)]
+    pub common: FindingArgs,
 }
 
 fn policy_name(p: OrphanPolicy) -> &'static str {
@@ -117,13 +106,15 @@ impl Scratch {
     }
 }
 
-/// Folds one checked file: its date, its session, and (with `--plan`) its repair.
-fn fold(acc: &mut Acc, r: FileReport, head: &[u8], plan: Option<(&Scratch, &Settings)>, buf: &mut Vec<u8>) {
+/// Folds one checked file: its date, its session, and (with `--plan`) its repair. Only the
+/// findings `filter` keeps are counted (the plan repairs every file that has some).
+fn fold(acc: &mut Acc, mut r: FileReport, head: &[u8], plan: Option<(&Scratch, &Settings)>, filter: &FindingFilter, buf: &mut Vec<u8>) {
     let path = r.input.path().map(Path::to_path_buf);
     let repair = match (plan, &path) {
         (Some((scratch, settings)), Some(p)) if !r.findings.is_empty() || r.error.is_some() => Some(scratch.plan(p, settings, buf)),
         _ => None,
     };
+    r.findings.retain(|f| filter.keeps_finding(f));
     acc.add(Facts {
         report: &r,
         date: session::session_date(head, path.as_deref()),
@@ -141,14 +132,14 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         None => ToolRegistry::builtin(),
     };
     let found = batch::expand(paths);
-    for s in &found.skipped {
-        eprintln!("transcriptd: {}: {}: {}", if s.error { "error" } else { "warning" }, s.path.display(), s.message);
-    }
+    super::output::report_skipped(&mut std::io::sink(), &OutputArgs { quiet: args.common.out.quiet, ..OutputArgs::default() }, &found.skipped)?;
+    super::output::warn_empty_dirs(&args.common.out, &found.empty_dirs);
+    let filter = args.common.filter.filter();
     if args.plan && found.inputs.contains(&Input::Stdin) {
         anyhow::bail!("--plan repairs files, not stdin");
     }
-    let jobs = super::jobs(args.jobs);
-    let opts = Options { format: args.format, max_line_bytes: args.max_line_bytes, strict: false, jobs };
+    let jobs = args.common.read.jobs();
+    let opts = Options { format: args.common.read.format, max_line_bytes: args.common.read.max_line_bytes, strict: false, jobs };
     let scratch = args.plan.then(Scratch::new).transpose()?;
     let settings = Settings {
         check: Options { jobs: 1, ..opts.clone() },
@@ -161,7 +152,7 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         force: true,
     };
     let plan = scratch.as_ref().map(|s| (s, &settings));
-    let progress = (found.inputs.len() > 1 && std::io::stderr().is_terminal() && !args.quiet).then(|| {
+    let progress = (found.inputs.len() > 1 && std::io::stderr().is_terminal() && args.common.out.summary()).then(|| {
         let bar = indicatif::ProgressBar::new(found.inputs.len() as u64);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} reporting [{bar:40}] {pos}/{len} files {elapsed_precise} eta {eta}")
@@ -177,7 +168,7 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         session::HEAD_BYTES,
         || Acc::new(args.plan),
         |acc, r, head, buf| {
-            fold(acc, r, head, plan, buf);
+            fold(acc, r, head, plan, &filter, buf);
             if let Some(p) = &progress {
                 p.inc(1);
             }
@@ -207,9 +198,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         let page = page::render(&report);
         crate::sinks::atomic::write_file(dest, page.as_bytes(), Some(page_mode(dest))).with_context(|| format!("writing {}", dest.display()))?;
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    match args.output {
+    let mut out = args.common.out.stdout();
+    match args.common.out.format() {
         OutputFormat::Json => {
             serde_json::to_writer(&mut out, &report).context("writing output")?;
             out.write_all(b"\n")?;
@@ -218,7 +208,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     out.flush()?;
     let t = &report.totals;
-    if !args.quiet {
+    if args.common.out.summary() {
         eprintln!(
             "reported {} file{} ({} lines, {}) in {:.2}s: {} error{}, {} warning{}{}",
             t.files,
@@ -262,12 +252,13 @@ fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     writeln!(out, "lines        {} ({})", t.lines, human_bytes(t.bytes))?;
     let formats: Vec<String> = r.formats.iter().map(|f| format!("{} {}", f.format, f.files)).collect();
     writeln!(out, "formats      {}", formats.join(", "))?;
-    writeln!(out, "findings     {} errors, {} warnings in {} files with errors", t.errors, t.warnings, t.files_with_errors)?;
+    let n = |count: u64, word: &str| format!("{count} {word}{}", plural(count));
+    writeln!(out, "findings     {}, {} in {} with errors", n(t.errors, "error"), n(t.warnings, "warning"), n(t.files_with_errors, "file"))?;
     for k in &r.kinds {
-        writeln!(out, "  {:<26} {:>8} ({} errors, {} warnings)", k.kind.as_str(), k.total, k.error, k.warning)?;
+        writeln!(out, "  {:<26} {:>8} ({}, {})", k.kind.as_str(), k.total, n(k.error, "error"), n(k.warning, "warning"))?;
     }
     writeln!(out, "compactions  {}", t.compactions)?;
-    writeln!(out, "no results   {} calls ({} tools)", r.calls_without_results.total, r.calls_without_results.tools)?;
+    writeln!(out, "no results   {} ({})", n(r.calls_without_results.total, "call"), n(r.calls_without_results.tools, "tool"))?;
     for m in &r.tokens.by_model {
         writeln!(
             out,
@@ -283,7 +274,7 @@ fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         )?;
     }
     for s in &r.worst.by_errors {
-        writeln!(out, "worst        {} errors  {}{}", s.errors, s.file, s.open.as_deref().map(|c| format!("  ({c})")).unwrap_or_default())?;
+        writeln!(out, "worst        {}  {}{}", n(s.errors, "error"), s.file, s.open.as_deref().map(|c| format!("  ({c})")).unwrap_or_default())?;
     }
     Ok(())
 }

@@ -10,8 +10,8 @@
 
 use super::session::{day_string, DatedBy, SessionDate};
 use crate::cli::check::FileReport;
-use crate::cli::repair::{Report as RepairReport, Status as RepairStatus};
 use crate::config::tools::ToolRegistry;
+use crate::repair::{Report as RepairReport, Status as RepairStatus};
 use crate::sources::batch::Skipped;
 use crate::transcript::{Format, Kind, Severity};
 use serde::Serialize;
@@ -326,7 +326,7 @@ impl Acc {
         let s = &r.stats;
         self.files += 1;
         self.subagents += u64::from(f.subagent);
-        self.lines += s.lines;
+        self.lines += s.non_blank_lines();
         self.bytes += s.bytes;
         self.messages += s.messages;
         self.calls += s.calls;
@@ -361,7 +361,7 @@ impl Acc {
         self.files_with_errors += u64::from(errors > 0);
         let fc = self.formats.entry(format).or_default();
         fc.files += 1;
-        fc.lines += s.lines;
+        fc.lines += s.non_blank_lines();
         fc.bytes += s.bytes;
         fc.errors += errors;
         fc.warnings += warnings;
@@ -387,7 +387,7 @@ impl Acc {
                 file: path.clone(),
                 format: format.to_owned(),
                 date: f.date.day.map(day_string),
-                lines: s.lines,
+                lines: s.non_blank_lines(),
                 errors,
                 warnings,
                 calls_without_results: backlog,

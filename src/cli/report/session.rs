@@ -14,7 +14,7 @@
 //! by its name when the name holds a date (Codex rollouts, `<timestamp>-<id>` session
 //! directories; local time, as the agents write it), else it is undated.
 
-use crate::sessions::id::{rollout_id, session_dir_id, split_timestamped, validate_prefix};
+use crate::sessions::id::{file_id, rollout_id, session_dir_id, split_timestamped, validate_prefix};
 use crate::sessions::tail::timestamp_of_line;
 use crate::sessions::Timestamp;
 use serde::Serialize;
@@ -72,7 +72,7 @@ fn session_of(path: &Path) -> Option<(String, PathBuf)> {
         let session_name = dir.file_name()?.to_str()?;
         return Some((session_dir_id(session_name).to_owned(), dir.parent().unwrap_or(Path::new("")).to_path_buf()));
     }
-    Some((rollout_id(stem).unwrap_or(stem).to_owned(), dir.to_path_buf()))
+    Some((rollout_id(stem).unwrap_or_else(|| file_id(stem)).to_owned(), dir.to_path_buf()))
 }
 
 /// The command that opens the session of `path`: `transcriptd show ID --root DIR`, the root

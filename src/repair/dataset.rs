@@ -2,10 +2,10 @@
 //! `--dataset-policy`, with repair's guarantees (untouched lines byte-identical, every removed
 //! or changed line in `<name>.rejects.jsonl` under its own line number, atomic replacement).
 //! The core is [`DatasetRepair`]; this is its first round in the file shell of
-//! [`super::repair`], which reads the same snapshot descriptor and applies the same guards
+//! [`super`], which reads the same snapshot descriptor and applies the same guards
 //! (identity re-checked before the swap, writers, owner and mode kept, backups).
 
-use super::repair::{FirstRound, LazyOut, Settings};
+use super::{FirstRound, LazyOut, Settings};
 use crate::sinks::atomic::Keep;
 use crate::sources::batch;
 use crate::sources::regular::ReadAt;

@@ -1,0 +1,111 @@
+//! Conversation lines rendered for people: `show --history` and `history -o text` / `context
+//! -o text` print one block per line (`line  role  text`), tool calls and results named, and
+//! each compaction marked where it happened.
+
+use crate::transcript::model::Role;
+use crate::transcript::Format;
+use serde_json::Value;
+use std::io::{self, Write};
+
+/// Writes one conversation line (`record` as written, of `format`): its number, its role (a
+/// subagent's record that Claude Code 1.0.x wrote into the main file is marked `↳`), and its
+/// parts, one under the other.
+pub fn entry(out: &mut dyn Write, line: u64, role: Role, record: &[u8], format: Format) -> io::Result<()> {
+    let v: Value = serde_json::from_slice(record).map_err(io::Error::other)?;
+    let role = if v["isSidechain"] == true { format!("↳ {}", role.as_str()) } else { role.as_str().to_owned() };
+    parts(out, &format!("{line:>6}"), &role, &render_parts(&v, format))
+}
+
+/// Writes a canonical record of `context` (no line number: the context is not numbered).
+pub fn canonical(out: &mut dyn Write, record: &[u8], format: Format) -> io::Result<()> {
+    let v: Value = serde_json::from_slice(record).map_err(io::Error::other)?;
+    let (shape, role) = match format {
+        // Codex's canonical records are rollout items: `{"type", "payload"}`.
+        Format::Codex => (Format::Codex, v["payload"]["role"].as_str().or(v["payload"]["type"].as_str()).or(v["type"].as_str()).unwrap_or("")),
+        // The others are API messages: `{"role", "content"}`.
+        _ => (Format::Anthropic, v["role"].as_str().unwrap_or("")),
+    };
+    parts(out, &format!("{:>6}", ""), role, &render_parts(&v, shape))
+}
+
+/// Writes a compaction marker at `line`.
+pub fn compaction(out: &mut dyn Write, line: u64) -> io::Result<()> {
+    writeln!(out, "{line:>6}  ─── compaction: the model saw only a summary of everything above ───")
+}
+
+fn parts(out: &mut dyn Write, head: &str, role: &str, parts: &[String]) -> io::Result<()> {
+    let mut parts = parts.iter();
+    writeln!(out, "{head}  {role:<9}  {}", indent(parts.next().map_or("", String::as_str)))?;
+    for p in parts {
+        writeln!(out, "{:>6}  {:<9}  {}", "", "", indent(p))?;
+    }
+    Ok(())
+}
+
+/// Continuation lines of a multi-line text, indented under the first.
+fn indent(text: &str) -> String {
+    text.replace('\n', &format!("\n{:19}", ""))
+}
+
+/// The readable parts of one conversation line: text, tool calls with their arguments, tool
+/// results with their output.
+pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
+    let msg = match format {
+        Format::ClaudeCode => &v["message"],
+        Format::Codex => v.get("payload").unwrap_or(v),
+        Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
+    };
+    let mut parts = Vec::new();
+    let call_id = |m: &Value| m.get("call_id").or_else(|| m.get("id")).and_then(Value::as_str).unwrap_or("").to_owned();
+    match msg.get("type").and_then(Value::as_str) {
+        Some(t) if t.ends_with("_call_output") => parts.push(format!("[{t} {}] {}", call_id(msg), text_of(&msg["output"]))),
+        Some(t) if t.ends_with("_call") => {
+            let name = msg.get("name").and_then(Value::as_str).unwrap_or(t);
+            let args = msg.get("arguments").or_else(|| msg.get("input")).or_else(|| msg.get("action")).map(text_of).unwrap_or_default();
+            parts.push(format!("[call {name} {}] {args}", call_id(msg)));
+        }
+        Some("reasoning") => parts.push("[reasoning]".to_owned()),
+        _ => {}
+    }
+    match msg.get("content") {
+        Some(Value::String(s)) => parts.push(s.clone()),
+        Some(Value::Array(blocks)) => parts.extend(blocks.iter().map(render_block)),
+        _ => {}
+    }
+    for call in msg.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+        let f = &call["function"];
+        parts.push(format!("[call {} {}] {}", f["name"].as_str().unwrap_or("?"), call_id(call), text_of(&f["arguments"])));
+    }
+    if let Some(id) = msg.get("tool_call_id").and_then(Value::as_str) {
+        parts.insert(0, format!("[result {id}]"));
+    }
+    if parts.is_empty() {
+        parts.push(String::new());
+    }
+    parts
+}
+
+/// One content block of Claude, Anthropic, Codex or OpenAI content arrays.
+fn render_block(b: &Value) -> String {
+    let ty = b.get("type").and_then(Value::as_str).unwrap_or("");
+    match ty {
+        "text" | "input_text" | "output_text" => b["text"].as_str().unwrap_or("").to_owned(),
+        "thinking" => format!("[thinking] {}", b["thinking"].as_str().unwrap_or("")),
+        "tool_use" | "server_tool_use" => {
+            format!("[call {} {}] {}", b["name"].as_str().unwrap_or("?"), b["id"].as_str().unwrap_or(""), text_of(&b["input"]))
+        }
+        "tool_result" => format!("[result {}] {}", b["tool_use_id"].as_str().unwrap_or(""), text_of(&b["content"])),
+        "" => text_of(b),
+        other => format!("[{other}]"),
+    }
+}
+
+/// A value as text: strings as they are, content arrays by their text, anything else as JSON.
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Array(a) if a.iter().all(|b| b.get("type").is_some()) => a.iter().map(render_block).collect::<Vec<_>>().join("\n"),
+        other => other.to_string(),
+    }
+}
