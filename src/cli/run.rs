@@ -1,15 +1,22 @@
 //! `transcriptd run` and `transcriptd validate-config`.
 //!
 //! `run` loads and validates the configuration, then runs the daemon until SIGTERM or SIGINT;
-//! SIGHUP reloads the configuration file (an invalid one is refused and the running one kept).
+//! SIGHUP reloads the configuration file. A configuration that is invalid, or valid but unable
+//! to start (a metrics port in use, a state directory that cannot be created), is refused with
+//! the error logged, and the running one kept. The metrics listener and `/health` live here,
+//! across reloads: a reload that keeps the address keeps the listener.
 
 use super::args::{FilterArgs, OutputArgs};
 use super::output::plural;
 use super::{Exit, OutputFormat};
 use crate::config::{Config, ConfigErrors, Resolved, SinkConfig};
+use crate::daemon::health::Health;
+use crate::daemon::http::MetricsServer;
 use anyhow::Context;
+use metrics_exporter_prometheus::PrometheusHandle;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info, warn};
@@ -139,47 +146,126 @@ fn load(args: &Args) -> anyhow::Result<Resolved> {
 
 /// Runs the daemon.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let mut cfg = load(&args)?;
+    let cfg = load(&args)?;
+    // Before anything is read: every counter counts from the first byte.
+    let metrics = crate::telemetry::install();
+    crate::daemon::fds::raise_limit();
+    let health = Arc::new(Health::new(cfg.config.daemon.stall_timeout));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the runtime")?;
-    rt.block_on(async move {
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut hup = signal(SignalKind::hangup())?;
-        loop {
-            let timeout = cfg.config.daemon.shutdown_timeout;
-            let stop = tokio_util::sync::CancellationToken::new();
-            let daemon = tokio::spawn(crate::daemon::run(cfg.clone(), stop.clone().cancelled_owned()));
-            tokio::pin!(daemon);
-            // Wait for the daemon to fail, or for a signal.
-            let reload = loop {
-                tokio::select! {
-                    r = &mut daemon => return r.context("daemon task")?.map(|_| Exit::Clean),
-                    _ = term.recv() => break None,
-                    _ = int.recv() => break None,
-                    _ = hup.recv() => match load(&args) {
-                        Ok(new) => break Some(new),
-                        Err(e) => error!(error = %format!("{e:#}"), "configuration reload refused; keeping the running configuration"),
-                    },
-                }
-            };
-            info!(reload = reload.is_some(), "stopping the pipeline");
-            stop.cancel();
-            match tokio::time::timeout(timeout, &mut daemon).await {
-                Ok(r) => r.context("daemon task")??,
-                Err(_) => {
-                    warn!(timeout = ?timeout, "shutdown timed out; exiting without the final checkpoint");
-                    return Ok(Exit::Clean);
-                }
+    let result = rt.block_on(supervise(args, cfg, metrics, health));
+    // A task stuck in a blocking call must not keep the process alive after the shutdown
+    // timeout.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// The metrics listener a configuration asks for, given the one running.
+enum Listener {
+    /// The running one (same address), or none.
+    Keep,
+    /// A new one, already bound.
+    New(MetricsServer),
+    /// A new one on the running one's port (another interface): bound once the running one
+    /// is closed.
+    Rebind(std::net::SocketAddr),
+    /// None any more.
+    Stop,
+}
+
+/// Binds the listener `cfg` asks for, unless the running one has its address.
+fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>) -> anyhow::Result<Listener> {
+    let Some(m) = cfg.metrics else { return Ok(if running.is_some() { Listener::Stop } else { Listener::Keep }) };
+    if running.is_some_and(|s| s.configured() == m.addr) {
+        return Ok(Listener::Keep);
+    }
+    match MetricsServer::bind(m.addr, connections(cfg), m.request_timeout, health.clone(), metrics.clone()) {
+        Ok(server) => Ok(Listener::New(server)),
+        // 127.0.0.1:9464 -> 0.0.0.0:9464: the running listener holds the port itself.
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && running.is_some_and(|s| s.local().port() == m.addr.port()) => Ok(Listener::Rebind(m.addr)),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("listening on {}", m.addr))),
+    }
+}
+
+/// Metrics connections at once: the configured maximum, within the descriptor budget.
+fn connections(cfg: &Resolved) -> usize {
+    let m = cfg.metrics.map_or(1, |m| m.max_connections);
+    crate::daemon::fds::budget(crate::daemon::fds::limit(), cfg.config.daemon.max_open_files, m).connections
+}
+
+/// A reload, checked: the configuration loads, validates and can start (state directory,
+/// checkpoint, sinks, listener), all without touching the running daemon.
+fn prepare(args: &Args, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>) -> anyhow::Result<(Resolved, Listener)> {
+    let new = load(args)?;
+    crate::daemon::preflight(&new)?;
+    let l = listener(&new, running, metrics, health)?;
+    Ok((new, l))
+}
+
+async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, health: Arc<Health>) -> anyhow::Result<Exit> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut server = match listener(&cfg, None, &metrics, &health)? {
+        Listener::New(s) => Some(s),
+        Listener::Keep | Listener::Stop | Listener::Rebind(_) => None,
+    };
+    let mut started = crate::daemon::start(cfg.clone(), health.clone())?;
+    loop {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let daemon = tokio::spawn(started.run(stop.clone().cancelled_owned()));
+        tokio::pin!(daemon);
+        // Wait for the daemon to fail, or for a signal.
+        let reload = loop {
+            tokio::select! {
+                r = &mut daemon => return r.context("daemon task")?.map(|_| Exit::Clean),
+                _ = term.recv() => break None,
+                _ = int.recv() => break None,
+                _ = hup.recv() => match prepare(&args, server.as_ref(), &metrics, &health) {
+                    Ok(new) => break Some(new),
+                    Err(e) => error!(error = %format!("{e:#}"), "configuration reload refused; keeping the running configuration"),
+                },
             }
-            match reload {
-                Some(new) => {
-                    info!("configuration reloaded");
-                    cfg = new;
-                    // Give the old metrics listener a moment to close before rebinding.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                None => return Ok(Exit::Clean),
+        };
+        info!(reload = reload.is_some(), "stopping the pipeline");
+        stop.cancel();
+        match tokio::time::timeout(cfg.config.daemon.shutdown_timeout, &mut daemon).await {
+            Ok(r) => r.context("daemon task")??,
+            Err(_) => {
+                warn!(timeout = ?cfg.config.daemon.shutdown_timeout, "shutdown timed out; exiting without the final checkpoint");
+                return Ok(Exit::Clean);
             }
         }
-    })
+        let Some((new, new_listener)) = reload else { return Ok(Exit::Clean) };
+        started = match crate::daemon::start(new.clone(), health.clone()) {
+            Ok(s) => {
+                match new_listener {
+                    Listener::Keep => {}
+                    Listener::New(s) => server = Some(s),
+                    Listener::Stop => server = None,
+                    Listener::Rebind(addr) => {
+                        let old = server.take().map(|s| s.configured());
+                        let m = new.metrics.expect("a prometheus sink");
+                        server = match MetricsServer::bind(addr, connections(&new), m.request_timeout, health.clone(), metrics.clone()) {
+                            Ok(s) => Some(s),
+                            Err(e) => {
+                                error!(error = %e, %addr, "cannot listen on the new address; listening on the old one again");
+                                old.and_then(|a| MetricsServer::bind(a, connections(&cfg), m.request_timeout, health.clone(), metrics.clone()).ok())
+                            }
+                        };
+                    }
+                }
+                if let (Some(s), Some(m)) = (server.as_ref(), new.metrics) {
+                    s.set_limits(connections(&new), m.request_timeout);
+                }
+                health.set_stall_after(new.config.daemon.stall_timeout);
+                cfg = new;
+                info!("configuration reloaded");
+                s
+            }
+            Err(e) => {
+                error!(error = %format!("{e:#}"), "configuration reload refused: it cannot start; going on with the running configuration");
+                crate::daemon::start(cfg.clone(), health.clone())?
+            }
+        };
+    }
 }

@@ -64,6 +64,10 @@ pub struct DaemonConfig {
     /// Lines longer than this are `line_too_long` (bytes, with units: "64MiB").
     #[serde(default = "default_max_line_bytes")]
     pub max_line_bytes: String,
+    /// `/health` reports the daemon stuck when one step of its loop (a read, a sink write, a
+    /// checkpoint) runs longer than this.
+    #[serde(default = "default_stall_timeout", with = "humantime_serde")]
+    pub stall_timeout: Duration,
 }
 
 /// How files are noticed.
@@ -205,9 +209,16 @@ pub enum SinkConfig {
     },
     /// Prometheus exporter serving `/metrics` and `/health`.
     Prometheus {
-        /// Listen address; loopback by default.
+        /// Listen address; loopback by default (another address is logged as a warning).
         #[serde(default = "default_metrics_addr")]
         address: String,
+        /// Connections served at once; one more closes the oldest. Lowered to fit the
+        /// descriptor limit.
+        #[serde(default = "default_max_connections")]
+        max_connections: usize,
+        /// A connection must send its request and take its answer within this.
+        #[serde(default = "default_request_timeout", with = "humantime_serde")]
+        request_timeout: Duration,
     },
 }
 
@@ -278,6 +289,15 @@ fn default_rotate_bytes() -> String {
 fn default_keep() -> usize {
     5
 }
+fn default_stall_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_max_connections() -> usize {
+    64
+}
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(5)
+}
 fn default_metrics_addr() -> String {
     "127.0.0.1:9464".into()
 }
@@ -299,6 +319,7 @@ impl Default for DaemonConfig {
             poll_interval: default_poll_interval(),
             evict_after: default_evict_after(),
             max_line_bytes: default_max_line_bytes(),
+            stall_timeout: default_stall_timeout(),
         }
     }
 }
@@ -387,6 +408,19 @@ pub struct Resolved {
     pub repair_orphans: OrphanPolicy,
     /// Prometheus listen address, if the sink is configured.
     pub metrics_addr: Option<SocketAddr>,
+    /// The Prometheus sink's settings, if it is configured.
+    pub metrics: Option<MetricsSettings>,
+}
+
+/// The Prometheus sink, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// Listen address.
+    pub addr: SocketAddr,
+    /// Connections at once.
+    pub max_connections: usize,
+    /// Time a connection has for its request and answer.
+    pub request_timeout: Duration,
 }
 
 /// Where a problem is: a section (`daemon`, `sources`, `stages`, `sinks`), the element of an
@@ -584,6 +618,9 @@ impl Config {
         if self.daemon.max_open_files == 0 {
             bad(Place::key("daemon", None, "max_open_files"), "must be at least 1".into());
         }
+        if self.daemon.stall_timeout.is_zero() {
+            bad(Place::key("daemon", None, "stall_timeout"), "must be more than 0".into());
+        }
         let mut formats = Vec::new();
         let mut names: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         for (i, s) in self.sources.iter().enumerate() {
@@ -637,17 +674,25 @@ impl Config {
                 }
             }
         }
-        let mut metrics_addr = None;
+        let mut metrics = None;
         let mut sinks_seen: std::collections::HashMap<&'static str, usize> = std::collections::HashMap::new();
         for (i, s) in self.sinks.iter().enumerate() {
             if let Some(j) = sinks_seen.insert(s.type_name(), i) {
                 bad(Place::element("sinks", i), format!("a second `{}` sink (sinks[{j}] is one): each sink may appear once", s.type_name()));
             }
             match s {
-                SinkConfig::Prometheus { address } => match address.parse() {
-                    Ok(a) => metrics_addr = Some(a),
-                    Err(e) => bad(Place::key("sinks", Some(i), "address"), format!("{address}: {e}")),
-                },
+                SinkConfig::Prometheus { address, max_connections, request_timeout } => {
+                    if *max_connections == 0 {
+                        bad(Place::key("sinks", Some(i), "max_connections"), "must be at least 1".into());
+                    }
+                    if request_timeout.is_zero() {
+                        bad(Place::key("sinks", Some(i), "request_timeout"), "must be more than 0".into());
+                    }
+                    match address.parse() {
+                        Ok(addr) => metrics = Some(MetricsSettings { addr, max_connections: *max_connections, request_timeout: *request_timeout }),
+                        Err(e) => bad(Place::key("sinks", Some(i), "address"), format!("{address}: {e}")),
+                    }
+                }
                 SinkConfig::File { max_bytes, keep, .. } => {
                     if let Err(m) = parse_size(max_bytes) {
                         bad(Place::key("sinks", Some(i), "max_bytes"), m);
@@ -663,7 +708,7 @@ impl Config {
             return (None, problems);
         }
         let max_line_bytes = max_line_bytes.expect("no problem: the size parsed");
-        (Some(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr }), problems)
+        (Some(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr: metrics.map(|m| m.addr), metrics }), problems)
     }
 
     /// The configuration of `transcriptd run` without a file: watch `dirs` for `*.jsonl`,
@@ -671,7 +716,11 @@ impl Config {
     pub fn for_watch(dirs: &[PathBuf], metrics_addr: Option<&str>, state_dir: Option<&Path>) -> Config {
         let mut sinks = vec![SinkConfig::stdout()];
         if let Some(a) = metrics_addr {
-            sinks.push(SinkConfig::Prometheus { address: a.to_owned() });
+            sinks.push(SinkConfig::Prometheus {
+                address: a.to_owned(),
+                max_connections: default_max_connections(),
+                request_timeout: default_request_timeout(),
+            });
         }
         Config {
             daemon: DaemonConfig { state_dir: state_dir.map_or_else(default_user_state_dir, Path::to_path_buf), ..DaemonConfig::default() },

@@ -30,11 +30,32 @@ pub struct FileCheckpoint {
     pub head_hash: u64,
     /// How many bytes the hash covers.
     pub head_len: u64,
+    /// Where the fingerprint's bytes end: the read offset when it was taken (tells a file
+    /// rewritten in place that grew back past it).
+    #[serde(default)]
+    pub fp_end: u64,
+    /// How many bytes before `fp_end` the fingerprint covers (0: none).
+    #[serde(default)]
+    pub fp_len: u64,
+    /// Their hash.
+    #[serde(default)]
+    pub fp_hash: u64,
     /// Offset of the first line not fully read (outputs of every line before it were flushed).
     pub offset: u64,
     /// Tail findings reported for the file as it stood (retracted if it grows).
     #[serde(default)]
     pub tail: Vec<Finding>,
+    /// Whether the tail was evaluated since the file last grew (if not, it is after the
+    /// restart; checkpoints before this field: when `tail` is not empty).
+    #[serde(default)]
+    pub tail_done: bool,
+    /// Whether its `file_opened` was reported (checkpoints before this field: yes).
+    #[serde(default = "yes")]
+    pub announced: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The whole checkpoint.
@@ -86,6 +107,7 @@ pub fn load(state_dir: &Path) -> Result<Checkpoint, LoadError> {
 pub fn store(state_dir: &Path, cp: &Checkpoint) -> std::io::Result<()> {
     std::fs::create_dir_all(state_dir)?;
     let bytes = serde_json::to_vec(cp).map_err(std::io::Error::other)?;
+    let _gate = super::fds::gate();
     crate::sinks::atomic::write_file(&state_dir.join(FILE_NAME), &bytes, None)
 }
 
@@ -99,12 +121,29 @@ mod tests {
         assert_eq!(load(d.path()).unwrap().files.len(), 0);
         let cp = Checkpoint {
             version: VERSION,
-            files: vec![FileCheckpoint { path: "/x.jsonl".into(), dev: 1, ino: 2, head_hash: 3, head_len: 4, offset: 5, tail: vec![] }],
+            files: vec![FileCheckpoint {
+                path: "/x.jsonl".into(),
+                dev: 1,
+                ino: 2,
+                head_hash: 3,
+                head_len: 4,
+                fp_end: 5,
+                fp_len: 5,
+                fp_hash: 6,
+                offset: 5,
+                tail: vec![],
+                tail_done: true,
+                announced: true,
+            }],
             stdout: None,
-            file_sink: Some(Position { dev: 1, ino: 9, len: 10 }),
+            file_sink: Some(Position { dev: 1, ino: 9, len: 10, exclusive: true }),
         };
         store(d.path(), &cp).unwrap();
         assert_eq!(load(d.path()).unwrap(), cp);
+        // A checkpoint written before fingerprints and `announced` still loads.
+        std::fs::write(d.path().join(FILE_NAME), r#"{"version":1,"files":[{"path":"/x","dev":1,"ino":2,"head_hash":3,"head_len":4,"offset":5}]}"#).unwrap();
+        let old = load(d.path()).unwrap();
+        assert!(old.files[0].announced && old.files[0].fp_len == 0);
         std::fs::write(d.path().join(FILE_NAME), r#"{"version":99,"files":[]}"#).unwrap();
         assert!(matches!(load(d.path()), Err(LoadError::TooNew(_, 99))));
         std::fs::write(d.path().join(FILE_NAME), "garbage").unwrap();

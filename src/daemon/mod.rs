@@ -3,14 +3,23 @@
 //! to the sinks.
 //!
 //! One event loop owns every file's state: filesystem events (inotify via `notify`, or polling)
-//! and timers (grace periods, repairs, checkpoints, rescans) wake it; it reads what is new,
-//! writes the records to the sinks, flushes them, and checkpoints. A single owner keeps the
+//! and timers (grace periods, repairs, checkpoints, rescans, retries) wake it; it reads what is
+//! new, writes the records to the sinks, flushes them, and checkpoints. A single owner keeps the
 //! order of each file's records, needs no locks, and lets 10,000 idle files cost nothing but
-//! their entry in a map. Shutdown is a future passed in ([`run`]): tests and signal handlers
-//! use the same path.
+//! their entry in a map. Each step of the loop is bounded: it reads at most [`STEP_BUDGET`]
+//! bytes (the rest waits in a backlog for the next step), so that a large backlog never keeps
+//! it from events, signals and `/health` (see [`health`]).
+//!
+//! [`start`] builds everything that can fail (sinks, checkpoint, watches) without reading;
+//! [`Started::run`] runs until the shutdown future completes. The shell (`cli/run.rs`) uses
+//! the split to refuse a reload whose configuration cannot start and keep the running one.
 
 pub mod checkpoint;
 pub mod envelope;
+pub mod fds;
+pub mod health;
+pub mod http;
+pub mod open;
 pub mod tail;
 pub mod watch;
 
@@ -21,18 +30,22 @@ use crate::transcript::stages::repair::OrphanPolicy;
 use crate::transcript::FindingFilter;
 use anyhow::Context;
 use envelope::{now, Record};
-use std::collections::{HashMap, HashSet};
+use health::Health;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tail::{Kind, Polled, Tailed};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// Bytes read per `read` call.
 pub const READ_CHUNK: usize = 1 << 20;
 
-/// How long the state of a file that vanished from its path is kept, in case it was renamed to
-/// another watched path.
-pub const DETACHED_FOR: Duration = Duration::from_secs(1);
+/// Bytes one step of the loop reads at most, over all files.
+pub const STEP_BUDGET: u64 = 32 << 20;
+
+/// Bytes one file reads at most per poll, so that files share a step.
+pub const FILE_BUDGET: u64 = 8 << 20;
 
 /// The stage settings the loop needs, from the configured stage list.
 #[derive(Debug)]
@@ -84,6 +97,28 @@ struct Sinks {
 }
 
 impl Sinks {
+    fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint) -> anyhow::Result<Sinks> {
+        let mut sinks = Sinks { stdout: None, file: None, repaired_dir: None };
+        for s in &cfg.config.sinks {
+            match s {
+                SinkConfig::Stdout { severity, kinds } => {
+                    let mut out = StdoutSink::new();
+                    out.recover(cp.stdout, envelope::is_record_line).context("recovering stdout")?;
+                    sinks.stdout = Some((out, FindingFilter { severity: *severity, kinds: kinds.clone() }));
+                }
+                SinkConfig::File { path, max_bytes, keep } => {
+                    let max = crate::config::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
+                    let mut f = FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?;
+                    f.recover(cp.file_sink).context("recovering the file sink")?;
+                    sinks.file = Some(f);
+                }
+                SinkConfig::RepairedFiles { dir } => sinks.repaired_dir = Some(dir.clone()),
+                SinkConfig::Prometheus { .. } => {}
+            }
+        }
+        Ok(sinks)
+    }
+
     fn write(&mut self, records: &[Record]) -> anyhow::Result<()> {
         if records.is_empty() {
             return Ok(());
@@ -92,7 +127,7 @@ impl Sinks {
             let line = r.to_line();
             if let Some((s, filter)) = self.stdout.as_mut() {
                 if r.passes(filter) {
-                    s.write(&line).context("writing stdout")?;
+                    s.write(&line);
                 }
             }
             if let Some(f) = self.file.as_mut() {
@@ -161,265 +196,511 @@ fn compile(r: &Resolved) -> anyhow::Result<Vec<Source>> {
     Ok(out)
 }
 
+/// Checks what a configuration needs to start, without touching a running daemon: stages,
+/// sources, a writable state directory with a readable checkpoint, the file sink, the repaired
+/// files' directory. A reload whose configuration fails this is refused.
+pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
+    Stages::from(cfg)?;
+    compile(cfg)?;
+    let state = &cfg.config.daemon.state_dir;
+    std::fs::create_dir_all(state).with_context(|| format!("creating state directory {}", state.display()))?;
+    tempfile::NamedTempFile::new_in(state).with_context(|| format!("state directory {} is not writable", state.display()))?;
+    checkpoint::load(state)?;
+    for s in &cfg.config.sinks {
+        match s {
+            SinkConfig::File { path, .. } => {
+                if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+                }
+                std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
+            }
+            SinkConfig::RepairedFiles { dir } => std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?,
+            SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+/// A file that could not be read, waiting to be tried again.
+#[derive(Debug)]
+struct Retry {
+    at: Instant,
+    delay: Duration,
+    /// For want of resources (descriptors, memory) or an IO error: the daemon is unhealthy.
+    resource: bool,
+    error: String,
+}
+
 /// The daemon's state.
 struct Daemon {
     cfg: Resolved,
     stages: Stages,
     sources: Vec<Source>,
     files: HashMap<PathBuf, Tailed>,
-    /// States of files whose path is gone or names another file now, by device and inode, in
-    /// case the file shows up again under a watched name (a rename); with when and why they
-    /// were detached. Their handles are closed at once; they are forgotten after
-    /// [`DETACHED_FOR`].
-    detached: HashMap<(u64, u64), (Tailed, Instant, &'static str)>,
+    /// Which path each tracked inode is read under.
+    by_id: HashMap<(u64, u64), PathBuf>,
+    /// Paths not read (not regular files, links), with what they were, so that each is warned
+    /// about once.
+    skipped: HashMap<PathBuf, (u64, u64)>,
+    /// Files with more to read than a step's budget allowed (and files found at startup).
+    backlog: VecDeque<PathBuf>,
+    queued: HashSet<PathBuf>,
+    /// Files whose last read failed.
+    retry: HashMap<PathBuf, Retry>,
+    /// Bytes the running step may still read.
+    step_left: u64,
+    /// Files the running step opened (a step that takes up thousands of files at once closes
+    /// them again beyond half of `max_open`).
+    opened_in_step: usize,
+    /// Files open at once (`max_open_files`, within the descriptor budget).
+    max_open: usize,
     sinks: Sinks,
     watch: watch::Watch,
     buf: Vec<u8>,
     dirty: bool,
     last_checkpoint: Instant,
     last_rescan: Instant,
+    checkpoint_failing: bool,
+    health: Arc<Health>,
 }
 
-/// Runs the daemon until `shutdown` completes. Returns after the final checkpoint.
-pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+/// A daemon built and ready to run.
+pub struct Started {
+    d: Daemon,
+    rx: tokio::sync::mpsc::UnboundedReceiver<watch::Change>,
+}
+
+/// Builds the daemon: the metrics recorder installed, sinks opened and recovered to the
+/// checkpoint, files restored from it, roots watched. Reads no file yet.
+pub fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
+    // Counters count from the first byte read.
+    t::install();
     let stages = Stages::from(&cfg)?;
     let sources = compile(&cfg)?;
     std::fs::create_dir_all(&cfg.config.daemon.state_dir).with_context(|| format!("creating state directory {}", cfg.config.daemon.state_dir.display()))?;
     let cp = checkpoint::load(&cfg.config.daemon.state_dir)?;
-    let mut sinks = Sinks { stdout: None, file: None, repaired_dir: None };
-    for s in &cfg.config.sinks {
-        match s {
-            SinkConfig::Stdout { severity, kinds } => {
-                let mut out = StdoutSink::default();
-                out.recover(cp.stdout).context("recovering stdout")?;
-                sinks.stdout = Some((out, FindingFilter { severity: *severity, kinds: kinds.clone() }));
-            }
-            SinkConfig::File { path, max_bytes, keep } => {
-                let max = crate::config::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
-                let mut f = FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?;
-                f.recover(cp.file_sink).context("recovering the file sink")?;
-                sinks.file = Some(f);
-            }
-            SinkConfig::RepairedFiles { dir } => sinks.repaired_dir = Some(dir.clone()),
-            SinkConfig::Prometheus { .. } => {}
-        }
+    let sinks = Sinks::open(&cfg, &cp)?;
+    let budget = fds::budget(fds::limit(), cfg.config.daemon.max_open_files, cfg.metrics.as_ref().map_or(0, |m| m.max_connections));
+    if budget.files < cfg.config.daemon.max_open_files {
+        warn!(
+            max_open_files = cfg.config.daemon.max_open_files,
+            using = budget.files,
+            nofile = fds::limit(),
+            "max_open_files does not fit the descriptor limit; fewer files are kept open (raise LimitNOFILE / ulimit -n)"
+        );
     }
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<watch::Change>();
-    let mut roots: Vec<PathBuf> = sources.iter().flat_map(|s| s.roots.clone()).collect();
-    roots.sort();
-    roots.dedup();
-    let watcher = watch::start(&roots, cfg.config.daemon.watch, cfg.config.daemon.poll_interval, tx)?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<watch::Change>();
+    let roots: Vec<PathBuf> = sources.iter().flat_map(|s| s.roots.clone()).collect();
+    let watch = watch::start(&roots, cfg.config.daemon.watch, cfg.config.daemon.poll_interval, tx)?;
     let mut d = Daemon {
         stages,
         sources,
         files: HashMap::new(),
-        detached: HashMap::new(),
+        by_id: HashMap::new(),
+        skipped: HashMap::new(),
+        backlog: VecDeque::new(),
+        queued: HashSet::new(),
+        retry: HashMap::new(),
+        step_left: STEP_BUDGET,
+        opened_in_step: 0,
+        max_open: budget.files.max(1),
         sinks,
-        watch: watcher,
+        watch,
         buf: Vec::with_capacity(READ_CHUNK),
         dirty: false,
         last_checkpoint: Instant::now(),
         last_rescan: Instant::now(),
+        checkpoint_failing: false,
+        health,
         cfg,
     };
     d.restore(&cp);
-    // A checkpoint before anything is read: records written after it and not covered by a
-    // later checkpoint are cut off after a crash, and written again.
-    d.checkpoint()?;
-    d.rescan(true)?;
-    // Files known from the checkpoint may have grown while the daemon was down.
-    let restored: Vec<PathBuf> = d.files.keys().cloned().collect();
-    let mut records = Vec::new();
-    for p in restored {
-        d.poll_path(&p, &mut records)?;
-    }
-    d.emit(records)?;
-    // `/health` answers once the daemon watches its roots and has read what was there.
-    let metrics_task = match d.cfg.metrics_addr {
-        Some(addr) => Some(serve_metrics(addr).await?),
-        None => None,
-    };
-    info!(files = d.files.len(), roots = ?roots, "watching");
-    tokio::pin!(shutdown);
-    loop {
-        let deadline = d.next_deadline();
-        tokio::select! {
-            _ = &mut shutdown => break,
-            change = rx.recv() => {
-                let Some(change) = change else { break };
-                let mut changes = vec![change];
-                while let Ok(c) = rx.try_recv() {
-                    changes.push(c);
-                }
-                d.on_changes(changes)?;
-            }
-            _ = tokio::time::sleep_until(deadline.into()) => {}
+    d.watch.ensure_roots();
+    Ok(Started { d, rx })
+}
+
+/// Builds and runs the daemon until `shutdown` completes. Returns after the final checkpoint.
+pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>, health: Arc<Health>) -> anyhow::Result<()> {
+    start(cfg, health)?.run(shutdown).await
+}
+
+impl Started {
+    /// Runs until `shutdown` completes: reads what is there, then follows events and timers.
+    /// Returns after the final checkpoint.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+        let Started { mut d, mut rx } = self;
+        d.health.busy();
+        // A checkpoint before anything is read: records written after it and not covered by a
+        // later checkpoint are cut off after a crash, and written again.
+        d.checkpoint()?;
+        // Files known from the checkpoint may have grown while the daemon was down; files found
+        // now are read from their start (or end). All of it over as many steps as it takes.
+        let restored: Vec<PathBuf> = d.files.keys().cloned().collect();
+        for p in restored {
+            d.enqueue(&p);
         }
-        d.timers()?;
+        let mut records = Vec::new();
+        d.rescan(true, &mut records)?;
+        d.emit(records)?;
+        let mut ready = false;
+        tokio::pin!(shutdown);
+        loop {
+            if !ready && d.backlog.is_empty() {
+                ready = true;
+                d.health.set_started();
+                info!(files = d.files.len(), roots = ?d.watch.roots(), "watching");
+            }
+            d.health.idle();
+            let deadline = d.next_deadline();
+            // A backlog is read on at once: the timer wheel rounds a deadline of "now" up to
+            // its next millisecond tick, which cost every step of a large read a sleep.
+            let backlog = !d.backlog.is_empty();
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                change = rx.recv() => {
+                    d.health.busy();
+                    d.new_step();
+                    let Some(change) = change else { break };
+                    let mut changes = vec![change];
+                    while let Ok(c) = rx.try_recv() {
+                        changes.push(c);
+                    }
+                    d.on_changes(changes)?;
+                }
+                () = tokio::task::yield_now(), if backlog => {
+                    d.health.busy();
+                    d.new_step();
+                }
+                _ = tokio::time::sleep_until(deadline.into()), if !backlog => {
+                    d.health.busy();
+                    d.new_step();
+                }
+            }
+            d.timers()?;
+        }
+        d.health.busy();
+        info!("shutting down: flushing sinks and writing checkpoints");
+        let r = d.checkpoint();
+        d.health.idle();
+        r
     }
-    info!("shutting down: flushing sinks and writing checkpoints");
-    d.checkpoint()?;
-    if let Some(m) = metrics_task {
-        m.abort();
-    }
-    Ok(())
+}
+
+/// Whether an error reading a file is the daemon's trouble (descriptors, memory, IO), not the
+/// file's (permissions).
+fn is_resource_error(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS | libc::EIO))
+}
+
+/// Where the inode `id` is now in the directory of `p`, if it is there under another name.
+fn find_in_dir(p: &Path, id: (u64, u64)) -> Option<PathBuf> {
+    use std::os::unix::fs::DirEntryExt;
+    let dir = p.parent()?;
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.ino() == id.1 && e.path() != p)
+        .map(|e| e.path())
+        .find(|q| std::fs::symlink_metadata(q).is_ok_and(|m| open::id(&m) == id))
 }
 
 impl Daemon {
     fn restore(&mut self, cp: &checkpoint::Checkpoint) {
         for f in &cp.files {
-            let Some(si) = self.sources.iter().position(|s| s.matches(&f.path)) else { continue };
+            let Some(si) = self.watched_source(&f.path) else { continue };
             let src = &self.sources[si];
             let kind = if src.kind == SourceKind::Events { Kind::Events } else { Kind::Transcript(src.format) };
             let mut t = Tailed::new(f.path.clone(), si, src.rel(&f.path), kind, self.cfg.max_line_bytes, f.offset);
-            t.restore(f.dev, f.ino, f.head_hash, f.head_len, f.tail.clone());
+            t.restore(f);
+            self.by_id.insert((f.dev, f.ino), f.path.clone());
             self.files.insert(f.path.clone(), t);
         }
     }
 
-    /// Walks the roots for matching files. `startup` applies `read_from`.
-    fn rescan(&mut self, startup: bool) -> anyhow::Result<()> {
-        self.last_rescan = Instant::now();
-        let roots: Vec<PathBuf> = self.sources.iter().flat_map(|s| s.roots.clone()).collect();
-        let mut found = Vec::new();
-        for root in roots {
-            self.watch.ensure(&root);
-            for e in walkdir::WalkDir::new(&root).follow_links(true).into_iter().filter_map(Result::ok) {
-                if e.file_type().is_file() && !self.files.contains_key(e.path()) {
-                    found.push(e.into_path());
-                }
-            }
-        }
-        let mut records = Vec::new();
-        for p in found {
-            self.discover(&p, startup, &mut records)?;
-        }
-        // Files that vanished without an event (polling, missed events).
-        let known: Vec<PathBuf> = self.files.keys().cloned().collect();
-        for p in known {
-            if !p.exists() {
-                self.poll_path(&p, &mut records)?;
-            }
-        }
-        self.emit(records)
+    fn new_step(&mut self) {
+        self.step_left = STEP_BUDGET;
+        self.opened_in_step = 0;
     }
 
-    /// Takes up a new path, if a source wants it.
-    fn discover(&mut self, p: &Path, startup: bool, records: &mut Vec<Record>) -> anyhow::Result<()> {
-        let Some(si) = self.sources.iter().position(|s| s.matches(p)) else { return Ok(()) };
-        let Ok(meta) = std::fs::metadata(p) else { return Ok(()) };
-        use std::os::unix::fs::MetadataExt;
-        let id = (meta.dev(), meta.ino());
-        // A watched file renamed to this path: the same file goes on where it was.
-        let renamed = self.detached.remove(&id).map(|(t, _, _)| t).or_else(|| {
-            let old = self.files.iter().find(|(path, t)| t.id() == Some(id) && !path.exists()).map(|(path, _)| path.clone())?;
-            self.files.remove(&old)
-        });
-        let src = &self.sources[si];
-        let t = if let Some(mut moved) = renamed {
-            info!(from = %moved.path.display(), to = %p.display(), "file renamed");
-            records.push(Record::FileClosed { time: now(), file: moved.path.display().to_string(), reason: "renamed".into() });
-            moved.path = p.to_path_buf();
-            moved.rel = src.rel(p);
-            moved.close();
-            moved
-        } else {
-            let kind = if src.kind == SourceKind::Events { Kind::Events } else { Kind::Transcript(src.format) };
-            let skip = if startup && src.read_from == ReadFrom::End { meta.len() } else { 0 };
-            let mut t = Tailed::new(p.to_path_buf(), si, src.rel(p), kind, self.cfg.max_line_bytes, skip);
-            // A file already quiet when found has nothing to wait for.
-            if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= self.stages.grace) {
-                t.last_growth = Instant::now() - self.stages.grace;
-            }
-            t
-        };
-        let opened = records.len();
-        records.push(Record::FileOpened { time: now(), file: p.display().to_string(), format: t.format(), offset: t.committed() });
-        let grew_before = t.last_growth;
-        self.files.insert(p.to_path_buf(), t);
-        self.poll_path(p, records)?;
-        // The format, as soon as the lines read at once tell it (the record still comes first).
-        if let (Some(Record::FileOpened { format: f @ None, .. }), Some(t)) = (records.get_mut(opened), self.files.get(p)) {
-            *f = t.format();
+    fn watched_source(&self, p: &Path) -> Option<usize> {
+        self.sources.iter().position(|s| s.matches(p))
+    }
+
+    fn enqueue(&mut self, p: &Path) {
+        if self.queued.insert(p.to_path_buf()) {
+            self.backlog.push_back(p.to_path_buf());
         }
-        // Reading an old file at startup is not growth: its grace has passed already.
-        if let Some(t) = self.files.get_mut(p) {
-            if grew_before + self.stages.grace <= Instant::now() {
-                t.last_growth = grew_before;
+    }
+
+    /// Warns once about a path that is not read.
+    fn skip(&mut self, p: &Path, m: &std::fs::Metadata, why: &dyn std::fmt::Display) {
+        let id = open::id(m);
+        if self.skipped.get(p) != Some(&id) {
+            warn!(file = %p.display(), "skipped: {why}");
+            self.skipped.insert(p.to_path_buf(), id);
+        }
+    }
+
+    /// Walks the roots for matching files (`startup` applies `read_from`); re-watches roots
+    /// that were recreated; looks at known files that vanished without an event.
+    fn rescan(&mut self, startup: bool, records: &mut Vec<Record>) -> anyhow::Result<()> {
+        self.last_rescan = Instant::now();
+        self.watch.ensure_roots();
+        for root in self.watch.roots().to_vec() {
+            self.search(&root, startup, records)?;
+        }
+        let vanished: Vec<PathBuf> = self.files.keys().filter(|p| std::fs::symlink_metadata(p).is_err()).cloned().collect();
+        for p in vanished {
+            self.poll_path(&p, records)?;
+        }
+        self.skipped.retain(|p, _| std::fs::symlink_metadata(p).is_ok());
+        Ok(())
+    }
+
+    /// Takes up the files below `dir` (not through links).
+    fn search(&mut self, dir: &Path, startup: bool, records: &mut Vec<Record>) -> anyhow::Result<()> {
+        let walk = walkdir::WalkDir::new(dir).follow_links(false).max_open(4);
+        for e in walk.into_iter().filter_map(Result::ok) {
+            if e.file_type().is_dir() {
+                continue;
             }
+            let p = e.path();
+            if self.files.contains_key(p) {
+                continue;
+            }
+            if e.file_type().is_symlink() && e.depth() > 0 && std::fs::metadata(p).is_ok_and(|m| m.is_dir()) {
+                if let Ok(m) = std::fs::symlink_metadata(p) {
+                    self.skip(p, &m, &"a symlinked directory; symlinks are not followed");
+                }
+                continue;
+            }
+            self.discover(p, startup, records)?;
         }
         Ok(())
+    }
+
+    /// Takes up a new path, if a source wants it and it is a regular file reached without
+    /// links.
+    fn discover(&mut self, p: &Path, startup: bool, records: &mut Vec<Record>) -> anyhow::Result<()> {
+        if self.files.contains_key(p) {
+            return self.poll_path(p, records);
+        }
+        let Some(si) = self.watched_source(p) else { return Ok(()) };
+        let Ok(meta) = std::fs::symlink_metadata(p) else { return Ok(()) };
+        if meta.is_dir() {
+            return Ok(());
+        }
+        let root = self.watch.roots().iter().find(|r| p.starts_with(r)).cloned();
+        let refused = open::check(&meta).err().or_else(|| root.filter(|r| open::linked_dir_between(r, p)).map(|_| open::Refused::LinkedDirectory));
+        if let Some(why) = refused {
+            self.skip(p, &meta, &why);
+            return Ok(());
+        }
+        self.skipped.remove(p);
+        let id = open::id(&meta);
+        // The inode is tracked under another name: renamed here, a hard link, or a reused inode.
+        if let Some(old) = self.by_id.get(&id).cloned().filter(|old| old != p) {
+            if std::fs::symlink_metadata(&old).is_ok_and(|m| open::id(&m) == id) {
+                self.skip(p, &meta, &format_args!("a hard link to {}, which is read under that name", old.display()));
+                return Ok(());
+            }
+            let mark = records.len();
+            self.vanished(&old, Some(p), records, mark)?;
+            if self.files.contains_key(p) {
+                return Ok(());
+            }
+        }
+        let src = &self.sources[si];
+        let kind = if src.kind == SourceKind::Events { Kind::Events } else { Kind::Transcript(src.format) };
+        let skip = if startup && src.read_from == ReadFrom::End { meta.len() } else { 0 };
+        let mut t = Tailed::new(p.to_path_buf(), si, src.rel(p), kind, self.cfg.max_line_bytes, skip);
+        // A file already quiet when found has nothing to wait for: reading it (over as many
+        // steps as it takes) is not growth.
+        if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= self.stages.grace) {
+            t.found_quiet(self.stages.grace);
+        }
+        self.files.insert(p.to_path_buf(), t);
+        self.poll_path(p, records)
     }
 
     fn poll_path(&mut self, p: &Path, records: &mut Vec<Record>) -> anyhow::Result<()> {
-        let Some(t) = self.files.get_mut(p) else { return Ok(()) };
+        if !self.files.contains_key(p) {
+            return Ok(());
+        }
+        if self.step_left == 0 {
+            self.enqueue(p);
+            return Ok(());
+        }
         self.dirty = true;
-        match t.poll(&mut self.buf, records, self.stages.compaction) {
-            Ok(Polled::Ok) => {}
-            Ok(Polled::Gone) => self.detach(p, "deleted", records),
-            Ok(Polled::Replaced) => {
-                self.detach(p, "rotated", records);
-                // The path now names a new file: read it from the start.
-                self.discover(p, false, records)?;
+        let mark = records.len();
+        let budget = self.step_left.min(FILE_BUDGET);
+        let t = self.files.get_mut(p).expect("present");
+        let was_open = t.is_open();
+        let polled = t.poll(&mut self.buf, records, self.stages.compaction, budget);
+        if !was_open && t.is_open() {
+            self.opened_in_step += 1;
+            if self.opened_in_step > self.max_open / 2 {
+                // Reopened on its next event.
+                t.close();
             }
-            Err(e) => warn!(file = %p.display(), error = %e, "cannot read file"),
+        }
+        let id = t.id();
+        match polled {
+            Ok((state, n)) => {
+                self.step_left = self.step_left.saturating_sub(n);
+                if let Some(id) = id {
+                    self.by_id.insert(id, p.to_path_buf());
+                }
+                if let Some(r) = self.retry.remove(p) {
+                    info!(file = %p.display(), after = %r.error, "file readable again");
+                }
+                match state {
+                    Polled::Ok | Polled::More => {
+                        if let Some(t) = self.files.get_mut(p) {
+                            t.announce(records, mark);
+                        }
+                        if state == Polled::More {
+                            self.enqueue(p);
+                        }
+                    }
+                    Polled::Gone | Polled::Replaced => self.vanished(p, None, records, mark)?,
+                }
+            }
+            Err(e) => {
+                // Never lost: tried again until it can be read.
+                t.close();
+                let resource = is_resource_error(&e);
+                let first = !self.retry.contains_key(p);
+                let r =
+                    self.retry.entry(p.to_path_buf()).or_insert(Retry { at: Instant::now(), delay: Duration::from_millis(50), resource, error: String::new() });
+                let changed = first || r.error != e.to_string();
+                r.delay = (r.delay * 2).min(if resource { Duration::from_secs(2) } else { Duration::from_secs(30) });
+                r.at = Instant::now() + r.delay;
+                r.resource = resource;
+                r.error = e.to_string();
+                self.report_reading();
+                if changed {
+                    warn!(file = %p.display(), error = %e, "cannot read file; it is retried until it can be read");
+                }
+            }
         }
         Ok(())
     }
 
-    /// The file left its path: its handle is closed now; its state waits a moment in case it
-    /// shows up under another watched name.
-    fn detach(&mut self, p: &Path, reason: &'static str, records: &mut Vec<Record>) {
-        let Some(mut t) = self.files.remove(p) else { return };
-        t.close();
-        match t.id() {
-            Some(id) => {
-                self.detached.insert(id, (t, Instant::now(), reason));
-            }
-            None => records.push(Record::FileClosed { time: now(), file: p.display().to_string(), reason: reason.into() }),
-        }
+    /// Tells `/health` how many files wait for a retry for want of resources.
+    fn report_reading(&self) {
+        let failing: Vec<&Retry> = self.retry.values().filter(|r| r.resource).collect();
+        self.health.reading(failing.len(), failing.first().map(|r| r.error.clone()));
     }
 
-    /// Forgets detached files nobody renamed: they were deleted or rotated away.
-    fn expire_detached(&mut self, records: &mut Vec<Record>) {
-        let now_i = Instant::now();
-        let gone: Vec<(u64, u64)> = self.detached.iter().filter(|(_, (_, at, _))| *at + DETACHED_FOR <= now_i).map(|(id, _)| *id).collect();
-        for id in gone {
-            let (t, _, reason) = self.detached.remove(&id).expect("present");
-            records.push(Record::FileClosed { time: now(), file: t.path.display().to_string(), reason: reason.into() });
+    /// The file read as `p` left that path (`hint`: where its inode showed up). A rename to
+    /// another watched name (with the same content) keeps its state under the new name;
+    /// otherwise it is closed: its tail findings are retracted and `file_closed` reported, all
+    /// before anything about a new file at the same path.
+    fn vanished(&mut self, p: &Path, hint: Option<&Path>, records: &mut Vec<Record>, mark: usize) -> anyhow::Result<()> {
+        let Some(mut t) = self.files.remove(p) else { return Ok(()) };
+        self.retry.remove(p);
+        if self.queued.remove(p) {
+            self.backlog.retain(|q| q != p);
+        }
+        if let Some(id) = t.id() {
+            if self.by_id.get(&id).is_some_and(|q| q == p) {
+                self.by_id.remove(&id);
+            }
+        }
+        self.dirty = true;
+        let target = hint.map(Path::to_path_buf).or_else(|| t.id().and_then(|id| find_in_dir(p, id)));
+        let mut reason = "deleted";
+        if let Some(q) = target {
+            match self.watched_source(&q) {
+                Some(si) if si == t.source && !self.files.contains_key(&q) && t.same_file_at(&q).unwrap_or(false) => {
+                    info!(from = %p.display(), to = %q.display(), "file renamed");
+                    t.announce(records, mark);
+                    if t.announced {
+                        records.push(Record::FileClosed {
+                            time: now(),
+                            file: p.display().to_string(),
+                            reason: "renamed".into(),
+                            to: Some(q.display().to_string()),
+                        });
+                    }
+                    t.path = q.clone();
+                    t.rel = self.sources[si].rel(&q);
+                    if let Some(id) = t.id() {
+                        self.by_id.insert(id, q.clone());
+                    }
+                    self.files.insert(q.clone(), t);
+                    self.poll_path(&q, records)?;
+                    return self.taken_over(p, records);
+                }
+                // Moved to a name no source reads: rotated away.
+                None => reason = "rotated",
+                // Another file on a reused inode, or a name another source reads: not this file.
+                Some(_) => {}
+            }
+        }
+        // What was written before it went is still this file's.
+        t.read_rest(&mut self.buf, records, self.stages.compaction);
+        t.announce(records, mark);
+        if t.announced {
             for f in &t.tail {
                 records.push(tail::retracted(&t.path, f, &format!("the file was {reason}")));
             }
-            self.dirty = true;
+            records.push(Record::FileClosed { time: now(), file: p.display().to_string(), reason: reason.into(), to: None });
         }
+        self.taken_over(p, records)
+    }
+
+    /// The file read as `p` left it: whatever the path names now (a new file, made while the
+    /// daemon looked away: no event will tell of it) is read from the start.
+    fn taken_over(&mut self, p: &Path, records: &mut Vec<Record>) -> anyhow::Result<()> {
+        if std::fs::symlink_metadata(p).is_ok() {
+            self.discover(p, false, records)?;
+        }
+        Ok(())
     }
 
     fn on_changes(&mut self, changes: Vec<watch::Change>) -> anyhow::Result<()> {
         let mut records = Vec::new();
         let mut seen = HashSet::new();
         for c in changes {
-            match c {
-                watch::Change::Path(p) | watch::Change::Created(p) if self.files.contains_key(&p) => {
-                    if seen.insert(p.clone()) {
-                        self.poll_path(&p, &mut records)?;
-                    }
+            let p = match c {
+                watch::Change::Rescan => {
+                    self.rescan(false, &mut records)?;
+                    continue;
                 }
-                watch::Change::Path(p) | watch::Change::Created(p) => {
-                    if !seen.insert(p.clone()) {
-                        continue;
-                    }
-                    if p.is_dir() {
-                        // A new directory: files may have been created in it before its watch.
-                        for e in walkdir::WalkDir::new(&p).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()) {
-                            if !self.files.contains_key(e.path()) {
-                                self.discover(e.path(), false, &mut records)?;
-                            }
-                        }
-                    } else {
-                        self.discover(&p, false, &mut records)?;
-                    }
+                watch::Change::Path(p) | watch::Change::Created(p) => p,
+            };
+            if !seen.insert(p.clone()) {
+                continue;
+            }
+            if self.watch.shapes_a_root(&p) {
+                // A root (or a directory above one) appeared, went or was replaced.
+                for root in self.watch.ensure_roots() {
+                    info!(root = %root.display(), "watching the root again");
+                    self.search(&root, false, &mut records)?;
                 }
-                watch::Change::Rescan => self.rescan(false)?,
+            }
+            if !self.watch.under_root(&p) {
+                continue;
+            }
+            if self.files.contains_key(&p) {
+                self.poll_path(&p, &mut records)?;
+                continue;
+            }
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => {
+                    // Watched before it is searched: what is created in it from now on makes an
+                    // event, what was created before is found.
+                    self.watch.add_dir(&p);
+                    self.search(&p, false, &mut records)?;
+                }
+                Ok(m) if m.file_type().is_symlink() && std::fs::metadata(&p).is_ok_and(|t| t.is_dir()) => {
+                    self.skip(&p, &m, &"a symlinked directory; symlinks are not followed");
+                }
+                Ok(_) => self.discover(&p, false, &mut records)?,
+                Err(_) => {}
             }
         }
         self.emit(records)
@@ -432,12 +713,15 @@ impl Daemon {
     /// When the loop must wake up next.
     fn next_deadline(&self) -> Instant {
         let now = Instant::now();
+        if !self.backlog.is_empty() {
+            return now;
+        }
         let mut next = self.last_rescan + self.rescan_interval();
         if self.dirty {
             next = next.min(self.last_checkpoint + self.cfg.config.daemon.checkpoint_interval);
         }
-        for (_, at, _) in self.detached.values() {
-            next = next.min(*at + DETACHED_FOR);
+        for r in self.retry.values() {
+            next = next.min(r.at);
         }
         for t in self.files.values() {
             if !t.tail_done && t.is_loaded() {
@@ -462,15 +746,26 @@ impl Daemon {
     fn timers(&mut self) -> anyhow::Result<()> {
         let now = Instant::now();
         let mut records = Vec::new();
+        // Reads left over from earlier steps, then files whose read failed.
+        while self.step_left > 0 {
+            let Some(p) = self.backlog.pop_front() else { break };
+            self.queued.remove(&p);
+            self.poll_path(&p, &mut records)?;
+        }
+        let due: Vec<PathBuf> = self.retry.iter().filter(|(_, r)| r.at <= now).map(|(p, _)| p.clone()).collect();
+        for p in due {
+            self.poll_path(&p, &mut records)?;
+        }
         let grace = self.stages.grace;
         let tail_stage = self.stages.orphans || self.stages.validate;
         for t in self.files.values_mut() {
             if !t.tail_done && t.is_loaded() && t.last_growth + grace <= now {
-                t.tail_done = true;
+                t.quiet();
                 if !tail_stage {
                     continue;
                 }
                 let findings = t.tail_findings(self.stages.orphans);
+                let mark = records.len();
                 for f in &findings {
                     tail::count_finding(f);
                     if f.kind == crate::transcript::Kind::OrphanCall {
@@ -480,6 +775,7 @@ impl Daemon {
                     t.has_errors |= f.severity == crate::transcript::Severity::Error;
                     records.push(Record::Finding { time: envelope::now(), file: t.path.display().to_string(), format: t.format(), finding: f.clone() });
                 }
+                t.announce(&mut records, mark);
                 t.tail = findings;
                 self.dirty = true;
             }
@@ -503,23 +799,23 @@ impl Daemon {
             }
         }
         self.limit_open_files();
-        self.expire_detached(&mut records);
         self.emit(records)?;
         if self.last_rescan + self.rescan_interval() <= now {
+            let mut records = Vec::new();
             if self.cfg.config.daemon.watch == crate::config::WatchMode::Poll {
                 let paths: Vec<PathBuf> = self.files.keys().cloned().collect();
-                let mut records = Vec::new();
                 for p in paths {
                     self.poll_path(&p, &mut records)?;
                 }
-                self.emit(records)?;
             }
-            self.rescan(false)?;
+            self.rescan(false, &mut records)?;
+            self.emit(records)?;
         }
         if self.dirty && self.last_checkpoint + self.cfg.config.daemon.checkpoint_interval <= now {
             self.checkpoint()?;
         }
         self.gauges();
+        self.report_reading();
         Ok(())
     }
 
@@ -563,7 +859,7 @@ impl Daemon {
     }
 
     fn limit_open_files(&mut self) {
-        let max = self.cfg.config.daemon.max_open_files;
+        let max = self.max_open;
         let open = self.files.values().filter(|t| t.is_open()).count();
         if open <= max {
             return;
@@ -587,7 +883,7 @@ impl Daemon {
             let l = t.lag();
             lag += l;
             if l > 0 {
-                oldest = oldest.max(now_s - t.mtime);
+                oldest = oldest.max(now_s - t.mtime_s);
             }
             open += usize::from(t.is_open());
             pending += t.pending();
@@ -611,17 +907,35 @@ impl Daemon {
                 .filter_map(|t| {
                     let (dev, ino) = t.id()?;
                     let (head_hash, head_len) = t.head().unwrap_or((0, 0));
-                    Some(checkpoint::FileCheckpoint { path: t.path.clone(), dev, ino, head_hash, head_len, offset: t.committed(), tail: t.tail.clone() })
+                    let fp = t.fingerprint().unwrap_or(tail::Fingerprint { end: 0, len: 0, hash: 0 });
+                    Some(checkpoint::FileCheckpoint {
+                        path: t.path.clone(),
+                        dev,
+                        ino,
+                        head_hash,
+                        head_len,
+                        fp_end: fp.end,
+                        fp_len: fp.len,
+                        fp_hash: fp.hash,
+                        offset: t.committed(),
+                        tail: t.tail.clone(),
+                        tail_done: t.tail_done,
+                        announced: t.announced,
+                    })
                 })
                 .collect(),
             stdout: self.sinks.stdout.as_ref().and_then(|(s, _)| s.position()),
             file_sink: self.sinks.file.as_ref().and_then(FileSink::position),
         };
+        self.last_checkpoint = Instant::now();
         match checkpoint::store(&self.cfg.config.daemon.state_dir, &cp) {
             Ok(()) => {
                 metrics::counter!(t::CHECKPOINT_WRITES, "result" => "ok").increment(1);
+                self.health.checkpoint(Ok(()));
+                if std::mem::take(&mut self.checkpoint_failing) {
+                    info!("checkpoints are written again");
+                }
                 self.dirty = false;
-                self.last_checkpoint = Instant::now();
                 if let Some(f) = self.sinks.file.as_mut() {
                     if f.rotate_if_full().context("rotating the file sink")? {
                         // The checkpoint named the file rotated away; name the new one.
@@ -632,25 +946,14 @@ impl Daemon {
             }
             Err(e) => {
                 metrics::counter!(t::CHECKPOINT_WRITES, "result" => "error").increment(1);
-                warn!(error = %e, "cannot write checkpoint; will retry");
-                self.last_checkpoint = Instant::now();
+                self.health.checkpoint(Err(e.to_string()));
+                if std::mem::replace(&mut self.checkpoint_failing, true) {
+                    debug!(error = %e, "cannot write checkpoint; will retry");
+                } else {
+                    warn!(error = %e, "cannot write checkpoint; will retry");
+                }
                 Ok(())
             }
         }
     }
-}
-
-/// Serves `/metrics` and `/health` on `addr`.
-async fn serve_metrics(addr: std::net::SocketAddr) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let handle = t::install();
-    let app = axum::Router::new()
-        .route("/metrics", axum::routing::get(move || std::future::ready(handle.render())))
-        .route("/health", axum::routing::get(|| std::future::ready("ok\n")));
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
-    info!(%addr, "serving /metrics and /health");
-    Ok(tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            warn!(error = %e, "metrics server stopped");
-        }
-    }))
 }

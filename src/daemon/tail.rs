@@ -1,13 +1,23 @@
 //! One watched file: its identity, how far it has been read, and the pipeline state (the same
 //! pure [`Checker`] the batch verbs use, or the event-log stage).
 //!
-//! Identity is device + inode plus a hash of the first bytes. A path that now names another
-//! inode was rotated or recreated; a file that shrank, or whose first bytes changed, was
-//! truncated or rewritten in place and is read again from the start. The pipeline state of a
-//! quiet file is dropped from memory and rebuilt from the file (replayed without emitting) when
-//! it grows again, so that thousands of idle files cost little.
+//! **Identity** is device + inode, a hash of the first KiB, and a fingerprint: a hash of the
+//! KiB just before the read offset (as log shippers do). A path that now names another inode
+//! was rotated or recreated. A file that shrank below what was read, whose first bytes changed,
+//! or whose bytes before the offset changed, was truncated or rewritten in place — even when
+//! it grew back past the old offset before the daemon looked — and is read again from the
+//! start. The checks run whenever the size or the modification time moved, and after a
+//! restart, against the checkpoint.
+//!
+//! **Reading** goes through [`super::open::open_regular`] (regular files only, no link, no
+//! blocking) with `pread`, at most a byte budget per call (the loop gives each step a budget, so
+//! that a huge backlog is read over many short steps and the loop stays responsive). The
+//! pipeline state of a quiet file is dropped from memory and rebuilt from the file when it
+//! grows again: the file is replayed up to the committed offset without emitting anything,
+//! also in budgeted steps.
 
 use super::envelope::{now, Change, Record};
+use super::open;
 use crate::telemetry as t;
 use crate::transcript::finding::Output;
 use crate::transcript::model::{Entry, Parsed};
@@ -15,13 +25,16 @@ use crate::transcript::stages::events::EventLog;
 use crate::transcript::{Checker, Finding, Format, Observer, Options, Stats};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// How many leading bytes identify a file's content.
 pub const HEAD_LEN: u64 = 1024;
+
+/// How many bytes before the read offset fingerprint it.
+pub const FP_LEN: usize = 1024;
 
 /// Records compaction lines as the checker reads them.
 #[derive(Debug, Default)]
@@ -101,10 +114,23 @@ pub enum Kind {
 pub enum Polled {
     /// Read up to date (maybe nothing new).
     Ok,
+    /// The budget ran out before the end: poll again.
+    More,
     /// The path is gone.
     Gone,
-    /// The path names another file now.
+    /// The path names another file now (or something that is not a regular file).
     Replaced,
+}
+
+/// A hash of the bytes just before `end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// Where the hashed bytes end (the read offset when it was taken).
+    pub end: u64,
+    /// How many bytes it covers.
+    pub len: u64,
+    /// Their xxh3 hash.
+    pub hash: u64,
 }
 
 /// One watched file.
@@ -120,20 +146,40 @@ pub struct Tailed {
     max_line: usize,
     id: Option<(u64, u64)>,
     head: Option<(u64, u64)>,
+    /// The first bytes read, while fewer than [`HEAD_LEN`].
+    head_buf: Vec<u8>,
+    fp: Option<Fingerprint>,
+    /// During a poll: the last bytes before `offset` (at most [`FP_LEN`]) — those just checked
+    /// against the fingerprint, then those read — for the next fingerprint. Empty between
+    /// polls: 10,000 quiet files keep no bytes.
+    ring: Vec<u8>,
     offset: u64,
     pipeline: Option<Pipeline>,
+    /// Whether the pipeline is being rebuilt up to `committed` (nothing is emitted).
+    replaying: bool,
     committed: u64,
+    /// Where reporting started (0, a checkpoint, or the end with `read_from = "end"`).
+    start: u64,
     file: Option<File>,
+    /// Whether `file_opened` was emitted.
+    pub announced: bool,
     /// When it last grew (or was picked up).
     pub last_growth: Instant,
+    /// Found quiet (not modified for the grace period) and not read to its end yet: reading it
+    /// is not growth, unless it is modified meanwhile.
+    catching_up: Option<std::time::Duration>,
+    /// Modification time at the last poll.
+    modified: Option<std::time::SystemTime>,
     /// Tail findings reported for the file as it stands.
     pub tail: Vec<Finding>,
     /// Whether the tail was evaluated since the last growth.
     pub tail_done: bool,
     /// Size at the last poll.
     pub size: u64,
+    /// Modification time at the last poll (seconds, nanoseconds).
+    mtime: (i64, i64),
     /// Modification time at the last poll (seconds since the epoch).
-    pub mtime: i64,
+    pub mtime_s: i64,
     /// Size at which a repaired copy was last written.
     pub repaired_size: Option<u64>,
     /// Whether errors were reported since the last repair.
@@ -155,15 +201,24 @@ impl Tailed {
             max_line,
             id: None,
             head: None,
+            head_buf: Vec::new(),
+            fp: None,
+            ring: Vec::new(),
             offset: 0,
             pipeline: None,
+            replaying: false,
             committed: skip_to,
+            start: skip_to,
             file: None,
+            announced: false,
             last_growth: Instant::now(),
+            catching_up: None,
+            modified: None,
             tail: Vec::new(),
             tail_done: false,
             size: 0,
-            mtime: 0,
+            mtime: (0, 0),
+            mtime_s: 0,
             repaired_size: None,
             has_errors: false,
             seen: Stats::default(),
@@ -172,12 +227,21 @@ impl Tailed {
         }
     }
 
+    /// The file was found quiet (unmodified for `grace`): its tail is due at once, and reading
+    /// what it holds does not count as growth.
+    pub fn found_quiet(&mut self, grace: std::time::Duration) {
+        self.last_growth = Instant::now().checked_sub(grace).unwrap_or_else(Instant::now);
+        self.catching_up = Some(grace);
+    }
+
     /// Restores identity from a checkpoint.
-    pub fn restore(&mut self, dev: u64, ino: u64, head_hash: u64, head_len: u64, tail: Vec<Finding>) {
-        self.id = Some((dev, ino));
-        self.head = (head_len > 0).then_some((head_hash, head_len));
-        self.tail_done = !tail.is_empty();
-        self.tail = tail;
+    pub fn restore(&mut self, cp: &super::checkpoint::FileCheckpoint) {
+        self.id = Some((cp.dev, cp.ino));
+        self.head = (cp.head_len > 0).then_some((cp.head_hash, cp.head_len));
+        self.fp = (cp.fp_len > 0).then_some(Fingerprint { end: cp.fp_end, len: cp.fp_len, hash: cp.fp_hash });
+        self.tail_done = cp.tail_done || !cp.tail.is_empty();
+        self.tail = cp.tail.clone();
+        self.announced = cp.announced;
     }
 
     /// Device and inode.
@@ -190,9 +254,17 @@ impl Tailed {
         self.head
     }
 
-    /// Offset of the first line not fully read.
+    /// The fingerprint at the read offset.
+    pub fn fingerprint(&self) -> Option<Fingerprint> {
+        self.fp
+    }
+
+    /// Offset of the first line not fully read (every line before it was reported).
     pub fn committed(&self) -> u64 {
-        self.pipeline.as_ref().map_or(self.committed, Pipeline::committed)
+        match &self.pipeline {
+            Some(p) if !self.replaying => p.committed(),
+            _ => self.committed,
+        }
     }
 
     /// Bytes written and not read yet.
@@ -205,9 +277,9 @@ impl Tailed {
         self.file.is_some()
     }
 
-    /// Whether the pipeline state is in memory.
+    /// Whether the pipeline state is in memory (and rebuilt).
     pub fn is_loaded(&self) -> bool {
-        self.pipeline.is_some()
+        self.pipeline.is_some() && !self.replaying
     }
 
     /// The detected format.
@@ -218,12 +290,21 @@ impl Tailed {
         })
     }
 
+    /// The format's name for records: `unknown` until a line shows it, `events` for an event log.
+    pub fn format_name(&self) -> &'static str {
+        match (self.format(), self.kind) {
+            (Some(f), _) => f.as_str(),
+            (None, Kind::Events) => "events",
+            (None, Kind::Transcript(_)) => "unknown",
+        }
+    }
+
     /// Calls waiting for their result at the tail (as of the last read).
     pub fn pending(&self) -> usize {
         self.pending_seen
     }
 
-    /// Closes the handle (it is reopened at the offset when needed).
+    /// Closes the handle (it is reopened when needed).
     pub fn close(&mut self) {
         self.file = None;
     }
@@ -231,10 +312,24 @@ impl Tailed {
     /// Drops the pipeline state and the handle; the file's progress is kept.
     pub fn evict(&mut self) {
         if let Some(p) = self.pipeline.take() {
-            self.committed = p.committed();
+            if !self.replaying {
+                self.committed = p.committed();
+            }
         }
+        self.replaying = false;
         self.offset = self.committed;
+        self.ring = Vec::new();
         self.file = None;
+    }
+
+    /// Emits `file_opened` at `mark` (before the file's other records of this poll) once the
+    /// file has a record to report or a complete line read.
+    pub fn announce(&mut self, out: &mut Vec<Record>, mark: usize) {
+        if self.announced || (out.len() <= mark && self.committed() <= self.start) {
+            return;
+        }
+        self.announced = true;
+        out.insert(mark, Record::FileOpened { time: now(), file: self.path.display().to_string(), format: self.format_name().to_owned(), offset: self.start });
     }
 
     fn new_pipeline(&self) -> Pipeline {
@@ -246,129 +341,162 @@ impl Tailed {
         }
     }
 
-    fn open(&mut self) -> io::Result<&mut File> {
-        if self.file.is_none() {
-            self.file = Some(File::open(&self.path)?);
-        }
-        Ok(self.file.as_mut().expect("just opened"))
-    }
-
-    /// Starts over from the first byte (truncation, rewrite).
+    /// Starts over from the first byte (truncation, rewrite). The handle stays: same inode.
     fn reset(&mut self) {
         self.pipeline = None;
+        self.replaying = false;
         self.offset = 0;
         self.committed = 0;
+        self.start = 0;
         self.head = None;
+        self.head_buf.clear();
+        self.fp = None;
+        self.ring.clear();
         self.tail.clear();
         self.tail_done = false;
-        self.file = None;
         self.seen = Stats::default();
         self.events_seen.clear();
     }
 
-    /// Makes sure the pipeline is in memory: builds it by replaying the file up to the committed
-    /// offset without emitting anything.
-    fn load(&mut self, buf: &mut Vec<u8>) -> io::Result<()> {
-        if self.pipeline.is_some() {
-            return Ok(());
+    /// Opens the path if no handle is open; `false` if it is not a regular file or not the
+    /// inode `id` any more.
+    fn ensure_open(&mut self, id: (u64, u64)) -> io::Result<bool> {
+        if self.file.is_some() {
+            return Ok(true);
         }
-        let mut p = self.new_pipeline();
-        let upto = self.committed;
-        let f = self.open()?;
-        f.seek(SeekFrom::Start(0))?;
-        let mut left = upto;
-        buf.resize(super::READ_CHUNK, 0);
-        while left > 0 {
-            let want = (left as usize).min(buf.len());
-            let n = f.read(&mut buf[..want])?;
-            if n == 0 {
-                break;
+        match open::open_regular(&self.path)? {
+            Ok((f, m)) if open::id(&m) == id => {
+                self.file = Some(f);
+                Ok(true)
             }
-            p.feed(&buf[..n]);
-            left -= n as u64;
+            _ => Ok(false),
         }
-        // What replay produced was emitted before; only its counters matter.
-        if let Pipeline::Transcript(c) = &mut p {
-            c.drain().for_each(drop);
-            self.seen = c.stats().clone();
-        }
-        if let Pipeline::Events(e) = &mut p {
-            e.drain_findings();
-            self.events_seen = e.counts().clone();
-        }
-        self.offset = upto - left;
-        self.pipeline = Some(p);
-        Ok(())
     }
 
-    /// Reads what is new, turning it into records.
-    pub fn poll(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, compactions: bool) -> io::Result<Polled> {
-        let meta = match std::fs::metadata(&self.path) {
+    /// Whether the bytes the file held when read are still there: the first bytes and the
+    /// bytes before the read offset. When they are, returns the latter (the fingerprint's bytes).
+    fn content_holds(&self, f: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
+        let end = self.offset.max(self.committed).max(self.fp.map_or(0, |fp| fp.end));
+        if size < end {
+            return Ok(None);
+        }
+        if let Some((hash, len)) = self.head {
+            if size < len || xxhash_rust::xxh3::xxh3_64(&read_at(f, 0, len)?) != hash {
+                return Ok(None);
+            }
+        }
+        let Some(fp) = self.fp else { return Ok(Some(Vec::new())) };
+        let bytes = read_at(f, fp.end - fp.len, fp.len)?;
+        Ok((xxhash_rust::xxh3::xxh3_64(&bytes) == fp.hash).then_some(bytes))
+    }
+
+    /// The file went quiet: its tail findings are evaluated.
+    pub fn quiet(&mut self) {
+        self.tail_done = true;
+    }
+
+    /// Whether `path` holds this very file: the same inode, and the content read from it (a
+    /// rename keeps both; an unrelated file on a reused inode has neither).
+    pub fn same_file_at(&self, path: &Path) -> io::Result<bool> {
+        let Some(id) = self.id else { return Ok(false) };
+        let (f, m) = match open::open_regular(path)? {
+            Ok(fm) => fm,
+            Err(_) => return Ok(false),
+        };
+        Ok(open::id(&m) == id && self.content_holds(&f, m.len())?.is_some())
+    }
+
+    /// Reads what is new, turning it into records; at most `budget` bytes. Returns how many
+    /// bytes were read.
+    pub fn poll(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, compactions: bool, budget: u64) -> io::Result<(Polled, u64)> {
+        self.ring.clear();
+        let meta = match std::fs::symlink_metadata(&self.path) {
             Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Polled::Gone),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Polled::Gone, 0)),
             Err(e) => return Err(e),
         };
-        let id = (meta.dev(), meta.ino());
-        if self.id.is_some_and(|old| old != id) {
-            // Rotated or recreated: first read what was appended to the old inode before.
-            if self.file.is_some() && self.pipeline.is_some() {
-                let _ = self.read_to_end(buf, out, compactions);
-            }
-            return Ok(Polled::Replaced);
+        let id = open::id(&meta);
+        if open::check(&meta).is_err() || self.id.is_some_and(|old| old != id) {
+            // Rotated, recreated, or replaced by something that is not a regular file.
+            return Ok((Polled::Replaced, 0));
         }
-        self.id = Some(id);
-        self.mtime = meta.mtime();
+        if !self.ensure_open(id)? {
+            return Ok((Polled::Replaced, 0));
+        }
         let size = meta.len();
-        let mut rewritten = size < self.offset.max(self.committed);
-        if !rewritten {
-            if let Some((hash, len)) = self.head {
-                if size >= len && self.size != size {
-                    rewritten = head_hash(&self.path, len)? != hash;
+        let mtime = (meta.mtime(), meta.mtime_nsec());
+        let changed = self.id.is_none() || size != self.size || mtime != self.mtime;
+        self.id = Some(id);
+        if changed {
+            let f = self.file.as_ref().expect("opened");
+            let holds = self.content_holds(f, size)?;
+            if let Some(bytes) = &holds {
+                // The last bytes before the offset, just checked: the next fingerprint starts
+                // from them.
+                if self.fp.is_some_and(|fp| fp.end == self.offset) {
+                    self.ring.clone_from(bytes);
                 }
             }
-        }
-        if rewritten {
-            out.push(Record::FileTruncated { time: now(), file: self.path.display().to_string() });
-            for f in std::mem::take(&mut self.tail) {
-                out.push(retracted(&self.path, &f, "the file was truncated or rewritten"));
+            if holds.is_none() {
+                // Retractions first: after `file_truncated` nothing said about the file holds.
+                for f in std::mem::take(&mut self.tail) {
+                    out.push(retracted(&self.path, &f, "the file was truncated or rewritten"));
+                }
+                if self.announced {
+                    out.push(Record::FileTruncated { time: now(), file: self.path.display().to_string() });
+                }
+                self.reset();
             }
-            self.reset();
         }
         self.size = size;
-        if size == self.offset && self.pipeline.is_some() {
-            return Ok(Polled::Ok);
+        self.mtime = mtime;
+        self.mtime_s = meta.mtime();
+        self.modified = meta.modified().ok();
+        // Nothing new. A file whose state is not in memory is not rebuilt for nothing, unless
+        // its tail is still to be evaluated (restored from a checkpoint taken before that).
+        if !self.replaying && size <= self.offset.max(self.committed) && (self.is_loaded() || self.tail_done) {
+            return Ok((Polled::Ok, 0));
         }
-        if self.head.is_none() && size > 0 {
-            let len = size.min(HEAD_LEN);
-            self.head = Some((head_hash(&self.path, len)?, len));
+        let n = self.read(buf, out, compactions, budget)?;
+        if n < budget {
+            // Read to its end: from now on, what is read is growth.
+            self.catching_up = None;
         }
-        self.read_to_end(buf, out, compactions)?;
-        Ok(Polled::Ok)
+        Ok((if n >= budget { Polled::More } else { Polled::Ok }, n))
     }
 
-    fn read_to_end(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, compactions: bool) -> io::Result<()> {
-        self.load(buf)?;
-        let start = self.offset;
-        let f = self.open()?;
-        f.seek(SeekFrom::Start(start))?;
-        buf.resize(super::READ_CHUNK, 0);
-        let mut read = 0u64;
-        let f = self.file.as_mut().expect("opened");
-        let p = self.pipeline.as_mut().expect("loaded");
-        loop {
-            let n = match f.read(buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            p.feed(&buf[..n]);
-            read += n as u64;
+    /// Reads what the open handle (the inode that left the path) still has after the offset:
+    /// lines written just before a rotation or deletion are still the file's.
+    pub fn read_rest(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, compactions: bool) -> u64 {
+        if self.file.is_none() || !self.is_loaded() {
+            return 0;
         }
-        self.offset = start + read;
-        if read > 0 {
-            self.last_growth = Instant::now();
-            metrics::counter!(t::BYTES_READ).increment(read);
+        self.read(buf, out, compactions, u64::MAX).unwrap_or(0)
+    }
+
+    fn read(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, compactions: bool, budget: u64) -> io::Result<u64> {
+        if self.pipeline.is_none() {
+            self.pipeline = Some(self.new_pipeline());
+            self.offset = 0;
+            self.ring.clear();
+            self.replaying = self.committed > 0;
+        }
+        buf.resize(super::READ_CHUNK, 0);
+        let f = self.file.take().expect("opened");
+        let r = self.read_from(&f, buf, budget);
+        self.file = Some(f);
+        let (read, fresh) = r?;
+        if fresh > 0 {
+            let age = self.modified.and_then(|m| m.elapsed().ok());
+            match self.catching_up {
+                // Modified while it was being caught up with: it grew then.
+                Some(grace) if age.is_some_and(|a| a < grace) => {
+                    self.last_growth = Instant::now().checked_sub(age.unwrap_or_default()).unwrap_or_else(Instant::now)
+                }
+                Some(_) => {}
+                None => self.last_growth = Instant::now(),
+            }
+            metrics::counter!(t::BYTES_READ).increment(fresh);
             if self.tail_done {
                 for f in std::mem::take(&mut self.tail) {
                     out.push(retracted(&self.path, &f, "the file grew"));
@@ -376,8 +504,95 @@ impl Tailed {
                 self.tail_done = false;
             }
         }
-        self.collect(out, compactions);
-        Ok(())
+        if !self.replaying {
+            self.collect(out, compactions);
+        }
+        Ok(read)
+    }
+
+    /// Reads at most `budget` bytes through `f` into the pipeline (replayed bytes are not
+    /// reported); returns the bytes read and how many of them were new.
+    fn read_from(&mut self, f: &File, buf: &mut [u8], budget: u64) -> io::Result<(u64, u64)> {
+        let mut left = budget;
+        let mut fresh = 0u64;
+        loop {
+            if self.replaying && self.offset >= self.committed {
+                self.finish_replay();
+                continue;
+            }
+            let mut want = (buf.len() as u64).min(left);
+            if self.replaying {
+                want = want.min(self.committed - self.offset);
+            }
+            if want == 0 {
+                break;
+            }
+            let n = match f.read_at(&mut buf[..want as usize], self.offset) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let chunk = &buf[..n];
+            if self.offset < HEAD_LEN && self.head.is_none_or(|(_, len)| len < HEAD_LEN) {
+                let take = ((HEAD_LEN - self.offset) as usize).min(n);
+                if self.head_buf.len() as u64 == self.offset {
+                    self.head_buf.extend_from_slice(&chunk[..take]);
+                }
+            }
+            if n >= FP_LEN {
+                self.ring.clear();
+                self.ring.extend_from_slice(&chunk[n - FP_LEN..]);
+            } else {
+                self.ring.extend_from_slice(chunk);
+                let excess = self.ring.len().saturating_sub(FP_LEN);
+                self.ring.drain(..excess);
+            }
+            self.pipeline.as_mut().expect("loaded").feed(chunk);
+            self.offset += n as u64;
+            left -= n as u64;
+            if !self.replaying {
+                fresh += n as u64;
+            }
+        }
+        if self.head.is_none_or(|(_, len)| len < self.head_buf.len() as u64) && !self.head_buf.is_empty() {
+            self.head = Some((xxhash_rust::xxh3::xxh3_64(&self.head_buf), self.head_buf.len() as u64));
+            if self.head_buf.len() as u64 >= HEAD_LEN {
+                self.head_buf = Vec::new();
+            }
+        }
+        if left < budget {
+            // Fewer bytes than a fingerprint read, and none checked before them: the rest from
+            // the file (bytes read earlier).
+            let want = (FP_LEN as u64).min(self.offset);
+            let have = self.ring.len() as u64;
+            if have < want {
+                let mut prefix = read_at(f, self.offset - want, want - have)?;
+                prefix.extend_from_slice(&self.ring);
+                self.ring = prefix;
+            }
+            self.fp = Some(Fingerprint { end: self.offset, len: self.ring.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(&self.ring) });
+        }
+        self.ring = Vec::new();
+        Ok((budget - left, fresh))
+    }
+
+    /// The pipeline is rebuilt up to the committed offset: what replay produced was reported
+    /// before; only its counters matter.
+    fn finish_replay(&mut self) {
+        self.replaying = false;
+        match self.pipeline.as_mut() {
+            Some(Pipeline::Transcript(c)) => {
+                c.drain().for_each(drop);
+                c.observer_mut().compactions.clear();
+                self.seen = c.stats().clone();
+            }
+            Some(Pipeline::Events(e)) => {
+                e.drain_findings();
+                self.events_seen = e.counts().clone();
+            }
+            None => {}
+        }
     }
 
     /// Turns the pipeline's outputs into records and its counters into metrics.
@@ -429,7 +644,7 @@ impl Tailed {
     /// The findings the file would end with now (torn line, empty turn, pending calls), minus
     /// calls a `pending.json` beside it lists as paused; `orphans` false leaves calls out.
     pub fn tail_findings(&self, orphans: bool) -> Vec<Finding> {
-        let Some(p) = self.pipeline.as_ref() else { return self.tail.clone() };
+        let Some(p) = self.pipeline.as_ref().filter(|_| !self.replaying) else { return self.tail.clone() };
         let paused = paused_calls(&self.path);
         p.tail()
             .into_iter()
@@ -450,11 +665,20 @@ pub fn paused_calls(transcript: &Path) -> Vec<String> {
     items.iter().filter_map(|i| i.get("call_id").and_then(|c| c.as_str()).map(str::to_owned)).collect()
 }
 
-fn head_hash(path: &Path, len: u64) -> io::Result<u64> {
-    let mut f = File::open(path)?;
+/// `len` bytes at `at` (fewer at the end of a short file).
+fn read_at(f: &File, at: u64, len: u64) -> io::Result<Vec<u8>> {
     let mut b = vec![0u8; len as usize];
-    f.read_exact(&mut b)?;
-    Ok(xxhash_rust::xxh3::xxh3_64(&b))
+    let mut got = 0;
+    while got < b.len() {
+        match f.read_at(&mut b[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    b.truncate(got);
+    Ok(b)
 }
 
 /// The record that withdraws a tail finding.

@@ -2,11 +2,20 @@
 //! have durably written, so that a checkpoint can record it and a restart after `kill -9` can
 //! cut off what was written after the last checkpoint (it will be written again): no record is
 //! lost and none appears twice.
+//!
+//! Only a file the daemon owns is ever cut back: its file sink, or a stdout file that nobody
+//! else writes. Stdout is such a file when it is a regular file, stderr is not the same file
+//! (`run >> log 2>&1` shares it with the daemon's own logs), no foreign write was seen between
+//! the daemon's writes (its length is checked before and after each flush), and everything after
+//! the checkpointed length is records (a line another program wrote is proof it is shared).
+//! Otherwise stdout is at-least-once: records after the last checkpoint may appear twice.
 
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Seek, Write};
+use std::mem::ManuallyDrop;
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::FromRawFd;
 use std::path::{Path, PathBuf};
 
 /// Where a sink's output stood at a checkpoint: which file, and its length.
@@ -18,63 +27,160 @@ pub struct Position {
     pub ino: u64,
     /// Its length.
     pub len: u64,
+    /// Whether the daemon was the file's only writer (so it may be cut back to `len`).
+    /// Positions written before this field are not.
+    #[serde(default)]
+    pub exclusive: bool,
+}
+
+/// Bytes after a checkpoint that recovery reads to prove they are records (a second of output
+/// is far less).
+const PROOF_LIMIT: u64 = 64 << 20;
+
+/// A regular file behind stdout.
+#[derive(Debug, Clone, Copy)]
+struct Tracked {
+    dev: u64,
+    ino: u64,
+    /// Where the daemon's last write ended.
+    len: u64,
+    exclusive: bool,
 }
 
 /// Records as JSON lines on stdout.
 #[derive(Debug)]
 pub struct StdoutSink {
-    out: BufWriter<io::Stdout>,
+    buf: Vec<u8>,
+    /// File descriptor 1, written without Rust's line buffering (one `write` per flush).
+    out: ManuallyDrop<File>,
+    file: Option<Tracked>,
 }
 
 impl Default for StdoutSink {
     fn default() -> Self {
-        StdoutSink { out: BufWriter::with_capacity(256 << 10, io::stdout()) }
+        StdoutSink::new()
     }
 }
 
+fn fd_meta(fd: i32) -> Option<std::fs::Metadata> {
+    // SAFETY: borrowing a descriptor this process has open; ManuallyDrop never closes it.
+    let f = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+    f.metadata().ok()
+}
+
 impl StdoutSink {
+    /// Stdout as it is now.
+    pub fn new() -> Self {
+        // SAFETY: fd 1 is this process's stdout; ManuallyDrop never closes it.
+        let out = ManuallyDrop::new(unsafe { File::from_raw_fd(1) });
+        let file = fd_meta(1).filter(std::fs::Metadata::is_file).map(|m| {
+            // `2>&1`: the daemon's own logs go to the same file.
+            let shared = fd_meta(2).is_some_and(|e| e.dev() == m.dev() && e.ino() == m.ino());
+            Tracked { dev: m.dev(), ino: m.ino(), len: m.len(), exclusive: !shared }
+        });
+        StdoutSink { buf: Vec::with_capacity(256 << 10), out, file }
+    }
+
     /// Writes one record (a whole JSON line).
-    pub fn write(&mut self, line: &[u8]) -> io::Result<()> {
-        self.out.write_all(line)
+    pub fn write(&mut self, line: &[u8]) {
+        self.buf.extend_from_slice(line);
     }
 
     /// Flushes to the reader.
     pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let before = self.file.and_then(|_| fd_meta(1)).map(|m| m.len());
+        if let (Some(t), Some(len)) = (self.file.as_mut(), before) {
+            if len != t.len {
+                t.exclusive = false;
+            }
+        }
+        let r = self.out.write_all(&self.buf);
+        let n = self.buf.len() as u64;
+        self.buf.clear();
+        r?;
+        if let (Some(t), Some(m)) = (self.file.as_mut(), fd_meta(1)) {
+            if before.is_some_and(|b| m.len() != b + n) {
+                t.exclusive = false;
+            }
+            t.len = m.len();
+        }
+        Ok(())
     }
 
     /// When stdout is a regular file: where it stands (after a flush).
     pub fn position(&self) -> Option<Position> {
-        regular_file_position(&stdout_metadata()?)
+        self.file.map(|t| Position { dev: t.dev, ino: t.ino, len: t.len, exclusive: t.exclusive })
     }
 
-    /// After a crash: when stdout is the same regular file as at the checkpoint and it grew past
-    /// the checkpointed length, cut it back; the records after it will be written again.
-    pub fn recover(&mut self, at: Option<Position>) -> io::Result<()> {
-        let (Some(at), Some(now)) = (at, stdout_metadata()) else { return Ok(()) };
-        if now.is_file() && now.dev() == at.dev && now.ino() == at.ino && now.len() > at.len {
-            truncate_stdout(at.len)?;
+    /// After a crash: when stdout is the same regular file as at the checkpoint, the daemon its
+    /// only writer, and everything after the checkpointed length records (`is_record` says of a
+    /// line without its newline), cut it back: those records will be written again. Otherwise
+    /// leave it, and stdout is at-least-once.
+    pub fn recover(&mut self, at: Option<Position>, is_record: fn(&[u8]) -> bool) -> io::Result<()> {
+        let (Some(at), Some(t)) = (at, self.file.as_mut()) else { return Ok(()) };
+        if (t.dev, t.ino) != (at.dev, at.ino) || t.len <= at.len {
+            return Ok(());
         }
+        let why = if !at.exclusive {
+            "other writers were seen on it before"
+        } else if !t.exclusive {
+            "stderr is the same file"
+        } else if !after_checkpoint_is_records(at.len, t.len, is_record) {
+            "it has lines after the last checkpoint that the daemon did not write"
+        } else {
+            tracing::info!(from = t.len, to = at.len, "stdout cut back to the last checkpoint; the records after it are written again");
+            truncate_stdout(at.len)?;
+            t.len = at.len;
+            return Ok(());
+        };
+        t.exclusive = false;
+        tracing::warn!(
+            "stdout is a file others write to ({why}): it is not cut back to the last checkpoint, so records written after it may appear twice (stdout is at-least-once; the file sink is exactly-once)"
+        );
         Ok(())
     }
 }
 
-fn stdout_metadata() -> Option<std::fs::Metadata> {
-    std::fs::metadata("/dev/stdout").ok().or_else(|| std::fs::metadata("/proc/self/fd/1").ok())
-}
-
-fn regular_file_position(m: &std::fs::Metadata) -> Option<Position> {
-    m.is_file().then(|| Position { dev: m.dev(), ino: m.ino(), len: m.len() })
+/// Whether the bytes of stdout's file from `from` to `to` are whole record lines (the last one
+/// may be torn: a record cut by the crash).
+fn after_checkpoint_is_records(from: u64, to: u64, is_record: fn(&[u8]) -> bool) -> bool {
+    if to - from > PROOF_LIMIT {
+        return false;
+    }
+    // fd 1 may be write-only (`>>`): read the same file through /proc.
+    let Ok(mut f) = File::open("/proc/self/fd/1") else { return false };
+    let mut bytes = Vec::new();
+    if f.seek(io::SeekFrom::Start(from)).is_err() || f.take(to - from).read_to_end(&mut bytes).is_err() || bytes.len() as u64 != to - from {
+        return false;
+    }
+    let mut lines = bytes.split(|b| *b == b'\n').peekable();
+    while let Some(line) = lines.next() {
+        let last = lines.peek().is_none();
+        let ok = if last { line.is_empty() || line.starts_with(b"{\"type\":\"") } else { is_record(line) };
+        if !ok {
+            return false;
+        }
+    }
+    true
 }
 
 fn truncate_stdout(len: u64) -> io::Result<()> {
-    // SAFETY: fd 1 is this process's stdout; ftruncate on it does not touch memory.
-    let r = unsafe { libc::ftruncate(1, len as libc::off_t) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    // SAFETY: fd 1 is this process's stdout; ftruncate and fcntl on it do not touch memory.
+    unsafe {
+        if libc::ftruncate(1, len as libc::off_t) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Without O_APPEND the descriptor's offset may be past the new end: writes would leave
+        // a hole.
+        let flags = libc::fcntl(1, libc::F_GETFL);
+        if flags >= 0 && flags & libc::O_APPEND == 0 {
+            libc::lseek(1, 0, libc::SEEK_END);
+        }
     }
+    Ok(())
 }
 
 /// Records as JSON lines appended to a file, rotated by size at checkpoints.
@@ -109,17 +215,38 @@ impl FileSink {
 
     /// Where the file stands.
     pub fn position(&self) -> Option<Position> {
-        regular_file_position(&self.out.get_ref().metadata().ok()?)
+        let m = self.out.get_ref().metadata().ok()?;
+        Some(Position { dev: m.dev(), ino: m.ino(), len: m.len(), exclusive: true })
     }
 
-    /// After a crash: cut the file back to the checkpointed length if it is the same file.
+    /// After a crash: cut the file back to the checkpointed length. When the checkpoint names
+    /// the newest rotated file (a crash after a rotation, before the next checkpoint), all of
+    /// the current file came after the checkpoint: it is emptied.
     pub fn recover(&mut self, at: Option<Position>) -> io::Result<()> {
         let Some(at) = at else { return Ok(()) };
         let m = self.out.get_ref().metadata()?;
-        if m.dev() == at.dev && m.ino() == at.ino && m.len() > at.len {
-            self.out.get_ref().set_len(at.len)?;
+        if m.dev() == at.dev && m.ino() == at.ino {
+            if m.len() > at.len {
+                tracing::info!(file = %self.path.display(), from = m.len(), to = at.len, "file sink cut back to the last checkpoint; the records after it are written again");
+                self.out.get_ref().set_len(at.len)?;
+            }
+            return Ok(());
+        }
+        let rotated = self.rotated(1);
+        if let Ok(r) = std::fs::metadata(&rotated) {
+            if r.dev() == at.dev && r.ino() == at.ino {
+                if r.len() > at.len {
+                    OpenOptions::new().write(true).open(&rotated)?.set_len(at.len)?;
+                }
+                tracing::info!(file = %self.path.display(), from = m.len(), to = 0, "file sink cut back to the last checkpoint (in the file rotated away); the records after it are written again");
+                self.out.get_ref().set_len(0)?;
+            }
         }
         Ok(())
+    }
+
+    fn rotated(&self, k: usize) -> PathBuf {
+        PathBuf::from(format!("{}.{k}", self.path.display()))
     }
 
     /// Rotates when the file is over its size: `path` → `path.1` → ... → `path.keep` (dropped).
@@ -130,12 +257,11 @@ impl FileSink {
         if self.out.get_ref().metadata()?.len() < self.max_bytes {
             return Ok(false);
         }
-        let name = |k: usize| PathBuf::from(format!("{}.{k}", self.path.display()));
-        let _ = std::fs::remove_file(name(self.keep));
+        let _ = std::fs::remove_file(self.rotated(self.keep));
         for k in (1..self.keep).rev() {
-            let _ = std::fs::rename(name(k), name(k + 1));
+            let _ = std::fs::rename(self.rotated(k), self.rotated(k + 1));
         }
-        std::fs::rename(&self.path, name(1))?;
+        std::fs::rename(&self.path, self.rotated(1))?;
         let f = OpenOptions::new().create(true).append(true).open(&self.path)?;
         self.out = BufWriter::with_capacity(256 << 10, f);
         Ok(true)
@@ -162,8 +288,15 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap().lines().count(), 10);
         assert!(s.rotate_if_full().unwrap());
         assert!(d.path().join("f.jsonl.1").exists());
+        // A crash after the rotation, before the next checkpoint: the new file is all after
+        // the checkpoint (which names the rotated one).
+        let at = Position { len: std::fs::metadata(d.path().join("f.jsonl.1")).unwrap().len(), ..at };
         s.write(b"{\"new\":1}\n").unwrap();
         s.flush().unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"new\":1}\n");
+        let mut again = FileSink::open(&p, 50, 2).unwrap();
+        again.recover(Some(at)).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "");
+        assert_eq!(std::fs::read_to_string(d.path().join("f.jsonl.1")).unwrap().lines().count(), 10);
     }
 }

@@ -5,268 +5,12 @@
 //! demotions applied) gives exactly what `transcriptd check --output json` reports on the final
 //! files.
 
+use super::harness::{append_in_pieces, metric, settle, wait, Daemon, Opts};
 use super::support::{data, jsonl_files, transcriptd};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A daemon under test, with its directories.
-pub struct Daemon {
-    child: Option<Child>,
-    pub root: tempfile::TempDir,
-    pub port: u16,
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-impl Daemon {
-    pub fn watch_dir(&self) -> PathBuf {
-        self.root.path().join("watch")
-    }
-    pub fn out(&self) -> PathBuf {
-        self.root.path().join("out.jsonl")
-    }
-    pub fn config_path(&self) -> PathBuf {
-        self.root.path().join("transcriptd.toml")
-    }
-
-    /// A config: sources in `watch/`, grace 300 ms, stdout and Prometheus sinks, `extra`
-    /// appended (more stages or sinks).
-    pub fn config(root: &Path, port: u16, extra_daemon: &str, extra: &str) -> String {
-        format!(
-            r#"[daemon]
-state_dir = "{state}"
-checkpoint_interval = "100ms"
-poll_interval = "500ms"
-{extra_daemon}
-
-[[sources]]
-include = ["{watch}/**/*.jsonl"]
-exclude = ["**/*.rejects.jsonl"]
-
-[[stages]]
-type = "parse"
-[[stages]]
-type = "compaction"
-[[stages]]
-type = "orphans"
-grace = "300ms"
-[[stages]]
-type = "validate"
-{extra}
-[[sinks]]
-type = "stdout"
-[[sinks]]
-type = "prometheus"
-address = "127.0.0.1:{port}"
-"#,
-            state = root.join("state").display(),
-            watch = root.join("watch").display(),
-        )
-    }
-
-    pub fn new(extra_daemon: &str, extra: &str) -> Daemon {
-        Self::edited(extra_daemon, extra, |c| c)
-    }
-
-    /// [`Daemon::new`] with the configuration text changed by `edit` first.
-    pub fn edited(extra_daemon: &str, extra: &str, edit: impl FnOnce(String) -> String) -> Daemon {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(root.path().join("watch")).unwrap();
-        let port = free_port();
-        std::fs::write(root.path().join("transcriptd.toml"), edit(Self::config(root.path(), port, extra_daemon, extra))).unwrap();
-        let mut d = Daemon { child: None, root, port };
-        d.start();
-        d
-    }
-
-    pub fn start(&mut self) {
-        let out = std::fs::OpenOptions::new().create(true).append(true).open(self.out()).unwrap();
-        let err = std::fs::OpenOptions::new().create(true).append(true).open(self.root.path().join("err.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
-            .args(["run", "--config", self.config_path().to_str().unwrap()])
-            .env("TRANSCRIPTD_LOG", "info")
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        assert!(wait(Duration::from_secs(20), || self.get("/health").as_deref() == Some("ok\n")), "daemon did not become healthy: {}", self.log());
-    }
-
-    pub fn pid(&self) -> i32 {
-        self.child.as_ref().unwrap().id() as i32
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.root.path().join("err.log")).unwrap_or_default()
-    }
-
-    pub fn signal(&self, sig: i32) {
-        // SAFETY: sending a signal to our own child process.
-        unsafe { libc::kill(self.pid(), sig) };
-    }
-
-    /// SIGTERM and wait; returns the exit code.
-    pub fn stop(&mut self) -> Option<i32> {
-        self.signal(libc::SIGTERM);
-        let status = self.child.take().unwrap().wait().unwrap();
-        status.code()
-    }
-
-    pub fn kill9(&mut self) {
-        self.signal(libc::SIGKILL);
-        self.child.take().unwrap().wait().unwrap();
-    }
-
-    pub fn get(&self, path: &str) -> Option<String> {
-        http_get(self.port, path)
-    }
-
-    pub fn records(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.out()).unwrap_or_default();
-        // The daemon may be writing as this reads: a last line without its newline is not
-        // written yet.
-        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-        whole.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l}: {e}"))).collect()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-pub fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).ok()?;
-    let (head, body) = resp.split_once("\r\n\r\n")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return None;
-    }
-    // Bodies may be chunked.
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        let mut out = String::new();
-        let mut rest = body;
-        while let Some((size, after)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).ok()?;
-            if n == 0 {
-                break;
-            }
-            out.push_str(&after[..n]);
-            rest = &after[n + 2..];
-        }
-        return Some(out);
-    }
-    Some(body.to_owned())
-}
-
-pub fn wait(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
-}
-
-type Key = (String, u64, String, String, Option<String>);
-
-/// The daemon's findings, folded: retractions removed, demotions applied. Panics on a finding
-/// emitted twice while live.
-pub fn fold(records: &[Value]) -> BTreeMap<Key, usize> {
-    let mut live: BTreeMap<Key, usize> = BTreeMap::new();
-    let key = |r: &Value, sev: &str| -> Key {
-        (
-            r["file"].as_str().unwrap().to_owned(),
-            r["line"].as_u64().unwrap(),
-            r["kind"].as_str().unwrap().to_owned(),
-            sev.to_owned(),
-            r["call_id"].as_str().map(str::to_owned),
-        )
-    };
-    for r in records {
-        match r["type"].as_str().unwrap() {
-            "finding" => {
-                let k = key(r, r["severity"].as_str().unwrap());
-                let n = live.entry(k.clone()).or_default();
-                *n += 1;
-                assert_eq!(*n, 1, "finding emitted twice: {k:?}");
-            }
-            "finding_retracted" => {
-                let k = key(r, "error");
-                let k2 = key(r, "warning");
-                assert!(live.remove(&k).is_some() || live.remove(&k2).is_some(), "retraction of an unknown finding: {r}");
-            }
-            "finding_demoted" => {
-                let k = key(r, "error");
-                assert!(live.remove(&k).is_some(), "demotion of an unknown finding: {r}");
-                live.insert(key(r, "warning"), 1);
-            }
-            _ => {}
-        }
-    }
-    live
-}
-
-/// What `check --output json` reports on `dir`.
-pub fn check_dir(dir: &Path) -> BTreeMap<Key, usize> {
-    let out = transcriptd(&["check", "--output", "json", "--no-summary", dir.to_str().unwrap()]);
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["kind"] != "missing_transcript")
-        .map(|r| {
-            (
-                (
-                    r["file"].as_str().unwrap().to_owned(),
-                    r["line"].as_u64().unwrap(),
-                    r["kind"].as_str().unwrap().to_owned(),
-                    r["severity"].as_str().unwrap().to_owned(),
-                    r["call_id"].as_str().map(str::to_owned),
-                ),
-                1,
-            )
-        })
-        .collect()
-}
-
-/// Appends `bytes` to `path` in `pieces` writes, pausing between them.
-pub fn append_in_pieces(path: &Path, bytes: &[u8], pieces: usize, pause: Duration) {
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
-    let step = bytes.len().div_ceil(pieces.max(1)).max(1);
-    for chunk in bytes.chunks(step) {
-        f.write_all(chunk).unwrap();
-        f.flush().unwrap();
-        std::thread::sleep(pause);
-    }
-}
-
-/// Waits until the fold equals check on the watch dir.
-fn settle(d: &Daemon) -> (BTreeMap<Key, usize>, BTreeMap<Key, usize>) {
-    let mut last = (BTreeMap::new(), BTreeMap::new());
-    wait(Duration::from_secs(20), || {
-        last = (fold(&d.records()), check_dir(&d.watch_dir()));
-        last.0 == last.1
-    });
-    last
-}
 
 #[test]
 fn daemon_findings_equal_check_on_the_final_files() {
@@ -347,7 +91,12 @@ fn rotation_truncation_deletion_recreation() {
     let b = w.join("b.jsonl");
     std::fs::rename(&a, &b).unwrap();
     append_in_pieces(&b, line(2).as_bytes(), 1, Duration::ZERO);
-    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "c2" && r["file"] == b.to_str().unwrap())), "{}", d.log());
+    assert!(
+        wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "c2" && r["file"] == b.to_str().unwrap())),
+        "{}\n{:#?}",
+        d.log(),
+        d.records()
+    );
     assert_eq!(d.records().iter().filter(|r| r["call_id"] == "c1" && r["type"] == "finding").count(), 1);
 
     // copytruncate: the content is copied away (to a name not watched) and the file truncated.
@@ -460,28 +209,30 @@ fn pending_json_pauses_calls_and_bounded_open_files() {
         std::fs::write(dir.join("t.jsonl"), call).unwrap();
     }
     assert!(wait(Duration::from_secs(10), || d.records().iter().filter(|r| r["kind"] == "orphan_call").count() == 6), "{}", d.log());
-    std::thread::sleep(Duration::from_millis(600));
+    // The gauges are set at the end of a step, the counter when a finding is made: wait for
+    // the scrape that shows all twelve files (not a fixed sleep).
+    let mut m = String::new();
+    let settled = wait(Duration::from_secs(10), || {
+        m = d.get("/metrics").unwrap_or_default();
+        metric(&m, "transcriptd_files_watched") == Some(12.0) && metric(&m, "transcriptd_orphan_tool_calls_total{side_effect=\"read\"}") == Some(6.0)
+    });
+    assert!(settled, "{m}\n{}", d.log());
+    // Open handles stay within the limit in every scrape.
+    let open = metric(&m, "transcriptd_open_files").unwrap();
+    assert!(open <= 3.0, "{open}");
+    // By now every file has been read and its grace (300 ms) has passed for the odd ones: the
+    // paused calls (even) were never reported.
     let orphans: Vec<String> = d.records().iter().filter(|r| r["kind"] == "orphan_call").map(|r| r["call_id"].as_str().unwrap().to_owned()).collect();
     assert_eq!(orphans.len(), 6, "{orphans:?}");
-    assert!(orphans.iter().all(|c| c.trim_start_matches("call").parse::<u32>().unwrap() % 2 == 1));
-    let m = d.get("/metrics").unwrap();
-    let open: f64 = m.lines().find(|l| l.starts_with("transcriptd_open_files ")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert!(open <= 3.0, "{open}");
-    let watched: f64 = m.lines().find(|l| l.starts_with("transcriptd_files_watched ")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert_eq!(watched, 12.0);
-    // Orphans are counted by the side effect the tool registry gives their tool.
-    assert!(m.contains("transcriptd_orphan_tool_calls_total{side_effect=\"read\"} 6"), "{m}");
+    assert!(orphans.iter().all(|c| c.trim_start_matches("call").parse::<u32>().unwrap() % 2 == 1), "{orphans:?}");
 }
 
 #[test]
 fn repair_stage_writes_a_repaired_copy_once_idle() {
     let stage = "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"300ms\"\n";
-    let root = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(root.path().join("watch")).unwrap();
-    let port = free_port();
-    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", root.path().join("repaired").display());
-    std::fs::write(root.path().join("transcriptd.toml"), Daemon::config(root.path(), port, "", &format!("{stage}{sink}"))).unwrap();
-    let mut d = Daemon { child: None, root, port };
+    let mut d = Daemon::prepare(Opts::default());
+    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", d.root.path().join("repaired").display());
+    std::fs::write(d.config_path(), Daemon::config(d.root.path(), d.port, "", &format!("{stage}{sink}"))).unwrap();
     d.start();
     let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
     std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
@@ -496,16 +247,16 @@ fn repair_stage_writes_a_repaired_copy_once_idle() {
 
 #[test]
 fn event_sources_frame_strictly_and_count_types() {
-    let root = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(root.path().join("events")).unwrap();
-    let port = free_port();
+    let mut d = Daemon::prepare(Opts::default());
+    let root = d.root.path();
+    std::fs::create_dir_all(root.join("events")).unwrap();
     let text = format!(
-        "[daemon]\nstate_dir = \"{}\"\n[[sources]]\nkind = \"events\"\ninclude = [\"{}/*.jsonl\"]\n[[stages]]\ntype = \"parse\"\n[[stages]]\ntype = \"orphans\"\ngrace = \"300ms\"\n[[stages]]\ntype = \"validate\"\n[[sinks]]\ntype = \"stdout\"\n[[sinks]]\ntype = \"prometheus\"\naddress = \"127.0.0.1:{port}\"\n",
-        root.path().join("state").display(),
-        root.path().join("events").display()
+        "[daemon]\nstate_dir = \"{}\"\n[[sources]]\nkind = \"events\"\ninclude = [\"{}/*.jsonl\"]\n[[stages]]\ntype = \"parse\"\n[[stages]]\ntype = \"orphans\"\ngrace = \"300ms\"\n[[stages]]\ntype = \"validate\"\n[[sinks]]\ntype = \"stdout\"\n[[sinks]]\ntype = \"prometheus\"\naddress = \"127.0.0.1:{}\"\n",
+        root.join("state").display(),
+        root.join("events").display(),
+        d.port
     );
-    std::fs::write(root.path().join("transcriptd.toml"), text).unwrap();
-    let mut d = Daemon { child: None, root, port };
+    std::fs::write(d.config_path(), text).unwrap();
     d.start();
     let f = d.root.path().join("events/turn-1.jsonl");
     std::fs::write(&f, "{\"type\":\"tool_call\",\"call_id\":\"a\"}\n{\"type\":\"tool_call\",\"call_id\":\"b\"}\n{\"type\":\"tool_result\",\"call_id\":\"a\"}\nnot json\n{\"type\":\"text\"").unwrap();

@@ -1,0 +1,240 @@
+//! The prometheus sink's listener: `/metrics` and `/health` over HTTP/1.1.
+//!
+//! It runs on a thread of its own (with its own small runtime), so that it answers while the
+//! daemon's loop is busy or stuck — that is when `/health` matters — and it outlives
+//! configuration reloads (a reload that keeps the address keeps the listener). Hostile clients
+//! cannot take it down or starve the daemon:
+//! - at most `max_connections` connections are served at once; a new one beyond that closes the
+//!   oldest (an idle or slow one: a scrape takes milliseconds), so a probe gets through a flood;
+//! - a connection lives at most `request_timeout`: its request head must arrive, and its
+//!   response be sent, within it (no keep-alive: one request per connection);
+//! - when `accept` fails for want of descriptors, a descriptor held in reserve is released so
+//!   that the waiting connection is served (and gets its 503), instead of spinning.
+
+use super::health::Health;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// Connection limits, changeable while serving (a reload).
+#[derive(Debug)]
+struct Limits {
+    max_connections: AtomicUsize,
+    request_timeout_ms: AtomicU64,
+}
+
+/// A running listener. Dropping it stops it.
+#[derive(Debug)]
+pub struct MetricsServer {
+    configured: SocketAddr,
+    local: SocketAddr,
+    limits: Arc<Limits>,
+    stop: CancellationToken,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Binds `addr` now (so that a port in use is an error here) and serves on a thread.
+    pub fn bind(addr: SocketAddr, max_connections: usize, request_timeout: Duration, health: Arc<Health>, handle: PrometheusHandle) -> std::io::Result<Self> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let local = listener.local_addr()?;
+        if !addr.ip().is_loopback() {
+            warn!(%addr, "the metrics listener is not on a loopback address: /metrics and /health are reachable from the network; restrict access (firewall, NetworkPolicy) or bind 127.0.0.1");
+        }
+        let limits = Arc::new(Limits {
+            max_connections: AtomicUsize::new(max_connections.max(1)),
+            request_timeout_ms: AtomicU64::new(request_timeout.as_millis() as u64),
+        });
+        let stop = CancellationToken::new();
+        let thread = {
+            let (limits, stop) = (limits.clone(), stop.clone());
+            std::thread::Builder::new().name("metrics".into()).spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => return warn!(error = %e, "cannot start the metrics listener's runtime"),
+                };
+                rt.block_on(serve(listener, limits, health, handle, stop));
+            })?
+        };
+        info!(addr = %local, max_connections, request_timeout = ?request_timeout, "serving /metrics and /health");
+        Ok(MetricsServer { configured: addr, local, limits, stop, thread: Some(thread) })
+    }
+
+    /// The address as configured (port 0 stays 0).
+    pub fn configured(&self) -> SocketAddr {
+        self.configured
+    }
+
+    /// The address it listens on.
+    pub fn local(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// New limits for the connections accepted from now on.
+    pub fn set_limits(&self, max_connections: usize, request_timeout: Duration) {
+        self.limits.max_connections.store(max_connections.max(1), Ordering::Relaxed);
+        self.limits.request_timeout_ms.store(request_timeout.as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+type Live = Arc<Mutex<VecDeque<(u64, CancellationToken)>>>;
+
+/// A descriptor held in reserve (`/dev/null`): when `accept` fails for want of descriptors, it
+/// is traded for the waiting connection.
+type Reserve = Arc<Mutex<Option<std::fs::File>>>;
+
+/// Takes a reserve descriptor again if there is none (under the gate, so that no file open
+/// takes the slot first).
+fn refill(reserve: &Reserve) {
+    if reserve.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        return;
+    }
+    let _gate = super::fds::gate();
+    let mut r = reserve.lock().unwrap_or_else(|e| e.into_inner());
+    if r.is_none() {
+        *r = std::fs::File::open("/dev/null").ok();
+    }
+}
+
+/// What a connection task needs.
+#[derive(Clone)]
+struct Shared {
+    live: Live,
+    reserve: Reserve,
+    health: Arc<Health>,
+    handle: PrometheusHandle,
+}
+
+async fn serve(listener: std::net::TcpListener, limits: Arc<Limits>, health: Arc<Health>, handle: PrometheusHandle, stop: CancellationToken) {
+    // The same socket, for the one accept made while holding the gate (without waiting).
+    let fallback = listener.try_clone().ok();
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => return warn!(error = %e, "metrics listener failed"),
+    };
+    let shared = Shared { live: Arc::default(), reserve: Arc::default(), health, handle };
+    refill(&shared.reserve);
+    let mut next_id = 0u64;
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => break,
+            r = listener.accept() => r,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                // Trade the reserve for the waiting connection, with no file open racing for
+                // the slot.
+                let traded = {
+                    let _gate = super::fds::gate();
+                    let had = shared.reserve.lock().unwrap_or_else(|e| e.into_inner()).take().is_some();
+                    if had {
+                        fallback.as_ref().map(std::net::TcpListener::accept)
+                    } else {
+                        None
+                    }
+                };
+                match traded.map(|r| r.and_then(|(s, _)| s.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(s)))) {
+                    Some(Ok(s)) => s,
+                    _ => {
+                        debug!(error = %e, "no descriptor for a metrics connection");
+                        tokio::select! {
+                            _ = stop.cancelled() => break,
+                            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                        }
+                        refill(&shared.reserve);
+                        continue;
+                    }
+                }
+            }
+            Err(e) => {
+                debug!(error = %e, "metrics accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        next_id += 1;
+        let token = CancellationToken::new();
+        {
+            let mut l = shared.live.lock().unwrap_or_else(|e| e.into_inner());
+            while l.len() >= limits.max_connections.load(Ordering::Relaxed) {
+                match l.pop_front() {
+                    Some((_, oldest)) => oldest.cancel(),
+                    None => break,
+                }
+            }
+            l.push_back((next_id, token.clone()));
+        }
+        let timeout = Duration::from_millis(limits.request_timeout_ms.load(Ordering::Relaxed));
+        tokio::spawn(connection(stream, next_id, token, timeout, shared.clone()));
+        refill(&shared.reserve);
+    }
+    for (_, t) in shared.live.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        t.cancel();
+    }
+}
+
+async fn connection(stream: tokio::net::TcpStream, id: u64, token: CancellationToken, timeout: Duration, shared: Shared) {
+    let (health, handle) = (shared.health.clone(), shared.handle.clone());
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let r = respond(&req, &health, &handle);
+        std::future::ready(Ok::<_, std::convert::Infallible>(r))
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.keep_alive(false).timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(timeout);
+    let mut conn = Box::pin(builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = token.cancelled() => {}
+        _ = tokio::time::sleep(timeout) => {}
+    }
+    shared.live.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
+    // The descriptor goes back to the reserve if it was taken from it, before a file open can
+    // take it.
+    let _gate = super::fds::gate();
+    drop(conn);
+    let mut r = shared.reserve.lock().unwrap_or_else(|e| e.into_inner());
+    if r.is_none() {
+        *r = std::fs::File::open("/dev/null").ok();
+    }
+}
+
+fn respond(req: &Request<Incoming>, health: &Health, handle: &PrometheusHandle) -> Response<Full<Bytes>> {
+    let reply = |status: StatusCode, content_type: &'static str, body: String| {
+        let mut r = Response::new(Full::new(Bytes::from(body)));
+        *r.status_mut() = status;
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static(content_type));
+        r
+    };
+    const TEXT: &str = "text/plain; charset=utf-8";
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "GET only\n".into());
+    }
+    match req.uri().path() {
+        "/metrics" => reply(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", handle.render()),
+        "/health" => match health.status() {
+            Ok(()) => reply(StatusCode::OK, TEXT, "ok\n".into()),
+            Err(why) => reply(StatusCode::SERVICE_UNAVAILABLE, TEXT, why),
+        },
+        _ => reply(StatusCode::NOT_FOUND, TEXT, "not found: /metrics and /health are served\n".into()),
+    }
+}
