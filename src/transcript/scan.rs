@@ -106,6 +106,13 @@ impl<'a> RawStr<'a> {
     }
 }
 
+/// The bytes of an object or array read before (see [`Scanner::remember`]).
+#[derive(Debug, Clone, Default)]
+pub struct Remembered {
+    bytes: Vec<u8>,
+    depth: u32,
+}
+
 /// The scanner. See the module docs.
 #[derive(Debug)]
 pub struct Scanner<'a> {
@@ -446,6 +453,33 @@ impl<'a> Scanner<'a> {
     pub fn shape(&mut self) -> Result<Option<Kind>> {
         let k = self.peek();
         self.skip().map(|_| k)
+    }
+
+    /// Reads the next value with `read` (which must consume it) and, when it is an object or an
+    /// array, remembers its bytes in `into` for [`Scanner::skip_repeat`].
+    pub fn remember<T>(&mut self, into: &mut Remembered, read: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.ws();
+        let (start, depth) = (self.pos, self.depth);
+        let v = read(self)?;
+        into.bytes.clear();
+        if matches!(self.b.get(start), Some(b'[' | b'{')) {
+            into.bytes.extend_from_slice(&self.b[start..self.pos]);
+            into.depth = depth;
+        }
+        Ok(v)
+    }
+
+    /// Skips the next value when its bytes are exactly those of `seen`, and says whether it
+    /// did. Safe without scanning: `seen` is an object or an array (its last byte ends it) that
+    /// was validated at this nesting depth or a deeper one, and the same bytes are the same
+    /// valid value.
+    pub fn skip_repeat(&mut self, seen: &Remembered) -> bool {
+        self.ws();
+        let same = !seen.bytes.is_empty() && self.depth <= seen.depth && self.b[self.pos..].starts_with(&seen.bytes);
+        if same {
+            self.pos += seen.bytes.len();
+        }
+        same
     }
 }
 
@@ -825,24 +859,47 @@ fn utf8_len(first: u8) -> usize {
 
 /// Decodes the escapes of a string body known to be valid.
 fn unescape(raw: &[u8]) -> String {
-    let mut out = String::with_capacity(raw.len());
-    let mut i = 0;
-    let hex = |at: usize| -> u32 { std::str::from_utf8(&raw[at..at + 4]).ok().and_then(|h| u32::from_str_radix(h, 16).ok()).unwrap_or(0xFFFD) };
+    let mut out = Vec::with_capacity(raw.len());
+    unescape_into(raw, &mut out);
+    // Escapes decode to UTF-8 and the bytes between them are copied whole, so the result is
+    // UTF-8 when `raw` is (the callers' contract); otherwise each bad sequence is U+FFFD.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Appends the decoded bytes of a JSON string body `raw` (escapes validated by the scanner;
+/// an invalid `\\u` escape decodes to U+FFFD) to `out`. One pass over the bytes, written in
+/// place (the decoded text is never longer than the escaped one): runs without a backslash are
+/// copied whole, not validated again.
+pub fn unescape_into(raw: &[u8], out: &mut Vec<u8>) {
+    let hex = |at: usize| -> u32 { raw[at..at + 4].iter().try_fold(0u32, |acc, &c| (c as char).to_digit(16).map(|d| acc * 16 + d)).unwrap_or(0xFFFD) };
+    let base = out.len();
+    out.resize(base + raw.len(), 0);
+    let dst = &mut out[base..];
+    let (mut i, mut o) = (0, 0);
     while i < raw.len() {
-        let next = memchr::memchr(b'\\', &raw[i..]).map_or(raw.len(), |k| i + k);
-        out.push_str(std::str::from_utf8(&raw[i..next]).unwrap_or("\u{FFFD}"));
+        // Escapes are dense in short strings (JSON text inside JSON): look a few bytes ahead
+        // before asking memchr, whose set-up costs more than a short run.
+        let mut next = i;
+        while next < raw.len() && next < i + 16 && raw[next] != b'\\' {
+            next += 1;
+        }
+        if next == i + 16 {
+            next = memchr::memchr(b'\\', &raw[next..]).map_or(raw.len(), |k| next + k);
+        }
+        dst[o..o + (next - i)].copy_from_slice(&raw[i..next]);
+        o += next - i;
         i = next;
         if i >= raw.len() {
             break;
         }
         let c = raw.get(i + 1).copied().unwrap_or(b'\\');
         i += 2;
-        match c {
-            b'n' => out.push('\n'),
-            b't' => out.push('\t'),
-            b'r' => out.push('\r'),
-            b'b' => out.push('\u{8}'),
-            b'f' => out.push('\u{c}'),
+        let ch = match c {
+            b'n' => '\n',
+            b't' => '\t',
+            b'r' => '\r',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
             b'u' if i + 4 <= raw.len() => {
                 let hi = hex(i);
                 i += 4;
@@ -857,12 +914,13 @@ fn unescape(raw: &[u8]) -> String {
                 } else {
                     char::from_u32(hi)
                 };
-                out.push(ch.unwrap_or('\u{FFFD}'));
+                ch.unwrap_or('\u{FFFD}')
             }
-            other => out.push(other as char),
-        }
+            other => other as char,
+        };
+        o += ch.encode_utf8(&mut dst[o..]).len();
     }
-    out
+    out.truncate(base + o);
 }
 
 #[cfg(test)]

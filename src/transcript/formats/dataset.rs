@@ -17,9 +17,11 @@
 use super::blocks::{args_of_string, read_content};
 use super::codex;
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, ToolResult};
-use crate::transcript::scan::{self, Kind, RawStr, Scanner};
+use crate::transcript::scan::{self, Kind, RawStr, Remembered, Scanner};
 use smallvec::SmallVec;
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// The dataset shapes. See the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -214,7 +216,7 @@ pub struct Conversation<'a> {
     /// Its messages in order.
     pub messages: Vec<Msg<'a>>,
     /// The tools the line declares, when it declares any.
-    pub tools: Option<Vec<Tool<'a>>>,
+    pub tools: Option<Tools>,
     /// How calls pair.
     pub pairing: Pairing,
     /// Messages before this index belong to a shared prompt (preference lines: `input`), whose
@@ -410,7 +412,7 @@ fn sharegpt_line<'a>(s: &mut Scanner<'a>) -> scan::Result<Record<'a>> {
 }
 
 /// The record of a line with one conversation (when it has one) and the tools it declares.
-fn with_conversation<'a>(mut rec: Record<'a>, conv: Option<Conversation<'a>>, tools: Option<Vec<Tool<'a>>>, bad_shape: bool) -> Record<'a> {
+fn with_conversation<'a>(mut rec: Record<'a>, conv: Option<Conversation<'a>>, tools: Option<Tools>, bad_shape: bool) -> Record<'a> {
     if bad_shape {
         rec.problem = Some("a message that is not an object");
     } else if let Some(mut c) = conv {
@@ -451,6 +453,8 @@ fn content_of<'a>(s: &mut Scanner<'a>) -> scan::Result<(super::blocks::Parts<'a>
 fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<Option<Conversation<'a>>> {
     // Legacy `function_call`s have no id: each is answered by the next `function` message.
     let mut legacy: Option<String> = None;
+    // Escaped arguments are decoded here, one buffer a conversation.
+    let mut scratch = Vec::new();
     message_array(s, Pairing::Chat, bad_shape, |s, c| {
         let index = c.messages.len();
         let (mut role, mut parts, mut null, mut seen) = (None, None, true, false);
@@ -466,9 +470,9 @@ fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<
                     null = n;
                 }
                 b"tool_calls" => {
-                    s.opt_array(|s| read_tool_call(s).map(|call| calls.extend(call)))?;
+                    s.opt_array(|s| read_tool_call(s, &mut scratch).map(|call| calls.extend(call)))?;
                 }
-                b"function_call" => function_call = read_function(s)?,
+                b"function_call" => function_call = read_function(s, &mut scratch)?,
                 b"tool_call_id" => tool_call_id = s.opt_string()?,
                 b"weight" => weight_bad = !matches!(s.raw_value()?, b"0" | b"1" | b"0.0" | b"1.0" | b"null"),
                 _ => s.skip()?,
@@ -535,12 +539,12 @@ fn content_state(present: bool, parts: &super::blocks::Parts<'_>) -> Content {
 
 /// One `tool_calls` entry: `{"id", "type", "function": {"name", "arguments"}}`; `arguments` may
 /// be a string (OpenAI) or an object (Hugging Face datasets).
-fn read_tool_call<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(Call<'a>, ArgKeys)>> {
+fn read_tool_call<'a>(s: &mut Scanner<'a>, scratch: &mut Vec<u8>) -> scan::Result<Option<(Call<'a>, ArgKeys)>> {
     let (mut id, mut function): (Option<RawStr<'a>>, _) = (None, None);
     s.opt_object(|s, k| {
         match &*k.key() {
             b"id" => id = s.opt_string()?,
-            b"function" => function = read_function(s)?,
+            b"function" => function = read_function(s, scratch)?,
             _ => s.skip()?,
         }
         Ok(())
@@ -556,8 +560,8 @@ fn read_tool_call<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(Call<'a>, Arg
 }
 
 /// `{"name", "arguments"}`: the name, and the shape and keys of the arguments (a missing
-/// `arguments` is `{}`).
-fn read_function<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(RawStr<'a>, (Args, ArgKeys))>> {
+/// `arguments` is `{}`). Escaped text is decoded into `scratch`.
+fn read_function<'a>(s: &mut Scanner<'a>, scratch: &mut Vec<u8>) -> scan::Result<Option<(RawStr<'a>, (Args, ArgKeys))>> {
     let (mut name, mut args) = (None, (Args::Object, ArgKeys::default()));
     let is_object = s.opt_object(|s, k| {
         match &*k.key() {
@@ -566,9 +570,12 @@ fn read_function<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<(RawStr<'a>, (A
                 args = match s.peek() {
                     Some(Kind::String) => {
                         let text = s.string()?;
-                        match text.raw().contains(&b'\\') {
-                            true => args_info(text.decode().as_bytes()),
-                            false => args_info(text.raw()),
+                        if text.raw().contains(&b'\\') {
+                            scratch.clear();
+                            scan::unescape_into(text.raw(), scratch);
+                            args_info(scratch)
+                        } else {
+                            args_info(text.raw())
                         }
                     }
                     Some(Kind::Null) | None => {
@@ -826,55 +833,101 @@ pub fn sharegpt_calls(value: &str) -> Vec<(String, Args, Vec<String>)> {
     }
 }
 
+/// The tools a line declares. Each is shared with the lines that declare it with the same bytes.
+pub type Tools = Vec<Rc<Tool<'static>>>;
+
+/// How many tool declarations each thread remembers.
+const KNOWN_TOOLS: usize = 16;
+
+/// Tool declarations read before on this thread, by their bytes: the lines of a dataset
+/// repeat the same few declarations (in one list or in varying subsets), and a declaration
+/// seen before is compared, not read again (see [`Scanner::skip_repeat`]). At most
+/// [`KNOWN_TOOLS`], replaced in turn: memory stays flat.
+#[derive(Default)]
+struct KnownTools {
+    known: Vec<(Remembered, Option<Rc<Tool<'static>>>)>,
+    next: usize,
+}
+
+thread_local! {
+    static KNOWN: RefCell<KnownTools> = RefCell::default();
+}
+
 /// `tools` (or legacy `functions`): OpenAI `{"type": "function", "function": {"name",
 /// "parameters"}}`, Responses and legacy `{"name", "parameters"}`, Anthropic `{"name",
-/// "input_schema"}`; ShareGPT may hold the list as a JSON string.
-fn read_tools<'a>(s: &mut Scanner<'a>, tools: &mut Option<Vec<Tool<'a>>>) -> scan::Result<()> {
-    if s.peek() == Some(Kind::String) {
-        let text = s.string()?.decode();
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
-            let list = tools.get_or_insert_with(Vec::new);
-            for t in v.as_array().into_iter().flatten() {
-                let f = t.get("function").unwrap_or(t);
-                let Some(name) = f.get("name").and_then(|n| n.as_str()) else { continue };
-                let schema = f.get("parameters").or_else(|| f.get("input_schema"));
-                let required = schema.and_then(|p| p.get("required")).and_then(|r| r.as_array());
-                let required = required.into_iter().flatten().filter_map(|r| r.as_str()).map(|r| Cow::Owned(r.to_owned())).collect();
-                list.push(Tool { name: Cow::Owned(name.to_owned()), required });
-            }
-        }
-        return Ok(());
-    }
-    let mut list = Vec::new();
-    let is_array = s.opt_array(|s| {
-        let (mut name, mut required) = (None, SmallVec::new());
-        s.opt_object(|s, k| {
-            match &*k.key() {
-                b"name" => name = s.opt_string()?,
-                b"parameters" | b"input_schema" => read_required(s, &mut required)?,
-                b"function" => {
-                    s.opt_object(|s, k| {
-                        match &*k.key() {
-                            b"name" => name = s.opt_string()?,
-                            b"parameters" => read_required(s, &mut required)?,
-                            _ => s.skip()?,
-                        }
-                        Ok(())
-                    })?;
-                }
-                _ => s.skip()?,
-            }
-            Ok(())
-        })?;
-        if let Some(name) = name {
-            list.push(Tool { name: name.decode(), required });
-        }
-        Ok(())
-    })?;
-    if is_array {
+/// "input_schema"}`; ShareGPT may hold the list as a JSON string. Lists add up.
+fn read_tools(s: &mut Scanner<'_>, tools: &mut Option<Tools>) -> scan::Result<()> {
+    let list = if s.peek() == Some(Kind::String) { tools_of_string(&s.string()?.decode()) } else { tools_array(s)? };
+    if let Some(list) = list {
         tools.get_or_insert_with(Vec::new).extend(list);
     }
     Ok(())
+}
+
+/// A list of tools given as JSON text (ShareGPT); `None` when it is not JSON.
+fn tools_of_string(text: &str) -> Option<Tools> {
+    let v = serde_json::from_str::<serde_json::Value>(text).ok()?;
+    let mut list = Vec::new();
+    for t in v.as_array().into_iter().flatten() {
+        let f = t.get("function").unwrap_or(t);
+        let Some(name) = f.get("name").and_then(|n| n.as_str()) else { continue };
+        let schema = f.get("parameters").or_else(|| f.get("input_schema"));
+        let required = schema.and_then(|p| p.get("required")).and_then(|r| r.as_array());
+        let required = required.into_iter().flatten().filter_map(|r| r.as_str()).map(|r| Cow::Owned(r.to_owned())).collect();
+        list.push(Rc::new(Tool { name: Cow::Owned(name.to_owned()), required }));
+    }
+    Some(list)
+}
+
+/// A `tools` array; `None` when the value is not one.
+fn tools_array(s: &mut Scanner<'_>) -> scan::Result<Option<Tools>> {
+    KNOWN.with_borrow_mut(|k| {
+        let mut list = Vec::new();
+        let is_array = s.opt_array(|s| {
+            if let Some((_, tool)) = k.known.iter().find(|(seen, _)| s.skip_repeat(seen)) {
+                list.extend(tool.clone());
+                return Ok(());
+            }
+            let at = k.next;
+            k.next = (k.next + 1) % KNOWN_TOOLS;
+            if at == k.known.len() {
+                k.known.push(Default::default());
+            }
+            let slot = &mut k.known[at];
+            // (A declaration that cannot be read fails the line; the slot then still holds
+            // what it held.)
+            let tool = s.remember(&mut slot.0, read_tool)?.map(Rc::new);
+            slot.1 = tool.clone();
+            list.extend(tool);
+            Ok(())
+        })?;
+        Ok(is_array.then_some(list))
+    })
+}
+
+/// One declaration of a `tools` array; `None` without a name.
+fn read_tool(s: &mut Scanner<'_>) -> scan::Result<Option<Tool<'static>>> {
+    let (mut name, mut required) = (None, SmallVec::new());
+    s.opt_object(|s, k| {
+        match &*k.key() {
+            b"name" => name = s.opt_string()?,
+            b"parameters" | b"input_schema" => read_required(s, &mut required)?,
+            b"function" => {
+                s.opt_object(|s, k| {
+                    match &*k.key() {
+                        b"name" => name = s.opt_string()?,
+                        b"parameters" => read_required(s, &mut required)?,
+                        _ => s.skip()?,
+                    }
+                    Ok(())
+                })?;
+            }
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    let required = required.into_iter().map(|r: Cow<'_, str>| Cow::Owned(r.into_owned())).collect();
+    Ok(name.map(|name| Tool { name: Cow::Owned(name.decode().into_owned()), required }))
 }
 
 fn read_required<'a>(s: &mut Scanner<'a>, required: &mut SmallVec<[Cow<'a, str>; 4]>) -> scan::Result<()> {

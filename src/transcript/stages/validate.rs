@@ -121,6 +121,11 @@ impl Validator {
         v
     }
 
+    /// Whether any call is waiting for a result.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// The thread of the last line pushed ([`MAIN_THREAD`] outside Claude Code sidechains).
     pub fn thread(&self) -> u64 {
         self.thread
@@ -295,6 +300,11 @@ impl Validator {
     /// Thread `t` moved on at `line`: its calls still pending there are unanswered. The dataset
     /// stage calls it at a user prompt in a chat conversation (results must come before one).
     pub fn moved_on(&mut self, line: u64, t: u64, out: &mut impl FnMut(Output)) {
+        if self.pending.is_empty() {
+            // (The common case: every call was answered. Nothing to collect or sort.)
+            self.lane(t).answered.clear();
+            return;
+        }
         let pending: Vec<Pending> = self.pending().into_iter().filter(|p| p.thread == t).cloned().collect();
         for p in pending {
             self.pending.remove(&p.id);

@@ -62,20 +62,18 @@ pub fn check_record(d: Dataset, line: u64, rec: Record<'_>) -> LineReport {
     }
     for (k, conv) in rec.conversations.into_iter().enumerate() {
         let shared = conv.shared;
-        let first = report.findings.len();
+        // Each conversation's findings on their own (check_conversation sorts and labels what
+        // it finds), then added to the line's.
+        let earlier = std::mem::take(&mut report.findings);
         check_conversation(d, line, conv, &mut report);
         if k > 0 {
             // The prompt of a preference line was checked with the first output.
-            let mut i = first;
-            while i < report.findings.len() {
-                if report.findings[i].message_index.is_some_and(|m| (m as usize) < shared) {
-                    report.findings.remove(i);
-                } else {
-                    i += 1;
-                }
-            }
+            report.findings.retain(|f| f.message_index.is_none_or(|m| (m as usize) >= shared));
         }
+        let own = std::mem::replace(&mut report.findings, earlier);
+        report.findings.extend(own);
     }
+    report.findings.sort_by_key(|f| f.message_index);
     report
 }
 
@@ -160,7 +158,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
             }
         }
         // A prompt ends the exchange: results must come before it.
-        if m.role == Role::User && m.prompt && pairing != Pairing::Responses && !v.pending().is_empty() {
+        if m.role == Role::User && m.prompt && pairing != Pairing::Responses && v.has_pending() {
             v.moved_on(at, MAIN_THREAD, &mut out);
         }
         v.push(at, parsed, &mut out);

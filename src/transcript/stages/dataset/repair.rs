@@ -12,6 +12,13 @@
 //! - `answer`: the calls without results get the synthetic error results the message formats
 //!   use (repair's `not executed` text), inserted where the result belongs.
 //!
+//! A preference line (`{"input": {"messages"}, "preferred_output", "non_preferred_output"}`)
+//! is two conversations that share the prompt `input.messages`; each output is the single
+//! assistant message one of them ends with. Both policies edit the shared prompt only:
+//! `truncate` cuts `input.messages` before its first break (a break in an output cannot be cut
+//! away: the outputs are what the example teaches), `answer` inserts the missing results into
+//! it. The line is kept only if both conversations then check clean.
+//!
 //! A line the policy cannot make clean (the edit leaves errors, or there is nothing to cut or
 //! answer) goes to the rejects stream as with `drop`; so do lines that cannot be read (not
 //! JSON, not UTF-8, over the line limit, a torn last line) and a batch line whose `custom_id`
@@ -232,6 +239,7 @@ impl DatasetRepair {
 
     fn truncate(&self, content: &[u8], report: &LineReport) -> Option<Vec<u8>> {
         let mut v: Value = serde_json::from_slice(content).ok()?;
+        let preference = is_preference(self.dataset, &v);
         let messages = conversation_mut(self.dataset, &mut v)?;
         let mut cut = usize::MAX;
         for f in report.findings.iter().filter(|f| f.severity == Severity::Error) {
@@ -248,7 +256,8 @@ impl DatasetRepair {
             return None;
         }
         messages.truncate(cut);
-        if self.dataset.fine_tuning() && !is_assistant(self.dataset, messages.last()?) {
+        // (A preference prompt is followed by the outputs: the check after the edit decides.)
+        if self.dataset.fine_tuning() && !preference && !is_assistant(self.dataset, messages.last()?) {
             return None;
         }
         Some(synth::to_line(&v))
@@ -273,7 +282,8 @@ impl DatasetRepair {
             while at < messages.len() && is_result(d, &messages[at]) {
                 at += 1;
             }
-            let result = synthetic(d, &messages[i], &id, f.tool.as_deref().unwrap_or(""))?;
+            // (A call in a preference output is past the prompt: not answered here.)
+            let result = synthetic(d, messages.get(i)?, &id, f.tool.as_deref().unwrap_or(""))?;
             inserts.push((at, result));
         }
         // Stable: results for one position keep the order of their calls.
@@ -345,10 +355,17 @@ fn first_error(r: &LineReport) -> Option<&Finding> {
     r.findings.iter().find(|f| f.severity == Severity::Error)
 }
 
-/// The line's conversation array, to edit. `None` for shapes that have none to edit (a
-/// preference line's prompt is shared by two outputs).
+/// Whether an `openai-dataset` line is of the preference shape (read as the reader reads it:
+/// a `messages` array makes it a plain conversation).
+fn is_preference(d: Dataset, v: &Value) -> bool {
+    d == Dataset::OpenAi && !v.get("messages").is_some_and(Value::is_array)
+}
+
+/// The line's conversation array, to edit: a preference line's shared prompt,
+/// `input.messages`, whose indices are those of each of its two conversations.
 fn conversation_mut(d: Dataset, v: &mut Value) -> Option<&mut Vec<Value>> {
     let holder = match d {
+        Dataset::OpenAi if is_preference(d, v) => v.get_mut("input")?.get_mut("messages")?,
         Dataset::OpenAi => v.get_mut("messages")?,
         Dataset::OpenAiBatch => {
             let body = v.get_mut("body")?;
@@ -450,6 +467,34 @@ mod tests {
             let (once, _) = run(Dataset::OpenAi, policy, &input);
             let (twice, rej) = run(Dataset::OpenAi, policy, &once);
             assert_eq!((twice.as_str(), rej.as_str()), (once.as_str(), ""), "{policy:?} is idempotent");
+        }
+    }
+
+    #[test]
+    fn preference_lines_are_repaired_in_their_prompt() {
+        let call = r#"{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}"#;
+        let outputs = r#""preferred_output":[{"role":"assistant","content":"a"}],"non_preferred_output":[{"role":"assistant","content":"b"}]"#;
+        // A call without its result before the outputs: answered in the prompt.
+        let line = format!(r#"{{"input":{{"messages":[{{"role":"user","content":"q"}},{call}]}},{outputs}}}"#);
+        let (out, rej) = run(Dataset::OpenAi, Policy::Answer, &format!("{line}\n"));
+        let v: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["input"]["messages"][2]["role"], "tool", "{out}");
+        assert_eq!(v["input"]["messages"][2]["tool_call_id"], "c");
+        assert_eq!(v["preferred_output"][0]["content"], "a");
+        assert!(rej.contains(r#""line":1,"action":"modified","reason":"unanswered_call""#), "{rej}");
+        // A role the format does not have in the prompt: cut before it, the outputs kept.
+        let line = format!(
+            r#"{{"input":{{"messages":[{{"role":"user","content":"q"}},{{"role":"assistant","content":"r"}},{{"role":"user","content":"q2"}},{{"role":"bot","content":"?"}}]}},{outputs}}}"#
+        );
+        let (out, _) = run(Dataset::OpenAi, Policy::Truncate, &format!("{line}\n"));
+        let v: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["input"]["messages"].as_array().map(Vec::len), Some(3), "{out}");
+        assert_eq!(v["non_preferred_output"][0]["content"], "b");
+        // A break in an output is not cut away: the line goes.
+        let line = r#"{"input":{"messages":[{"role":"user","content":"q"}]},"preferred_output":[{"role":"assistant","content":""}],"non_preferred_output":[{"role":"assistant","content":"b"}]}"#;
+        for policy in [Policy::Truncate, Policy::Answer] {
+            let (out, rej) = run(Dataset::OpenAi, policy, &format!("{line}\n"));
+            assert_eq!((out.as_str(), rej.lines().count()), ("", 1), "{policy:?}");
         }
     }
 
