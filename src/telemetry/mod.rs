@@ -104,6 +104,9 @@ fn describe() {
 pub fn init_tracing(json: bool, ansi: bool) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("TRANSCRIPTD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    // A log that cannot be written is dropped: with internal error logging on, the subscriber
+    // reports the failure with `eprintln!`, which panics when stderr is a closed pipe (a
+    // daemon whose log reader went away exited 101 at its next log line).
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).log_internal_errors(false);
     let _ = if json { b.json().try_init() } else { b.try_init() };
 }
