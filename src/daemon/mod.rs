@@ -8,7 +8,10 @@
 //! order of each file's records, needs no locks, and lets 10,000 idle files cost nothing but
 //! their entry in a map. Each step of the loop is bounded: it reads at most [`STEP_BUDGET`]
 //! bytes (the rest waits in a backlog for the next step), so that a large backlog never keeps
-//! it from events, signals and `/health` (see [`health`]).
+//! it from events, signals and `/health` (see [`health`]). A large backlog is not read on the
+//! loop at all: reader threads read and parse it ahead ([`crate::sources::backlog`], both
+//! cores), and the loop takes the parsed reads from their streams as one more kind of event,
+//! applying at most [`FILE_BUDGET`] bytes of them per step in file order.
 //!
 //! [`start`] builds everything that can fail (sinks, checkpoint, watches) without reading;
 //! [`Started::run`] runs until the shutdown future completes. The shell (`cli/run.rs`) uses
@@ -35,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tail::{Kind, Polled, Tailed};
+use tokio_stream::StreamExt;
 use tracing::{debug, info, warn};
 
 /// Bytes read per `read` call.
@@ -222,6 +226,9 @@ struct Daemon {
     queued: HashSet<PathBuf>,
     /// Files whose last read failed.
     retry: HashMap<PathBuf, Retry>,
+    /// Streams of the backlogs read ahead, by reader, and the file each reader reads.
+    readers: tokio_stream::StreamMap<u64, tokio_stream::wrappers::ReceiverStream<crate::sources::backlog::Item>>,
+    reader_path: HashMap<u64, PathBuf>,
     /// Bytes the running step may still read.
     step_left: u64,
     /// Files the running step opened (a step that takes up thousands of files at once closes
@@ -283,6 +290,8 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
         backlog: VecDeque::new(),
         queued: HashSet::new(),
         retry: HashMap::new(),
+        readers: tokio_stream::StreamMap::new(),
+        reader_path: HashMap::new(),
         step_left: STEP_BUDGET,
         opened_in_step: 0,
         max_open: budget.files.max(1),
@@ -333,7 +342,7 @@ impl Started {
         let mut ready = false;
         tokio::pin!(shutdown);
         loop {
-            if !ready && d.backlog.is_empty() {
+            if !ready && d.backlog.is_empty() && d.reader_path.is_empty() {
                 ready = true;
                 d.health.set_started();
                 info!(files = d.files.len(), roots = ?d.watch.roots(), "watching");
@@ -360,6 +369,11 @@ impl Started {
                     d.health.busy();
                     d.new_step();
                     d.repaired(done);
+                }
+                Some((id, item)) = d.readers.next(), if !d.readers.is_empty() => {
+                    d.health.busy();
+                    d.new_step();
+                    d.read_ahead(id, item)?;
                 }
                 () = tokio::task::yield_now(), if backlog => {
                     d.health.busy();
@@ -549,6 +563,10 @@ impl Daemon {
             }
         }
         let id = t.id();
+        if let Some((reader, stream)) = t.take_stream() {
+            self.readers.insert(reader, stream);
+            self.reader_path.insert(reader, p.to_path_buf());
+        }
         match polled {
             Ok((state, n)) => {
                 self.step_left = self.step_left.saturating_sub(n);
@@ -591,6 +609,44 @@ impl Daemon {
         Ok(())
     }
 
+    /// Reads of a backlog read ahead by `reader` (this one, and as many more as have come, up
+    /// to [`FILE_BUDGET`] bytes: the rest of the step is for the other files): applied in file
+    /// order. When the read-ahead ends, the file is polled for what is left.
+    fn read_ahead(&mut self, reader: u64, item: crate::sources::backlog::Item) -> anyhow::Result<()> {
+        let Some(p) = self.reader_path.get(&reader).cloned() else {
+            // A read-ahead dropped (truncation, eviction, the file gone): its last reads.
+            self.readers.remove(&reader);
+            return Ok(());
+        };
+        let mut records = Vec::new();
+        let (mut item, mut applied, mut ended) = (Some(item), 0u64, false);
+        while let Some(it) = item.take() {
+            let Some(t) = self.files.get_mut(&p) else { break };
+            let mark = records.len();
+            let Some((n, end)) = t.take_read(reader, it, &mut records) else { break };
+            t.announce(&mut records, mark);
+            self.dirty = true;
+            applied += n;
+            ended = end;
+            if end || applied >= FILE_BUDGET {
+                break;
+            }
+            item = self.readers.iter_mut().find(|(k, _)| *k == reader).and_then(|(_, s)| s.as_mut().try_recv().ok());
+        }
+        self.step_left = self.step_left.saturating_sub(applied);
+        let reading = self.files.get(&p).is_some_and(|t| t.reading_ahead() == Some(reader));
+        if !reading {
+            self.reader_path.remove(&reader);
+            self.readers.remove(&reader);
+        }
+        if ended {
+            // What is left (grown meanwhile), read on the loop or ahead again.
+            self.poll_path(&p, &mut records)?;
+        }
+        self.emit(records);
+        Ok(())
+    }
+
     /// Tells `/health` how many files wait for a retry for want of resources.
     fn report_reading(&self) {
         let failing: Vec<&Retry> = self.retry.values().filter(|r| r.resource).collect();
@@ -630,6 +686,9 @@ impl Daemon {
                     }
                     t.path = q.clone();
                     t.rel = self.sources[si].rel(&q);
+                    for r in self.reader_path.values_mut().filter(|r| r.as_path() == p) {
+                        r.clone_from(&q);
+                    }
                     if let Some(id) = t.id() {
                         self.by_id.insert(id, q.clone());
                     }

@@ -10,15 +10,23 @@
 //! restart, against the checkpoint.
 //!
 //! **Reading** goes through [`super::open::open_regular`] (regular files only, no link, no
-//! blocking) with `pread`, at most a byte budget per call (the loop gives each step a budget, so
-//! that a huge backlog is read over many short steps and the loop stays responsive). The
-//! pipeline state of a quiet file is dropped from memory and rebuilt from the file when it
-//! grows again: the file is replayed up to the committed offset without emitting anything,
-//! also in budgeted steps.
+//! blocking) with `pread`. What a live file appends is read on the loop, at most a byte budget
+//! per call (the loop gives each step a budget, so that a large read is spread over short steps
+//! and the loop stays responsive). A backlog — [`READ_AHEAD_MIN`] bytes or more unread, once
+//! the format is settled — is read ahead on reader threads ([`crate::sources::backlog`]): they
+//! read, cut and parse it on both cores and hand the parsed reads to the loop through a bounded
+//! stream ([`Tailed::take_stream`]); the loop applies them in file order
+//! ([`Tailed::take_read`]), so the stages see exactly what an inline read would have given
+//! them. While a file is read ahead its deadlines wait (its tail is not its tail yet), and a
+//! truncation, a rewrite, an eviction or the file leaving its path drops the read-ahead: the
+//! file is read again from the last line applied. The pipeline state of a quiet file is
+//! dropped from memory and rebuilt from the file when it grows again: the file is replayed up
+//! to the committed offset without emitting anything, read ahead or in budgeted steps too.
 
 use super::envelope::{now, Change, Record};
 use super::open;
 use crate::sinks::Count;
+use crate::sources::backlog::{self, Backlog, Item};
 use crate::transcript::finding::Output;
 use crate::transcript::stages::events::EventLog;
 use crate::transcript::{Event, Finding, Format, Inputs, Options, Pipeline, Stats};
@@ -35,6 +43,10 @@ pub const HEAD_LEN: u64 = 1024;
 
 /// How many bytes before the read offset fingerprint it.
 pub const FP_LEN: usize = 1024;
+
+/// Unread bytes from which a transcript is read ahead on reader threads
+/// ([`crate::sources::backlog`]) rather than on the loop.
+pub const READ_AHEAD_MIN: u64 = 4 << 20;
 
 /// What a file's pipeline is built from: the configured stages, in order.
 #[derive(Debug)]
@@ -97,6 +109,17 @@ pub enum Kind {
     Transcript(Option<Format>),
     /// An event log.
     Events,
+}
+
+/// How far a read on the loop went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// To the end of the file.
+    End,
+    /// The budget ran out first.
+    Budget,
+    /// The rest is read ahead on reader threads.
+    Ahead,
 }
 
 /// What happened when a file was polled.
@@ -179,6 +202,10 @@ pub struct Tailed {
     pending_seen: usize,
     /// Counters since the daemon last took them (for the metrics sink).
     pub counts: Vec<Count>,
+    /// The backlog being read ahead, if it is.
+    ahead: Option<Backlog>,
+    /// Its stream, until the loop takes it.
+    stream: Option<(u64, tokio_stream::wrappers::ReceiverStream<Item>)>,
 }
 
 impl Tailed {
@@ -217,6 +244,8 @@ impl Tailed {
             events_seen: BTreeMap::new(),
             pending_seen: 0,
             counts: Vec::new(),
+            ahead: None,
+            stream: None,
         }
     }
 
@@ -304,6 +333,7 @@ impl Tailed {
 
     /// Drops the pipeline state and the handle; the file's progress is kept.
     pub fn evict(&mut self) {
+        self.stop_read_ahead();
         if let Some(p) = self.pipeline.take() {
             if !self.replaying {
                 self.committed = p.committed_offset();
@@ -327,6 +357,8 @@ impl Tailed {
 
     /// Starts over from the first byte (truncation, rewrite). The handle stays: same inode.
     fn reset(&mut self) {
+        self.ahead = None;
+        self.stream = None;
         self.pipeline = None;
         self.replaying = false;
         self.offset = 0;
@@ -431,29 +463,44 @@ impl Tailed {
         self.mtime = mtime;
         self.mtime_s = meta.mtime();
         self.modified = meta.modified().ok();
+        if let Some(b) = &self.ahead {
+            if !b.broken() {
+                // Read ahead: the reader threads are on it.
+                return Ok((Polled::Ok, 0));
+            }
+            tracing::warn!(file = %self.path.display(), "a reader thread failed; reading on the loop");
+            self.stop_read_ahead();
+        }
         // Nothing new. A file whose state is not in memory is not rebuilt for nothing, unless
         // its tail is still to be evaluated (restored from a checkpoint taken before that).
         if !self.replaying && size <= self.offset.max(self.committed) && (self.is_loaded() || self.tail_done) {
             return Ok((Polled::Ok, 0));
         }
-        let n = self.read(buf, out, budget)?;
-        if n < budget {
-            // Read to its end: from now on, what is read is growth.
-            self.catching_up = None;
+        let (n, reach) = self.read(buf, out, budget, true)?;
+        match reach {
+            Reach::End => {
+                // Read to its end: from now on, what is read is growth.
+                self.catching_up = None;
+                Ok((Polled::Ok, n))
+            }
+            Reach::Budget => Ok((Polled::More, n)),
+            Reach::Ahead => Ok((Polled::Ok, n)),
         }
-        Ok((if n >= budget { Polled::More } else { Polled::Ok }, n))
     }
 
     /// Reads what the open handle (the inode that left the path) still has after the offset:
     /// lines written just before a rotation or deletion are still the file's.
     pub fn read_rest(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>) -> u64 {
+        self.stop_read_ahead();
         if self.file.is_none() || !self.is_loaded() {
             return 0;
         }
-        self.read(buf, out, u64::MAX).unwrap_or(0)
+        self.read(buf, out, u64::MAX, false).map_or(0, |(n, _)| n)
     }
 
-    fn read(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, budget: u64) -> io::Result<u64> {
+    /// Reads at most `budget` bytes on the loop (with `ahead`, the rest of a backlog is read
+    /// ahead instead, once the format is settled).
+    fn read(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, budget: u64, ahead: bool) -> io::Result<(u64, Reach)> {
         if self.pipeline.is_none() {
             let mut p = self.spec.build(self.kind);
             p.grew(clock(self.last_growth));
@@ -464,9 +511,143 @@ impl Tailed {
         }
         buf.resize(super::READ_CHUNK, 0);
         let f = self.file.take().expect("opened");
-        let r = self.read_from(&f, buf, budget);
+        let r = if ahead { self.read_or_start(&f, buf, budget) } else { self.read_from(&f, buf, budget).map(|(r, fr)| (r, fr, r < budget)) };
         self.file = Some(f);
-        let (read, fresh) = r?;
+        let (read, fresh, reach) = match r? {
+            (read, fresh, _) if self.ahead.is_some() => (read, fresh, Reach::Ahead),
+            (read, fresh, true) => (read, fresh, Reach::End),
+            (read, fresh, false) => (read, fresh, Reach::Budget),
+        };
+        self.after_read(fresh, out);
+        Ok((read, reach))
+    }
+
+    /// Starts reading ahead if the backlog is large enough and the format settled; otherwise
+    /// reads on the loop (a short read when a read-ahead waits for the format: the lines that
+    /// settle it), and starts reading ahead after it if it can. Returns the bytes read, how
+    /// many were new, and whether the read reached the end of what it could read.
+    fn read_or_start(&mut self, f: &File, buf: &mut [u8], budget: u64) -> io::Result<(u64, u64, bool)> {
+        if self.start_read_ahead(f) {
+            return Ok((0, 0, false));
+        }
+        let settling = self.read_ahead_end().is_some() && self.pipeline.as_mut().and_then(Pipeline::checker_mut).is_some_and(|c| !c.settled());
+        let limit = if settling { budget.min(super::READ_CHUNK as u64) } else { budget };
+        let (read, fresh) = self.read_from(f, buf, limit)?;
+        let end = read < limit;
+        self.start_read_ahead(f);
+        Ok((read, fresh, end))
+    }
+
+    /// Whether the unread part is a backlog to read ahead, and where the read-ahead ends
+    /// (`Some(None)`: at the end of the file; a replay ends at the committed offset).
+    fn read_ahead_end(&self) -> Option<Option<u64>> {
+        let end = self.replaying.then_some(self.committed);
+        (end.unwrap_or(self.size).saturating_sub(self.offset) >= READ_AHEAD_MIN).then_some(end)
+    }
+
+    /// Starts reading the backlog ahead on reader threads, if it is one, the format is settled,
+    /// and a reader is free; whether it is read ahead now.
+    fn start_read_ahead(&mut self, f: &File) -> bool {
+        if self.ahead.is_some() {
+            return true;
+        }
+        let Some(end) = self.read_ahead_end() else { return false };
+        let Some(c) = self.pipeline.as_mut().and_then(Pipeline::checker_mut) else { return false };
+        let Some(cutter) = c.cutter() else { return false };
+        // The reader's own descriptor: the loop may close the file's meanwhile.
+        let started = match f.try_clone() {
+            Ok(own) => backlog::start(own, self.offset, end, cutter),
+            Err(_) => Err(cutter),
+        };
+        match started {
+            Ok((b, stream)) => {
+                self.stream = Some((b.id(), stream));
+                self.ahead = Some(b);
+                true
+            }
+            Err(cutter) => {
+                c.restore_cutter(cutter);
+                false
+            }
+        }
+    }
+
+    /// Stops reading ahead: the reads not applied yet are dropped, and the file is read again
+    /// from the last line applied (where the checker's framing stands).
+    fn stop_read_ahead(&mut self) {
+        if self.ahead.take().is_some() {
+            self.stream = None;
+            if let Some(p) = &self.pipeline {
+                self.offset = p.committed_offset();
+            }
+            self.ring.clear();
+        }
+    }
+
+    /// The reader that reads the file ahead, if one does.
+    pub fn reading_ahead(&self) -> Option<u64> {
+        self.ahead.as_ref().map(Backlog::id)
+    }
+
+    /// A new read-ahead's stream and its reader's id, for the loop to poll.
+    pub fn take_stream(&mut self) -> Option<(u64, tokio_stream::wrappers::ReceiverStream<Item>)> {
+        self.stream.take()
+    }
+
+    /// An item from the stream of reader `id`: the reads that are now in file order are
+    /// applied to the pipeline, their records added to `out`. Returns the bytes applied and
+    /// whether the read-ahead ended (the loop polls the file then, for what is left); `None`
+    /// if the file is not read ahead by that reader (any more).
+    pub fn take_read(&mut self, id: u64, item: Item, out: &mut Vec<Record>) -> Option<(u64, bool)> {
+        let b = self.ahead.as_mut().filter(|b| b.id() == id)?;
+        b.accept(item);
+        let (mut read, mut fresh, mut ended) = (0u64, 0u64, false);
+        while let Some(item) = self.ahead.as_mut().and_then(Backlog::next) {
+            let c = self.pipeline.as_mut().and_then(Pipeline::checker_mut).expect("only a transcript is read ahead");
+            match item {
+                Item::Read { at, chunk, .. } => {
+                    debug_assert_eq!(at, self.offset, "reads are applied in file order");
+                    let n = chunk.bytes().len() as u64;
+                    note_read(&mut self.head_buf, self.head, &mut self.ring, self.offset, chunk.bytes());
+                    let buf = c.apply_parsed(chunk);
+                    // The stages saw every output through the observer.
+                    c.drain().for_each(drop);
+                    self.ahead.as_ref().expect("read ahead").give_back(buf);
+                    self.offset += n;
+                    read += n;
+                    if !self.replaying {
+                        fresh += n;
+                    }
+                }
+                Item::End { cutter, error, .. } => {
+                    c.restore_cutter(cutter);
+                    self.ahead = None;
+                    if let Some(e) = error {
+                        // Read again on the loop, which retries.
+                        tracing::debug!(file = %self.path.display(), error = %e, "read-ahead stopped");
+                    }
+                    ended = true;
+                }
+            }
+        }
+        self.settle_head();
+        let want = (FP_LEN as u64).min(self.offset) as usize;
+        if read > 0 && self.ring.len() >= want {
+            self.fp = Some(Fingerprint { end: self.offset, len: want as u64, hash: xxhash_rust::xxh3::xxh3_64(&self.ring[self.ring.len() - want..]) });
+        }
+        if ended {
+            self.ring = Vec::new();
+            if self.replaying && self.offset >= self.committed {
+                self.finish_replay();
+            }
+        }
+        self.after_read(fresh, out);
+        Some((read, ended))
+    }
+
+    /// After `fresh` new bytes were read: growth (unless a quiet file is caught up with), the
+    /// tail findings retracted, the records.
+    fn after_read(&mut self, fresh: u64, out: &mut Vec<Record>) {
         if fresh > 0 {
             let age = self.modified.and_then(|m| m.elapsed().ok());
             match self.catching_up {
@@ -491,7 +672,6 @@ impl Tailed {
         if !self.replaying {
             self.collect(out);
         }
-        Ok(read)
     }
 
     /// Reads at most `budget` bytes through `f` into the pipeline (replayed bytes are not
@@ -518,20 +698,7 @@ impl Tailed {
                 Err(e) => return Err(e),
             };
             let chunk = &buf[..n];
-            if self.offset < HEAD_LEN && self.head.is_none_or(|(_, len)| len < HEAD_LEN) {
-                let take = ((HEAD_LEN - self.offset) as usize).min(n);
-                if self.head_buf.len() as u64 == self.offset {
-                    self.head_buf.extend_from_slice(&chunk[..take]);
-                }
-            }
-            if n >= FP_LEN {
-                self.ring.clear();
-                self.ring.extend_from_slice(&chunk[n - FP_LEN..]);
-            } else {
-                self.ring.extend_from_slice(chunk);
-                let excess = self.ring.len().saturating_sub(FP_LEN);
-                self.ring.drain(..excess);
-            }
+            note_read(&mut self.head_buf, self.head, &mut self.ring, self.offset, chunk);
             // The lenient policy never stops.
             let _ = self.pipeline.as_mut().expect("loaded").feed(chunk);
             self.offset += n as u64;
@@ -540,12 +707,7 @@ impl Tailed {
                 fresh += n as u64;
             }
         }
-        if self.head.is_none_or(|(_, len)| len < self.head_buf.len() as u64) && !self.head_buf.is_empty() {
-            self.head = Some((xxhash_rust::xxh3::xxh3_64(&self.head_buf), self.head_buf.len() as u64));
-            if self.head_buf.len() as u64 >= HEAD_LEN {
-                self.head_buf = Vec::new();
-            }
-        }
+        self.settle_head();
         if left < budget {
             // Fewer bytes than a fingerprint read, and none checked before them: the rest from
             // the file (bytes read earlier).
@@ -562,6 +724,16 @@ impl Tailed {
         Ok((budget - left, fresh))
     }
 
+    /// Hashes the first bytes once more of them were read.
+    fn settle_head(&mut self) {
+        if self.head.is_none_or(|(_, len)| len < self.head_buf.len() as u64) && !self.head_buf.is_empty() {
+            self.head = Some((xxhash_rust::xxh3::xxh3_64(&self.head_buf), self.head_buf.len() as u64));
+            if self.head_buf.len() as u64 >= HEAD_LEN {
+                self.head_buf = Vec::new();
+            }
+        }
+    }
+
     /// The pipeline is rebuilt up to the committed offset: what replay produced was reported
     /// before; only its counters matter.
     fn finish_replay(&mut self) {
@@ -575,13 +747,13 @@ impl Tailed {
 
     /// The stages' deadline for this file, if its state is in memory.
     pub fn deadline(&self) -> Option<Instant> {
-        self.pipeline.as_ref().filter(|_| !self.replaying).and_then(Pipeline::poll_deadline).map(instant)
+        self.pipeline.as_ref().filter(|_| !self.replaying && self.ahead.is_none()).and_then(Pipeline::poll_deadline).map(instant)
     }
 
     /// The clock reached `now`: what the stages have due (the tail findings of a quiet file,
     /// a repair) becomes records; tail findings are kept, to be retracted when the file grows.
     pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Record>) {
-        let Some(p) = self.pipeline.as_mut().filter(|_| !self.replaying) else { return };
+        let Some(p) = self.pipeline.as_mut().filter(|_| !self.replaying && self.ahead.is_none()) else { return };
         let inputs = Inputs { paused: paused_calls(&self.path) };
         p.handle_timeout(clock(now), &inputs);
         self.collect(out);
@@ -638,6 +810,26 @@ pub fn paused_calls(transcript: &Path) -> std::collections::HashSet<String> {
         tracing::warn!(error = %format!("{e:#}"), "pending.json ignored");
         Default::default()
     })
+}
+
+/// Keeps what identifies the file of `chunk`, read at `offset`: the first KiB (while `head` is
+/// short of it) and the last bytes read (for the fingerprint).
+fn note_read(head_buf: &mut Vec<u8>, head: Option<(u64, u64)>, ring: &mut Vec<u8>, offset: u64, chunk: &[u8]) {
+    let n = chunk.len();
+    if offset < HEAD_LEN && head.is_none_or(|(_, len)| len < HEAD_LEN) {
+        let take = ((HEAD_LEN - offset) as usize).min(n);
+        if head_buf.len() as u64 == offset {
+            head_buf.extend_from_slice(&chunk[..take]);
+        }
+    }
+    if n >= FP_LEN {
+        ring.clear();
+        ring.extend_from_slice(&chunk[n - FP_LEN..]);
+    } else {
+        ring.extend_from_slice(chunk);
+        let excess = ring.len().saturating_sub(FP_LEN);
+        ring.drain(..excess);
+    }
 }
 
 /// `len` bytes at `at` (fewer at the end of a short file).

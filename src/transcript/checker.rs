@@ -17,7 +17,7 @@ use super::stages::validate::{Pending, Validator};
 use std::collections::BTreeMap;
 
 mod parallel;
-pub use parallel::feed_parallel;
+pub use parallel::{feed_parallel, CutChunk, Cutter, ParsedChunk};
 
 /// How a checker reads its input.
 #[derive(Debug, Clone)]
@@ -287,6 +287,11 @@ impl<O: Observer> Checker<O> {
     /// The format, once the detector has stopped looking (it may still change before).
     pub fn settled_format(&self) -> Option<Format> {
         self.detector.format().filter(|_| !self.detector.wants_more())
+    }
+
+    /// Whether the detector has stopped looking (the format, or its absence, is final).
+    pub fn settled(&self) -> bool {
+        !self.detector.wants_more()
     }
 
     /// Counters so far.

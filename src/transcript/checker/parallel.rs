@@ -84,6 +84,119 @@ fn parse(chunk: &Chunk, max: usize, format: Option<Format>) -> Pieces<'_> {
         .collect()
 }
 
+/// Cuts `bytes` (the next read of the stream) into spans of complete lines.
+fn cut_spans(splitter: &mut LineSplitter, bytes: &[u8], spans: &mut Vec<Span>) {
+    splitter.cut(bytes, &mut |c| match c {
+        Cut::InChunk { range, offset } => spans.push(Span::InBuffer { range, offset }),
+        Cut::Block(Block::Lines { bytes, offset }) => spans.push(Span::Copied(bytes.to_vec(), offset)),
+        Cut::Block(Block::TooLong { len, raw, .. }) => spans.push(Span::TooLong(len, raw)),
+        // Not kept: `keep_long` is off.
+        Cut::Block(Block::LongBytes(_)) => {}
+    });
+}
+
+/// Applies a parsed chunk's lines to `checker`, in order.
+fn pair<O: Observer>(checker: &mut Checker<O>, p: &mut Parsed) {
+    p.with_dependent_mut(|_, pieces| {
+        for piece in pieces.drain(..) {
+            match piece {
+                Piece::Lines { bytes, count, outcomes } => checker.apply_lines(bytes, count, outcomes),
+                Piece::TooLong(len, raw) => checker.too_long(len, raw),
+            }
+        }
+    });
+}
+
+/// The line framing of a stream taken out of its [`Checker`] ([`Checker::cutter`]) so that a
+/// shell can read ahead on other threads, across as many calls as it likes: each read is cut
+/// here (in stream order, one read at a time), parsed anywhere ([`CutChunk::parse`]), and
+/// applied to the checker in stream order ([`Checker::apply_parsed`]). The outputs are those of
+/// [`Checker::feed`] over the same reads (tested).
+#[derive(Debug)]
+pub struct Cutter {
+    splitter: LineSplitter,
+    max: usize,
+    format: Option<Format>,
+}
+
+impl Cutter {
+    /// Cuts the next read of the stream, `buf[..len]`, into spans of complete lines (a line
+    /// that continues in the next read stays held).
+    pub fn cut(&mut self, buf: Vec<u8>, len: usize) -> CutChunk {
+        let mut spans = Vec::new();
+        cut_spans(&mut self.splitter, &buf[..len], &mut spans);
+        let committed = self.splitter.committed_offset();
+        CutChunk { chunk: Chunk { buf, spans }, len, committed, max: self.max, format: self.format }
+    }
+}
+
+/// One read, cut into spans of lines, not parsed yet.
+#[derive(Debug)]
+pub struct CutChunk {
+    chunk: Chunk,
+    len: usize,
+    committed: u64,
+    max: usize,
+    format: Option<Format>,
+}
+
+impl CutChunk {
+    /// Parses its lines (on any thread).
+    pub fn parse(self) -> ParsedChunk {
+        let (max, format, len, committed) = (self.max, self.format, self.len, self.committed);
+        ParsedChunk { parsed: Parsed::new(self.chunk, |c| parse(c, max, format)), len, committed }
+    }
+}
+
+/// One read with its lines parsed, to be applied in stream order ([`Checker::apply_parsed`]).
+#[derive(Debug)]
+pub struct ParsedChunk {
+    parsed: Parsed,
+    len: usize,
+    committed: u64,
+}
+
+impl ParsedChunk {
+    /// The bytes read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.parsed.borrow_owner().buf[..self.len]
+    }
+
+    /// Stream offset after the last complete line cut so far, this read's included.
+    pub fn committed(&self) -> u64 {
+        self.committed
+    }
+}
+
+impl<O: Observer> Checker<O> {
+    /// Takes the line framing out, for reads cut and parsed elsewhere ([`Cutter`]); `None`
+    /// until the format is settled (the adapter a line is parsed with depends on it) or after
+    /// the strict policy stopped. Until [`Checker::restore_cutter`], the checker's own splitter
+    /// stands at the last line applied, with nothing held: dropping the cutter instead of
+    /// restoring it leaves the checker ready to read again from
+    /// `splitter().committed_offset()`.
+    pub fn cutter(&mut self) -> Option<Cutter> {
+        if self.stopped.is_some() || self.detector.wants_more() {
+            return None;
+        }
+        let (max, committed) = (self.opts.max_line_bytes, self.splitter.committed_offset());
+        let splitter = std::mem::replace(&mut self.splitter, LineSplitter::resume(max, committed));
+        Some(Cutter { splitter, max, format: self.detector.format() })
+    }
+
+    /// Applies the next parsed read, in stream order; returns its buffer for the next read.
+    pub fn apply_parsed(&mut self, mut chunk: ParsedChunk) -> Vec<u8> {
+        pair(self, &mut chunk.parsed);
+        self.splitter = LineSplitter::resume(self.opts.max_line_bytes, chunk.committed);
+        chunk.parsed.into_owner().buf
+    }
+
+    /// Puts back the framing taken by [`Checker::cutter`], after every read it cut was applied.
+    pub fn restore_cutter(&mut self, cutter: Cutter) {
+        self.splitter = cutter.splitter;
+    }
+}
+
 /// Parsed chunks waiting for their turn to be paired.
 struct Turns {
     next: u64,
@@ -164,13 +277,7 @@ impl<O: Observer, F: FnMut(&mut [u8]) -> usize> Shared<'_, O, F> {
                 src.done = true;
                 break;
             }
-            src.splitter.cut(&buf[..n], &mut |c| match c {
-                Cut::InChunk { range, offset } => spans.push(Span::InBuffer { range, offset }),
-                Cut::Block(Block::Lines { bytes, offset }) => spans.push(Span::Copied(bytes.to_vec(), offset)),
-                Cut::Block(Block::TooLong { len, raw, .. }) => spans.push(Span::TooLong(len, raw)),
-                // Not kept: `keep_long` is off.
-                Cut::Block(Block::LongBytes(_)) => {}
-            });
+            cut_spans(&mut src.splitter, &buf[..n], &mut spans);
             // No span: all of it is the start of a long line, now held by the splitter.
         }
         if spans.is_empty() {
@@ -192,14 +299,7 @@ impl<O: Observer, F: FnMut(&mut [u8]) -> usize> Shared<'_, O, F> {
                 Err(TryLockError::Poisoned(e)) => panic!("a parse thread panicked while pairing: {e}"),
             };
             while let Some(mut p) = self.next_in_turn() {
-                p.with_dependent_mut(|_, pieces| {
-                    for piece in pieces.drain(..) {
-                        match piece {
-                            Piece::Lines { bytes, count, outcomes } => checker.apply_lines(bytes, count, outcomes),
-                            Piece::TooLong(len, raw) => checker.too_long(len, raw),
-                        }
-                    }
-                });
+                pair(&mut checker, &mut p);
                 lock(&self.buffers).spare.push(p.into_owner().buf);
                 if checker.stopped.is_some() {
                     // Every thread waiting for a buffer must see it, not just one.
@@ -351,7 +451,58 @@ mod tests {
         }
     }
 
+    /// Through a [`Cutter`], read `chunk` bytes at a time; after `cancel` reads (if any) the
+    /// cutter is dropped and the rest fed from the committed offset, as the daemon does when
+    /// it stops a read-ahead.
+    fn cut_ahead(input: &[u8], max: usize, chunk: usize, cancel: Option<usize>) -> Checked {
+        let mut c = Checker::new(Options { max_line_bytes: max, ..Options::default() });
+        let mut at = 0;
+        while !c.settled() && at < input.len() {
+            let n = chunk.min(input.len() - at);
+            c.feed(&input[at..at + n])?;
+            at += n;
+        }
+        if let Some(mut cutter) = c.cutter() {
+            let mut reads = 0;
+            let mut cut = Vec::new();
+            while at < input.len() && Some(reads) != cancel {
+                let n = chunk.min(input.len() - at);
+                cut.push(cutter.cut(input[at..at + n].to_vec(), n));
+                at += n;
+                reads += 1;
+            }
+            // Parsed on other threads, applied in order.
+            let parsed: Vec<ParsedChunk> =
+                std::thread::scope(|s| cut.into_iter().map(|c| s.spawn(|| c.parse())).collect::<Vec<_>>().into_iter().map(|h| h.join().unwrap()).collect());
+            for p in parsed {
+                let n = p.bytes().len();
+                assert!(c.apply_parsed(p).len() >= n);
+            }
+            if Some(reads) == cancel {
+                at = c.splitter().committed_offset() as usize;
+            } else {
+                c.restore_cutter(cutter);
+            }
+        }
+        while at < input.len() {
+            let n = chunk.min(input.len() - at);
+            c.feed(&input[at..at + n])?;
+            at += n;
+        }
+        let d = c.finish()?;
+        Ok((collect(d.outputs), d.stats))
+    }
+
     proptest! {
+        #[test]
+        fn read_ahead_equals_sequential(lines in proptest::collection::vec(line(), 0..60), torn in any::<bool>(), chunk in 1usize..300, cancel in proptest::option::of(0usize..20)) {
+            let mut input = lines.join("\n").into_bytes();
+            if !torn && !input.is_empty() {
+                input.push(b'\n');
+            }
+            prop_assert_eq!(cut_ahead(&input, 100, chunk, cancel), sequential(&input, 100, false));
+        }
+
         #[test]
         fn parallel_equals_sequential(lines in proptest::collection::vec(line(), 0..60), torn in any::<bool>(), jobs in 1usize..4, chunk in 1usize..300, strict in any::<bool>()) {
             let mut input = lines.join("\n").into_bytes();
