@@ -818,6 +818,10 @@ impl Daemon {
     fn timers(&mut self) -> anyhow::Result<()> {
         let now = Instant::now();
         let mut records = Vec::new();
+        // Read-aheads dropped (truncation, eviction, the file gone) whose stream said nothing
+        // more: forgotten (their streams end on their own).
+        let files = &self.files;
+        self.reader_path.retain(|id, p| files.get(p).is_some_and(|t| t.reading_ahead() == Some(*id)));
         // Reads left over from earlier steps, then files whose read failed.
         while self.step_left > 0 {
             let Some(p) = self.backlog.pop_front() else { break };

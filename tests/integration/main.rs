@@ -22,6 +22,7 @@ mod mutate;
 mod mutation;
 mod orphans;
 mod pipeline;
+mod read_ahead;
 mod readme;
 mod real;
 mod receiver;

@@ -470,3 +470,41 @@ fn kill_9_harness_is_exactly_once_for_the_http_sink_with_the_collector_killed_to
     // only now and then; the records after the checkpoint are replayed either way.)
     assert!(before_restart > 0, "nothing was delivered while the kills went on: the harness proved little");
 }
+
+/// `kill -9` while large backlogs are read ahead (reader threads, reads applied in order
+/// between checkpoints): after the restarts, every finding and compaction is on stdout exactly
+/// once.
+#[test]
+fn kill_9_while_backlogs_are_read_ahead_is_exactly_once() {
+    let kills = env_or("TRANSCRIPTD_KILLS", 25).min(8);
+    let seed = seed();
+    let mut rng = Rng::new(seed ^ 0x5245_4144);
+    eprintln!("kill -9 during read-ahead: {kills} kills, TRANSCRIPTD_SEED={seed}");
+    let mut d = Daemon::prepare(Opts::default());
+    for (i, mib) in [16u32, 8].iter().enumerate() {
+        super::read_ahead::backlog(&d, &d.watch_dir().join(format!("big{i}.jsonl")), *mib, (seed % 1000) as u32 + i as u32);
+    }
+    for _ in 0..kills {
+        d.spawn();
+        std::thread::sleep(Duration::from_millis(300 + rng.below(2500)));
+        d.kill9();
+    }
+    d.start();
+    let w = d.watch_dir();
+    let want = check_dir(&w);
+    let want_c = compactions_in(&w);
+    wait(Duration::from_secs(120), || tally(&d.records(), &want, &want_c).lost.is_empty());
+    assert_eq!(d.stop(), Some(0), "{}", d.log());
+    let t = tally(&d.records(), &want, &want_c);
+    let cuts = d.log().lines().filter(|l| l.contains("stdout cut back")).count();
+    eprintln!(
+        "kill -9 during read-ahead: {kills} kills ({cuts} cut stdout back), {} findings and {} compactions expected, {} lost, {} duplicated, {} spurious",
+        want.len(),
+        want_c.len(),
+        t.lost.len(),
+        t.duplicated.len(),
+        t.spurious.len()
+    );
+    assert!(t.lost.is_empty() && t.duplicated.is_empty() && t.spurious.is_empty(), "TRANSCRIPTD_SEED={seed}: {t:#?}");
+    assert!(cuts > 0, "no kill fell between a write and the next checkpoint: the test proved nothing");
+}
