@@ -9,12 +9,17 @@ use std::time::Duration;
 /// Writes a generated transcript of `mib` MiB (faults, compactions, a torn last line) to
 /// `dest`, through a staging directory so that it appears at once.
 pub fn backlog(d: &Daemon, dest: &Path, mib: u32, seed: u32) {
+    backlog_with(d, dest, mib, seed, "0.01");
+}
+
+/// [`backlog`] with this rate of faults.
+pub fn backlog_with(d: &Daemon, dest: &Path, mib: u32, seed: u32, faults: &str) {
     let staged = d.root.path().join("staged");
     std::fs::create_dir_all(&staged).unwrap();
     let tmp = staged.join(dest.file_name().unwrap());
     let status = std::process::Command::new("python3")
         .arg(super::support::root().join("benches/gen_transcripts.py"))
-        .args(["--bytes", &format!("{mib}MiB"), "--seed", &seed.to_string(), "--faults", "0.01", "--compact-boundary", "0.3", "--truncate-last", "1"])
+        .args(["--bytes", &format!("{mib}MiB"), "--seed", &seed.to_string(), "--faults", faults, "--compact-boundary", "0.3", "--truncate-last", "1"])
         .args(["--split-assistant", "-o"])
         .arg(&tmp)
         .status()

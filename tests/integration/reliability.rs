@@ -476,19 +476,23 @@ fn kill_9_harness_is_exactly_once_for_the_http_sink_with_the_collector_killed_to
 /// once.
 #[test]
 fn kill_9_while_backlogs_are_read_ahead_is_exactly_once() {
-    let kills = env_or("TRANSCRIPTD_KILLS", 25).min(8);
+    let kills = env_or("TRANSCRIPTD_KILLS", 25) / 3;
     let seed = seed();
     let mut rng = Rng::new(seed ^ 0x5245_4144);
     eprintln!("kill -9 during read-ahead: {kills} kills, TRANSCRIPTD_SEED={seed}");
     let mut d = Daemon::prepare(Opts::default());
-    for (i, mib) in [16u32, 8].iter().enumerate() {
-        super::read_ahead::backlog(&d, &d.watch_dir().join(format!("big{i}.jsonl")), *mib, (seed % 1000) as u32 + i as u32);
+    // Many faults: records all along the files, so that kills fall between a write and the
+    // checkpoint after it.
+    for (i, mib) in [24u32, 12].iter().enumerate() {
+        super::read_ahead::backlog_with(&d, &d.watch_dir().join(format!("big{i}.jsonl")), *mib, (seed % 1000) as u32 + i as u32, "0.2");
     }
+    let t = Instant::now();
     for _ in 0..kills {
         d.spawn();
-        std::thread::sleep(Duration::from_millis(300 + rng.below(2500)));
+        std::thread::sleep(Duration::from_millis(150 + rng.below(1000)));
         d.kill9();
     }
+    eprintln!("kill -9 during read-ahead: {kills} kills in {:.1}s", t.elapsed().as_secs_f64());
     d.start();
     let w = d.watch_dir();
     let want = check_dir(&w);
