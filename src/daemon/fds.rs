@@ -2,7 +2,7 @@
 //!
 //! At start the soft limit is raised to the hard one (as Go and many servers do). What is left
 //! after a fixed reserve (standard streams, inotify, the runtimes, checkpoint writes, sinks,
-//! directory walks, repairs) is shared between watched files (`daemon.max_open_files`, lowered
+//! directory walks, repairs, the read-aheads' own descriptors) is shared between watched files (`daemon.max_open_files`, lowered
 //! with a warning if it does not fit) and metrics connections (the prometheus sink's
 //! `max_connections`, likewise), so that neither can starve the other: a connection flood
 //! cannot take the descriptors files and checkpoints need.

@@ -554,8 +554,13 @@ impl Tailed {
         let Some(end) = self.read_ahead_end() else { return false };
         let Some(c) = self.pipeline.as_mut().and_then(Pipeline::checker_mut) else { return false };
         let Some(cutter) = c.cutter() else { return false };
-        // The reader's own descriptor: the loop may close the file's meanwhile.
-        let started = match f.try_clone() {
+        // The reader's own descriptor (the loop may close the file's meanwhile); one of the
+        // reserve's (`fds::RESERVED`), taken under the gate as a file open is.
+        let own = {
+            let _gate = super::fds::gate();
+            f.try_clone()
+        };
+        let started = match own {
             Ok(own) => backlog::start(own, self.offset, end, cutter),
             Err(_) => Err(cutter),
         };
