@@ -202,10 +202,8 @@ pub struct Tailed {
     pending_seen: usize,
     /// Counters since the daemon last took them (for the metrics sink).
     pub counts: Vec<Count>,
-    /// The backlog being read ahead, if it is.
-    ahead: Option<Backlog>,
-    /// Its stream, until the loop takes it.
-    stream: Option<(u64, tokio_stream::wrappers::ReceiverStream<Item>)>,
+    /// The backlog being read ahead, if it is (boxed: 10,000 idle files pay a pointer each).
+    ahead: Option<Box<Backlog>>,
 }
 
 impl Tailed {
@@ -245,7 +243,6 @@ impl Tailed {
             pending_seen: 0,
             counts: Vec::new(),
             ahead: None,
-            stream: None,
         }
     }
 
@@ -358,7 +355,6 @@ impl Tailed {
     /// Starts over from the first byte (truncation, rewrite). The handle stays: same inode.
     fn reset(&mut self) {
         self.ahead = None;
-        self.stream = None;
         self.pipeline = None;
         self.replaying = false;
         self.offset = 0;
@@ -565,9 +561,8 @@ impl Tailed {
             Err(_) => Err(cutter),
         };
         match started {
-            Ok((b, stream)) => {
-                self.stream = Some((b.id(), stream));
-                self.ahead = Some(b);
+            Ok(b) => {
+                self.ahead = Some(Box::new(b));
                 true
             }
             Err(cutter) => {
@@ -581,7 +576,6 @@ impl Tailed {
     /// from the last line applied (where the checker's framing stands).
     fn stop_read_ahead(&mut self) {
         if self.ahead.take().is_some() {
-            self.stream = None;
             if let Some(p) = &self.pipeline {
                 self.offset = p.committed_offset();
             }
@@ -591,12 +585,13 @@ impl Tailed {
 
     /// The reader that reads the file ahead, if one does.
     pub fn reading_ahead(&self) -> Option<u64> {
-        self.ahead.as_ref().map(Backlog::id)
+        self.ahead.as_ref().map(|b| b.id())
     }
 
     /// A new read-ahead's stream and its reader's id, for the loop to poll.
     pub fn take_stream(&mut self) -> Option<(u64, tokio_stream::wrappers::ReceiverStream<Item>)> {
-        self.stream.take()
+        let b = self.ahead.as_mut()?;
+        Some((b.id(), b.take_stream()?))
     }
 
     /// An item from the stream of reader `id`: the reads that are now in file order are
@@ -607,7 +602,7 @@ impl Tailed {
         let b = self.ahead.as_mut().filter(|b| b.id() == id)?;
         b.accept(item);
         let (mut read, mut fresh, mut ended) = (0u64, 0u64, false);
-        while let Some(item) = self.ahead.as_mut().and_then(Backlog::next) {
+        while let Some(item) = self.ahead.as_mut().and_then(|b| b.next()) {
             let c = self.pipeline.as_mut().and_then(Pipeline::checker_mut).expect("only a transcript is read ahead");
             match item {
                 Item::Read { at, chunk, .. } => {

@@ -107,14 +107,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A backlog being read ahead: the loop's end of it (the stream is handed out separately, to be
-/// polled beside the loop's other events).
+/// A backlog being read ahead: the loop's end of it (its stream is taken out, to be polled
+/// beside the loop's other events).
 #[derive(Debug)]
 pub struct Backlog {
     id: u64,
     shared: Arc<Shared>,
     waiting: BTreeMap<u64, Item>,
     next: u64,
+    /// Its stream, until the loop takes it.
+    stream: Option<ReceiverStream<Item>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -126,7 +128,7 @@ impl std::fmt::Debug for Shared {
 /// Starts reading `file` ahead from `at` (up to `end`, or to its end) with `cutter`, the
 /// framing of the stream at `at`. `None` (and the cutter back) when [`MAX_READERS`] backlogs
 /// are read already.
-pub fn start(file: File, at: u64, end: Option<u64>, cutter: Cutter) -> Result<(Backlog, ReceiverStream<Item>), Cutter> {
+pub fn start(file: File, at: u64, end: Option<u64>, cutter: Cutter) -> Result<Backlog, Cutter> {
     if ACTIVE.fetch_add(1, Ordering::AcqRel) >= MAX_READERS {
         ACTIVE.fetch_sub(1, Ordering::AcqRel);
         return Err(cutter);
@@ -155,13 +157,18 @@ pub fn start(file: File, at: u64, end: Option<u64>, cutter: Cutter) -> Result<(B
         }
     }
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    Ok((Backlog { id, shared, waiting: BTreeMap::new(), next: 0 }, ReceiverStream::new(rx)))
+    Ok(Backlog { id, shared, waiting: BTreeMap::new(), next: 0, stream: Some(ReceiverStream::new(rx)) })
 }
 
 impl Backlog {
     /// Which reader this is (stale items of a reader dropped since are told apart by it).
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The stream of parsed reads, for the loop to poll (once).
+    pub fn take_stream(&mut self) -> Option<ReceiverStream<Item>> {
+        self.stream.take()
     }
 
     /// Takes an item from the stream (in any order).
