@@ -602,7 +602,7 @@ impl Tailed {
         let b = self.ahead.as_mut().filter(|b| b.id() == id)?;
         b.accept(item);
         let (mut read, mut fresh, mut ended) = (0u64, 0u64, false);
-        while let Some(item) = self.ahead.as_mut().and_then(|b| b.next()) {
+        while let Some(item) = self.ahead.as_mut().and_then(|b| b.next_in_order()) {
             let c = self.pipeline.as_mut().and_then(Pipeline::checker_mut).expect("only a transcript is read ahead");
             match item {
                 Item::Read { at, chunk, .. } => {

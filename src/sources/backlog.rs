@@ -10,7 +10,7 @@
 //! offset), then parses them while they are in its core's cache and sends them, numbered, down
 //! the channel; the last message, [`Item::End`], brings the framing back. The loop receives the
 //! reads in whatever order the threads finished them; [`Backlog::accept`] and
-//! [`Backlog::next`] put them back in file order.
+//! [`Backlog::next_in_order`] put them back in file order.
 //!
 //! **Memory is flat and a slow sink slows the reads:** there are [`BUFFERS`] buffers per
 //! reader and a read needs one; a buffer comes back only when the loop has applied its read
@@ -177,7 +177,7 @@ impl Backlog {
     }
 
     /// The next item in file order, if it has come.
-    pub fn next(&mut self) -> Option<Item> {
+    pub fn next_in_order(&mut self) -> Option<Item> {
         let item = self.waiting.remove(&self.next)?;
         self.next += 1;
         Some(item)
