@@ -5,11 +5,13 @@ use super::output::{human_bytes, plural, FindingRecord};
 use super::style::Paint;
 use super::{Exit, OutputFormat};
 use crate::sources::batch::{self, Input};
-use crate::transcript::{checker, Checker, Finding, FindingFilter, Format, Kind, Options, Severity, Stats, StrictStop};
+use crate::transcript::stages::validate::Validate;
+use crate::transcript::{checker, Event, Finding, FindingFilter, Format, Kind, Options, Pipeline, Severity, Stats, StrictStop};
 use anyhow::Context;
 use rayon::prelude::*;
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 use std::time::Instant;
 
 /// Arguments of `transcriptd check`.
@@ -66,7 +68,8 @@ pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, h
             head.extend_from_slice(&chunk[..chunk.len().min(head_max - head.len())]);
         }
     };
-    let mut c = Checker::new(opts.clone());
+    // `check` is the preset stage list `[validate]` behind the parse front.
+    let mut c = Pipeline::transcript(opts.clone(), vec![Box::new(Validate::new(Duration::MAX))], Duration::MAX);
     let mut stop: Option<StrictStop> = None;
     // A large file is read and parsed by `jobs` threads in turn, this one among them.
     let large = input.path().and_then(|p| std::fs::metadata(p).ok()).is_some_and(|m| m.len() > PARALLEL_MIN);
@@ -81,7 +84,8 @@ pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, h
                 keep_head(&buf[..n]);
                 n
             };
-            stop = checker::feed_parallel(&mut c, opts.jobs, PARALLEL_CHUNK, fill).err();
+            let c = c.checker_mut().expect("a transcript pipeline");
+            stop = checker::feed_parallel(c, opts.jobs, PARALLEL_CHUNK, fill).err();
             error.map_or(Ok(()), Err)
         })
     } else {
@@ -99,13 +103,16 @@ pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, h
     };
     let report = |format, findings, stats, error, stop| FileReport { input: input.clone(), format, findings, stats, error, stop };
     if let Err(e) = read {
-        return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}: {e}", input.display())), None);
+        return report(c.format(), Vec::new(), c.stats().cloned().unwrap_or_default(), Some(format!("{}: {e}", input.display())), None);
     }
     if let Some(s) = stop {
-        return report(c.format(), Vec::new(), c.stats().clone(), Some(format!("{}:{s}", input.display())), Some(s));
+        return report(c.format(), Vec::new(), c.stats().cloned().unwrap_or_default(), Some(format!("{}:{s}", input.display())), Some(s));
     }
     match c.finish() {
-        Ok(done) => report(done.format, checker::collect(done.outputs), done.stats, None, None),
+        Ok((events, stats, format)) => {
+            let outputs = events.into_iter().filter_map(|e| if let Event::Output(o) = e { Some(o) } else { None });
+            report(format, checker::collect(outputs), stats, None, None)
+        }
         Err(s) => report(None, Vec::new(), Stats::default(), Some(format!("{}:{s}", input.display())), Some(s)),
     }
 }

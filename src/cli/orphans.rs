@@ -9,7 +9,8 @@ use crate::config::tools::ToolRegistry;
 use crate::sources::batch::{self, Input};
 use crate::transcript::checker::Outcome;
 use crate::transcript::forward::Forward;
-use crate::transcript::stages::orphans::{classify, Handling, OpenCall, Orphan, OrphanScan, Policy};
+use crate::transcript::pipeline::{Event, Input as StageInput, Inputs, Stage};
+use crate::transcript::stages::orphans::{classify, Handling, OpenCall, Orphan, Orphans, Policy};
 use crate::transcript::{Format, Kind, Severity};
 use anyhow::Context as _;
 use rayon::prelude::*;
@@ -85,56 +86,55 @@ pub struct Scanned {
     pub in_flight: Vec<OpenCall>,
 }
 
-/// Reads `input` forward and finds the open calls of its last assistant turn. With a
-/// `grace` period and the file's modification time, a call at the tail of a recently modified
-/// file is still in flight.
+/// Reads `input` forward and finds the open calls of its last assistant turn: the preset
+/// stage list `[orphans]` over a batch read. With a `grace` period and the file's modification
+/// time, a call at the tail of a recently modified file is still in flight: the stage is told the
+/// file grew at its modification time and the clock is now, as the daemon tells it.
 pub fn scan(input: &Input, format: Option<Format>, max_line_bytes: usize, grace: Duration) -> anyhow::Result<Scanned> {
     let mut forward = Forward::new(format, max_line_bytes);
-    let mut stage: Option<OrphanScan> = None;
+    let mut stage = Orphans::new(grace);
+    let mut told = false;
+    let mut sink = Vec::new();
     let mut on_line = |o: Outcome<'_>, _: &[u8], format: Option<Format>| {
-        if let (Outcome::Parsed(n, p), Some(f)) = (o, format) {
-            stage.get_or_insert_with(|| OrphanScan::new(f, grace)).push(n, &p);
+        if let (Outcome::Parsed(number, parsed), Some(f)) = (o, format) {
+            if !std::mem::replace(&mut told, true) {
+                stage.format(f);
+            }
+            stage.input(&StageInput::Entry { number, parsed: &parsed }, &mut sink);
         }
     };
     super::input::read_forward(input, &mut forward, &mut on_line)?;
     let format = forward.format();
-    let Some(mut stage) = stage else { return Ok(Scanned { format, orphans: Vec::new(), in_flight: Vec::new() }) };
+    let calls = |events: Vec<Event>| -> Vec<OpenCall> {
+        events
+            .iter()
+            .filter_map(Event::finding)
+            .map(|f| OpenCall { line: f.line, id: f.call_id.clone().unwrap_or_default(), name: f.tool.clone().unwrap_or_default() })
+            .collect()
+    };
     let modified = input.path().and_then(|p| std::fs::metadata(p).ok()).and_then(|m| m.modified().ok());
     let since_epoch = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    match modified {
-        Some(mtime) if !grace.is_zero() => {
-            // The file's last growth is its modification time; the clock says how long ago.
-            stage.grew(since_epoch(mtime));
-            let orphans = stage.handle_timeout(since_epoch(SystemTime::now()));
-            let declared: HashSet<&str> = orphans.iter().map(|c| c.id.as_str()).collect();
-            let in_flight = stage.open_calls().into_iter().filter(|c| !declared.contains(c.id.as_str())).collect();
-            Ok(Scanned { format, orphans, in_flight })
-        }
-        _ => Ok(Scanned { format, orphans: stage.finish(), in_flight: Vec::new() }),
+    let mut orphans = Vec::new();
+    if let Some(mtime) = modified.filter(|_| !grace.is_zero()) {
+        // The file's last growth is its modification time; the clock says how long ago.
+        stage.grew(since_epoch(mtime));
+        let mut due = Vec::new();
+        stage.handle_timeout(since_epoch(SystemTime::now()), &Inputs::default(), &mut due);
+        orphans = calls(due);
     }
+    // What the deadline did not declare: orphans of a complete file, or calls in flight.
+    let mut rest = Vec::new();
+    stage.finish(&mut rest);
+    let rest = calls(rest);
+    Ok(if grace.is_zero() || modified.is_none() {
+        Scanned { format, orphans: rest, in_flight: Vec::new() }
+    } else {
+        Scanned { format, orphans, in_flight: rest }
+    })
 }
 
-/// The call ids a host listed in `pending.json` beside the transcript (seed 003): a JSON array
-/// of objects with a `call_id`. A missing file lists nothing.
-pub fn paused_calls(dir: &Path) -> anyhow::Result<HashSet<String>> {
-    let path = dir.join("pending.json");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
-        Err(e) => return Err(e).with_context(|| format!("{}: cannot read", path.display())),
-    };
-    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
-    let Some(items) = value.as_array() else {
-        anyhow::bail!("{}: expected an array of pending calls (objects with a call_id)", path.display());
-    };
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.get("call_id").and_then(|c| c.as_str()).map(str::to_owned).with_context(|| format!("{}: entry {i} has no string call_id", path.display()))
-        })
-        .collect()
-}
+/// The call ids a host listed in `pending.json` in `dir` (seed 003).
+pub use crate::sources::pending::paused_calls;
 
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
@@ -172,7 +172,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 Some(d) => match paused_by_dir.get(&d) {
                     Some(l) => l.clone(),
                     None => {
-                        let l = paused_calls(if d.as_os_str().is_empty() { Path::new(".") } else { &d })?;
+                        let l = paused_calls(&d)?;
                         paused_by_dir.insert(d, l.clone());
                         l
                     }

@@ -209,7 +209,7 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
         Listener::New(s) => Some(s),
         Listener::Keep | Listener::Stop | Listener::Rebind(_) => None,
     };
-    let mut started = crate::daemon::start(cfg.clone(), health.clone())?;
+    let mut started = crate::daemon::start(cfg.clone(), health.clone()).await?;
     loop {
         let stop = tokio_util::sync::CancellationToken::new();
         let daemon = tokio::spawn(started.run(stop.clone().cancelled_owned()));
@@ -236,7 +236,7 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
             }
         }
         let Some((new, new_listener)) = reload else { return Ok(Exit::Clean) };
-        started = match crate::daemon::start(new.clone(), health.clone()) {
+        started = match crate::daemon::start(new.clone(), health.clone()).await {
             Ok(s) => {
                 match new_listener {
                     Listener::Keep => {}
@@ -264,7 +264,7 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
             }
             Err(e) => {
                 error!(error = %format!("{e:#}"), "configuration reload refused: it cannot start; going on with the running configuration");
-                crate::daemon::start(cfg.clone(), health.clone())?
+                crate::daemon::start(cfg.clone(), health.clone()).await?
             }
         };
     }

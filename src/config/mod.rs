@@ -165,6 +165,21 @@ pub enum StageConfig {
     },
 }
 
+impl StageConfig {
+    /// The stage, built: `None` for `parse`, which is the pipeline's front. `quiet` is the quiet
+    /// time after which the `validate` stage reports the tail of a live file.
+    pub fn build(&self, quiet: Duration) -> Option<Box<dyn crate::transcript::Stage>> {
+        use crate::transcript::{pipeline, stages};
+        match self {
+            StageConfig::Parse => None,
+            StageConfig::Compaction => Some(Box::new(pipeline::Compactions)),
+            StageConfig::Orphans { grace, .. } => Some(Box::new(stages::orphans::Orphans::new(*grace))),
+            StageConfig::Validate => Some(Box::new(stages::validate::Validate::new(quiet))),
+            StageConfig::Repair { min_idle, .. } => Some(Box::new(pipeline::RepairTrigger::new(*min_idle))),
+        }
+    }
+}
+
 /// What the repair stage does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -220,6 +235,116 @@ pub enum SinkConfig {
         #[serde(default = "default_request_timeout", with = "humantime_serde")]
         request_timeout: Duration,
     },
+    /// The records as newline-delimited JSON, POSTed in batches to a collector (Vector's
+    /// `http_server` source, Fluent Bit's `http` input). Spooled in the state directory and
+    /// delivered once a checkpoint covers them: nothing lost while the collector is down,
+    /// nothing sent twice after a restart.
+    Http {
+        /// Where to POST: `http://host:port/path` (plain HTTP).
+        url: String,
+        /// Records per POST at most.
+        #[serde(default = "default_http_max_records")]
+        max_records: usize,
+        /// Bytes per POST at most ("1MiB"); a longer record goes alone.
+        #[serde(default = "default_http_max_bytes")]
+        max_bytes: String,
+        /// How long a batch that is not full waits for more records.
+        #[serde(default = "default_http_max_delay", with = "humantime_serde")]
+        max_delay: Duration,
+        /// First wait before a failed batch is sent again (doubled on each failure).
+        #[serde(default = "default_http_retry_initial", with = "humantime_serde")]
+        retry_initial: Duration,
+        /// Longest wait between two tries of a batch (it is tried until it is accepted).
+        #[serde(default = "default_http_retry_max", with = "humantime_serde")]
+        retry_max: Duration,
+        /// Undelivered bytes the spool may hold before reading pauses ("256MiB").
+        #[serde(default = "default_http_queue_bytes")]
+        queue_bytes: String,
+        /// Time for one request (connect, send, answer).
+        #[serde(default = "default_http_timeout", with = "humantime_serde")]
+        timeout: Duration,
+    },
+}
+
+fn default_http_max_records() -> usize {
+    1000
+}
+fn default_http_max_bytes() -> String {
+    "1MiB".into()
+}
+fn default_http_max_delay() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_http_retry_initial() -> Duration {
+    Duration::from_millis(100)
+}
+fn default_http_retry_max() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_http_queue_bytes() -> String {
+    "256MiB".into()
+}
+fn default_http_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// What sinks are built with besides their own settings.
+#[derive(Debug)]
+pub struct SinkContext<'a> {
+    /// The daemon's state directory.
+    pub state_dir: &'a Path,
+    /// The tool registry (side effects, for the metrics of orphan calls).
+    pub registry: &'a tools::ToolRegistry,
+}
+
+impl SinkConfig {
+    /// The sink, built (a closed enum in front, an open trait behind it). `None` for
+    /// `repaired_files`, which is where the repair stage writes, not a sink of records.
+    pub fn build(&self, ctx: &SinkContext<'_>) -> anyhow::Result<Option<Box<dyn crate::sinks::Sink>>> {
+        use crate::sinks::{outputs, prometheus};
+        use anyhow::Context as _;
+        Ok(match self {
+            SinkConfig::Stdout { severity, kinds } => {
+                let filter = crate::transcript::FindingFilter { severity: *severity, kinds: kinds.clone() };
+                Some(Box::new(outputs::StdoutSink::new().filtered(filter)))
+            }
+            SinkConfig::File { path, max_bytes, keep } => {
+                let max = parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
+                Some(Box::new(outputs::FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?))
+            }
+            SinkConfig::RepairedFiles { .. } => None,
+            SinkConfig::Prometheus { .. } => {
+                let registry = ctx.registry.clone();
+                Some(Box::new(prometheus::PrometheusSink::new(Box::new(move |tool| registry.side_effect(tool)))))
+            }
+            SinkConfig::Http { .. } => Some(Box::new(crate::sinks::http::HttpSink::open(self.http_settings().map_err(anyhow::Error::msg)?, ctx.state_dir)?)),
+        })
+    }
+
+    /// The `http` sink's settings, resolved (sizes parsed, the URL checked).
+    pub fn http_settings(&self) -> Result<crate::sinks::http::Settings, String> {
+        let SinkConfig::Http { url, max_records, max_bytes, max_delay, retry_initial, retry_max, queue_bytes, timeout } = self else {
+            return Err("not an http sink".into());
+        };
+        crate::sinks::http::Target::parse(url)?;
+        let size = |key: &str, v: &str| parse_size(v).map(|n| n as u64).map_err(|m| format!("{key}: {m}"));
+        if *max_records == 0 {
+            return Err("max_records: must be at least 1".into());
+        }
+        if timeout.is_zero() || retry_initial.is_zero() || retry_max < retry_initial {
+            return Err("timeout and retry_initial must be more than 0, retry_max at least retry_initial".into());
+        }
+        Ok(crate::sinks::http::Settings {
+            url: url.clone(),
+            max_records: *max_records,
+            max_bytes: size("max_bytes", max_bytes)?.max(1),
+            max_delay: *max_delay,
+            retry_initial: *retry_initial,
+            retry_max: *retry_max,
+            queue_bytes: size("queue_bytes", queue_bytes)?,
+            timeout: *timeout,
+        })
+    }
 }
 
 /// Reads a configuration file.
@@ -241,6 +366,7 @@ impl SinkConfig {
             SinkConfig::File { .. } => "file",
             SinkConfig::RepairedFiles { .. } => "repaired_files",
             SinkConfig::Prometheus { .. } => "prometheus",
+            SinkConfig::Http { .. } => "http",
         }
     }
 
@@ -474,6 +600,12 @@ impl Config {
         Config::parse(&text, &path.display().to_string())
     }
 
+    /// The quiet time after which the tail of a live file is reported (a torn last line, an
+    /// empty open turn): the `orphans` stage's grace period, or its default without one.
+    pub fn quiet(&self) -> Duration {
+        self.stages.iter().find_map(|s| if let StageConfig::Orphans { grace, .. } = s { Some(*grace) } else { None }).unwrap_or_else(default_grace)
+    }
+
     /// Reads, parses and validates a file, with every error it has (see [`Config::check_text`]);
     /// with `env`, the machine too ([`Resolved::environment_problems`]).
     pub fn load_checked(path: &Path, env: bool) -> Result<Resolved, ConfigErrors> {
@@ -701,6 +833,11 @@ impl Config {
                         bad(Place::key("sinks", Some(i), "keep"), "must be at least 1".into());
                     }
                 }
+                SinkConfig::Http { .. } => {
+                    if let Err(m) = s.http_settings() {
+                        bad(Place::element("sinks", i), m);
+                    }
+                }
                 SinkConfig::Stdout { .. } | SinkConfig::RepairedFiles { .. } => {}
             }
         }
@@ -769,7 +906,7 @@ impl Resolved {
                         out.push((Place::key("sinks", Some(i), "path"), m));
                     }
                 }
-                SinkConfig::Stdout { .. } => {}
+                SinkConfig::Stdout { .. } | SinkConfig::Http { .. } => {}
             }
         }
         for (i, s) in self.config.sources.iter().enumerate() {
@@ -909,5 +1046,7 @@ mod tests {
         bad("[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"parse\"\n[[stages]]\ntype=\"repair\"\n", "repaired_files");
         bad("[daemon]\nmax_line_bytes=\"lots\"\n[[sources]]\ninclude=[\"/x\"]\n", "daemon.max_line_bytes");
         bad("sources = []\n", "sources");
+        bad("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"http\"\nurl=\"https://x/\"\n", "sinks[0]");
+        bad("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"http\"\nurl=\"http://x/\"\nmax_bytes=\"lots\"\n", "max_bytes");
     }
 }

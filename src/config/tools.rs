@@ -85,7 +85,7 @@ pub enum RegistryError {
     },
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Rule {
     pattern: String,
     matcher: GlobMatcher,
@@ -93,7 +93,7 @@ struct Rule {
 }
 
 /// Tool name → side effect. See the module docs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ToolRegistry {
     exact: HashMap<String, SideEffect>,
     /// Longest pattern first, then the most cautious effect.

@@ -65,12 +65,27 @@ pub struct Checkpoint {
     pub version: u32,
     /// Files.
     pub files: Vec<FileCheckpoint>,
-    /// Where stdout stood, when it is a regular file.
+    /// Where each sink stood, by its key (`stdout`, `file:PATH`, `http:URL`): what it had made
+    /// durable or had acknowledged when the checkpoint was taken.
     #[serde(default)]
+    pub sinks: std::collections::BTreeMap<String, Position>,
+    /// Where stdout stood (checkpoints before `sinks`; read, not written).
+    #[serde(default, skip_serializing)]
     pub stdout: Option<Position>,
-    /// Where the file sink stood.
-    #[serde(default)]
+    /// Where the file sink stood (checkpoints before `sinks`; read, not written).
+    #[serde(default, skip_serializing)]
     pub file_sink: Option<Position>,
+}
+
+impl Checkpoint {
+    /// Where the sink named `key` stood, also in a checkpoint written before `sinks`.
+    pub fn sink(&self, key: &str) -> Option<Position> {
+        self.sinks.get(key).copied().or(match key {
+            "stdout" => self.stdout,
+            k if k.starts_with("file:") => self.file_sink,
+            _ => None,
+        })
+    }
 }
 
 /// Why a checkpoint could not be read.
@@ -135,11 +150,19 @@ mod tests {
                 tail_done: true,
                 announced: true,
             }],
+            sinks: [("file:/o.jsonl".to_owned(), Position { dev: 1, ino: 9, len: 10, exclusive: true })].into(),
             stdout: None,
-            file_sink: Some(Position { dev: 1, ino: 9, len: 10, exclusive: true }),
+            file_sink: None,
         };
         store(d.path(), &cp).unwrap();
         assert_eq!(load(d.path()).unwrap(), cp);
+        // Sink positions of a checkpoint written before `sinks` are found by key.
+        std::fs::write(d.path().join(FILE_NAME), r#"{"version":1,"files":[],"stdout":{"dev":1,"ino":2,"len":3},"file_sink":{"dev":4,"ino":5,"len":6}}"#)
+            .unwrap();
+        let old = load(d.path()).unwrap();
+        assert_eq!(old.sink("stdout").map(|p| p.len), Some(3));
+        assert_eq!(old.sink("file:/var/log/f.jsonl").map(|p| p.len), Some(6));
+        assert_eq!(old.sink("http:http://x/"), None);
         // A checkpoint written before fingerprints and `announced` still loads.
         std::fs::write(d.path().join(FILE_NAME), r#"{"version":1,"files":[{"path":"/x","dev":1,"ino":2,"head_hash":3,"head_len":4,"offset":5}]}"#).unwrap();
         let old = load(d.path()).unwrap();

@@ -15,7 +15,7 @@
 //! the split to refuse a reload whose configuration cannot start and keep the running one.
 
 pub mod checkpoint;
-pub mod envelope;
+pub use crate::sinks::record as envelope;
 pub mod fds;
 pub mod health;
 pub mod http;
@@ -24,10 +24,9 @@ pub mod tail;
 pub mod watch;
 
 use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
-use crate::sinks::outputs::{FileSink, StdoutSink};
+use crate::sinks::{Batch, Count, Gauges, Sink};
 use crate::telemetry as t;
 use crate::transcript::stages::repair::OrphanPolicy;
-use crate::transcript::FindingFilter;
 use anyhow::Context;
 use envelope::{now, Record};
 use health::Health;
@@ -47,107 +46,83 @@ pub const STEP_BUDGET: u64 = 32 << 20;
 /// Bytes one file reads at most per poll, so that files share a step.
 pub const FILE_BUDGET: u64 = 8 << 20;
 
-/// The stage settings the loop needs, from the configured stage list.
+/// What the loop needs of the configured stage list: the pipeline each file runs (the stages,
+/// in order), and the settings of the work the shell does for stages (repairs; the tool
+/// registry for `orphan_tool_calls_total`).
 #[derive(Debug)]
 struct Stages {
-    compaction: bool,
-    orphans: bool,
-    validate: bool,
-    grace: Duration,
-    repair: Option<(crate::config::RepairMode, Duration, OrphanPolicy)>,
-    /// Side effects of tools, for `orphan_tool_calls_total`.
+    spec: Arc<tail::Spec>,
+    repair: Option<(crate::config::RepairMode, OrphanPolicy)>,
+    /// Side effects of tools, for `orphan_tool_calls_total` (the metrics sink's).
     registry: crate::config::tools::ToolRegistry,
 }
 
 impl Stages {
     fn from(r: &Resolved) -> anyhow::Result<Self> {
-        let mut s = Stages {
-            compaction: false,
-            orphans: false,
-            validate: false,
-            grace: Duration::from_secs(600),
-            repair: None,
-            registry: crate::config::tools::ToolRegistry::builtin(),
-        };
+        let mut registry = crate::config::tools::ToolRegistry::builtin();
+        let mut repair = None;
         for st in &r.config.stages {
             match st {
-                StageConfig::Parse => {}
-                StageConfig::Compaction => s.compaction = true,
-                StageConfig::Orphans { grace, registry } => {
-                    s.orphans = true;
-                    s.grace = *grace;
-                    if let Some(path) = registry {
-                        s.registry = crate::config::tools::ToolRegistry::load(path)?;
-                    }
-                }
-                StageConfig::Validate => s.validate = true,
-                StageConfig::Repair { mode, min_idle, .. } => s.repair = Some((*mode, *min_idle, r.repair_orphans)),
+                StageConfig::Orphans { registry: Some(path), .. } => registry = crate::config::tools::ToolRegistry::load(path)?,
+                StageConfig::Repair { mode, .. } => repair = Some((*mode, r.repair_orphans)),
+                _ => {}
             }
         }
-        Ok(s)
+        let spec = tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes };
+        Ok(Stages { spec: Arc::new(spec), repair, registry })
     }
 }
 
-/// The record sinks.
+/// The sinks, in the configured order, and the directory the repair stage writes into.
 struct Sinks {
-    /// The stdout sink, and which findings it passes.
-    stdout: Option<(StdoutSink, FindingFilter)>,
-    file: Option<FileSink>,
+    list: Vec<Box<dyn Sink>>,
     repaired_dir: Option<PathBuf>,
 }
 
 impl Sinks {
-    fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint) -> anyhow::Result<Sinks> {
-        let mut sinks = Sinks { stdout: None, file: None, repaired_dir: None };
+    /// Builds the configured sinks and recovers each to the position the checkpoint recorded
+    /// for it.
+    async fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint, registry: &crate::config::tools::ToolRegistry) -> anyhow::Result<Sinks> {
+        let mut sinks = Sinks { list: Vec::new(), repaired_dir: None };
+        let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry };
         for s in &cfg.config.sinks {
-            match s {
-                SinkConfig::Stdout { severity, kinds } => {
-                    let mut out = StdoutSink::new();
-                    out.recover(cp.stdout, envelope::is_record_line).context("recovering stdout")?;
-                    sinks.stdout = Some((out, FindingFilter { severity: *severity, kinds: kinds.clone() }));
-                }
-                SinkConfig::File { path, max_bytes, keep } => {
-                    let max = crate::config::parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
-                    let mut f = FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?;
-                    f.recover(cp.file_sink).context("recovering the file sink")?;
-                    sinks.file = Some(f);
-                }
-                SinkConfig::RepairedFiles { dir } => sinks.repaired_dir = Some(dir.clone()),
-                SinkConfig::Prometheus { .. } => {}
+            if let SinkConfig::RepairedFiles { dir } = s {
+                sinks.repaired_dir = Some(dir.clone());
+            }
+            if let Some(mut sink) = s.build(&ctx)? {
+                sink.recover(cp.sink(&sink.key())).await?;
+                sinks.list.push(sink);
             }
         }
         Ok(sinks)
     }
 
-    fn write(&mut self, records: &[Record]) -> anyhow::Result<()> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        for r in records {
-            let line = r.to_line();
-            if let Some((s, filter)) = self.stdout.as_mut() {
-                if r.passes(filter) {
-                    s.write(&line);
-                }
-            }
-            if let Some(f) = self.file.as_mut() {
-                f.write(&line).context("writing the file sink")?;
-            }
-        }
-        if let Some((s, _)) = self.stdout.as_mut() {
-            s.flush().context("writing stdout")?;
+    async fn write(&mut self, batch: &Batch) -> anyhow::Result<()> {
+        for s in &mut self.list {
+            s.write(batch).await?;
         }
         Ok(())
     }
 
-    fn flush(&mut self) -> anyhow::Result<()> {
-        if let Some((s, _)) = self.stdout.as_mut() {
-            s.flush().context("writing stdout")?;
-        }
-        if let Some(f) = self.file.as_mut() {
-            f.flush().context("flushing the file sink")?;
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        for s in &mut self.list {
+            s.flush().await?;
         }
         Ok(())
+    }
+
+    /// Where each sink stands: what it made durable or had acknowledged.
+    fn positions(&self) -> std::collections::BTreeMap<String, crate::sinks::Position> {
+        self.list.iter().filter_map(|s| Some((s.key(), s.position()?))).collect()
+    }
+
+    /// Tells every sink a checkpoint was stored; whether some position moved.
+    async fn checkpointed(&mut self) -> anyhow::Result<bool> {
+        let mut moved = false;
+        for s in &mut self.list {
+            moved |= s.checkpointed().await?;
+        }
+        Ok(moved)
     }
 }
 
@@ -215,7 +190,7 @@ pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
                 std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
             }
             SinkConfig::RepairedFiles { dir } => std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?,
-            SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } => {}
+            SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => {}
         }
     }
     Ok(())
@@ -255,6 +230,13 @@ struct Daemon {
     /// Files open at once (`max_open_files`, within the descriptor budget).
     max_open: usize,
     sinks: Sinks,
+    /// Repairs running on the blocking pool, and their files.
+    repairs: tokio::task::JoinSet<(PathBuf, crate::repair::Report)>,
+    repairing: HashSet<PathBuf>,
+    /// Records and counters of the running step, for the sinks.
+    outbox: Vec<Record>,
+    counts: Vec<Count>,
+    gauges: Option<Gauges>,
     watch: watch::Watch,
     buf: Vec<u8>,
     dirty: bool,
@@ -272,14 +254,14 @@ pub struct Started {
 
 /// Builds the daemon: the metrics recorder installed, sinks opened and recovered to the
 /// checkpoint, files restored from it, roots watched. Reads no file yet.
-pub fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
+pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
     // Counters count from the first byte read.
     t::install();
     let stages = Stages::from(&cfg)?;
     let sources = compile(&cfg)?;
     std::fs::create_dir_all(&cfg.config.daemon.state_dir).with_context(|| format!("creating state directory {}", cfg.config.daemon.state_dir.display()))?;
     let cp = checkpoint::load(&cfg.config.daemon.state_dir)?;
-    let sinks = Sinks::open(&cfg, &cp)?;
+    let sinks = Sinks::open(&cfg, &cp, &stages.registry).await?;
     let budget = fds::budget(fds::limit(), cfg.config.daemon.max_open_files, cfg.metrics.as_ref().map_or(0, |m| m.max_connections));
     if budget.files < cfg.config.daemon.max_open_files {
         warn!(
@@ -305,6 +287,11 @@ pub fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
         opened_in_step: 0,
         max_open: budget.files.max(1),
         sinks,
+        repairs: tokio::task::JoinSet::new(),
+        repairing: HashSet::new(),
+        outbox: Vec::new(),
+        counts: Vec::new(),
+        gauges: None,
         watch,
         buf: Vec::with_capacity(READ_CHUNK),
         dirty: false,
@@ -321,7 +308,7 @@ pub fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
 
 /// Builds and runs the daemon until `shutdown` completes. Returns after the final checkpoint.
 pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>, health: Arc<Health>) -> anyhow::Result<()> {
-    start(cfg, health)?.run(shutdown).await
+    start(cfg, health).await?.run(shutdown).await
 }
 
 impl Started {
@@ -332,7 +319,7 @@ impl Started {
         d.health.busy();
         // A checkpoint before anything is read: records written after it and not covered by a
         // later checkpoint are cut off after a crash, and written again.
-        d.checkpoint()?;
+        d.checkpoint().await?;
         // Files known from the checkpoint may have grown while the daemon was down; files found
         // now are read from their start (or end). All of it over as many steps as it takes.
         let restored: Vec<PathBuf> = d.files.keys().cloned().collect();
@@ -341,7 +328,8 @@ impl Started {
         }
         let mut records = Vec::new();
         d.rescan(true, &mut records)?;
-        d.emit(records)?;
+        d.emit(records);
+        d.deliver().await?;
         let mut ready = false;
         tokio::pin!(shutdown);
         loop {
@@ -368,6 +356,11 @@ impl Started {
                     }
                     d.on_changes(changes)?;
                 }
+                Some(done) = d.repairs.join_next(), if !d.repairs.is_empty() => {
+                    d.health.busy();
+                    d.new_step();
+                    d.repaired(done);
+                }
                 () = tokio::task::yield_now(), if backlog => {
                     d.health.busy();
                     d.new_step();
@@ -378,10 +371,19 @@ impl Started {
                 }
             }
             d.timers()?;
+            d.deliver().await?;
+            if d.dirty && d.last_checkpoint + d.cfg.config.daemon.checkpoint_interval <= Instant::now() {
+                d.checkpoint().await?;
+            }
         }
         d.health.busy();
         info!("shutting down: flushing sinks and writing checkpoints");
-        let r = d.checkpoint();
+        // Repairs under way finish (their output is written atomically either way) and report.
+        while let Some(done) = d.repairs.join_next().await {
+            d.repaired(done);
+        }
+        d.deliver().await?;
+        let r = d.checkpoint().await;
         d.health.idle();
         r
     }
@@ -411,7 +413,7 @@ impl Daemon {
             let Some(si) = self.watched_source(&f.path) else { continue };
             let src = &self.sources[si];
             let kind = if src.kind == SourceKind::Events { Kind::Events } else { Kind::Transcript(src.format) };
-            let mut t = Tailed::new(f.path.clone(), si, src.rel(&f.path), kind, self.cfg.max_line_bytes, f.offset);
+            let mut t = Tailed::new(f.path.clone(), si, src.rel(&f.path), kind, self.stages.spec.clone(), f.offset);
             t.restore(f);
             self.by_id.insert((f.dev, f.ino), f.path.clone());
             self.files.insert(f.path.clone(), t);
@@ -514,11 +516,12 @@ impl Daemon {
         let src = &self.sources[si];
         let kind = if src.kind == SourceKind::Events { Kind::Events } else { Kind::Transcript(src.format) };
         let skip = if startup && src.read_from == ReadFrom::End { meta.len() } else { 0 };
-        let mut t = Tailed::new(p.to_path_buf(), si, src.rel(p), kind, self.cfg.max_line_bytes, skip);
+        let mut t = Tailed::new(p.to_path_buf(), si, src.rel(p), kind, self.stages.spec.clone(), skip);
         // A file already quiet when found has nothing to wait for: reading it (over as many
         // steps as it takes) is not growth.
-        if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= self.stages.grace) {
-            t.found_quiet(self.stages.grace);
+        let quiet = self.stages.spec.quiet;
+        if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= quiet) {
+            t.found_quiet(quiet);
         }
         self.files.insert(p.to_path_buf(), t);
         self.poll_path(p, records)
@@ -537,7 +540,7 @@ impl Daemon {
         let budget = self.step_left.min(FILE_BUDGET);
         let t = self.files.get_mut(p).expect("present");
         let was_open = t.is_open();
-        let polled = t.poll(&mut self.buf, records, self.stages.compaction, budget);
+        let polled = t.poll(&mut self.buf, records, budget);
         if !was_open && t.is_open() {
             self.opened_in_step += 1;
             if self.opened_in_step > self.max_open / 2 {
@@ -641,7 +644,8 @@ impl Daemon {
             }
         }
         // What was written before it went is still this file's.
-        t.read_rest(&mut self.buf, records, self.stages.compaction);
+        t.read_rest(&mut self.buf, records);
+        self.counts.append(&mut t.counts);
         t.announce(records, mark);
         if t.announced {
             for f in &t.tail {
@@ -703,11 +707,25 @@ impl Daemon {
                 Err(_) => {}
             }
         }
-        self.emit(records)
+        self.emit(records);
+        Ok(())
     }
 
-    fn emit(&mut self, records: Vec<Record>) -> anyhow::Result<()> {
-        self.sinks.write(&records)
+    /// Queues records for the sinks (handed over at the end of the step).
+    fn emit(&mut self, mut records: Vec<Record>) {
+        self.outbox.append(&mut records);
+    }
+
+    /// Hands the step's records, counters and gauges to every sink, in order.
+    async fn deliver(&mut self) -> anyhow::Result<()> {
+        for t in self.files.values_mut() {
+            self.counts.append(&mut t.counts);
+        }
+        let batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.sinks.write(&batch).await
     }
 
     /// When the loop must wake up next.
@@ -724,13 +742,8 @@ impl Daemon {
             next = next.min(r.at);
         }
         for t in self.files.values() {
-            if !t.tail_done && t.is_loaded() {
-                next = next.min(t.last_growth + self.stages.grace);
-            }
-            if let Some((_, min_idle, _)) = self.stages.repair {
-                if t.has_errors && t.repaired_size != Some(t.size) {
-                    next = next.min(t.last_growth + min_idle);
-                }
+            if let Some(d) = t.deadline() {
+                next = next.min(d);
             }
         }
         next.max(now + Duration::from_millis(5))
@@ -756,39 +769,26 @@ impl Daemon {
         for p in due {
             self.poll_path(&p, &mut records)?;
         }
-        let grace = self.stages.grace;
-        let tail_stage = self.stages.orphans || self.stages.validate;
+        // The stages' deadlines: tail findings of quiet files (torn lines, empty turns, orphan
+        // calls), repairs due.
         for t in self.files.values_mut() {
-            if !t.tail_done && t.is_loaded() && t.last_growth + grace <= now {
-                t.quiet();
-                if !tail_stage {
-                    continue;
-                }
-                let findings = t.tail_findings(self.stages.orphans);
-                let mark = records.len();
-                for f in &findings {
-                    tail::count_finding(f);
-                    if f.kind == crate::transcript::Kind::OrphanCall {
-                        let effect = self.stages.registry.side_effect(f.tool.as_deref().unwrap_or(""));
-                        metrics::counter!(t::ORPHAN_TOOL_CALLS, "side_effect" => effect.as_str()).increment(1);
-                    }
-                    t.has_errors |= f.severity == crate::transcript::Severity::Error;
-                    records.push(Record::Finding { time: envelope::now(), file: t.path.display().to_string(), format: t.format(), finding: f.clone() });
-                }
-                t.announce(&mut records, mark);
-                t.tail = findings;
-                self.dirty = true;
+            if t.deadline().is_none_or(|d| d > now) {
+                continue;
             }
+            let mark = records.len();
+            let was_done = t.tail_done;
+            t.handle_timeout(now, &mut records);
+            t.announce(&mut records, mark);
+            self.dirty |= records.len() > mark || t.tail_done != was_done;
         }
-        if let Some((mode, min_idle, policy)) = self.stages.repair {
+        if let Some((mode, policy)) = self.stages.repair {
             let due: Vec<PathBuf> = self
                 .files
-                .values()
-                .filter(|t| t.has_errors && t.repaired_size != Some(t.size) && t.last_growth + min_idle <= now)
-                .map(|t| t.path.clone())
+                .values_mut()
+                .filter_map(|t| (std::mem::take(&mut t.repair_due) && t.repaired_size != Some(t.size)).then(|| t.path.clone()))
                 .collect();
             for p in due {
-                self.repair(&p, mode, policy, &mut records);
+                self.repair(&p, mode, policy);
             }
         }
         // Quiet files give their memory back; handles beyond the limit are closed.
@@ -799,7 +799,7 @@ impl Daemon {
             }
         }
         self.limit_open_files();
-        self.emit(records)?;
+        self.emit(records);
         if self.last_rescan + self.rescan_interval() <= now {
             let mut records = Vec::new();
             if self.cfg.config.daemon.watch == crate::config::WatchMode::Poll {
@@ -809,20 +809,22 @@ impl Daemon {
                 }
             }
             self.rescan(false, &mut records)?;
-            self.emit(records)?;
-        }
-        if self.dirty && self.last_checkpoint + self.cfg.config.daemon.checkpoint_interval <= now {
-            self.checkpoint()?;
+            self.emit(records);
         }
         self.gauges();
         self.report_reading();
         Ok(())
     }
 
-    fn repair(&mut self, p: &Path, mode: crate::config::RepairMode, policy: OrphanPolicy, records: &mut Vec<Record>) {
+    /// Starts a repair of `p` on the blocking pool: a whole-file repair runs beside tailing and
+    /// never stalls the loop; its record comes when it is done ([`Daemon::repaired`]). One repair
+    /// per file at a time.
+    fn repair(&mut self, p: &Path, mode: crate::config::RepairMode, policy: OrphanPolicy) {
         let Some(t) = self.files.get_mut(p) else { return };
+        if self.repairing.contains(p) {
+            return;
+        }
         t.repaired_size = Some(t.size);
-        t.has_errors = false;
         let settings = crate::repair::Settings {
             check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
             orphans: policy,
@@ -834,28 +836,43 @@ impl Daemon {
         };
         let Some(dir) = self.sinks.repaired_dir.clone().or_else(|| (mode == crate::config::RepairMode::Plan).then(std::env::temp_dir)) else { return };
         let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
-        let report = crate::repair::repair_file(&job, &settings, &mut self.buf);
-        use crate::repair::Status;
-        match report.status {
-            Status::Planned => records.push(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
-            Status::Repaired | Status::Partial => {
-                for (action, n) in [("insert", report.lines.inserted), ("remove", report.lines.removed), ("modify", report.lines.modified)] {
-                    if n > 0 {
-                        metrics::counter!(t::REPAIRS, "action" => action).increment(n);
-                    }
-                }
-                records.push(Record::Repaired {
-                    time: now(),
-                    file: report.file,
-                    output: report.output.unwrap_or_default(),
-                    inserted: report.lines.inserted,
-                    removed: report.lines.removed,
-                    modified: report.lines.modified,
-                });
+        self.repairing.insert(p.to_path_buf());
+        info!(file = %p.display(), "repair started");
+        let path = p.to_path_buf();
+        self.repairs.spawn_blocking(move || {
+            let report = crate::repair::repair_file(&job, &settings, &mut Vec::new());
+            (path, report)
+        });
+    }
+
+    /// A repair finished: its record.
+    fn repaired(&mut self, done: Result<(PathBuf, crate::repair::Report), tokio::task::JoinError>) {
+        let (p, report) = match done {
+            Ok(r) => r,
+            Err(e) => {
+                warn!(error = %e, "a repair task failed");
+                return;
             }
-            Status::Failed => warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed"),
-            Status::Clean | Status::Skipped => {}
-        }
+        };
+        self.repairing.remove(&p);
+        use crate::repair::Status;
+        let record = match report.status {
+            Status::Planned => Record::RepairPlanned { time: now(), file: report.file, edits: report.edits },
+            Status::Repaired | Status::Partial => Record::Repaired {
+                time: now(),
+                file: report.file,
+                output: report.output.unwrap_or_default(),
+                inserted: report.lines.inserted,
+                removed: report.lines.removed,
+                modified: report.lines.modified,
+            },
+            Status::Failed => {
+                warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed");
+                return;
+            }
+            Status::Clean | Status::Skipped => return,
+        };
+        self.emit(vec![record]);
     }
 
     fn limit_open_files(&mut self) {
@@ -873,7 +890,7 @@ impl Daemon {
         }
     }
 
-    fn gauges(&self) {
+    fn gauges(&mut self) {
         let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let mut lag = 0u64;
         let mut oldest = 0i64;
@@ -888,17 +905,19 @@ impl Daemon {
             open += usize::from(t.is_open());
             pending += t.pending();
         }
-        metrics::gauge!(t::FILES_WATCHED).set(self.files.len() as f64);
-        metrics::gauge!(t::OPEN_FILES).set(open as f64);
-        metrics::gauge!(t::SOURCE_LAG_BYTES).set(lag as f64);
-        metrics::gauge!(t::OLDEST_UNREAD_SECONDS).set(oldest.max(0) as f64);
-        metrics::gauge!(t::PENDING_TOOL_CALLS).set(pending as f64);
+        self.gauges = Some(Gauges {
+            files_watched: self.files.len() as u64,
+            open_files: open as u64,
+            lag_bytes: lag,
+            oldest_unread_seconds: oldest.max(0) as u64,
+            pending_calls: pending as u64,
+        });
     }
 
-    /// Flushes every sink, then writes the checkpoint: it never covers outputs a sink has not
-    /// accepted.
-    fn checkpoint(&mut self) -> anyhow::Result<()> {
-        self.sinks.flush()?;
+    /// Flushes every sink, then writes the checkpoint: it records where each sink stands (what
+    /// it made durable or had acknowledged) and never covers outputs a sink has not accepted.
+    async fn checkpoint(&mut self) -> anyhow::Result<()> {
+        self.sinks.flush().await?;
         let cp = checkpoint::Checkpoint {
             version: checkpoint::VERSION,
             files: self
@@ -924,8 +943,9 @@ impl Daemon {
                     })
                 })
                 .collect(),
-            stdout: self.sinks.stdout.as_ref().and_then(|(s, _)| s.position()),
-            file_sink: self.sinks.file.as_ref().and_then(FileSink::position),
+            sinks: self.sinks.positions(),
+            stdout: None,
+            file_sink: None,
         };
         self.last_checkpoint = Instant::now();
         match checkpoint::store(&self.cfg.config.daemon.state_dir, &cp) {
@@ -936,11 +956,9 @@ impl Daemon {
                     info!("checkpoints are written again");
                 }
                 self.dirty = false;
-                if let Some(f) = self.sinks.file.as_mut() {
-                    if f.rotate_if_full().context("rotating the file sink")? {
-                        // The checkpoint named the file rotated away; name the new one.
-                        self.dirty = true;
-                    }
+                if self.sinks.checkpointed().await? {
+                    // The checkpoint named a sink's file rotated away; name the new one.
+                    self.dirty = true;
                 }
                 Ok(())
             }

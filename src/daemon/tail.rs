@@ -18,17 +18,17 @@
 
 use super::envelope::{now, Change, Record};
 use super::open;
-use crate::telemetry as t;
+use crate::sinks::Count;
 use crate::transcript::finding::Output;
-use crate::transcript::model::{Entry, Parsed};
 use crate::transcript::stages::events::EventLog;
-use crate::transcript::{Checker, Finding, Format, Observer, Options, Stats};
+use crate::transcript::{Event, Finding, Format, Inputs, Options, Pipeline, Stats};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How many leading bytes identify a file's content.
 pub const HEAD_LEN: u64 = 1024;
@@ -36,67 +36,57 @@ pub const HEAD_LEN: u64 = 1024;
 /// How many bytes before the read offset fingerprint it.
 pub const FP_LEN: usize = 1024;
 
-/// Records compaction lines as the checker reads them.
-#[derive(Debug, Default)]
-pub struct Tap {
-    compactions: Vec<u64>,
-}
-
-impl Observer for Tap {
-    fn line(&mut self, number: u64, parsed: &Parsed<'_>) {
-        if matches!(parsed.entry, Entry::Compaction { .. }) {
-            self.compactions.push(number);
-        }
-    }
-}
-
-/// The per-file pipeline.
+/// What a file's pipeline is built from: the configured stages, in order.
 #[derive(Debug)]
-pub enum Pipeline {
-    /// A transcript.
-    Transcript(Box<Checker<Tap>>),
-    /// An event log.
-    Events(Box<EventLog>),
+pub struct Spec {
+    /// The configured stages (`parse` first).
+    pub stages: Vec<crate::config::StageConfig>,
+    /// Quiet time after which the tail of a file (torn line, empty turn) is reported.
+    pub quiet: std::time::Duration,
+    /// Line limit.
+    pub max_line: usize,
 }
 
-impl Pipeline {
-    fn feed(&mut self, chunk: &[u8]) {
-        match self {
-            // The lenient policy never stops.
-            Pipeline::Transcript(c) => {
-                let _ = c.feed(chunk);
-            }
-            Pipeline::Events(e) => e.feed(chunk),
+impl Spec {
+    /// A fresh pipeline for a file of `kind`.
+    pub fn build(&self, kind: Kind) -> Pipeline {
+        match kind {
+            Kind::Transcript(format) => Pipeline::transcript(
+                Options { format, max_line_bytes: self.max_line, strict: false, jobs: 1 },
+                self.stages.iter().filter_map(|s| s.build(self.quiet)).collect(),
+                self.quiet,
+            ),
+            Kind::Events => Pipeline::events(self.max_line, vec![Box::new(EventLog::new())], self.quiet),
         }
     }
+}
 
-    fn committed(&self) -> u64 {
-        match self {
-            Pipeline::Transcript(c) => c.splitter().committed_offset(),
-            Pipeline::Events(e) => e.committed_offset(),
-        }
+/// The daemon's clock for the core's stages: durations since an epoch a year before the
+/// daemon started (so that a file found already quiet can have grown "before" the start).
+const CLOCK_OFFSET: Duration = Duration::from_secs(365 * 24 * 3600);
+
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// `at` on the stages' clock.
+pub fn clock(at: Instant) -> Duration {
+    let e = epoch();
+    if at >= e {
+        CLOCK_OFFSET + (at - e)
+    } else {
+        CLOCK_OFFSET.saturating_sub(e - at)
     }
+}
 
-    /// What the stream would end with now.
-    pub fn tail(&self) -> Vec<Finding> {
-        match self {
-            Pipeline::Transcript(c) => c.tail(),
-            Pipeline::Events(e) => e.tail(),
-        }
-    }
-
-    fn format(&self) -> Option<Format> {
-        match self {
-            Pipeline::Transcript(c) => c.format(),
-            Pipeline::Events(_) => None,
-        }
-    }
-
-    fn pending(&self) -> usize {
-        match self {
-            Pipeline::Transcript(c) => c.pending().len(),
-            Pipeline::Events(e) => e.pending(),
-        }
+/// A time on the stages' clock as an [`Instant`].
+pub fn instant(at: Duration) -> Instant {
+    let e = epoch();
+    if at >= CLOCK_OFFSET {
+        e + (at - CLOCK_OFFSET)
+    } else {
+        e.checked_sub(CLOCK_OFFSET - at).unwrap_or(e)
     }
 }
 
@@ -143,7 +133,7 @@ pub struct Tailed {
     /// Path below the source's root (for repaired copies).
     pub rel: PathBuf,
     kind: Kind,
-    max_line: usize,
+    spec: Arc<Spec>,
     id: Option<(u64, u64)>,
     head: Option<(u64, u64)>,
     /// The first bytes read, while fewer than [`HEAD_LEN`].
@@ -182,23 +172,25 @@ pub struct Tailed {
     pub mtime_s: i64,
     /// Size at which a repaired copy was last written.
     pub repaired_size: Option<u64>,
-    /// Whether errors were reported since the last repair.
-    pub has_errors: bool,
+    /// Whether the repair stage found the file due for repair.
+    pub repair_due: bool,
     seen: Stats,
     events_seen: BTreeMap<String, u64>,
     pending_seen: usize,
+    /// Counters since the daemon last took them (for the metrics sink).
+    pub counts: Vec<Count>,
 }
 
 impl Tailed {
     /// A file to read from the start (`skip_to`: replay silently up to this offset first, as for
     /// `read_from = "end"` or a checkpoint).
-    pub fn new(path: PathBuf, source: usize, rel: PathBuf, kind: Kind, max_line: usize, skip_to: u64) -> Self {
+    pub fn new(path: PathBuf, source: usize, rel: PathBuf, kind: Kind, spec: Arc<Spec>, skip_to: u64) -> Self {
         Tailed {
             path,
             source,
             rel,
             kind,
-            max_line,
+            spec,
             id: None,
             head: None,
             head_buf: Vec::new(),
@@ -220,10 +212,11 @@ impl Tailed {
             mtime: (0, 0),
             mtime_s: 0,
             repaired_size: None,
-            has_errors: false,
+            repair_due: false,
             seen: Stats::default(),
             events_seen: BTreeMap::new(),
             pending_seen: 0,
+            counts: Vec::new(),
         }
     }
 
@@ -262,7 +255,7 @@ impl Tailed {
     /// Offset of the first line not fully read (every line before it was reported).
     pub fn committed(&self) -> u64 {
         match &self.pipeline {
-            Some(p) if !self.replaying => p.committed(),
+            Some(p) if !self.replaying => p.committed_offset(),
             _ => self.committed,
         }
     }
@@ -313,7 +306,7 @@ impl Tailed {
     pub fn evict(&mut self) {
         if let Some(p) = self.pipeline.take() {
             if !self.replaying {
-                self.committed = p.committed();
+                self.committed = p.committed_offset();
             }
         }
         self.replaying = false;
@@ -330,15 +323,6 @@ impl Tailed {
         }
         self.announced = true;
         out.insert(mark, Record::FileOpened { time: now(), file: self.path.display().to_string(), format: self.format_name().to_owned(), offset: self.start });
-    }
-
-    fn new_pipeline(&self) -> Pipeline {
-        match self.kind {
-            Kind::Transcript(format) => {
-                Pipeline::Transcript(Box::new(Checker::observed(Options { format, max_line_bytes: self.max_line, strict: false, jobs: 1 }, Tap::default())))
-            }
-            Kind::Events => Pipeline::Events(Box::new(EventLog::new(self.max_line))),
-        }
     }
 
     /// Starts over from the first byte (truncation, rewrite). The handle stays: same inode.
@@ -390,11 +374,6 @@ impl Tailed {
         Ok((xxhash_rust::xxh3::xxh3_64(&bytes) == fp.hash).then_some(bytes))
     }
 
-    /// The file went quiet: its tail findings are evaluated.
-    pub fn quiet(&mut self) {
-        self.tail_done = true;
-    }
-
     /// Whether `path` holds this very file: the same inode, and the content read from it (a
     /// rename keeps both; an unrelated file on a reused inode has neither).
     pub fn same_file_at(&self, path: &Path) -> io::Result<bool> {
@@ -408,7 +387,7 @@ impl Tailed {
 
     /// Reads what is new, turning it into records; at most `budget` bytes. Returns how many
     /// bytes were read.
-    pub fn poll(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, compactions: bool, budget: u64) -> io::Result<(Polled, u64)> {
+    pub fn poll(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, budget: u64) -> io::Result<(Polled, u64)> {
         self.ring.clear();
         let meta = match std::fs::symlink_metadata(&self.path) {
             Ok(m) => m,
@@ -457,7 +436,7 @@ impl Tailed {
         if !self.replaying && size <= self.offset.max(self.committed) && (self.is_loaded() || self.tail_done) {
             return Ok((Polled::Ok, 0));
         }
-        let n = self.read(buf, out, compactions, budget)?;
+        let n = self.read(buf, out, budget)?;
         if n < budget {
             // Read to its end: from now on, what is read is growth.
             self.catching_up = None;
@@ -467,16 +446,18 @@ impl Tailed {
 
     /// Reads what the open handle (the inode that left the path) still has after the offset:
     /// lines written just before a rotation or deletion are still the file's.
-    pub fn read_rest(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, compactions: bool) -> u64 {
+    pub fn read_rest(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>) -> u64 {
         if self.file.is_none() || !self.is_loaded() {
             return 0;
         }
-        self.read(buf, out, compactions, u64::MAX).unwrap_or(0)
+        self.read(buf, out, u64::MAX).unwrap_or(0)
     }
 
-    fn read(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, compactions: bool, budget: u64) -> io::Result<u64> {
+    fn read(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, budget: u64) -> io::Result<u64> {
         if self.pipeline.is_none() {
-            self.pipeline = Some(self.new_pipeline());
+            let mut p = self.spec.build(self.kind);
+            p.grew(clock(self.last_growth));
+            self.pipeline = Some(p);
             self.offset = 0;
             self.ring.clear();
             self.replaying = self.committed > 0;
@@ -496,16 +477,19 @@ impl Tailed {
                 Some(_) => {}
                 None => self.last_growth = Instant::now(),
             }
-            metrics::counter!(t::BYTES_READ).increment(fresh);
-            if self.tail_done {
+            self.counts.push(Count::BytesRead(fresh));
+            if self.tail_done || !self.tail.is_empty() {
                 for f in std::mem::take(&mut self.tail) {
                     out.push(retracted(&self.path, &f, "the file grew"));
                 }
                 self.tail_done = false;
             }
+            if let Some(p) = self.pipeline.as_mut() {
+                p.grew(clock(self.last_growth));
+            }
         }
         if !self.replaying {
-            self.collect(out, compactions);
+            self.collect(out);
         }
         Ok(read)
     }
@@ -548,7 +532,8 @@ impl Tailed {
                 let excess = self.ring.len().saturating_sub(FP_LEN);
                 self.ring.drain(..excess);
             }
-            self.pipeline.as_mut().expect("loaded").feed(chunk);
+            // The lenient policy never stops.
+            let _ = self.pipeline.as_mut().expect("loaded").feed(chunk);
             self.offset += n as u64;
             left -= n as u64;
             if !self.replaying {
@@ -581,88 +566,78 @@ impl Tailed {
     /// before; only its counters matter.
     fn finish_replay(&mut self) {
         self.replaying = false;
-        match self.pipeline.as_mut() {
-            Some(Pipeline::Transcript(c)) => {
-                c.drain().for_each(drop);
-                c.observer_mut().compactions.clear();
-                self.seen = c.stats().clone();
-            }
-            Some(Pipeline::Events(e)) => {
-                e.drain_findings();
-                self.events_seen = e.counts().clone();
-            }
-            None => {}
+        if let Some(p) = self.pipeline.as_mut() {
+            p.replayed();
+            self.seen = p.stats().cloned().unwrap_or_default();
+            self.events_seen = p.counts().cloned().unwrap_or_default();
         }
     }
 
-    /// Turns the pipeline's outputs into records and its counters into metrics.
-    fn collect(&mut self, out: &mut Vec<Record>, compactions: bool) {
+    /// The stages' deadline for this file, if its state is in memory.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.pipeline.as_ref().filter(|_| !self.replaying).and_then(Pipeline::poll_deadline).map(instant)
+    }
+
+    /// The clock reached `now`: what the stages have due (the tail findings of a quiet file,
+    /// a repair) becomes records; tail findings are kept, to be retracted when the file grows.
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Record>) {
+        let Some(p) = self.pipeline.as_mut().filter(|_| !self.replaying) else { return };
+        let inputs = Inputs { paused: paused_calls(&self.path) };
+        p.handle_timeout(clock(now), &inputs);
+        self.collect(out);
+        if self.pipeline.as_ref().is_some_and(Pipeline::tail_done) {
+            self.tail_done = true;
+        }
+    }
+
+    /// Turns the pipeline's events into records and its counters into metrics.
+    fn collect(&mut self, out: &mut Vec<Record>) {
         let file = self.path.display().to_string();
         let format = self.format();
         let Some(p) = self.pipeline.as_mut() else { return };
         self.pending_seen = p.pending();
-        match p {
-            Pipeline::Transcript(c) => {
-                let outputs: Vec<Output> = c.drain().collect();
-                for o in outputs {
-                    match o {
-                        Output::Finding(f) => {
-                            count_finding(&f);
-                            self.has_errors |= f.severity == crate::transcript::Severity::Error;
-                            out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
-                        }
-                        Output::Demoted { line, kind, call_id, reason } => {
-                            out.push(Record::FindingDemoted { time: now(), file: file.clone(), change: Change { line, kind, call_id, reason } })
-                        }
-                    }
+        let events: Vec<Event> = p.drain().collect();
+        for e in events {
+            match e {
+                Event::Output(Output::Finding(f)) => {
+                    out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
                 }
-                for line in c.observer_mut().compactions.drain(..) {
-                    if compactions {
-                        out.push(Record::Compaction { time: now(), file: file.clone(), format, line });
-                    }
+                Event::Output(Output::Demoted { line, kind, call_id, reason }) => {
+                    out.push(Record::FindingDemoted { time: now(), file: file.clone(), change: Change { line, kind, call_id, reason } })
                 }
-                let s = c.stats().clone();
-                report_stats(&self.seen, &s, format);
-                self.seen = s;
-            }
-            Pipeline::Events(e) => {
-                for f in e.drain_findings() {
-                    count_finding(&f);
-                    out.push(Record::Finding { time: now(), file: file.clone(), format: None, finding: f });
+                Event::Compaction { line } => out.push(Record::Compaction { time: now(), file: file.clone(), format, line }),
+                Event::Tail(f) => {
+                    self.tail.push(f.clone());
+                    out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
                 }
-                for (ty, n) in e.counts() {
-                    let before = self.events_seen.get(ty).copied().unwrap_or(0);
-                    if *n > before {
-                        metrics::counter!(t::EVENTS, "type" => ty.clone()).increment(n - before);
-                    }
-                }
-                self.events_seen = e.counts().clone();
+                Event::RepairDue => self.repair_due = true,
             }
         }
-    }
-
-    /// The findings the file would end with now (torn line, empty turn, pending calls), minus
-    /// calls a `pending.json` beside it lists as paused; `orphans` false leaves calls out.
-    pub fn tail_findings(&self, orphans: bool) -> Vec<Finding> {
-        let Some(p) = self.pipeline.as_ref().filter(|_| !self.replaying) else { return self.tail.clone() };
-        let paused = paused_calls(&self.path);
-        p.tail()
-            .into_iter()
-            .filter(|f| f.kind != crate::transcript::Kind::OrphanCall || (orphans && !f.call_id.as_ref().is_some_and(|c| paused.contains(c))))
-            .collect()
+        if let Some(s) = p.stats() {
+            stats_counts(&self.seen, s, format, &mut self.counts);
+            self.seen = s.clone();
+        }
+        if let Some(counts) = p.counts() {
+            for (ty, n) in counts {
+                let before = self.events_seen.get(ty).copied().unwrap_or(0);
+                if *n > before {
+                    self.counts.push(Count::Events(ty.clone(), n - before));
+                }
+            }
+            self.events_seen = counts.clone();
+        }
     }
 }
 
-/// Call ids a host persisted as paused beside the transcript (seed 003): `pending.json`, an
-/// array of objects with a `call_id`.
-pub fn paused_calls(transcript: &Path) -> Vec<String> {
-    let Some(dir) = transcript.parent() else { return Vec::new() };
-    let Ok(bytes) = std::fs::read(dir.join("pending.json")) else { return Vec::new() };
-    let Ok(serde_json::Value::Array(items)) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-        tracing::warn!(dir = %dir.display(), "pending.json is not a JSON array; ignored");
-        return Vec::new();
-    };
-    items.iter().filter_map(|i| i.get("call_id").and_then(|c| c.as_str()).map(str::to_owned)).collect()
+/// Call ids a host persisted as paused beside the transcript (seed 003): `pending.json`. One
+/// reading for the daemon and the `orphans` verb ([`crate::sources::pending`]); the daemon
+/// cannot stop on a bad file, so it warns and takes it as listing nothing.
+pub fn paused_calls(transcript: &Path) -> std::collections::HashSet<String> {
+    let Some(dir) = transcript.parent() else { return Default::default() };
+    crate::sources::pending::paused_calls(dir).unwrap_or_else(|e| {
+        tracing::warn!(error = %format!("{e:#}"), "pending.json ignored");
+        Default::default()
+    })
 }
 
 /// `len` bytes at `at` (fewer at the end of a short file).
@@ -687,25 +662,21 @@ pub fn retracted(path: &Path, f: &Finding, reason: &str) -> Record {
     Record::FindingRetracted { time: now(), file: path.display().to_string(), change }
 }
 
-/// Counts a finding in the metrics.
-pub fn count_finding(f: &Finding) {
-    metrics::counter!(t::FINDINGS, "kind" => f.kind.as_str(), "severity" => f.severity.as_str()).increment(1);
-}
-
-fn report_stats(before: &Stats, after: &Stats, format: Option<Format>) {
+/// What grew between two readings of a transcript's counters.
+fn stats_counts(before: &Stats, after: &Stats, format: Option<Format>, out: &mut Vec<Count>) {
     let fmt = format.map_or("unknown", Format::as_str);
     let d = |a: u64, b: u64| a.saturating_sub(b);
     if after.lines > before.lines {
-        metrics::counter!(t::LINES_READ, "format" => fmt).increment(d(after.lines, before.lines));
+        out.push(Count::Lines(fmt, d(after.lines, before.lines)));
     }
     if after.calls > before.calls {
-        metrics::counter!(t::TOOL_CALLS, "format" => fmt).increment(d(after.calls, before.calls));
+        out.push(Count::ToolCalls(fmt, d(after.calls, before.calls)));
     }
     if after.results > before.results {
-        metrics::counter!(t::TOOL_RESULTS, "format" => fmt).increment(d(after.results, before.results));
+        out.push(Count::ToolResults(fmt, d(after.results, before.results)));
     }
     if after.compactions > before.compactions {
-        metrics::counter!(t::COMPACTIONS, "format" => fmt).increment(d(after.compactions, before.compactions));
+        out.push(Count::Compactions(fmt, d(after.compactions, before.compactions)));
     }
     for (model, u) in &after.tokens {
         let b = before.tokens.get(model).copied().unwrap_or_default();
@@ -716,7 +687,7 @@ fn report_stats(before: &Stats, after: &Stats, format: Option<Format>) {
             ("cache_creation", u.cache_creation, b.cache_creation),
         ] {
             if a > bb {
-                metrics::counter!(t::TOKENS, "model" => model.clone(), "type" => ty).increment(a - bb);
+                out.push(Count::Tokens(model.clone(), ty, a - bb));
             }
         }
     }

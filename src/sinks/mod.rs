@@ -1,9 +1,111 @@
 //! Sinks: where transcriptd writes. `atomic` for files written whole (repaired transcripts,
 //! checkpoints) and appended whole lines (rejects); [`append`] the one way to append to a JSONL
-//! file; `outputs` the daemon's stdout and file sinks.
+//! file; and the daemon's sinks behind the [`Sink`] trait: `outputs` (stdout and a size-rotated
+//! file), [`prometheus`] (the metrics of what the pipeline produced), [`http`] (batches of JSON
+//! lines POSTed to a collector). [`record`] is what they are given.
+//!
+//! A closed config enum in front (`config::SinkConfig::build`), an open trait behind it: a sink
+//! is one file here and one arm there.
 
 pub mod append;
 pub mod atomic;
+pub mod http;
 pub mod outputs;
+pub mod prometheus;
+pub mod record;
 
 pub use append::Appender;
+pub use outputs::Position;
+use record::Record;
+
+/// A counter the pipeline produced beside its records (what the metrics sink counts; record
+/// sinks ignore them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Count {
+    /// Bytes read from sources.
+    BytesRead(u64),
+    /// Complete lines read, by format.
+    Lines(&'static str, u64),
+    /// Tool calls, by format.
+    ToolCalls(&'static str, u64),
+    /// Tool results, by format.
+    ToolResults(&'static str, u64),
+    /// Compactions, by format.
+    Compactions(&'static str, u64),
+    /// Tokens by model and type (`input`, `output`, `cache_read`, `cache_creation`).
+    Tokens(String, &'static str, u64),
+    /// Events of an event log, by type.
+    Events(String, u64),
+}
+
+/// The state of the sources at the end of a step (what gauges show).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gauges {
+    /// Files tracked.
+    pub files_watched: u64,
+    /// Handles open.
+    pub open_files: u64,
+    /// Bytes written to sources and not read yet.
+    pub lag_bytes: u64,
+    /// Age in seconds of the oldest file with unread bytes.
+    pub oldest_unread_seconds: u64,
+    /// Tool calls waiting for their result.
+    pub pending_calls: u64,
+}
+
+/// What one step of the daemon gives its sinks, in order.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// Output records.
+    pub records: Vec<Record>,
+    /// The same records as JSON lines (serialized once for every record sink).
+    pub lines: Vec<u8>,
+    /// Counters.
+    pub counts: Vec<Count>,
+    /// Gauges, when the step measured them.
+    pub gauges: Option<Gauges>,
+}
+
+impl Batch {
+    /// A batch of `records` and `counts`.
+    pub fn new(records: Vec<Record>, counts: Vec<Count>, gauges: Option<Gauges>) -> Self {
+        let mut lines = Vec::new();
+        for r in &records {
+            r.write_line(&mut lines);
+        }
+        Batch { records, lines, counts, gauges }
+    }
+
+    /// Whether there is nothing in it.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.counts.is_empty() && self.gauges.is_none()
+    }
+}
+
+/// A sink of the daemon. Calling order: [`Sink::recover`] once at start (with the position the
+/// last checkpoint recorded for [`Sink::key`]); then [`Sink::write`] any number of times;
+/// [`Sink::flush`] before each checkpoint, which records [`Sink::position`] (what the sink has
+/// made durable or had acknowledged: the checkpoint never covers more) and is followed by
+/// [`Sink::checkpointed`].
+#[async_trait::async_trait]
+pub trait Sink: Send {
+    /// Names the sink across restarts: its entry in the checkpoint.
+    fn key(&self) -> String;
+    /// After a crash: back to `at`, the position of the last checkpoint (`None`: the
+    /// checkpoint has none), so that what is written again after it appears once.
+    async fn recover(&mut self, at: Option<Position>) -> anyhow::Result<()>;
+    /// Takes a step's batch.
+    async fn write(&mut self, batch: &Batch) -> anyhow::Result<()>;
+    /// Makes what was written durable, or hands it on.
+    async fn flush(&mut self) -> anyhow::Result<()>;
+    /// Where the sink durably stands, for the checkpoint; `None`: nothing to record.
+    fn position(&self) -> Option<Position> {
+        None
+    }
+    /// A checkpoint covering everything flushed was stored: the sink may act on it (rotate its
+    /// file, deliver what it covers). Returns whether its position moved (the next checkpoint
+    /// should record it).
+    async fn checkpointed(&mut self) -> anyhow::Result<bool> {
+        Ok(false)
+    }
+}

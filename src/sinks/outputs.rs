@@ -1,4 +1,4 @@
-//! The daemon's record sinks: stdout and a size-rotated file, both able to say how far they
+//! The daemon's record sinks (see [`super::Sink`]): stdout and a size-rotated file, both able to say how far they
 //! have durably written, so that a checkpoint can record it and a restart after `kill -9` can
 //! cut off what was written after the last checkpoint (it will be written again): no record is
 //! lost and none appears twice.
@@ -54,6 +54,8 @@ pub struct StdoutSink {
     /// File descriptor 1, written without Rust's line buffering (one `write` per flush).
     out: ManuallyDrop<File>,
     file: Option<Tracked>,
+    /// Which findings it writes (every record when `None`).
+    filter: Option<crate::transcript::FindingFilter>,
 }
 
 impl Default for StdoutSink {
@@ -78,7 +80,14 @@ impl StdoutSink {
             let shared = fd_meta(2).is_some_and(|e| e.dev() == m.dev() && e.ino() == m.ino());
             Tracked { dev: m.dev(), ino: m.ino(), len: m.len(), exclusive: !shared }
         });
-        StdoutSink { buf: Vec::with_capacity(256 << 10), out, file }
+        StdoutSink { buf: Vec::with_capacity(256 << 10), out, file, filter: None }
+    }
+
+    /// The same sink writing only the findings `filter` keeps (and every record that is no
+    /// finding).
+    pub fn filtered(mut self, filter: crate::transcript::FindingFilter) -> Self {
+        self.filter = Some(filter);
+        self
     }
 
     /// Writes one record (a whole JSON line).
@@ -265,6 +274,69 @@ impl FileSink {
         let f = OpenOptions::new().create(true).append(true).open(&self.path)?;
         self.out = BufWriter::with_capacity(256 << 10, f);
         Ok(true)
+    }
+}
+
+#[async_trait::async_trait]
+impl super::Sink for StdoutSink {
+    fn key(&self) -> String {
+        "stdout".into()
+    }
+
+    async fn recover(&mut self, at: Option<Position>) -> anyhow::Result<()> {
+        StdoutSink::recover(self, at, super::record::is_record_line).map_err(|e| anyhow::anyhow!("recovering stdout: {e}"))
+    }
+
+    async fn write(&mut self, batch: &super::Batch) -> anyhow::Result<()> {
+        if batch.lines.is_empty() {
+            return Ok(());
+        }
+        match &self.filter {
+            Some(f) if !batch.records.iter().all(|r| r.passes(f)) => {
+                for r in batch.records.iter().filter(|r| r.passes(f)) {
+                    r.write_line(&mut self.buf);
+                }
+            }
+            _ => StdoutSink::write(self, &batch.lines),
+        }
+        // Records reach a reader as soon as they are made.
+        StdoutSink::flush(self).map_err(|e| anyhow::anyhow!("writing stdout: {e}"))
+    }
+
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        StdoutSink::flush(self).map_err(|e| anyhow::anyhow!("writing stdout: {e}"))
+    }
+
+    fn position(&self) -> Option<Position> {
+        StdoutSink::position(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl super::Sink for FileSink {
+    fn key(&self) -> String {
+        format!("file:{}", self.path.display())
+    }
+
+    async fn recover(&mut self, at: Option<Position>) -> anyhow::Result<()> {
+        FileSink::recover(self, at).map_err(|e| anyhow::anyhow!("recovering the file sink {}: {e}", self.path.display()))
+    }
+
+    async fn write(&mut self, batch: &super::Batch) -> anyhow::Result<()> {
+        FileSink::write(self, &batch.lines).map_err(|e| anyhow::anyhow!("writing the file sink {}: {e}", self.path.display()))
+    }
+
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        FileSink::flush(self).map_err(|e| anyhow::anyhow!("flushing the file sink {}: {e}", self.path.display()))
+    }
+
+    fn position(&self) -> Option<Position> {
+        FileSink::position(self)
+    }
+
+    async fn checkpointed(&mut self) -> anyhow::Result<bool> {
+        // The checkpoint named the end of the file; rotated now, the next one names the new file.
+        self.rotate_if_full().map_err(|e| anyhow::anyhow!("rotating the file sink {}: {e}", self.path.display()))
     }
 }
 

@@ -221,6 +221,10 @@ pub struct Checker<O = ()> {
     recent_usage: std::collections::VecDeque<(u64, Usage)>,
     /// Number of the next physical line.
     next_line: u64,
+    /// Whether the built-in validation runs (off when validation is a pipeline stage).
+    validate: bool,
+    /// Whether the observer was told the format.
+    told: bool,
     observer: O,
 }
 
@@ -243,6 +247,7 @@ impl<O: Observer> Checker<O> {
     pub fn with_splitter(opts: Options, splitter: LineSplitter, observer: O) -> Self {
         let detector = opts.format.map_or_else(Detector::new, Detector::fixed);
         let validator = opts.format.map(Validator::new);
+        let told = opts.format.is_some();
         let mut observer = observer;
         if let Some(f) = opts.format {
             observer.format(f);
@@ -260,8 +265,18 @@ impl<O: Observer> Checker<O> {
             main_side: None,
             recent_usage: std::collections::VecDeque::new(),
             next_line: 1,
+            validate: true,
+            told,
             observer,
         }
+    }
+
+    /// The same checker without its built-in validation: framing, detection, adapters and
+    /// counters only (the pipeline runs validation as a stage). Before the first feed.
+    pub fn without_validation(mut self) -> Self {
+        self.validate = false;
+        self.validator = None;
+        self
     }
 
     /// The format, once known.
@@ -429,8 +444,11 @@ impl<O: Observer> Checker<O> {
         }
         self.detector.observe(line.bytes);
         self.observer.detecting(line.number);
-        if let (None, Some(f)) = (&self.validator, self.detector.format()) {
-            self.validator = Some(Validator::new(f));
+        if let (false, Some(f)) = (self.told, self.detector.format()) {
+            self.told = true;
+            if self.validate {
+                self.validator = Some(Validator::new(f));
+            }
             self.observer.format(f);
         }
     }

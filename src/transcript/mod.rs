@@ -12,6 +12,7 @@ pub mod formats;
 pub mod forward;
 pub mod lines;
 pub mod model;
+pub mod pipeline;
 pub mod progress;
 pub mod reverse;
 pub mod scan;
@@ -21,4 +22,5 @@ pub use checker::{check_bytes, Checker, Finished, Observer, Options, Stats, Stri
 pub use filter::FindingFilter;
 pub use finding::{Finding, Kind, Output, Severity};
 pub use formats::Format;
+pub use pipeline::{Event, Inputs, Pipeline, Stage};
 pub use progress::Progress;

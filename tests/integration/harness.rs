@@ -41,11 +41,25 @@ pub struct Opts {
     pub out: Out,
     /// RLIMIT_NOFILE (soft and hard) of the daemon.
     pub nofile: Option<u64>,
+    /// `[[stages]]` in place of the default list ([`DEFAULT_STAGES`]).
+    pub stages: Option<String>,
 }
+
+/// The stages of the harness's config: parse, compaction, orphans (grace 300 ms), validate.
+pub const DEFAULT_STAGES: &str = r#"[[stages]]
+type = "parse"
+[[stages]]
+type = "compaction"
+[[stages]]
+type = "orphans"
+grace = "300ms"
+[[stages]]
+type = "validate"
+"#;
 
 impl Default for Opts {
     fn default() -> Self {
-        Opts { daemon: String::new(), extra: String::new(), address: None, out: Out::File, nofile: None }
+        Opts { daemon: String::new(), extra: String::new(), address: None, out: Out::File, nofile: None, stages: None }
     }
 }
 
@@ -101,16 +115,7 @@ poll_interval = "500ms"
 include = ["{watch}/**/*.jsonl"]
 exclude = ["**/*.rejects.jsonl"]
 
-[[stages]]
-type = "parse"
-[[stages]]
-type = "compaction"
-[[stages]]
-type = "orphans"
-grace = "300ms"
-[[stages]]
-type = "validate"
-{extra}
+{DEFAULT_STAGES}{extra}
 [[sinks]]
 type = "stdout"
 [[sinks]]
@@ -149,7 +154,11 @@ address = "{address}"
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("watch")).unwrap();
         let address = opts.address.clone().unwrap_or_else(|| "127.0.0.1:0".into());
-        std::fs::write(root.path().join("transcriptd.toml"), Self::config_at(root.path(), &address, &opts.daemon, &opts.extra)).unwrap();
+        let mut config = Self::config_at(root.path(), &address, &opts.daemon, &opts.extra);
+        if let Some(stages) = &opts.stages {
+            config = config.replace(DEFAULT_STAGES, stages);
+        }
+        std::fs::write(root.path().join("transcriptd.toml"), config).unwrap();
         Daemon { child: None, root, address, port: 0, opts, pipe: None }
     }
 

@@ -10,58 +10,31 @@
 //! with the same id whose type says it ended (`result`, `output`, `complete`, `end`, `finish`,
 //! `done`, `error`, `cancel`) completes it.
 
-use crate::transcript::checker::read_line;
-use crate::transcript::finding::{Finding, Kind};
-use crate::transcript::lines::{Framed, Numbered};
+use crate::transcript::pipeline::{Event, Input, Stage};
 use crate::transcript::scan::{self, RawStr};
 use std::collections::{BTreeMap, HashMap};
 
 /// Distinct event types counted by name; later ones count as `other` (bounded metric labels).
 pub const MAX_TYPES: usize = 64;
 
-/// The event-log stage for one file.
-#[derive(Debug)]
+/// The event-log stage for one file: behind [`crate::transcript::Pipeline::events`], whose
+/// front frames the lines strictly (a line that is not a JSON object, a torn last line).
+#[derive(Debug, Default)]
 pub struct EventLog {
-    lines_in: Option<Numbered>,
-    max: usize,
     counts: BTreeMap<String, u64>,
     pending: HashMap<String, u64>,
-    findings: Vec<Finding>,
     lines: u64,
 }
 
 impl EventLog {
     /// A log read from its start.
-    pub fn new(max_line_bytes: usize) -> Self {
-        EventLog {
-            lines_in: Some(Numbered::new(max_line_bytes)),
-            max: max_line_bytes,
-            counts: BTreeMap::new(),
-            pending: HashMap::new(),
-            findings: Vec::new(),
-            lines: 0,
-        }
+    pub fn new() -> Self {
+        EventLog::default()
     }
 
-    /// Feeds the next chunk.
-    pub fn feed(&mut self, chunk: &[u8]) {
-        let mut lines = self.lines_in.take().expect("lines");
-        lines.feed(chunk, &mut |f| match f {
-            Framed::TooLong { number, len } => {
-                self.findings.push(Finding::new(number, Kind::LineTooLong, format!("event line of {len} bytes is over the limit of {}", self.max)));
-            }
-            Framed::Line(l) => self.line(l.number, l.bytes),
-        });
-        self.lines_in = Some(lines);
-    }
-
-    fn line(&mut self, number: u64, bytes: &[u8]) {
+    /// One complete line that is a JSON object.
+    pub fn line(&mut self, number: u64, bytes: &[u8]) {
         self.lines += 1;
-        // Framing first: the same rules as transcripts (length, UTF-8, a JSON object).
-        if let crate::transcript::checker::Outcome::Fault(f) = read_line(number, bytes, self.max, None) {
-            self.findings.push(f);
-            return;
-        }
         let (mut ty, mut id): (Option<RawStr<'_>>, Option<RawStr<'_>>) = (None, None);
         let _ = scan::object_line(bytes, |s, k| {
             match &*k.key() {
@@ -91,39 +64,29 @@ impl EventLog {
         }
     }
 
-    /// Findings since the last call.
-    pub fn drain_findings(&mut self) -> Vec<Finding> {
-        std::mem::take(&mut self.findings)
-    }
-
-    /// Events by type so far.
-    pub fn counts(&self) -> &BTreeMap<String, u64> {
-        &self.counts
-    }
-
     /// Non-blank lines read.
     pub fn lines(&self) -> u64 {
         self.lines
     }
+}
 
-    /// Tool calls started and not completed.
-    pub fn pending(&self) -> usize {
-        self.pending.len()
+impl Stage for EventLog {
+    fn name(&self) -> &'static str {
+        "events"
     }
 
-    /// A last line without its newline, reported once the file is quiet or closed.
-    pub fn tail(&self) -> Vec<Finding> {
-        let lines = self.lines_in.as_ref().expect("lines");
-        let (sp, next) = (lines.splitter(), lines.next_line());
-        if sp.pending_bytes() > 0 && !sp.pending_is_blank() {
-            return vec![Finding::new(next, Kind::TornLine, format!("event line {next} has no newline"))];
+    fn input(&mut self, input: &Input<'_, '_>, _events: &mut Vec<Event>) {
+        if let Input::Event { number, bytes } = input {
+            self.line(*number, bytes);
         }
-        Vec::new()
     }
 
-    /// Offset just after the last complete line.
-    pub fn committed_offset(&self) -> u64 {
-        self.lines_in.as_ref().expect("lines").splitter().committed_offset()
+    fn pending(&self) -> Option<usize> {
+        Some(self.pending.len())
+    }
+
+    fn counts(&self) -> Option<&BTreeMap<String, u64>> {
+        Some(&self.counts)
     }
 }
 
@@ -133,17 +96,24 @@ mod tests {
 
     #[test]
     fn counts_types_and_pending_calls() {
-        let mut e = EventLog::new(1 << 20);
-        e.feed(b"{\"type\":\"turn.started\"}\n{\"type\":\"tool_call\",\"call_id\":\"a\"}\n{\"type\":\"tool_call\",\"call_id\":\"b\"}\n");
-        e.feed(b"{\"type\":\"tool_result\",\"call_id\":\"a\"}\nnot json\n{\"type\":\"turn.ended\"");
-        assert_eq!(e.counts().get("tool_call"), Some(&2));
-        assert_eq!(e.pending(), 1);
-        let f = e.drain_findings();
+        use crate::transcript::pipeline::{Inputs, Pipeline};
+        use crate::transcript::Kind;
+        use std::time::Duration;
+        let mut p = Pipeline::events(1 << 20, vec![Box::new(EventLog::new())], Duration::from_secs(1));
+        p.feed(b"{\"type\":\"turn.started\"}\n{\"type\":\"tool_call\",\"call_id\":\"a\"}\n{\"type\":\"tool_call\",\"call_id\":\"b\"}\n").unwrap();
+        p.feed(b"{\"type\":\"tool_result\",\"call_id\":\"a\"}\nnot json\n{\"type\":\"turn.ended\"").unwrap();
+        assert_eq!(p.counts().and_then(|c| c.get("tool_call")), Some(&2));
+        assert_eq!(p.pending(), 1);
+        let f: Vec<_> = p.drain().filter_map(|e| e.finding().cloned()).collect();
         assert_eq!((f[0].line, f[0].kind), (5, Kind::MalformedLine));
-        let t = e.tail();
+        p.grew(Duration::ZERO);
+        assert_eq!(p.poll_deadline(), Some(Duration::from_secs(1)));
+        p.handle_timeout(Duration::from_secs(1), &Inputs::default());
+        let t: Vec<_> = p.drain().filter_map(|e| e.finding().cloned()).collect();
         assert_eq!((t[0].line, t[0].kind), (6, Kind::TornLine));
-        e.feed(b"}\n");
-        assert!(e.tail().is_empty());
-        assert_eq!(e.counts().get("turn.ended"), Some(&1));
+        p.feed(b"}\n").unwrap();
+        assert_eq!(p.counts().and_then(|c| c.get("turn.ended")), Some(&1));
+        let (rest, _, _) = p.finish().unwrap();
+        assert!(rest.is_empty(), "{rest:?}");
     }
 }

@@ -27,9 +27,11 @@
 //! batch, for live files); then either [`OrphanScan::finish`] once for a complete file, or
 //! `poll_deadline` / `handle_timeout` for as long as the file is watched.
 
-use super::validate::Validator;
+use super::validate::{orphan, Validator};
+use crate::transcript::finding::{Finding, Output};
 use crate::transcript::formats::Format;
 use crate::transcript::model::Parsed;
+use crate::transcript::pipeline::{Event, Input, Inputs, Stage};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
@@ -184,7 +186,7 @@ impl OrphanScan {
     /// When open calls not yet declared become orphans if the stream does not grow: the last
     /// growth plus the grace period. `None` when there is nothing to wait for.
     pub fn poll_deadline(&self) -> Option<Duration> {
-        let waiting = self.validator.pending().iter().any(|p| !self.declared.contains(&p.id));
+        let waiting = self.validator.pending_beyond(&self.declared);
         waiting.then(|| self.last_growth.unwrap_or_default() + self.grace)
     }
 
@@ -204,6 +206,91 @@ impl OrphanScan {
     /// The stream is complete (a batch read): every open call is an orphan.
     pub fn finish(self) -> Vec<OpenCall> {
         self.open_calls()
+    }
+
+    /// The findings for open calls not declared yet, declaring them: `orphan_call` as `check`
+    /// words it, in line order.
+    fn declare(&mut self, skip: &HashSet<String>) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for p in self.validator.pending() {
+            if self.declared.contains(&p.id) {
+                continue;
+            }
+            if !skip.contains(&p.id) {
+                out.push(orphan(p));
+            }
+        }
+        self.declared.extend(self.validator.pending().into_iter().map(|p| p.id.clone()));
+        out
+    }
+}
+
+/// The `orphans` stage: [`OrphanScan`] in a pipeline. On a live stream, calls at the tail become
+/// `orphan_call` (as [`Event::Tail`]) once the stream has not grown for the grace period, except
+/// calls the shell's [`Inputs::paused`] lists (`pending.json`); each is reported once per quiet
+/// period (growth withdraws them: the shell retracts what it reported). At the end of a
+/// complete stream, the calls not reported yet are `orphan_call` outputs.
+#[derive(Debug)]
+pub struct Orphans {
+    scan: Option<OrphanScan>,
+    grace: Duration,
+    last_growth: Option<Duration>,
+}
+
+impl Orphans {
+    /// The stage, with the grace period of live streams.
+    pub fn new(grace: Duration) -> Self {
+        Orphans { scan: None, grace, last_growth: None }
+    }
+}
+
+impl Stage for Orphans {
+    fn name(&self) -> &'static str {
+        "orphans"
+    }
+
+    fn format(&mut self, format: Format) {
+        if self.scan.is_none() {
+            let mut scan = OrphanScan::new(format, self.grace);
+            scan.last_growth = self.last_growth;
+            self.scan = Some(scan);
+        }
+    }
+
+    fn input(&mut self, input: &Input<'_, '_>, _events: &mut Vec<Event>) {
+        if let (Input::Entry { number, parsed }, Some(scan)) = (input, self.scan.as_mut()) {
+            scan.push(*number, parsed);
+        }
+    }
+
+    fn grew(&mut self, now: Duration) {
+        self.last_growth = Some(now);
+        if let Some(scan) = self.scan.as_mut() {
+            scan.grew(now);
+            // What was declared was about the tail as it stood; the shell withdraws it.
+            scan.declared.clear();
+        }
+    }
+
+    fn poll_deadline(&self) -> Option<Duration> {
+        self.scan.as_ref().and_then(OrphanScan::poll_deadline)
+    }
+
+    fn handle_timeout(&mut self, now: Duration, inputs: &Inputs, events: &mut Vec<Event>) {
+        let Some(scan) = self.scan.as_mut() else { return };
+        if scan.poll_deadline().is_some_and(|d| now >= d) {
+            events.extend(scan.declare(&inputs.paused).into_iter().map(Event::Tail));
+        }
+    }
+
+    fn finish(&mut self, events: &mut Vec<Event>) {
+        if let Some(scan) = self.scan.as_mut() {
+            events.extend(scan.declare(&HashSet::new()).into_iter().map(|f| Event::Output(Output::Finding(f))));
+        }
+    }
+
+    fn pending(&self) -> Option<usize> {
+        self.scan.as_ref().map(|s| s.validator.pending_count())
     }
 }
 

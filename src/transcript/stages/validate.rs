@@ -121,6 +121,16 @@ impl Validator {
         v
     }
 
+    /// How many calls wait for a result.
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether some pending call is not in `declared`.
+    pub fn pending_beyond(&self, declared: &std::collections::BTreeSet<String>) -> bool {
+        self.pending.keys().any(|id| !declared.contains(id))
+    }
+
     /// Whether any call is waiting for a result.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
@@ -387,7 +397,7 @@ fn empty_turn(line: u64, thread: u64) -> Finding {
     Finding::new(line, Kind::EmptyAssistantTurn, "assistant turn whose parts are all blank; it must not enter the history").in_thread(thread)
 }
 
-fn orphan(p: &Pending) -> Finding {
+pub(crate) fn orphan(p: &Pending) -> Finding {
     Finding::new(p.line, Kind::OrphanCall, format!("call to {} has no result at the end of the transcript", tool_name(&p.name)))
         .with_call(&p.id, Some(&p.name))
         .in_thread(p.thread)
@@ -398,6 +408,81 @@ fn tool_name(name: &str) -> String {
         "a tool".to_owned()
     } else {
         format!("`{name}`")
+    }
+}
+
+/// The `validate` stage: the canonical rules of [`Validator`] as a pipeline stage. Its
+/// validator is made when the format is known. At the end of a complete stream it reports what
+/// [`Validator::finish`] does (calls still pending are `orphan_call`, as `check` reports them);
+/// on a live stream, once it has been quiet, the empty open turns — calls left open at the tail
+/// are the `orphans` stage's, which knows `pending.json` and the grace period.
+#[derive(Debug)]
+pub struct Validate {
+    validator: Option<Validator>,
+    quiet: crate::transcript::pipeline::Quiet,
+}
+
+impl Validate {
+    /// The stage; on a live stream its tail is due after `quiet` without growth.
+    pub fn new(quiet: std::time::Duration) -> Self {
+        Validate { validator: None, quiet: crate::transcript::pipeline::Quiet::new(quiet) }
+    }
+}
+
+impl crate::transcript::pipeline::Stage for Validate {
+    fn name(&self) -> &'static str {
+        "validate"
+    }
+
+    fn format(&mut self, format: Format) {
+        if self.validator.is_none() {
+            self.validator = Some(Validator::new(format));
+        }
+    }
+
+    fn input(&mut self, input: &crate::transcript::pipeline::Input<'_, '_>, events: &mut Vec<crate::transcript::pipeline::Event>) {
+        use crate::transcript::pipeline::{Event, Input};
+        match input {
+            Input::Entry { number, parsed } => {
+                if let Some(v) = self.validator.as_mut() {
+                    v.push(*number, parsed, &mut |o| events.push(Event::Output(o)));
+                }
+            }
+            Input::Dataset(o) => events.push(Event::Output((*o).clone())),
+            Input::Event { .. } | Input::Fault => {}
+        }
+    }
+
+    fn grew(&mut self, now: std::time::Duration) {
+        self.quiet.grew(now);
+    }
+
+    fn poll_deadline(&self) -> Option<std::time::Duration> {
+        self.quiet.deadline()
+    }
+
+    fn handle_timeout(
+        &mut self,
+        now: std::time::Duration,
+        _inputs: &crate::transcript::pipeline::Inputs,
+        events: &mut Vec<crate::transcript::pipeline::Event>,
+    ) {
+        if !self.quiet.take(now) {
+            return;
+        }
+        if let Some(v) = &self.validator {
+            events.extend(v.tail().into_iter().filter(|f| f.kind != Kind::OrphanCall).map(crate::transcript::pipeline::Event::Tail));
+        }
+    }
+
+    fn finish(&mut self, events: &mut Vec<crate::transcript::pipeline::Event>) {
+        if let Some(v) = self.validator.take() {
+            v.finish(&mut |o| events.push(crate::transcript::pipeline::Event::Output(o)));
+        }
+    }
+
+    fn pending(&self) -> Option<usize> {
+        self.validator.as_ref().map(Validator::pending_count)
     }
 }
 

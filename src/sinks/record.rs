@@ -1,4 +1,5 @@
-//! The daemon's output records: one JSON object per line, with a `type`.
+//! The daemon's output records, what its sinks are given: one JSON object per line, with a
+//! `type`.
 //!
 //! | type | when | fields besides `type`, `time`, `file` |
 //! |---|---|---|
@@ -177,9 +178,15 @@ impl Record {
 
     /// The record as one JSON line.
     pub fn to_line(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec(self).expect("records serialize");
-        v.push(b'\n');
+        let mut v = Vec::new();
+        self.write_line(&mut v);
         v
+    }
+
+    /// Appends the record as one JSON line to `out`.
+    pub fn write_line(&self, out: &mut Vec<u8>) {
+        serde_json::to_writer(&mut *out, self).expect("records serialize");
+        out.push(b'\n');
     }
 }
 

@@ -1,0 +1,483 @@
+//! The pipeline: a parse front (line framing, format detection, the format's adapter) followed
+//! by stages, **in the order given** — the order of the daemon's `[[stages]]`, or a verb's
+//! preset list.
+//!
+//! A [`Stage`] is a pure state machine: it is handed each input in stream order (a parsed
+//! entry, an event-log line, or a line the front could not read) together with the [`Event`]s
+//! the stages before it made of that input, and adds its own. So a stage sees only what earlier
+//! stages produced (the repair trigger placed before `validate` sees framing errors only), and a
+//! line's records come out in stage order. Time is an input, as in quinn: the shell reports
+//! growth with [`Pipeline::grew`], sleeps until [`Pipeline::poll_deadline`] and calls
+//! [`Pipeline::handle_timeout`] with the current time; what a stage says about the stream *as
+//! it stands* (a torn last line, an empty open turn, calls left open) comes out then, as
+//! [`Event::Tail`], once per quiet period. Inputs from outside the stream (`pending.json`) are
+//! passed in [`Inputs`] by the shell, which reads them.
+//!
+//! Calling order: [`Pipeline::feed`] any number of times (draining [`Pipeline::drain`] as you
+//! go), with `grew` / `poll_deadline` / `handle_timeout` for a live file; then
+//! [`Pipeline::finish`] once for a complete one.
+
+use super::checker::{Checker, Observer, Options, Stats, StrictStop};
+use super::finding::{Finding, Kind, Output};
+use super::formats::Format;
+use super::lines::{Framed, Numbered};
+use super::model::Parsed;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+/// One input, as the stages see it.
+#[derive(Debug)]
+pub enum Input<'l, 'a> {
+    /// A readable transcript line and its meaning.
+    Entry {
+        /// The 1-based line number.
+        number: u64,
+        /// What the adapter made of it.
+        parsed: &'l Parsed<'a>,
+    },
+    /// A complete line of an event log (the front framed it; the event-log stage reads it).
+    Event {
+        /// The 1-based line number.
+        number: u64,
+        /// The line, without its newline.
+        bytes: &'a [u8],
+    },
+    /// A line the front could not read: its finding is already in the events.
+    Fault,
+    /// A dataset line's finding (a conversation per line, checked whole while it was read):
+    /// the validation stage's to report.
+    Dataset(&'l Output),
+}
+
+/// What stages produce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A finding, or the demotion of an earlier one, as `check` reports them.
+    Output(Output),
+    /// A compaction boundary at this line.
+    Compaction {
+        /// The line.
+        line: u64,
+    },
+    /// A finding about the stream as it stands, reported at a deadline; it stops holding when
+    /// the stream grows (the shell retracts it then).
+    Tail(Finding),
+    /// The stream had error findings (from the stages before the repair trigger) and has been
+    /// idle for its `min_idle`: the shell repairs it.
+    RepairDue,
+}
+
+impl Event {
+    /// The finding this event reports, if it reports one.
+    pub fn finding(&self) -> Option<&Finding> {
+        match self {
+            Event::Output(Output::Finding(f)) | Event::Tail(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
+/// What the shell reads from outside the stream for the stages, at a deadline.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// Call ids a host lists as paused in `pending.json` beside the file (seed 003): not
+    /// orphans.
+    pub paused: HashSet<String>,
+}
+
+/// A pure pipeline stage. See the module docs for the calling order.
+pub trait Stage: Send + fmt::Debug {
+    /// The stage's name, as in the configuration (`validate`, `orphans`, ...).
+    fn name(&self) -> &'static str;
+    /// The format is known (before the first [`Input::Entry`]).
+    fn format(&mut self, _format: Format) {}
+    /// The next input, in stream order; `events` holds what the stages before this one made of
+    /// it: add yours after them.
+    fn input(&mut self, input: &Input<'_, '_>, events: &mut Vec<Event>);
+    /// The stream grew at `now` (a duration since the shell's epoch): what was reported about
+    /// its tail no longer holds, and quiet periods start again.
+    fn grew(&mut self, _now: Duration) {}
+    /// When [`Stage::handle_timeout`] is wanted next; `None`: nothing to wait for.
+    fn poll_deadline(&self) -> Option<Duration> {
+        None
+    }
+    /// The clock reached `now`: a stage whose deadline passed adds what is due.
+    fn handle_timeout(&mut self, _now: Duration, _inputs: &Inputs, _events: &mut Vec<Event>) {}
+    /// The inputs so far were a replay of lines reported before (after a restart, or to rebuild
+    /// an evicted file's state): forget what they would make due.
+    fn replayed(&mut self) {}
+    /// The stream is complete: add what its end makes final.
+    fn finish(&mut self, _events: &mut Vec<Event>) {}
+    /// Calls (or tool events) waiting for their result, for a gauge; `None` if the stage does
+    /// not track them.
+    fn pending(&self) -> Option<usize> {
+        None
+    }
+    /// Counters by name the stage keeps (event types of an event log).
+    fn counts(&self) -> Option<&BTreeMap<String, u64>> {
+        None
+    }
+}
+
+/// The stages behind the front, in order, and the events they produced not drained yet.
+#[derive(Debug, Default)]
+pub struct Stages {
+    list: Vec<Box<dyn Stage>>,
+    events: Vec<Event>,
+    scratch: Vec<Event>,
+}
+
+impl Stages {
+    fn run(&mut self, input: &Input<'_, '_>, seed: Option<Event>) {
+        let mut ev = std::mem::take(&mut self.scratch);
+        ev.extend(seed);
+        for s in &mut self.list {
+            s.input(input, &mut ev);
+        }
+        self.events.append(&mut ev);
+        self.scratch = ev;
+    }
+
+    fn each(&mut self, seed: Option<Event>, mut f: impl FnMut(&mut dyn Stage, &mut Vec<Event>)) {
+        let mut ev = std::mem::take(&mut self.scratch);
+        ev.extend(seed);
+        for s in &mut self.list {
+            f(s.as_mut(), &mut ev);
+        }
+        self.events.append(&mut ev);
+        self.scratch = ev;
+    }
+}
+
+/// Findings of the front itself: lines that cannot be read.
+fn is_framing(kind: Kind) -> bool {
+    matches!(kind, Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine)
+}
+
+impl Observer for Stages {
+    fn format(&mut self, format: Format) {
+        for s in &mut self.list {
+            s.format(format);
+        }
+    }
+
+    fn line(&mut self, number: u64, parsed: &Parsed<'_>) {
+        self.run(&Input::Entry { number, parsed }, None);
+    }
+
+    fn output(&mut self, output: &Output) {
+        match output {
+            Output::Finding(f) if is_framing(f.kind) => self.run(&Input::Fault, Some(Event::Output(output.clone()))),
+            _ => self.run(&Input::Dataset(output), None),
+        }
+    }
+}
+
+/// How the front reads lines.
+#[derive(Debug)]
+enum Front {
+    /// Transcripts: the check pipeline's framing, detection and adapters (its own validation
+    /// off: validation is a stage).
+    Transcript(Box<Checker<Stages>>),
+    /// Event logs: strict framing; the lines go to the stages raw.
+    Events { lines: Numbered, stages: Stages, max: usize },
+}
+
+/// A pipeline over one stream. See the module docs.
+#[derive(Debug)]
+pub struct Pipeline {
+    front: Front,
+    /// Quiet time after which the front reports a torn last line.
+    quiet: Duration,
+    last_growth: Duration,
+    tail_done: bool,
+}
+
+impl Pipeline {
+    /// A transcript pipeline: the front reads as `opts` say, then `stages` in order. A torn
+    /// last line is reported once the stream has been quiet for `quiet`.
+    pub fn transcript(opts: Options, stages: Vec<Box<dyn Stage>>, quiet: Duration) -> Self {
+        let stages = Stages { list: stages, ..Stages::default() };
+        let checker = Checker::observed(opts, stages).without_validation();
+        Pipeline { front: Front::Transcript(Box::new(checker)), quiet, last_growth: Duration::ZERO, tail_done: false }
+    }
+
+    /// An event-log pipeline: strict framing, then `stages` (the event-log stage first).
+    pub fn events(max_line_bytes: usize, stages: Vec<Box<dyn Stage>>, quiet: Duration) -> Self {
+        let stages = Stages { list: stages, ..Stages::default() };
+        let front = Front::Events { lines: Numbered::new(max_line_bytes), stages, max: max_line_bytes };
+        Pipeline { front, quiet, last_growth: Duration::ZERO, tail_done: false }
+    }
+
+    /// Feeds the next chunk. With the strict policy, returns the first unreadable line.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), StrictStop> {
+        match &mut self.front {
+            Front::Transcript(c) => {
+                let r = c.feed(chunk);
+                // The stages saw every output through the observer.
+                c.drain().for_each(drop);
+                r
+            }
+            Front::Events { lines, stages, max } => {
+                let max = *max;
+                lines.feed(chunk, &mut |f| match f {
+                    Framed::TooLong { number, len } => {
+                        let f = Finding::new(number, Kind::LineTooLong, format!("event line of {len} bytes is over the limit of {max}"));
+                        stages.run(&Input::Fault, Some(Event::Output(Output::Finding(f))));
+                    }
+                    Framed::Line(l) => match crate::transcript::checker::read_line(l.number, l.bytes, max, None) {
+                        crate::transcript::checker::Outcome::Fault(f) => stages.run(&Input::Fault, Some(Event::Output(Output::Finding(f)))),
+                        _ => stages.run(&Input::Event { number: l.number, bytes: l.bytes }, None),
+                    },
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// The check pipeline of a transcript front, to feed on several threads
+    /// ([`crate::transcript::checker::feed_parallel`]).
+    pub fn checker_mut(&mut self) -> Option<&mut Checker<Stages>> {
+        match &mut self.front {
+            Front::Transcript(c) => Some(c),
+            Front::Events { .. } => None,
+        }
+    }
+
+    fn stages(&self) -> &Stages {
+        match &self.front {
+            Front::Transcript(c) => c.observer(),
+            Front::Events { stages, .. } => stages,
+        }
+    }
+
+    fn stages_mut(&mut self) -> &mut Stages {
+        match &mut self.front {
+            Front::Transcript(c) => c.observer_mut(),
+            Front::Events { stages, .. } => stages,
+        }
+    }
+
+    /// Events produced since the last call, in order.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Event> {
+        self.stages_mut().events.drain(..)
+    }
+
+    /// Offset of the first line not fully read.
+    pub fn committed_offset(&self) -> u64 {
+        match &self.front {
+            Front::Transcript(c) => c.splitter().committed_offset(),
+            Front::Events { lines, .. } => lines.splitter().committed_offset(),
+        }
+    }
+
+    /// The detected (or given) format of a transcript.
+    pub fn format(&self) -> Option<Format> {
+        match &self.front {
+            Front::Transcript(c) => c.format(),
+            Front::Events { .. } => None,
+        }
+    }
+
+    /// A transcript's counters (lines, calls, tokens).
+    pub fn stats(&self) -> Option<&Stats> {
+        match &self.front {
+            Front::Transcript(c) => Some(c.stats()),
+            Front::Events { .. } => None,
+        }
+    }
+
+    /// Calls waiting for their result, as the first stage that tracks them counts.
+    pub fn pending(&self) -> usize {
+        self.stages().list.iter().find_map(|s| s.pending()).unwrap_or(0)
+    }
+
+    /// Counters by name, as the first stage that keeps them counts.
+    pub fn counts(&self) -> Option<&BTreeMap<String, u64>> {
+        self.stages().list.iter().find_map(|s| s.counts())
+    }
+
+    /// The stream grew at `now`.
+    pub fn grew(&mut self, now: Duration) {
+        self.last_growth = now;
+        self.tail_done = false;
+        for s in &mut self.stages_mut().list {
+            s.grew(now);
+        }
+    }
+
+    /// The inputs so far replayed lines reported before: their events are dropped, and the
+    /// stages forget what those lines would make due.
+    pub fn replayed(&mut self) {
+        let st = self.stages_mut();
+        st.events.clear();
+        for s in &mut st.list {
+            s.replayed();
+        }
+    }
+
+    /// Whether the front's quiet period passed since the last growth (its tail was reported).
+    pub fn tail_done(&self) -> bool {
+        self.tail_done
+    }
+
+    /// When [`Pipeline::handle_timeout`] is wanted next; `None`: nothing to wait for.
+    pub fn poll_deadline(&self) -> Option<Duration> {
+        let own = (!self.tail_done).then(|| self.last_growth.saturating_add(self.quiet));
+        self.stages().list.iter().filter_map(|s| s.poll_deadline()).chain(own).min()
+    }
+
+    /// The clock reached `now`: the front's tail (a torn last line) once its quiet period has
+    /// passed, then each stage's due events, in stage order.
+    pub fn handle_timeout(&mut self, now: Duration, inputs: &Inputs) {
+        let mut torn = None;
+        if !self.tail_done && now >= self.last_growth.saturating_add(self.quiet) {
+            self.tail_done = true;
+            torn = self.torn();
+        }
+        self.stages_mut().each(torn.map(Event::Tail), |s, ev| s.handle_timeout(now, inputs, ev));
+    }
+
+    /// A last line without its newline, as the stream stands.
+    fn torn(&self) -> Option<Finding> {
+        match &self.front {
+            Front::Transcript(c) => c.tail().into_iter().find(|f| f.kind == Kind::TornLine),
+            Front::Events { lines, .. } => {
+                let (sp, next) = (lines.splitter(), lines.next_line());
+                (sp.pending_bytes() > 0 && !sp.pending_is_blank()).then(|| Finding::new(next, Kind::TornLine, format!("event line {next} has no newline")))
+            }
+        }
+    }
+
+    /// Ends a complete stream: the remaining events, the counters and the format.
+    pub fn finish(self) -> Result<(Vec<Event>, Stats, Option<Format>), StrictStop> {
+        match self.front {
+            Front::Transcript(c) => {
+                let done = c.finish()?;
+                let mut st = done.observer;
+                st.each(None, |s, ev| s.finish(ev));
+                Ok((st.events, done.stats, done.format))
+            }
+            Front::Events { mut lines, mut stages, .. } => {
+                if let Some((n, _)) = lines.finish() {
+                    let f = Finding::new(n, Kind::TornLine, format!("event line {n} has no newline"));
+                    stages.run(&Input::Fault, Some(Event::Output(Output::Finding(f))));
+                }
+                stages.each(None, |s, ev| s.finish(ev));
+                Ok((stages.events, Stats::default(), None))
+            }
+        }
+    }
+}
+
+/// A quiet period: due once after each growth. Shared by the stages whose tail waits for the
+/// stream to be quiet.
+#[derive(Debug, Clone, Copy)]
+pub struct Quiet {
+    /// How long.
+    pub period: Duration,
+    last_growth: Duration,
+    done: bool,
+}
+
+impl Quiet {
+    /// A quiet period of `period`, due `period` after the start.
+    pub fn new(period: Duration) -> Self {
+        Quiet { period, last_growth: Duration::ZERO, done: false }
+    }
+
+    /// The stream grew at `now`.
+    pub fn grew(&mut self, now: Duration) {
+        self.last_growth = now;
+        self.done = false;
+    }
+
+    /// When it is due, if it is not done.
+    pub fn deadline(&self) -> Option<Duration> {
+        (!self.done).then(|| self.last_growth.saturating_add(self.period))
+    }
+
+    /// Whether it is due at `now`; marks it done if so.
+    pub fn take(&mut self, now: Duration) -> bool {
+        let due = self.deadline().is_some_and(|d| now >= d);
+        self.done |= due;
+        due
+    }
+}
+
+/// The compaction stage: a `compaction` event for each compaction boundary.
+#[derive(Debug, Default)]
+pub struct Compactions;
+
+impl Stage for Compactions {
+    fn name(&self) -> &'static str {
+        "compaction"
+    }
+
+    fn input(&mut self, input: &Input<'_, '_>, events: &mut Vec<Event>) {
+        if let Input::Entry { number, parsed } = input {
+            if matches!(parsed.entry, crate::transcript::model::Entry::Compaction { .. }) {
+                events.push(Event::Compaction { line: *number });
+            }
+        }
+    }
+}
+
+/// The repair trigger: a stream that had error findings from the stages before it, and has
+/// been idle for `min_idle`, is due for repair ([`Event::RepairDue`], once per batch of
+/// errors). The repair itself is IO: the shell runs it.
+#[derive(Debug)]
+pub struct RepairTrigger {
+    idle: Quiet,
+    errors: bool,
+}
+
+impl RepairTrigger {
+    /// A trigger after `min_idle` without growth.
+    pub fn new(min_idle: Duration) -> Self {
+        RepairTrigger { idle: Quiet::new(min_idle), errors: false }
+    }
+
+    fn see(&mut self, events: &[Event]) {
+        self.errors |= events.iter().filter_map(Event::finding).any(|f| f.severity == crate::transcript::Severity::Error);
+    }
+}
+
+impl Stage for RepairTrigger {
+    fn name(&self) -> &'static str {
+        "repair"
+    }
+
+    fn input(&mut self, _input: &Input<'_, '_>, events: &mut Vec<Event>) {
+        self.see(events);
+    }
+
+    fn grew(&mut self, now: Duration) {
+        self.idle.grew(now);
+    }
+
+    fn poll_deadline(&self) -> Option<Duration> {
+        self.idle.deadline().filter(|_| self.errors)
+    }
+
+    fn handle_timeout(&mut self, now: Duration, _inputs: &Inputs, events: &mut Vec<Event>) {
+        // Tail findings of the stages before this one, due at the same time, count too.
+        self.see(events);
+        if self.errors && self.idle.take(now) {
+            self.errors = false;
+            events.push(Event::RepairDue);
+        }
+    }
+
+    fn replayed(&mut self) {
+        self.errors = false;
+    }
+
+    fn finish(&mut self, events: &mut Vec<Event>) {
+        self.see(events);
+        if std::mem::take(&mut self.errors) {
+            events.push(Event::RepairDue);
+        }
+    }
+}
