@@ -96,8 +96,12 @@ impl FluentBit {
             .unwrap_or_else(|e| panic!("{}: {e}", self.bin.display()));
         self.child = Some(child);
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
-        let up = wait(Duration::from_secs(20), || std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok());
-        assert!(up, "Fluent Bit did not listen on {}: {}", self.port, self.log());
+        let mut exited = None;
+        let up = wait(Duration::from_secs(20), || {
+            exited = self.child.as_mut().and_then(|c| c.try_wait().unwrap());
+            exited.is_some() || std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+        });
+        assert!(up && exited.is_none(), "Fluent Bit did not listen on {} ({exited:?}): {}", self.port, self.log());
     }
 
     /// `kill -9`, and reap.
@@ -161,7 +165,7 @@ fn write_transcripts(d: &Daemon, files: &[PathBuf], prefix: &str) {
 /// fold equals `check`; then both must be the same multiset, and fold to `check`'s findings.
 fn assert_delivered_once(d: &Daemon, fb: &FluentBit) {
     let want_findings = check_dir(&d.watch_dir());
-    assert!(want_findings.len() > 30, "{want_findings:?}");
+    assert!(want_findings.len() > 10, "{want_findings:?}");
     assert!(wait(Duration::from_secs(30), || fold(&d.records()) == want_findings), "the daemon's stdout vs check\n{}", d.log());
     let want = multiset(&d.records());
     let mut got = BTreeMap::new();
@@ -182,6 +186,7 @@ fn assert_delivered_once(d: &Daemon, fb: &FluentBit) {
         fb.log()
     );
     assert_eq!(fold(&fb.records()), want_findings, "Fluent Bit's records fold to check's findings");
+    eprintln!("Fluent Bit wrote the daemon's {} records, each once ({} findings hold)", want.values().sum::<usize>(), want_findings.len());
 }
 
 #[test]
