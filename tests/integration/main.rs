@@ -8,6 +8,7 @@ mod architecture;
 mod browser;
 mod chunking;
 mod cli;
+mod collectors;
 mod context;
 mod daemon;
 mod daemon_faults;
