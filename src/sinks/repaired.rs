@@ -65,6 +65,9 @@ enum Entry {
     Done(u64),
 }
 
+/// A repair that ended: its record, or `None` if the repairer panicked (then it stays due).
+type Ended = (Due, Option<Option<Record>>);
+
 /// The `repaired_files` sink. See the module docs.
 pub struct RepairedFiles {
     dir: PathBuf,
@@ -77,7 +80,11 @@ pub struct RepairedFiles {
     next_seq: u64,
     repairer: Repairer,
     wake: Arc<tokio::sync::Notify>,
-    running: tokio::task::JoinSet<(Due, Option<Record>)>,
+    /// Repairs running on the blocking pool; each sends its end on `ended` (sent before the
+    /// wake-up, so a woken daemon finds it), then wakes the daemon.
+    running: usize,
+    ended_tx: tokio::sync::mpsc::UnboundedSender<Ended>,
+    ended: tokio::sync::mpsc::UnboundedReceiver<Ended>,
     /// Files with a repair running, and the repairs of them waiting for it, in order.
     busy: HashMap<PathBuf, VecDeque<Due>>,
     /// Records of repairs done, not taken yet.
@@ -86,7 +93,7 @@ pub struct RepairedFiles {
 
 impl std::fmt::Debug for RepairedFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RepairedFiles").field("dir", &self.dir).field("journal", &self.journal_path).field("running", &self.running.len()).finish()
+        f.debug_struct("RepairedFiles").field("dir", &self.dir).field("journal", &self.journal_path).field("running", &self.running).finish()
     }
 }
 
@@ -117,6 +124,7 @@ impl RepairedFiles {
         let journal_path = jdir.join("journal.jsonl");
         let journal = OpenOptions::new().create(true).append(true).open(&journal_path).with_context(|| format!("opening {}", journal_path.display()))?;
         let flushed = journal.metadata()?.len();
+        let (ended_tx, ended) = tokio::sync::mpsc::unbounded_channel();
         Ok(RepairedFiles {
             dir: dir.to_path_buf(),
             journal_path,
@@ -126,7 +134,9 @@ impl RepairedFiles {
             next_seq: 1,
             repairer,
             wake,
-            running: tokio::task::JoinSet::new(),
+            running: 0,
+            ended_tx,
+            ended,
             busy: HashMap::new(),
             done: Vec::new(),
         })
@@ -146,37 +156,41 @@ impl RepairedFiles {
         }
         self.busy.insert(due.file.clone(), VecDeque::new());
         tracing::info!(file = %due.file.display(), "repair started");
-        let (repairer, dir, wake) = (self.repairer.clone(), self.dir.clone(), self.wake.clone());
-        self.running.spawn_blocking(move || {
-            let record = repairer(&due, &dir);
+        let (repairer, dir, wake, tx) = (self.repairer.clone(), self.dir.clone(), self.wake.clone(), self.ended_tx.clone());
+        self.running += 1;
+        tokio::task::spawn_blocking(move || {
+            let record = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| repairer(&due, &dir))).ok();
+            // The receiver lives as long as the sink; a sink dropped meanwhile runs it again
+            // after its next start (the journal still holds it).
+            let _ = tx.send((due, record));
             wake.notify_one();
-            (due, record)
         });
     }
 
     /// Takes the repairs that are done: their records, and their `done` lines for the journal.
     fn reap(&mut self) {
-        while let Some(joined) = self.running.try_join_next() {
-            self.finished(joined);
+        while let Ok(ended) = self.ended.try_recv() {
+            self.finished(ended);
         }
     }
 
     /// A repair task ended: its `done` line and record, and the next repair of its file.
-    fn finished(&mut self, joined: Result<(Due, Option<Record>), tokio::task::JoinError>) {
-        let (due, record) = match joined {
-            Ok(r) => r,
-            Err(e) => {
-                // A repair that panicked stays due: it is tried again after a restart.
-                tracing::warn!(error = %e, "a repair task failed");
-                return;
+    fn finished(&mut self, (due, record): Ended) {
+        self.running -= 1;
+        match record {
+            Some(record) => {
+                self.buf.extend_from_slice(&Self::line(&Entry::Done(due.seq)));
+                self.done.extend(record);
             }
-        };
-        self.buf.extend_from_slice(&Self::line(&Entry::Done(due.seq)));
-        self.done.extend(record);
-        let next = self.busy.get_mut(&due.file).and_then(VecDeque::pop_front);
-        self.busy.remove(&due.file);
-        if let Some(next) = next {
+            // It stays due: it is tried again after a restart.
+            None => tracing::warn!(file = %due.file.display(), "a repair task panicked"),
+        }
+        let mut waiting = self.busy.remove(&due.file).unwrap_or_default();
+        if let Some(next) = waiting.pop_front() {
             self.start(next);
+            if let Some(q) = self.busy.get_mut(&due.file) {
+                q.extend(waiting);
+            }
         }
     }
 }
@@ -268,8 +282,9 @@ impl Sink for RepairedFiles {
     }
 
     async fn settle(&mut self) -> anyhow::Result<()> {
-        while let Some(joined) = self.running.join_next().await {
-            self.finished(joined);
+        while self.running > 0 {
+            let Some(ended) = self.ended.recv().await else { break };
+            self.finished(ended);
         }
         Ok(())
     }
