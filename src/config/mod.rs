@@ -289,17 +289,26 @@ fn default_http_timeout() -> Duration {
 }
 
 /// What sinks are built with besides their own settings.
-#[derive(Debug)]
 pub struct SinkContext<'a> {
     /// The daemon's state directory.
     pub state_dir: &'a Path,
     /// The tool registry (side effects, for the metrics of orphan calls).
     pub registry: &'a tools::ToolRegistry,
+    /// What runs a due repair, for `repaired_files` (the daemon hands in the repair driver:
+    /// sinks do not know how to repair).
+    pub repairer: Option<crate::sinks::repaired::Repairer>,
+    /// Notified by a sink that has records of its own waiting ([`crate::sinks::Sink::take_records`]).
+    pub wake: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl std::fmt::Debug for SinkContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkContext").field("state_dir", &self.state_dir).field("repairer", &self.repairer.is_some()).finish_non_exhaustive()
+    }
 }
 
 impl SinkConfig {
-    /// The sink, built (a closed enum in front, an open trait behind it). `None` for
-    /// `repaired_files`, which is where the repair stage writes, not a sink of records.
+    /// The sink, built (a closed enum in front, an open trait behind it).
     pub fn build(&self, ctx: &SinkContext<'_>) -> anyhow::Result<Option<Box<dyn crate::sinks::Sink>>> {
         use crate::sinks::{outputs, prometheus};
         use anyhow::Context as _;
@@ -312,7 +321,10 @@ impl SinkConfig {
                 let max = parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
                 Some(Box::new(outputs::FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?))
             }
-            SinkConfig::RepairedFiles { .. } => None,
+            SinkConfig::RepairedFiles { dir } => {
+                let repairer = ctx.repairer.clone().context("the repaired_files sink needs the daemon's repair driver")?;
+                Some(Box::new(crate::sinks::repaired::RepairedFiles::open(dir, ctx.state_dir, repairer, ctx.wake.clone())?))
+            }
             SinkConfig::Prometheus { .. } => {
                 let registry = ctx.registry.clone();
                 Some(Box::new(prometheus::PrometheusSink::new(Box::new(move |tool| registry.side_effect(tool)))))

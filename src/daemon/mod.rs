@@ -77,14 +77,58 @@ impl Stages {
 struct Sinks {
     list: Vec<Box<dyn Sink>>,
     repaired_dir: Option<PathBuf>,
+    /// Notified by a sink that has records of its own (a repair it wrote).
+    wake: Arc<tokio::sync::Notify>,
+}
+
+/// The repair driver as the `repaired_files` sink runs it: a copy of the file under the sink's
+/// directory (never in place), and the record of what it did.
+fn repairer() -> crate::sinks::repaired::Repairer {
+    Arc::new(|due: &crate::sinks::repaired::Due, dir: &Path| {
+        let settings = crate::repair::Settings {
+            check: crate::transcript::Options { format: due.format, max_line_bytes: due.max_line_bytes, strict: false, jobs: 1 },
+            orphans: due.orphans,
+            dry_run: false,
+            in_place: false,
+            backup: None,
+            min_idle: Duration::ZERO,
+            force: true,
+        };
+        let job = crate::repair::Job { input: due.file.clone(), output: dir.join(&due.rel), rel: due.rel.clone() };
+        let report = crate::repair::repair_file(&job, &settings, &mut Vec::new());
+        repair_record(&due.file, report)
+    })
+}
+
+/// The record of a repair the daemon ran (none when there is nothing to report; a failure is
+/// logged).
+fn repair_record(p: &Path, report: crate::repair::Report) -> Option<Record> {
+    use crate::repair::Status;
+    match report.status {
+        Status::Planned => Some(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
+        Status::Repaired | Status::Partial => Some(Record::Repaired {
+            time: now(),
+            file: report.file,
+            output: report.output.unwrap_or_default(),
+            inserted: report.lines.inserted,
+            removed: report.lines.removed,
+            modified: report.lines.modified,
+        }),
+        Status::Failed => {
+            warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed");
+            None
+        }
+        Status::Clean | Status::Skipped => None,
+    }
 }
 
 impl Sinks {
     /// Builds the configured sinks and recovers each to the position the checkpoint recorded
     /// for it.
     async fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint, registry: &crate::config::tools::ToolRegistry) -> anyhow::Result<Sinks> {
-        let mut sinks = Sinks { list: Vec::new(), repaired_dir: None };
-        let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry };
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let mut sinks = Sinks { list: Vec::new(), repaired_dir: None, wake: wake.clone() };
+        let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry, repairer: Some(repairer()), wake };
         for s in &cfg.config.sinks {
             if let SinkConfig::RepairedFiles { dir } = s {
                 sinks.repaired_dir = Some(dir.clone());
@@ -114,6 +158,19 @@ impl Sinks {
     /// Where each sink stands: what it made durable or had acknowledged.
     fn positions(&self) -> std::collections::BTreeMap<String, crate::sinks::Position> {
         self.list.iter().filter_map(|s| Some((s.key(), s.position()?))).collect()
+    }
+
+    /// Records the sinks made of work they ran on their own (repairs written).
+    fn take_records(&mut self) -> Vec<Record> {
+        self.list.iter_mut().flat_map(|s| s.take_records()).collect()
+    }
+
+    /// Waits for the work the sinks run on their own (at shutdown).
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        for s in &mut self.list {
+            s.settle().await?;
+        }
+        Ok(())
     }
 
     /// Tells every sink a checkpoint was stored; whether some position moved.
@@ -233,6 +290,8 @@ struct Daemon {
     /// Repairs running on the blocking pool, and their files.
     repairs: tokio::task::JoinSet<(PathBuf, crate::repair::Report)>,
     repairing: HashSet<PathBuf>,
+    /// Repairs made due in the running step, for the `repaired_files` sink.
+    due: Vec<crate::sinks::repaired::Due>,
     /// Records and counters of the running step, for the sinks.
     outbox: Vec<Record>,
     counts: Vec<Count>,
@@ -289,6 +348,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
         sinks,
         repairs: tokio::task::JoinSet::new(),
         repairing: HashSet::new(),
+        due: Vec::new(),
         outbox: Vec::new(),
         counts: Vec::new(),
         gauges: None,
@@ -331,6 +391,7 @@ impl Started {
         d.emit(records);
         d.deliver().await?;
         let mut ready = false;
+        let wake = d.sinks.wake.clone();
         tokio::pin!(shutdown);
         loop {
             if !ready && d.backlog.is_empty() {
@@ -361,6 +422,12 @@ impl Started {
                     d.new_step();
                     d.repaired(done);
                 }
+                () = wake.notified() => {
+                    d.health.busy();
+                    d.new_step();
+                    let records = d.sinks.take_records();
+                    d.emit(records);
+                }
                 () = tokio::task::yield_now(), if backlog => {
                     d.health.busy();
                     d.new_step();
@@ -382,6 +449,9 @@ impl Started {
         while let Some(done) = d.repairs.join_next().await {
             d.repaired(done);
         }
+        d.sinks.settle().await?;
+        let records = d.sinks.take_records();
+        d.emit(records);
         d.deliver().await?;
         let r = d.checkpoint().await;
         d.health.idle();
@@ -721,7 +791,8 @@ impl Daemon {
         for t in self.files.values_mut() {
             self.counts.append(&mut t.counts);
         }
-        let batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
+        let mut batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
+        batch.repairs = std::mem::take(&mut self.due);
         if batch.is_empty() {
             return Ok(());
         }
@@ -816,11 +887,26 @@ impl Daemon {
         Ok(())
     }
 
-    /// Starts a repair of `p` on the blocking pool: a whole-file repair runs beside tailing and
-    /// never stalls the loop; its record comes when it is done ([`Daemon::repaired`]). One repair
-    /// per file at a time.
+    /// Makes a repair of `p` due. A copy (mode `copy`) goes to the `repaired_files` sink in
+    /// this step's batch: it journals the request, runs it on the blocking pool beside tailing,
+    /// and hands back its record (see `sinks::repaired`). A plan (mode `plan`, which writes no
+    /// file) runs here on the blocking pool; its record comes when it is done
+    /// ([`Daemon::repaired`]). One plan per file at a time.
     fn repair(&mut self, p: &Path, mode: crate::config::RepairMode, policy: OrphanPolicy) {
         let Some(t) = self.files.get_mut(p) else { return };
+        if mode == crate::config::RepairMode::Copy {
+            t.repaired_size = Some(t.size);
+            let due = crate::sinks::repaired::Due {
+                seq: 0,
+                file: p.to_path_buf(),
+                rel: t.rel.clone(),
+                format: t.format(),
+                orphans: policy,
+                max_line_bytes: self.cfg.max_line_bytes,
+            };
+            self.due.push(due);
+            return;
+        }
         if self.repairing.contains(p) {
             return;
         }
@@ -828,13 +914,13 @@ impl Daemon {
         let settings = crate::repair::Settings {
             check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
             orphans: policy,
-            dry_run: mode == crate::config::RepairMode::Plan,
+            dry_run: true,
             in_place: false,
             backup: None,
             min_idle: Duration::ZERO,
             force: true,
         };
-        let Some(dir) = self.sinks.repaired_dir.clone().or_else(|| (mode == crate::config::RepairMode::Plan).then(std::env::temp_dir)) else { return };
+        let dir = self.sinks.repaired_dir.clone().unwrap_or_else(std::env::temp_dir);
         let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
         self.repairing.insert(p.to_path_buf());
         info!(file = %p.display(), "repair started");
@@ -855,24 +941,9 @@ impl Daemon {
             }
         };
         self.repairing.remove(&p);
-        use crate::repair::Status;
-        let record = match report.status {
-            Status::Planned => Record::RepairPlanned { time: now(), file: report.file, edits: report.edits },
-            Status::Repaired | Status::Partial => Record::Repaired {
-                time: now(),
-                file: report.file,
-                output: report.output.unwrap_or_default(),
-                inserted: report.lines.inserted,
-                removed: report.lines.removed,
-                modified: report.lines.modified,
-            },
-            Status::Failed => {
-                warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed");
-                return;
-            }
-            Status::Clean | Status::Skipped => return,
-        };
-        self.emit(vec![record]);
+        if let Some(record) = repair_record(&p, report) {
+            self.emit(vec![record]);
+        }
     }
 
     fn limit_open_files(&mut self) {

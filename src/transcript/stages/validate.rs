@@ -99,7 +99,7 @@ pub struct Validator {
 impl Validator {
     /// A validator for a file of `format`.
     pub fn new(format: Format) -> Self {
-        let claude = format == Format::ClaudeCode;
+        let claude = format.uuid_tree();
         Validator {
             format,
             pending: Map::default(),
@@ -178,7 +178,7 @@ impl Validator {
                     Role::User | Role::Tool => {
                         self.results(line, t, m, node, out);
                         self.lane(t).assistant_since_user = false;
-                        if self.format == Format::Codex && m.prompt {
+                        if self.format.prompt_ends_turn() && m.prompt {
                             self.moved_on(line, t, out);
                         }
                     }
@@ -243,7 +243,7 @@ impl Validator {
         let same_turn = key.is_some() && self.lane(t).turn.as_ref().is_some_and(|turn| turn.key == key);
         if !same_turn {
             self.close_turn(t, out);
-            if self.format != Format::Codex {
+            if !self.format.prompt_ends_turn() {
                 if self.lane(t).assistant_since_user {
                     let f = Finding::new(line, Kind::ConsecutiveAssistant, "assistant turn follows another assistant turn with no user turn between them");
                     self.emit(f.in_thread(t), node, out);
@@ -443,7 +443,7 @@ impl crate::transcript::pipeline::Stage for Validate {
     fn input(&mut self, input: &crate::transcript::pipeline::Input<'_, '_>, events: &mut Vec<crate::transcript::pipeline::Event>) {
         use crate::transcript::pipeline::{Event, Input};
         match input {
-            Input::Entry { number, parsed } => {
+            Input::Entry { number, parsed, .. } => {
                 if let Some(v) = self.validator.as_mut() {
                     v.push(*number, parsed, &mut |o| events.push(Event::Output(o)));
                 }
@@ -451,6 +451,10 @@ impl crate::transcript::pipeline::Stage for Validate {
             Input::Dataset(o) => events.push(Event::Output((*o).clone())),
             Input::Event { .. } | Input::Fault => {}
         }
+    }
+
+    fn thread(&self) -> Option<u64> {
+        self.validator.as_ref().map(Validator::thread)
     }
 
     fn grew(&mut self, now: std::time::Duration) {
