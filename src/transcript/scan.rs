@@ -70,6 +70,11 @@ impl<'a> RawStr<'a> {
         if !self.escaped {
             // The caller validated the line as UTF-8, and a string body without escapes is a
             // sub-slice of it that starts and ends at ASCII quotes.
+            if self.raw.is_ascii() {
+                // SAFETY: ASCII bytes are UTF-8. (Ids, names and roles are ASCII: checking
+                // that word by word is cheaper than the general check below.)
+                return Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(self.raw) });
+            }
             return Cow::Borrowed(std::str::from_utf8(self.raw).unwrap_or(""));
         }
         Cow::Owned(unescape(self.raw))

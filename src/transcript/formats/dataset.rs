@@ -462,10 +462,22 @@ fn content_of<'a>(s: &mut Scanner<'a>) -> scan::Result<(super::blocks::Parts<'a>
 
 /// Chat Completions messages.
 fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<Option<Conversation<'a>>> {
+    // Escaped arguments are decoded here, into one buffer a thread keeps (up to 1 MiB).
+    let mut scratch = SCRATCH.take();
+    let read = chat_message_array(s, bad_shape, &mut scratch);
+    if scratch.capacity() <= 1 << 20 {
+        SCRATCH.set(scratch);
+    }
+    read
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+fn chat_message_array<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool, scratch: &mut Vec<u8>) -> scan::Result<Option<Conversation<'a>>> {
     // Legacy `function_call`s have no id: each is answered by the next `function` message.
     let mut legacy: Option<String> = None;
-    // Escaped arguments are decoded here, one buffer a conversation.
-    let mut scratch = Vec::new();
     message_array(s, Pairing::Chat, bad_shape, |s, c| {
         let index = c.messages.len();
         let (mut role, mut parts, mut null, mut seen) = (None, None, true, false);
@@ -482,14 +494,14 @@ fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<
                 }
                 b"tool_calls" => {
                     s.opt_array(|s| {
-                        if let Some((call, k)) = read_tool_call(s, &mut scratch)? {
+                        if let Some((call, k)) = read_tool_call(s, scratch)? {
                             calls.push(call);
                             keys.push(k);
                         }
                         Ok(())
                     })?;
                 }
-                b"function_call" => function_call = read_function(s, &mut scratch)?,
+                b"function_call" => function_call = read_function(s, scratch)?,
                 b"tool_call_id" => tool_call_id = s.opt_string()?,
                 b"weight" => weight_bad = !matches!(s.raw_value()?, b"0" | b"1" | b"0.0" | b"1.0" | b"null"),
                 _ => s.skip()?,
@@ -883,8 +895,10 @@ thread_local! {
 /// "input_schema"}`; ShareGPT may hold the list as a JSON string. Lists add up.
 fn read_tools(s: &mut Scanner<'_>, tools: &mut Option<Tools>) -> scan::Result<()> {
     let list = if s.peek() == Some(Kind::String) { tools_of_string(&s.string()?.decode()) } else { tools_array(s)? };
-    if let Some(list) = list {
-        tools.get_or_insert_with(Vec::new).extend(list);
+    match (tools.as_mut(), list) {
+        (Some(tools), Some(list)) => tools.extend(list),
+        (None, list) => *tools = list,
+        (_, None) => {}
     }
     Ok(())
 }

@@ -160,6 +160,9 @@ impl<'m> Pairs<'m> {
 
     /// The end of the conversation: calls still pending are orphans.
     pub(super) fn finish(mut self, out: &mut Vec<Finding>) {
+        if self.pending.is_empty() {
+            return;
+        }
         for (id, (line, name)) in self.sorted_pending() {
             out.push(orphan_call(line, id, name));
         }
