@@ -229,8 +229,18 @@ async fn serve(listener: std::net::TcpListener, limits: Arc<Limits>, health: Arc
         tokio::spawn(connection(stream, next_id, token, timeout, shared.clone()));
         refill(&shared.reserve);
     }
-    for (_, t) in shared.live.lock().unwrap_or_else(|e| e.into_inner()).drain(..).chain(shared.taps.lock().unwrap_or_else(|e| e.into_inner()).drain(..)) {
+    for (_, t) in shared.live.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
         t.cancel();
+    }
+    // Taps end their streams (their connections leave the list as they close); a little while
+    // at most.
+    let taps: Vec<CancellationToken> = shared.taps.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(_, t)| t.clone()).collect();
+    for t in &taps {
+        t.cancel();
+    }
+    let until = tokio::time::Instant::now() + Duration::from_millis(300);
+    while !shared.taps.lock().unwrap_or_else(|e| e.into_inner()).is_empty() && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -252,7 +262,14 @@ async fn connection(stream: tokio::net::TcpStream, id: u64, token: CancellationT
     loop {
         tokio::select! {
             _ = conn.as_mut() => break,
-            _ = token.cancelled() => break,
+            _ = token.cancelled() => {
+                // A tap's stream ends on the same token: its last chunk goes out, and the
+                // client sees the stream end rather than a cut connection.
+                if tapped.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+                    let _ = tokio::time::timeout(Duration::from_millis(200), conn.as_mut()).await;
+                }
+                break;
+            }
             _ = &mut deadline => {
                 // A tap client lives while it takes what waits for it.
                 let client = tapped.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -283,24 +300,28 @@ type Body = UnsyncBoxBody<Bytes, std::convert::Infallible>;
 
 /// A `/tap` answer: an SSE stream of what the client's queue takes, with a comment line every
 /// [`HEARTBEAT`] when nothing comes. The subscription ends when the body is dropped.
-fn tap_stream(sub: Subscription) -> Body {
+fn tap_stream(sub: Subscription, end: CancellationToken) -> Body {
     let first = Bytes::from_static(b": transcriptd tap\n\n");
-    let stream = futures_util::stream::unfold((sub, Some(first)), |(sub, first)| async move {
-        if let Some(f) = first {
-            return Some((Ok(hyper::body::Frame::data(f)), (sub, None)));
-        }
-        loop {
-            let items = sub.client.take();
-            if !items.is_empty() {
-                let mut out = Vec::with_capacity(items.len() * 256);
-                for i in &items {
-                    i.write_sse(&mut out);
-                }
-                return Some((Ok(hyper::body::Frame::data(Bytes::from(out))), (sub, None)));
+    let stream = futures_util::stream::unfold((sub, Some(first)), move |(sub, first)| {
+        let end = end.clone();
+        async move {
+            if let Some(f) = first {
+                return Some((Ok(hyper::body::Frame::data(f)), (sub, None)));
             }
-            tokio::select! {
-                () = sub.client.ready() => {}
-                () = tokio::time::sleep(HEARTBEAT) => return Some((Ok(hyper::body::Frame::data(Bytes::from_static(b":\n\n"))), (sub, None))),
+            loop {
+                let items = sub.client.take();
+                if !items.is_empty() {
+                    let mut out = Vec::with_capacity(items.len() * 256);
+                    for i in &items {
+                        i.write_sse(&mut out);
+                    }
+                    return Some((Ok(hyper::body::Frame::data(Bytes::from(out))), (sub, None)));
+                }
+                tokio::select! {
+                    () = sub.client.ready() => {}
+                    () = end.cancelled() => return None,
+                    () = tokio::time::sleep(HEARTBEAT) => return Some((Ok(hyper::body::Frame::data(Bytes::from_static(b":\n\n"))), (sub, None))),
+                }
             }
         }
     });
@@ -341,7 +362,7 @@ fn respond(req: &Request<Incoming>, shared: &Shared, id: u64, token: &Cancellati
             if req.method() == Method::HEAD {
                 return reply(StatusCode::OK, "text/event-stream", String::new());
             }
-            let mut r = Response::new(tap_stream(sub));
+            let mut r = Response::new(tap_stream(sub, token.clone()));
             let h = r.headers_mut();
             h.insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/event-stream"));
             h.insert(hyper::header::CACHE_CONTROL, hyper::header::HeaderValue::from_static("no-cache"));

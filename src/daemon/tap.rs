@@ -79,11 +79,17 @@ impl TapFilter {
         Ok(f)
     }
 
-    /// Whether a client with this filter gets `r`.
+    /// Whether a client with this filter gets `r`. Unlike the stdout sink's, a finding filter
+    /// (`kind`, `severity`) without `type` keeps findings and their corrections alone: who
+    /// taps for `orphan_call` wants those, not every file opened.
     pub fn keeps(&self, r: &Record) -> bool {
-        r.passes(&self.findings)
-            && (self.types.is_empty() || self.types.iter().any(|t| t == type_of(r)))
-            && self.file.as_ref().is_none_or(|g| g.is_match(file_of(r)))
+        let ty = type_of(r);
+        let typed = if self.types.is_empty() {
+            self.findings.keeps_all() || matches!(ty, "finding" | "finding_demoted" | "finding_retracted")
+        } else {
+            self.types.iter().any(|t| t == ty)
+        };
+        typed && r.passes(&self.findings) && self.file.as_ref().is_none_or(|g| g.is_match(file_of(r)))
     }
 }
 
@@ -465,10 +471,11 @@ mod tests {
 
     #[test]
     fn filters_parse_and_select() {
-        let f = TapFilter::parse("kind=orphan_call&severity=error&file=%2Ftmp%2F*.jsonl").unwrap();
+        let f = TapFilter::parse("type=file_opened&kind=orphan_call&severity=error&file=%2Ftmp%2F*.jsonl").unwrap();
         assert_eq!(f.findings.kinds, vec![Kind::OrphanCall]);
         assert!(f.keeps(&opened("/tmp/a.jsonl")));
         assert!(!f.keeps(&opened("/var/a.jsonl")));
+        assert!(!TapFilter::parse("kind=orphan_call").unwrap().keeps(&opened("/tmp/a.jsonl")), "a finding filter keeps findings alone");
         let t = TapFilter::parse("type=finding,compaction").unwrap();
         assert!(!t.keeps(&opened("/tmp/a.jsonl")));
         assert!(TapFilter::parse("kind=nope").is_err());
