@@ -20,6 +20,7 @@ pub mod show;
 pub mod stats;
 pub mod style;
 pub mod tap;
+pub mod top;
 pub mod usage;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -93,6 +94,9 @@ pub enum Command {
     /// The records of a running daemon as it emits them (its /tap endpoint), as JSON lines or
     /// readable lines.
     Tap(tap::Args),
+    /// A full-screen view of a running daemon: files, lag, lines/s, findings/s by kind,
+    /// pending and orphan calls, compactions, tokens/min by model, the busiest files.
+    Top(top::Args),
     /// Token usage by model (each API message once, with its final usage), without the daemon.
     Usage(usage::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -129,6 +133,7 @@ pub fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Usage(a) => usage::run(a),
         Command::Tap(a) => tap::run(a),
+        Command::Top(a) => top::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
     };

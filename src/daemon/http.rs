@@ -103,7 +103,7 @@ impl MetricsServer {
                 rt.block_on(serve(listener, limits, health, handle, tap, stop));
             })?
         };
-        info!(addr = %local, max_connections = l.max_connections, request_timeout = ?l.request_timeout, tap_clients = l.tap_clients, "serving /metrics, /health, /stats and /tap");
+        info!(addr = %local, max_connections = l.max_connections, request_timeout = ?l.request_timeout, tap_clients = l.tap_clients, "serving /metrics and /health, /stats and /tap");
         Ok(MetricsServer { configured: addr, local, limits, stop, thread: Some(thread) })
     }
 

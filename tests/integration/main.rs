@@ -33,6 +33,7 @@ mod rules;
 mod safety;
 mod sessions;
 mod support;
+mod tap;
 mod threads;
 mod usage;
 mod ux;
