@@ -180,6 +180,8 @@ struct Queue {
     missed: u64,
     /// When the client last took its queue.
     last_take: Option<Instant>,
+    /// Whether its last take found nothing: it waits for records (and is not stuck writing).
+    parked: bool,
 }
 
 /// One tap client.
@@ -221,6 +223,7 @@ impl Client {
         if missed > 0 {
             items.push(Item::Missed(missed));
         }
+        q.parked = items.is_empty();
         items
     }
 
@@ -229,11 +232,12 @@ impl Client {
         self.ready.notified().await;
     }
 
-    /// Whether something has waited for the client for longer than `timeout` since it last
-    /// took its queue: it stopped reading (or its connection is stuck).
+    /// Whether the client has taken nothing for longer than `timeout` while something waited
+    /// for it: records in its queue, or the last ones it took, still unsent (its connection
+    /// did not ask for more: the peer stopped reading).
     pub fn stalled(&self, timeout: Duration) -> bool {
         let q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        (!q.items.is_empty() || q.missed > 0) && q.last_take.is_none_or(|t| t.elapsed() > timeout)
+        (!q.parked || !q.items.is_empty() || q.missed > 0) && q.last_take.is_none_or(|t| t.elapsed() > timeout)
     }
 }
 
@@ -440,12 +444,16 @@ mod tests {
     fn a_full_queue_counts_what_it_drops_and_says_so_at_the_gap() {
         let tap = Tap::new();
         let sub = tap.subscribe(TapFilter::default(), 2, 4).unwrap();
+        assert!(sub.client.take().is_empty());
+        assert!(!sub.client.stalled(Duration::ZERO), "waiting for records is not stalling");
         let batch = Batch::new((0..5).map(|i| opened(&format!("/f{i}"))).collect(), vec![], None);
         tap.publish(&batch);
         let got = lines(&sub.client.take());
         assert_eq!(got.len(), 3);
         assert!(got[0].contains("/f0") && got[1].contains("/f1"), "{got:?}");
         assert_eq!(got[2], "missed 3");
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(sub.client.stalled(Duration::from_millis(1)), "what it took is not sent yet: it did not come back");
         // Dropped while the queue is full, then a record: the gap comes before it.
         tap.publish(&batch);
         let got = lines(&sub.client.take());

@@ -35,5 +35,6 @@ mod sessions;
 mod support;
 mod tap;
 mod threads;
+mod top;
 mod usage;
 mod ux;

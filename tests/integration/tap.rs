@@ -98,14 +98,16 @@ fn several_clients_one_slow_nothing_lost_for_the_others_and_the_slow_one_is_told
             .stdout(std::fs::File::create(&verb_out).unwrap())
             .stderr(Stdio::null()),
     );
-    // A fifth is refused (tap_clients = 4).
-    assert!(wait(Duration::from_secs(10), || { http(d.port, "/tap").is_some_and(|(s, _)| s == 503) }), "a fifth tap client is refused");
-
-    // Everyone is subscribed once the probe's record reaches the fast clients.
+    // Everyone is subscribed once the probe's record reaches the fast clients (and curl shows
+    // the stream's first comment).
     std::fs::write(d.watch_dir().join("probe.jsonl"), "not json\n").unwrap();
-    assert!(wait(Duration::from_secs(20), || {
-        sse_records(&curl_out).iter().any(|l| l.contains("probe.jsonl")) && lines_of(&verb_out).iter().any(|l| l.contains("probe.jsonl"))
+    assert!(wait(Duration::from_secs(30), || {
+        sse_records(&curl_out).iter().any(|l| l.contains("probe.jsonl"))
+            && lines_of(&verb_out).iter().any(|l| l.contains("probe.jsonl"))
+            && lines_of(&filtered_out).iter().any(|l| l == ": transcriptd tap")
     }));
+    // A fifth is refused (tap_clients = 4).
+    assert_eq!(http(d.port, "/tap").map(|(s, _)| s), Some(503), "a fifth tap client is refused");
 
     // The writer: 150,000 malformed lines over three files, 300 at a time.
     let mut files: Vec<std::fs::File> =
