@@ -256,7 +256,9 @@ async fn connection(stream: tokio::net::TcpStream, id: u64, token: CancellationT
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.keep_alive(false).timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(timeout);
-    let mut conn = Box::pin(builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+    let blocked = Arc::new(Blocked::default());
+    let io = Watched { inner: stream, blocked: blocked.clone() };
+    let mut conn = Box::pin(builder.serve_connection(hyper_util::rt::TokioIo::new(io), service));
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     loop {
@@ -274,7 +276,7 @@ async fn connection(stream: tokio::net::TcpStream, id: u64, token: CancellationT
                 // A tap client lives while it takes what waits for it.
                 let client = tapped.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 match client {
-                    Some(c) if !c.stalled(timeout) => deadline.as_mut().reset(tokio::time::Instant::now() + (timeout / 4).max(Duration::from_millis(10))),
+                    Some(c) if !c.stalled(timeout) && !blocked.longer_than(timeout) => deadline.as_mut().reset(tokio::time::Instant::now() + (timeout / 4).max(Duration::from_millis(10))),
                     Some(_) => {
                         debug!("a /tap client took nothing for the request timeout; closing it");
                         break;
@@ -293,6 +295,63 @@ async fn connection(stream: tokio::net::TcpStream, id: u64, token: CancellationT
     let mut r = shared.reserve.lock().unwrap_or_else(|e| e.into_inner());
     if r.is_none() {
         *r = std::fs::File::open("/dev/null").ok();
+    }
+}
+
+/// Since when a connection's writes have been refused (the peer's window is full: it stopped
+/// reading); 0 while they go through.
+#[derive(Debug, Default)]
+struct Blocked {
+    since_ms: AtomicU64,
+}
+
+impl Blocked {
+    fn now_ms() -> u64 {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64 + 1
+    }
+
+    fn longer_than(&self, d: Duration) -> bool {
+        let since = self.since_ms.load(Ordering::Relaxed);
+        since != 0 && Self::now_ms().saturating_sub(since) > d.as_millis() as u64
+    }
+}
+
+/// A connection's stream, noting when its writes block (what tells a `/tap` client that
+/// stopped reading).
+struct Watched {
+    inner: tokio::net::TcpStream,
+    blocked: Arc<Blocked>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        match &r {
+            std::task::Poll::Pending => {
+                let _ = self.blocked.since_ms.compare_exchange(0, Blocked::now_ms(), Ordering::Relaxed, Ordering::Relaxed);
+            }
+            std::task::Poll::Ready(_) => self.blocked.since_ms.store(0, Ordering::Relaxed),
+        }
+        r
+    }
+
+    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

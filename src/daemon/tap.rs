@@ -333,7 +333,7 @@ impl Tap {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             filter,
             capacity: capacity.max(1),
-            queue: Mutex::new(Queue { last_take: Some(Instant::now()), ..Queue::default() }),
+            queue: Mutex::new(Queue { last_take: Some(Instant::now()), parked: true, ..Queue::default() }),
             ready: tokio::sync::Notify::new(),
         });
         clients.push(client.clone());

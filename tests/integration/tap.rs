@@ -98,10 +98,13 @@ fn several_clients_one_slow_nothing_lost_for_the_others_and_the_slow_one_is_told
             .stdout(std::fs::File::create(&verb_out).unwrap())
             .stderr(Stdio::null()),
     );
-    // Everyone is subscribed once the probe's record reaches the fast clients (and curl shows
-    // the stream's first comment).
-    std::fs::write(d.watch_dir().join("probe.jsonl"), "not json\n").unwrap();
-    assert!(wait(Duration::from_secs(30), || {
+    // Everyone is subscribed once a probe's record reaches the fast clients (and curl shows
+    // the stream's first comment); a client that subscribed late gets a later probe.
+    let probe = d.watch_dir().join("probe.jsonl");
+    assert!(wait(Duration::from_secs(60), || {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&probe).unwrap();
+        f.write_all(b"not json\n").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
         sse_records(&curl_out).iter().any(|l| l.contains("probe.jsonl"))
             && lines_of(&verb_out).iter().any(|l| l.contains("probe.jsonl"))
             && lines_of(&filtered_out).iter().any(|l| l == ": transcriptd tap")
@@ -131,15 +134,24 @@ fn several_clients_one_slow_nothing_lost_for_the_others_and_the_slow_one_is_told
         checkpoint_offsets(&d)
     );
     assert!(slow.try_wait().unwrap().is_none());
-    // The end marker, then the slow client reads again.
-    std::fs::write(d.watch_dir().join("end.jsonl"), "not json\n").unwrap();
-    assert!(wait(Duration::from_secs(20), || d.records().iter().any(|r| r["file"].as_str().is_some_and(|f| f.ends_with("end.jsonl")))));
+    // The slow client reads again (its events collected beside), until a record of end.jsonl
+    // reaches it: one is appended every 300 ms (those written while its queue is full are
+    // dropped for it, and counted).
     std::fs::write(&go, "").unwrap();
-    let events: Vec<serde_json::Value> = slow_out.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    let reader = std::thread::spawn(move || slow_out.lines().map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap()).collect::<Vec<_>>());
+    let end = d.watch_dir().join("end.jsonl");
+    assert!(wait(Duration::from_secs(90), || {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&end).unwrap();
+        f.write_all(b"not json\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        slow.try_wait().unwrap().is_some()
+    }));
     assert!(slow.wait().unwrap().success());
-
+    let events = reader.join().unwrap();
+    let last = events.last().unwrap()["data"].as_str().unwrap().to_owned();
+    assert!(wait(Duration::from_secs(20), || lines_of(&d.out()).contains(&last)));
     let out = lines_of(&d.out());
-    let end_at = out.iter().position(|l| l.contains("end.jsonl")).unwrap();
+    let end_at = out.iter().position(|l| *l == last).unwrap();
     let out = &out[..=end_at];
     assert!(out.len() > 150_000, "{} records", out.len());
 
@@ -164,10 +176,16 @@ fn several_clients_one_slow_nothing_lost_for_the_others_and_the_slow_one_is_told
     assert_eq!(at, out.len(), "the slow client's records and gaps add up to every record");
     assert!(missed > 10_000 && gaps >= 1, "the slow client missed {missed} records in {gaps} gaps");
 
-    // The fast clients got every record, in order.
-    assert!(wait(Duration::from_secs(20), || sse_records(&curl_out).len() > end_at && lines_of(&verb_out).len() > end_at));
-    assert_eq!(&sse_records(&curl_out)[..=end_at], out, "curl");
-    assert_eq!(&lines_of(&verb_out)[..=end_at], out, "transcriptd tap -o json");
+    // The fast clients got every record from the one they subscribed before, in order.
+    for (name, got) in [("curl", &curl_out), ("transcriptd tap -o json", &verb_out)] {
+        let read = || if name == "curl" { sse_records(got) } else { lines_of(got) };
+        assert!(wait(Duration::from_secs(30), || read().iter().any(|l| l.contains("end.jsonl"))), "{name}");
+        let got = read();
+        let from = out.iter().position(|l| *l == got[0]).unwrap();
+        let n = out.len() - from;
+        assert!(got.len() >= n, "{name}: {} records, {n} expected", got.len());
+        assert_eq!(&got[..n], &out[from..], "{name}");
+    }
     // The filtered client: the malformed lines of b.jsonl, nothing else.
     let want: Vec<&String> = out
         .iter()
