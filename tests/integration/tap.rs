@@ -213,7 +213,7 @@ fn several_clients_one_slow_nothing_lost_for_the_others_and_the_slow_one_is_told
 
 #[test]
 fn a_client_that_stops_reading_is_closed_after_the_request_timeout() {
-    let mut d = Daemon::edited("", "", |c| format!("{c}request_timeout = \"1s\"\ntap_buffer = 16\ntap_clients = 1\n"));
+    let mut d = Daemon::edited("", "", |c| format!("{c}request_timeout = \"1s\"\ntap_buffer = 1000\ntap_clients = 1\n"));
     // A client that sends its request and never reads, with a small receive buffer.
     let stalled = {
         let s = socket_with_small_buffer(d.port);
@@ -222,11 +222,15 @@ fn a_client_that_stops_reading_is_closed_after_the_request_timeout() {
         s
     };
     assert!(wait(Duration::from_secs(10), || http(d.port, "/tap").is_some_and(|(s, _)| s == 503)), "the one slot is taken");
-    // Enough records to fill its socket buffers and its queue.
-    let big: String = (0..40_000).map(|i| format!("not json {i} {}\n", "y".repeat(60))).collect();
-    std::fs::write(d.watch_dir().join("a.jsonl"), big).unwrap();
+    // Records keep coming, more than its socket buffers hold: what is sent to it waits.
     // Closed after the timeout: the slot is free again.
-    let freed = wait(Duration::from_secs(20), || {
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(d.watch_dir().join("a.jsonl")).unwrap();
+    let mut i = 0;
+    let freed = wait(Duration::from_secs(30), || {
+        let chunk: String = (0..100).map(|j| format!("not json {i} {j} {}\n", "y".repeat(60))).collect();
+        f.write_all(chunk.as_bytes()).unwrap();
+        i += 1;
+        std::thread::sleep(Duration::from_millis(20));
         let mut s = std::net::TcpStream::connect(("127.0.0.1", d.port)).unwrap();
         write!(s, "GET /tap HTTP/1.0\r\n\r\n").unwrap();
         let mut head = [0u8; 12];
