@@ -21,6 +21,7 @@ pub mod health;
 pub mod http;
 pub mod open;
 pub mod tail;
+pub mod tap;
 pub mod watch;
 
 use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
@@ -303,6 +304,9 @@ struct Daemon {
     last_rescan: Instant,
     checkpoint_failing: bool,
     health: Arc<Health>,
+    /// Those who watch: `/tap` clients get each step's records after the sinks, `/stats`
+    /// readers a snapshot of the files (see [`tap`]).
+    tap: Arc<tap::Tap>,
 }
 
 /// A daemon built and ready to run.
@@ -312,8 +316,9 @@ pub struct Started {
 }
 
 /// Builds the daemon: the metrics recorder installed, sinks opened and recovered to the
-/// checkpoint, files restored from it, roots watched. Reads no file yet.
-pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
+/// checkpoint, files restored from it, roots watched. Reads no file yet. Its records also go
+/// to `tap`'s clients.
+pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> anyhow::Result<Started> {
     // Counters count from the first byte read.
     t::install();
     let stages = Stages::from(&cfg)?;
@@ -321,7 +326,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
     std::fs::create_dir_all(&cfg.config.daemon.state_dir).with_context(|| format!("creating state directory {}", cfg.config.daemon.state_dir.display()))?;
     let cp = checkpoint::load(&cfg.config.daemon.state_dir)?;
     let sinks = Sinks::open(&cfg, &cp, &stages.registry).await?;
-    let budget = fds::budget(fds::limit(), cfg.config.daemon.max_open_files, cfg.metrics.as_ref().map_or(0, |m| m.max_connections));
+    let budget = fds::budget(fds::limit(), cfg.config.daemon.max_open_files, cfg.metrics.as_ref().map_or(0, |m| m.max_connections + m.tap_clients));
     if budget.files < cfg.config.daemon.max_open_files {
         warn!(
             max_open_files = cfg.config.daemon.max_open_files,
@@ -359,6 +364,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
         last_rescan: Instant::now(),
         checkpoint_failing: false,
         health,
+        tap,
         cfg,
     };
     d.restore(&cp);
@@ -368,7 +374,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
 
 /// Builds and runs the daemon until `shutdown` completes. Returns after the final checkpoint.
 pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>, health: Arc<Health>) -> anyhow::Result<()> {
-    start(cfg, health).await?.run(shutdown).await
+    start(cfg, health, tap::Tap::new()).await?.run(shutdown).await
 }
 
 impl Started {
@@ -427,6 +433,10 @@ impl Started {
                     d.new_step();
                     let records = d.sinks.take_records();
                     d.emit(records);
+                }
+                () = d.tap.stats_asked() => {
+                    d.health.busy();
+                    d.new_step();
                 }
                 () = tokio::task::yield_now(), if backlog => {
                     d.health.busy();
@@ -796,7 +806,9 @@ impl Daemon {
         if batch.is_empty() {
             return Ok(());
         }
-        self.sinks.write(&batch).await
+        self.sinks.write(&batch).await?;
+        self.tap.publish(&batch);
+        Ok(())
     }
 
     /// When the loop must wake up next.
@@ -983,6 +995,23 @@ impl Daemon {
             oldest_unread_seconds: oldest.max(0) as u64,
             pending_calls: pending as u64,
         });
+        if self.tap.stats_due() {
+            let files = self
+                .files
+                .values()
+                .map(|t| tap::FileStats {
+                    path: t.path.display().to_string(),
+                    format: t.format_name().to_owned(),
+                    size: t.size,
+                    offset: t.committed(),
+                    lag: t.lag(),
+                    open: t.is_open(),
+                    pending: t.pending() as u64,
+                    findings: 0,
+                })
+                .collect();
+            self.tap.set_stats(files);
+        }
     }
 
     /// Flushes every sink, then writes the checkpoint: it records where each sink stands (what

@@ -34,6 +34,8 @@ mod rules;
 mod safety;
 mod sessions;
 mod support;
+mod tap;
 mod threads;
+mod top;
 mod usage;
 mod ux;
