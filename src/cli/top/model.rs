@@ -214,29 +214,21 @@ pub fn view(before: Option<&Reading>, now: &Reading, sort: SortBy, filter: &str)
     let dt = before.map_or(0.0, |b| now.at - b.at);
     let prev = |f: &dyn Fn(&Metrics) -> f64| before.map_or_else(|| f(m), |b| f(&b.metrics));
     let t = crate::telemetry::LINES_READ;
-    let mut findings: Vec<(String, f64, u64)> = {
-        let now_by = m.by(crate::telemetry::FINDINGS, "kind");
-        let before_by = before.map(|b| b.metrics.by(crate::telemetry::FINDINGS, "kind"));
-        now_by
-            .iter()
+    // Per label value of a counter: (value, its total now, its rate per second since `before`).
+    let rates_by = |name: &str, label: &str| -> Vec<(String, f64, f64)> {
+        let before_by = before.map(|b| b.metrics.by(name, label));
+        m.by(name, label)
+            .into_iter()
             .map(|(k, v)| {
-                let b = before_by.as_ref().map_or(*v, |p| p.get(k).copied().unwrap_or(0.0));
-                (k.clone(), rate(*v, b, dt), *v as u64)
+                let b = before_by.as_ref().map_or(v, |p| p.get(&k).copied().unwrap_or(0.0));
+                let r = rate(v, b, dt);
+                (k, v, r)
             })
             .collect()
     };
+    let mut findings: Vec<(String, f64, u64)> = rates_by(crate::telemetry::FINDINGS, "kind").into_iter().map(|(k, v, r)| (k, r, v as u64)).collect();
     findings.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
-    let mut tokens: Vec<(String, f64)> = {
-        let now_by = m.by(crate::telemetry::TOKENS, "model");
-        let before_by = before.map(|b| b.metrics.by(crate::telemetry::TOKENS, "model"));
-        now_by
-            .iter()
-            .map(|(k, v)| {
-                let b = before_by.as_ref().map_or(*v, |p| p.get(k).copied().unwrap_or(0.0));
-                (k.clone(), rate(*v, b, dt) * 60.0)
-            })
-            .collect()
-    };
+    let mut tokens: Vec<(String, f64)> = rates_by(crate::telemetry::TOKENS, "model").into_iter().map(|(k, _, r)| (k, r * 60.0)).collect();
     tokens.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let compactions = m.sum(crate::telemetry::COMPACTIONS);
 
