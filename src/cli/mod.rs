@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod check;
+pub mod client;
 pub mod completions;
 pub mod context;
 pub mod history;
@@ -18,6 +19,8 @@ pub mod sessions;
 pub mod show;
 pub mod stats;
 pub mod style;
+pub mod tap;
+pub mod top;
 pub mod usage;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -88,6 +91,12 @@ pub enum Command {
     /// Statistics of datasets (one conversation per line): messages per role, tool calls per
     /// tool, tokens per conversation and the tokens fine-tuning bills.
     Stats(stats::Args),
+    /// The records of a running daemon as it emits them (its /tap endpoint), as JSON lines or
+    /// readable lines.
+    Tap(tap::Args),
+    /// A full-screen view of a running daemon: files, lag, lines/s, findings/s by kind,
+    /// pending and orphan calls, compactions, tokens/min by model, the busiest files.
+    Top(top::Args),
     /// Token usage by model (each API message once, with its final usage), without the daemon.
     Usage(usage::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -123,6 +132,8 @@ pub fn main() -> ExitCode {
         Command::Stats(a) => stats::run(a),
         Command::Report(a) => report::run(a),
         Command::Usage(a) => usage::run(a),
+        Command::Tap(a) => tap::run(a),
+        Command::Top(a) => top::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
     };

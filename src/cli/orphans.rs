@@ -100,7 +100,7 @@ pub fn scan(input: &Input, format: Option<Format>, max_line_bytes: usize, grace:
             if !std::mem::replace(&mut told, true) {
                 stage.format(f);
             }
-            stage.input(&StageInput::Entry { number, parsed: &parsed }, &mut sink);
+            stage.input(&StageInput::Entry { number, parsed: &parsed, thread: parsed.thread }, &mut sink);
         }
     };
     super::input::read_forward(input, &mut forward, &mut on_line)?;

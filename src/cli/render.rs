@@ -23,7 +23,7 @@ pub fn canonical(out: &mut dyn Write, record: &[u8], format: Format) -> io::Resu
         // Codex's canonical records are rollout items: `{"type", "payload"}`.
         Format::Codex => (Format::Codex, v["payload"]["role"].as_str().or(v["payload"]["type"].as_str()).or(v["type"].as_str()).unwrap_or("")),
         // The others are API messages: `{"role", "content"}`.
-        _ => (Format::Anthropic, v["role"].as_str().unwrap_or("")),
+        Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => (Format::Anthropic, v["role"].as_str().unwrap_or("")),
     };
     parts(out, &format!("{:>6}", ""), role, &render_parts(&v, shape))
 }

@@ -11,7 +11,8 @@ use super::output::plural;
 use super::{Exit, OutputFormat};
 use crate::config::{Config, ConfigErrors, Resolved, SinkConfig};
 use crate::daemon::health::Health;
-use crate::daemon::http::MetricsServer;
+use crate::daemon::http::{MetricsServer, ServerLimits};
+use crate::daemon::tap::Tap;
 use anyhow::Context;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::io::Write;
@@ -152,7 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     crate::daemon::fds::raise_limit();
     let health = Arc::new(Health::new(cfg.config.daemon.stall_timeout));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the runtime")?;
-    let result = rt.block_on(supervise(args, cfg, metrics, health));
+    let result = rt.block_on(supervise(args, cfg, metrics, health, Tap::new()));
     // A task stuck in a blocking call must not keep the process alive after the shutdown
     // timeout.
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -173,12 +174,12 @@ enum Listener {
 }
 
 /// Binds the listener `cfg` asks for, unless the running one has its address.
-fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>) -> anyhow::Result<Listener> {
+fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>, tap: &Arc<Tap>) -> anyhow::Result<Listener> {
     let Some(m) = cfg.metrics else { return Ok(if running.is_some() { Listener::Stop } else { Listener::Keep }) };
     if running.is_some_and(|s| s.configured() == m.addr) {
         return Ok(Listener::Keep);
     }
-    match MetricsServer::bind(m.addr, connections(cfg), m.request_timeout, health.clone(), metrics.clone()) {
+    match MetricsServer::bind(m.addr, limits(cfg), health.clone(), metrics.clone(), tap.clone()) {
         Ok(server) => Ok(Listener::New(server)),
         // 127.0.0.1:9464 -> 0.0.0.0:9464: the running listener holds the port itself.
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && running.is_some_and(|s| s.local().port() == m.addr.port()) => Ok(Listener::Rebind(m.addr)),
@@ -186,30 +187,44 @@ fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &Prometheu
     }
 }
 
-/// Metrics connections at once: the configured maximum, within the descriptor budget.
-fn connections(cfg: &Resolved) -> usize {
-    let m = cfg.metrics.map_or(1, |m| m.max_connections);
-    crate::daemon::fds::budget(crate::daemon::fds::limit(), cfg.config.daemon.max_open_files, m).connections
+/// The listener's limits: metrics connections and `/tap` clients at once as configured, within
+/// the descriptor budget (taps first served from what is left to scrapes).
+fn limits(cfg: &Resolved) -> ServerLimits {
+    let (m, taps) = cfg.metrics.map_or((1, 0), |m| (m.max_connections, m.tap_clients));
+    let budget = crate::daemon::fds::budget(crate::daemon::fds::limit(), cfg.config.daemon.max_open_files, m + taps).connections;
+    let tap_clients = taps.min(budget / 2);
+    ServerLimits {
+        max_connections: budget.saturating_sub(tap_clients).max(1),
+        request_timeout: cfg.metrics.map_or(Duration::from_secs(5), |m| m.request_timeout),
+        tap_clients,
+        tap_buffer: cfg.metrics.map_or(1, |m| m.tap_buffer),
+    }
 }
 
 /// A reload, checked: the configuration loads, validates and can start (state directory,
 /// checkpoint, sinks, listener), all without touching the running daemon.
-fn prepare(args: &Args, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>) -> anyhow::Result<(Resolved, Listener)> {
+fn prepare(
+    args: &Args,
+    running: Option<&MetricsServer>,
+    metrics: &PrometheusHandle,
+    health: &Arc<Health>,
+    tap: &Arc<Tap>,
+) -> anyhow::Result<(Resolved, Listener)> {
     let new = load(args)?;
     crate::daemon::preflight(&new)?;
-    let l = listener(&new, running, metrics, health)?;
+    let l = listener(&new, running, metrics, health, tap)?;
     Ok((new, l))
 }
 
-async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, health: Arc<Health>) -> anyhow::Result<Exit> {
+async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, health: Arc<Health>, tap: Arc<Tap>) -> anyhow::Result<Exit> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
-    let mut server = match listener(&cfg, None, &metrics, &health)? {
+    let mut server = match listener(&cfg, None, &metrics, &health, &tap)? {
         Listener::New(s) => Some(s),
         Listener::Keep | Listener::Stop | Listener::Rebind(_) => None,
     };
-    let mut started = crate::daemon::start(cfg.clone(), health.clone()).await?;
+    let mut started = crate::daemon::start(cfg.clone(), health.clone(), tap.clone()).await?;
     loop {
         let stop = tokio_util::sync::CancellationToken::new();
         let daemon = tokio::spawn(started.run(stop.clone().cancelled_owned()));
@@ -220,7 +235,7 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
                 r = &mut daemon => return r.context("daemon task")?.map(|_| Exit::Clean),
                 _ = term.recv() => break None,
                 _ = int.recv() => break None,
-                _ = hup.recv() => match prepare(&args, server.as_ref(), &metrics, &health) {
+                _ = hup.recv() => match prepare(&args, server.as_ref(), &metrics, &health, &tap) {
                     Ok(new) => break Some(new),
                     Err(e) => error!(error = %format!("{e:#}"), "configuration reload refused; keeping the running configuration"),
                 },
@@ -236,7 +251,7 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
             }
         }
         let Some((new, new_listener)) = reload else { return Ok(Exit::Clean) };
-        started = match crate::daemon::start(new.clone(), health.clone()).await {
+        started = match crate::daemon::start(new.clone(), health.clone(), tap.clone()).await {
             Ok(s) => {
                 match new_listener {
                     Listener::Keep => {}
@@ -244,18 +259,17 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
                     Listener::Stop => server = None,
                     Listener::Rebind(addr) => {
                         let old = server.take().map(|s| s.configured());
-                        let m = new.metrics.expect("a prometheus sink");
-                        server = match MetricsServer::bind(addr, connections(&new), m.request_timeout, health.clone(), metrics.clone()) {
+                        server = match MetricsServer::bind(addr, limits(&new), health.clone(), metrics.clone(), tap.clone()) {
                             Ok(s) => Some(s),
                             Err(e) => {
                                 error!(error = %e, %addr, "cannot listen on the new address; listening on the old one again");
-                                old.and_then(|a| MetricsServer::bind(a, connections(&cfg), m.request_timeout, health.clone(), metrics.clone()).ok())
+                                old.and_then(|a| MetricsServer::bind(a, limits(&cfg), health.clone(), metrics.clone(), tap.clone()).ok())
                             }
                         };
                     }
                 }
-                if let (Some(s), Some(m)) = (server.as_ref(), new.metrics) {
-                    s.set_limits(connections(&new), m.request_timeout);
+                if let (Some(s), Some(_)) = (server.as_ref(), new.metrics) {
+                    s.set_limits(limits(&new));
                 }
                 health.set_stall_after(new.config.daemon.stall_timeout);
                 cfg = new;
@@ -264,7 +278,7 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
             }
             Err(e) => {
                 error!(error = %format!("{e:#}"), "configuration reload refused: it cannot start; going on with the running configuration");
-                crate::daemon::start(cfg.clone(), health.clone()).await?
+                crate::daemon::start(cfg.clone(), health.clone(), tap.clone()).await?
             }
         };
     }

@@ -234,6 +234,13 @@ pub enum SinkConfig {
         /// A connection must send its request and take its answer within this.
         #[serde(default = "default_request_timeout", with = "humantime_serde")]
         request_timeout: Duration,
+        /// `/tap` clients at once (beyond: 503); each also holds a descriptor.
+        #[serde(default = "default_tap_clients")]
+        tap_clients: usize,
+        /// Records a `/tap` client's queue holds; what a slow client cannot take is dropped
+        /// and counted (it gets a `missed` event).
+        #[serde(default = "default_tap_buffer")]
+        tap_buffer: usize,
     },
     /// The records as newline-delimited JSON, POSTed in batches to a collector (Vector's
     /// `http_server` source, Fluent Bit's `http` input). Spooled in the state directory and
@@ -289,17 +296,26 @@ fn default_http_timeout() -> Duration {
 }
 
 /// What sinks are built with besides their own settings.
-#[derive(Debug)]
 pub struct SinkContext<'a> {
     /// The daemon's state directory.
     pub state_dir: &'a Path,
     /// The tool registry (side effects, for the metrics of orphan calls).
     pub registry: &'a tools::ToolRegistry,
+    /// What runs a due repair, for `repaired_files` (the daemon hands in the repair driver:
+    /// sinks do not know how to repair).
+    pub repairer: Option<crate::sinks::repaired::Repairer>,
+    /// Notified by a sink that has records of its own waiting ([`crate::sinks::Sink::take_records`]).
+    pub wake: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl std::fmt::Debug for SinkContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkContext").field("state_dir", &self.state_dir).field("repairer", &self.repairer.is_some()).finish_non_exhaustive()
+    }
 }
 
 impl SinkConfig {
-    /// The sink, built (a closed enum in front, an open trait behind it). `None` for
-    /// `repaired_files`, which is where the repair stage writes, not a sink of records.
+    /// The sink, built (a closed enum in front, an open trait behind it).
     pub fn build(&self, ctx: &SinkContext<'_>) -> anyhow::Result<Option<Box<dyn crate::sinks::Sink>>> {
         use crate::sinks::{outputs, prometheus};
         use anyhow::Context as _;
@@ -312,7 +328,10 @@ impl SinkConfig {
                 let max = parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
                 Some(Box::new(outputs::FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?))
             }
-            SinkConfig::RepairedFiles { .. } => None,
+            SinkConfig::RepairedFiles { dir } => {
+                let repairer = ctx.repairer.clone().context("the repaired_files sink needs the daemon's repair driver")?;
+                Some(Box::new(crate::sinks::repaired::RepairedFiles::open(dir, ctx.state_dir, repairer, ctx.wake.clone())?))
+            }
             SinkConfig::Prometheus { .. } => {
                 let registry = ctx.registry.clone();
                 Some(Box::new(prometheus::PrometheusSink::new(Box::new(move |tool| registry.side_effect(tool)))))
@@ -420,6 +439,12 @@ fn default_stall_timeout() -> Duration {
 }
 fn default_max_connections() -> usize {
     64
+}
+fn default_tap_clients() -> usize {
+    4
+}
+fn default_tap_buffer() -> usize {
+    4096
 }
 fn default_request_timeout() -> Duration {
     Duration::from_secs(5)
@@ -545,8 +570,13 @@ pub struct MetricsSettings {
     pub addr: SocketAddr,
     /// Connections at once.
     pub max_connections: usize,
-    /// Time a connection has for its request and answer.
+    /// Time a connection has for its request and answer (a `/tap` client: to take what
+    /// waits for it).
     pub request_timeout: Duration,
+    /// `/tap` clients at once.
+    pub tap_clients: usize,
+    /// Records a `/tap` client's queue holds.
+    pub tap_buffer: usize,
 }
 
 /// Where a problem is: a section (`daemon`, `sources`, `stages`, `sinks`), the element of an
@@ -813,15 +843,26 @@ impl Config {
                 bad(Place::element("sinks", i), format!("a second `{}` sink (sinks[{j}] is one): each sink may appear once", s.type_name()));
             }
             match s {
-                SinkConfig::Prometheus { address, max_connections, request_timeout } => {
+                SinkConfig::Prometheus { address, max_connections, request_timeout, tap_clients, tap_buffer } => {
                     if *max_connections == 0 {
                         bad(Place::key("sinks", Some(i), "max_connections"), "must be at least 1".into());
+                    }
+                    if *tap_buffer == 0 {
+                        bad(Place::key("sinks", Some(i), "tap_buffer"), "must be at least 1".into());
                     }
                     if request_timeout.is_zero() {
                         bad(Place::key("sinks", Some(i), "request_timeout"), "must be more than 0".into());
                     }
                     match address.parse() {
-                        Ok(addr) => metrics = Some(MetricsSettings { addr, max_connections: *max_connections, request_timeout: *request_timeout }),
+                        Ok(addr) => {
+                            metrics = Some(MetricsSettings {
+                                addr,
+                                max_connections: *max_connections,
+                                request_timeout: *request_timeout,
+                                tap_clients: *tap_clients,
+                                tap_buffer: *tap_buffer,
+                            })
+                        }
                         Err(e) => bad(Place::key("sinks", Some(i), "address"), format!("{address}: {e}")),
                     }
                 }
@@ -857,6 +898,8 @@ impl Config {
                 address: a.to_owned(),
                 max_connections: default_max_connections(),
                 request_timeout: default_request_timeout(),
+                tap_clients: default_tap_clients(),
+                tap_buffer: default_tap_buffer(),
             });
         }
         Config {

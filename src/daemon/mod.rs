@@ -24,6 +24,7 @@ pub mod health;
 pub mod http;
 pub mod open;
 pub mod tail;
+pub mod tap;
 pub mod watch;
 
 use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
@@ -81,14 +82,58 @@ impl Stages {
 struct Sinks {
     list: Vec<Box<dyn Sink>>,
     repaired_dir: Option<PathBuf>,
+    /// Notified by a sink that has records of its own (a repair it wrote).
+    wake: Arc<tokio::sync::Notify>,
+}
+
+/// The repair driver as the `repaired_files` sink runs it: a copy of the file under the sink's
+/// directory (never in place), and the record of what it did.
+fn repairer() -> crate::sinks::repaired::Repairer {
+    Arc::new(|due: &crate::sinks::repaired::Due, dir: &Path| {
+        let settings = crate::repair::Settings {
+            check: crate::transcript::Options { format: due.format, max_line_bytes: due.max_line_bytes, strict: false, jobs: 1 },
+            orphans: due.orphans,
+            dry_run: false,
+            in_place: false,
+            backup: None,
+            min_idle: Duration::ZERO,
+            force: true,
+        };
+        let job = crate::repair::Job { input: due.file.clone(), output: dir.join(&due.rel), rel: due.rel.clone() };
+        let report = crate::repair::repair_file(&job, &settings, &mut Vec::new());
+        repair_record(&due.file, report)
+    })
+}
+
+/// The record of a repair the daemon ran (none when there is nothing to report; a failure is
+/// logged).
+fn repair_record(p: &Path, report: crate::repair::Report) -> Option<Record> {
+    use crate::repair::Status;
+    match report.status {
+        Status::Planned => Some(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
+        Status::Repaired | Status::Partial => Some(Record::Repaired {
+            time: now(),
+            file: report.file,
+            output: report.output.unwrap_or_default(),
+            inserted: report.lines.inserted,
+            removed: report.lines.removed,
+            modified: report.lines.modified,
+        }),
+        Status::Failed => {
+            warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed");
+            None
+        }
+        Status::Clean | Status::Skipped => None,
+    }
 }
 
 impl Sinks {
     /// Builds the configured sinks and recovers each to the position the checkpoint recorded
     /// for it.
     async fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint, registry: &crate::config::tools::ToolRegistry) -> anyhow::Result<Sinks> {
-        let mut sinks = Sinks { list: Vec::new(), repaired_dir: None };
-        let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry };
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let mut sinks = Sinks { list: Vec::new(), repaired_dir: None, wake: wake.clone() };
+        let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry, repairer: Some(repairer()), wake };
         for s in &cfg.config.sinks {
             if let SinkConfig::RepairedFiles { dir } = s {
                 sinks.repaired_dir = Some(dir.clone());
@@ -118,6 +163,19 @@ impl Sinks {
     /// Where each sink stands: what it made durable or had acknowledged.
     fn positions(&self) -> std::collections::BTreeMap<String, crate::sinks::Position> {
         self.list.iter().filter_map(|s| Some((s.key(), s.position()?))).collect()
+    }
+
+    /// Records the sinks made of work they ran on their own (repairs written).
+    fn take_records(&mut self) -> Vec<Record> {
+        self.list.iter_mut().flat_map(|s| s.take_records()).collect()
+    }
+
+    /// Waits for the work the sinks run on their own (at shutdown).
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        for s in &mut self.list {
+            s.settle().await?;
+        }
+        Ok(())
     }
 
     /// Tells every sink a checkpoint was stored; whether some position moved.
@@ -240,6 +298,8 @@ struct Daemon {
     /// Repairs running on the blocking pool, and their files.
     repairs: tokio::task::JoinSet<(PathBuf, crate::repair::Report)>,
     repairing: HashSet<PathBuf>,
+    /// Repairs made due in the running step, for the `repaired_files` sink.
+    due: Vec<crate::sinks::repaired::Due>,
     /// Records and counters of the running step, for the sinks.
     outbox: Vec<Record>,
     counts: Vec<Count>,
@@ -251,6 +311,9 @@ struct Daemon {
     last_rescan: Instant,
     checkpoint_failing: bool,
     health: Arc<Health>,
+    /// Those who watch: `/tap` clients get each step's records after the sinks, `/stats`
+    /// readers a snapshot of the files (see [`tap`]).
+    tap: Arc<tap::Tap>,
 }
 
 /// A daemon built and ready to run.
@@ -260,8 +323,9 @@ pub struct Started {
 }
 
 /// Builds the daemon: the metrics recorder installed, sinks opened and recovered to the
-/// checkpoint, files restored from it, roots watched. Reads no file yet.
-pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started> {
+/// checkpoint, files restored from it, roots watched. Reads no file yet. Its records also go
+/// to `tap`'s clients.
+pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> anyhow::Result<Started> {
     // Counters count from the first byte read.
     t::install();
     let stages = Stages::from(&cfg)?;
@@ -269,7 +333,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
     std::fs::create_dir_all(&cfg.config.daemon.state_dir).with_context(|| format!("creating state directory {}", cfg.config.daemon.state_dir.display()))?;
     let cp = checkpoint::load(&cfg.config.daemon.state_dir)?;
     let sinks = Sinks::open(&cfg, &cp, &stages.registry).await?;
-    let budget = fds::budget(fds::limit(), cfg.config.daemon.max_open_files, cfg.metrics.as_ref().map_or(0, |m| m.max_connections));
+    let budget = fds::budget(fds::limit(), cfg.config.daemon.max_open_files, cfg.metrics.as_ref().map_or(0, |m| m.max_connections + m.tap_clients));
     if budget.files < cfg.config.daemon.max_open_files {
         warn!(
             max_open_files = cfg.config.daemon.max_open_files,
@@ -298,6 +362,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
         sinks,
         repairs: tokio::task::JoinSet::new(),
         repairing: HashSet::new(),
+        due: Vec::new(),
         outbox: Vec::new(),
         counts: Vec::new(),
         gauges: None,
@@ -308,6 +373,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
         last_rescan: Instant::now(),
         checkpoint_failing: false,
         health,
+        tap,
         cfg,
     };
     d.restore(&cp);
@@ -317,7 +383,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>) -> anyhow::Result<Started
 
 /// Builds and runs the daemon until `shutdown` completes. Returns after the final checkpoint.
 pub async fn run(cfg: Resolved, shutdown: impl std::future::Future<Output = ()>, health: Arc<Health>) -> anyhow::Result<()> {
-    start(cfg, health).await?.run(shutdown).await
+    start(cfg, health, tap::Tap::new()).await?.run(shutdown).await
 }
 
 impl Started {
@@ -340,6 +406,7 @@ impl Started {
         d.emit(records);
         d.deliver().await?;
         let mut ready = false;
+        let wake = d.sinks.wake.clone();
         tokio::pin!(shutdown);
         loop {
             if !ready && d.backlog.is_empty() && d.reader_path.is_empty() {
@@ -375,6 +442,16 @@ impl Started {
                     d.new_step();
                     d.read_ahead(id, item)?;
                 }
+                () = wake.notified() => {
+                    d.health.busy();
+                    d.new_step();
+                    let records = d.sinks.take_records();
+                    d.emit(records);
+                }
+                () = d.tap.stats_asked() => {
+                    d.health.busy();
+                    d.new_step();
+                }
                 () = tokio::task::yield_now(), if backlog => {
                     d.health.busy();
                     d.new_step();
@@ -396,6 +473,9 @@ impl Started {
         while let Some(done) = d.repairs.join_next().await {
             d.repaired(done);
         }
+        d.sinks.settle().await?;
+        let records = d.sinks.take_records();
+        d.emit(records);
         d.deliver().await?;
         let r = d.checkpoint().await;
         d.health.idle();
@@ -780,11 +860,14 @@ impl Daemon {
         for t in self.files.values_mut() {
             self.counts.append(&mut t.counts);
         }
-        let batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
+        let mut batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
+        batch.repairs = std::mem::take(&mut self.due);
         if batch.is_empty() {
             return Ok(());
         }
-        self.sinks.write(&batch).await
+        self.sinks.write(&batch).await?;
+        self.tap.publish(&batch);
+        Ok(())
     }
 
     /// When the loop must wake up next.
@@ -879,11 +962,26 @@ impl Daemon {
         Ok(())
     }
 
-    /// Starts a repair of `p` on the blocking pool: a whole-file repair runs beside tailing and
-    /// never stalls the loop; its record comes when it is done ([`Daemon::repaired`]). One repair
-    /// per file at a time.
+    /// Makes a repair of `p` due. A copy (mode `copy`) goes to the `repaired_files` sink in
+    /// this step's batch: it journals the request, runs it on the blocking pool beside tailing,
+    /// and hands back its record (see `sinks::repaired`). A plan (mode `plan`, which writes no
+    /// file) runs here on the blocking pool; its record comes when it is done
+    /// ([`Daemon::repaired`]). One plan per file at a time.
     fn repair(&mut self, p: &Path, mode: crate::config::RepairMode, policy: OrphanPolicy) {
         let Some(t) = self.files.get_mut(p) else { return };
+        if mode == crate::config::RepairMode::Copy {
+            t.repaired_size = Some(t.size);
+            let due = crate::sinks::repaired::Due {
+                seq: 0,
+                file: p.to_path_buf(),
+                rel: t.rel.clone(),
+                format: t.format(),
+                orphans: policy,
+                max_line_bytes: self.cfg.max_line_bytes,
+            };
+            self.due.push(due);
+            return;
+        }
         if self.repairing.contains(p) {
             return;
         }
@@ -891,13 +989,13 @@ impl Daemon {
         let settings = crate::repair::Settings {
             check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
             orphans: policy,
-            dry_run: mode == crate::config::RepairMode::Plan,
+            dry_run: true,
             in_place: false,
             backup: None,
             min_idle: Duration::ZERO,
             force: true,
         };
-        let Some(dir) = self.sinks.repaired_dir.clone().or_else(|| (mode == crate::config::RepairMode::Plan).then(std::env::temp_dir)) else { return };
+        let dir = self.sinks.repaired_dir.clone().unwrap_or_else(std::env::temp_dir);
         let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
         self.repairing.insert(p.to_path_buf());
         info!(file = %p.display(), "repair started");
@@ -918,24 +1016,9 @@ impl Daemon {
             }
         };
         self.repairing.remove(&p);
-        use crate::repair::Status;
-        let record = match report.status {
-            Status::Planned => Record::RepairPlanned { time: now(), file: report.file, edits: report.edits },
-            Status::Repaired | Status::Partial => Record::Repaired {
-                time: now(),
-                file: report.file,
-                output: report.output.unwrap_or_default(),
-                inserted: report.lines.inserted,
-                removed: report.lines.removed,
-                modified: report.lines.modified,
-            },
-            Status::Failed => {
-                warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed");
-                return;
-            }
-            Status::Clean | Status::Skipped => return,
-        };
-        self.emit(vec![record]);
+        if let Some(record) = repair_record(&p, report) {
+            self.emit(vec![record]);
+        }
     }
 
     fn limit_open_files(&mut self) {
@@ -975,6 +1058,23 @@ impl Daemon {
             oldest_unread_seconds: oldest.max(0) as u64,
             pending_calls: pending as u64,
         });
+        if self.tap.stats_due() {
+            let files = self
+                .files
+                .values()
+                .map(|t| tap::FileStats {
+                    path: t.path.display().to_string(),
+                    format: t.format_name().to_owned(),
+                    size: t.size,
+                    offset: t.committed(),
+                    lag: t.lag(),
+                    open: t.is_open(),
+                    pending: t.pending() as u64,
+                    findings: 0,
+                })
+                .collect();
+            self.tap.set_stats(files);
+        }
     }
 
     /// Flushes every sink, then writes the checkpoint: it records where each sink stands (what

@@ -37,9 +37,9 @@ use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
 use crate::transcript::stages::dataset::repair::{Action, Policy as DatasetPolicy};
 use crate::transcript::stages::repair::{
-    Emit, OrphanPolicy, Plan, Planner, Rest, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Step, StreamRepair, Unrepaired,
+    finish_plan, plan_pipeline, Emit, OrphanPolicy, Plan, Rest, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Step, StreamRepair, Unrepaired,
 };
-use crate::transcript::{Checker, Format, Options};
+use crate::transcript::{Format, Options};
 use anyhow::Context;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -242,10 +242,13 @@ pub fn plan_file(path: &Path, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result
 
 /// Plans the repair of what `r` reads.
 fn plan_reader(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Plan> {
-    let mut c = Checker::observed(s.check.clone(), Planner::new(s.orphans));
-    batch::read_to_end(r, buf, |chunk| c.feed(chunk).is_ok())?;
-    let done = c.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(done.observer.into_plan(done.format))
+    let mut p = plan_pipeline(&s.check, s.orphans);
+    batch::read_to_end(r, buf, |chunk| {
+        let fed = p.feed(chunk).is_ok();
+        p.drain().for_each(drop);
+        fed
+    })?;
+    finish_plan(p).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Rewrites what `src` reads with `plan` into `dest`; rejects are added to `rejects` (none are
@@ -411,11 +414,15 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
     }
     let plan = match stream.abandon() {
         Rest::Planned(plan) => plan,
-        Rest::Planning(mut c) => {
+        Rest::Planning(mut p) => {
             // The rest of the file, from where the one pass stopped reading.
-            batch::read_to_end(&mut reader, buf, |chunk| c.feed(chunk).is_ok()).with_context(|| format!("reading {}", path.display()))?;
-            let done = c.finish().map_err(strict)?;
-            done.observer.into_plan(done.format)
+            batch::read_to_end(&mut reader, buf, |chunk| {
+                let fed = p.feed(chunk).is_ok();
+                p.drain().for_each(drop);
+                fed
+            })
+            .with_context(|| format!("reading {}", path.display()))?;
+            finish_plan(*p).map_err(strict)?
         }
     };
     let covered = reader.pos();

@@ -2,7 +2,8 @@
 //! checkpoints) and appended whole lines (rejects); [`append`] the one way to append to a JSONL
 //! file; and the daemon's sinks behind the [`Sink`] trait: `outputs` (stdout and a size-rotated
 //! file), [`prometheus`] (the metrics of what the pipeline produced), [`http`] (batches of JSON
-//! lines POSTed to a collector). [`record`] is what they are given.
+//! lines POSTed to a collector), [`repaired`] (the repaired copies the repair stage makes due,
+//! journaled so that a crash loses none). [`record`] is what they are given.
 //!
 //! A closed config enum in front (`config::SinkConfig::build`), an open trait behind it: a sink
 //! is one file here and one arm there.
@@ -13,6 +14,7 @@ pub mod http;
 pub mod outputs;
 pub mod prometheus;
 pub mod record;
+pub mod repaired;
 
 pub use append::Appender;
 pub use outputs::Position;
@@ -64,6 +66,9 @@ pub struct Batch {
     pub counts: Vec<Count>,
     /// Gauges, when the step measured them.
     pub gauges: Option<Gauges>,
+    /// Repairs the repair stage made due in the step (the `repaired_files` sink's; other sinks
+    /// ignore them).
+    pub repairs: Vec<repaired::Due>,
 }
 
 impl Batch {
@@ -73,12 +78,12 @@ impl Batch {
         for r in &records {
             r.write_line(&mut lines);
         }
-        Batch { records, lines, counts, gauges }
+        Batch { records, lines, counts, gauges, repairs: Vec::new() }
     }
 
     /// Whether there is nothing in it.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.counts.is_empty() && self.gauges.is_none()
+        self.records.is_empty() && self.counts.is_empty() && self.gauges.is_none() && self.repairs.is_empty()
     }
 }
 
@@ -107,5 +112,16 @@ pub trait Sink: Send {
     /// should record it).
     async fn checkpointed(&mut self) -> anyhow::Result<bool> {
         Ok(false)
+    }
+    /// Records of work the sink ran on its own that has ended since the last call (a repair
+    /// written): the daemon sends them to every sink in its next step. A sink that has some
+    /// notifies the daemon's wake-up (`SinkContext::wake`).
+    fn take_records(&mut self) -> Vec<Record> {
+        Vec::new()
+    }
+    /// Waits for the work the sink runs on its own to end (at shutdown; its records are then
+    /// in [`Sink::take_records`]).
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        Ok(())
     }
 }

@@ -24,9 +24,10 @@
 //!
 //! Calling order: [`Canonical::push`] lines oldest first, then [`Canonical::finish`] once.
 
+pub use super::formats::claude_code::ClaudeFields;
 use super::formats::{codex, Format};
 use super::model::{Entry, Role};
-use super::scan::{self, object_line, Kind, Scanner};
+use super::scan::{self, Kind, Scanner};
 use std::borrow::Cow;
 use std::ops::Range;
 
@@ -108,109 +109,6 @@ pub struct Canonical<'a> {
     main_side: Option<bool>,
     /// History: sidechain records that arrived while a main message was held; they follow it.
     side: Vec<Held<'a>>,
-}
-
-/// What a Claude Code line is to the canonical records, as byte ranges into the line: a stage
-/// that has read the line once (the context scan, deciding where the boundary is) hands this
-/// over with the line, and the records need no second parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaudeFields {
-    /// A `system` record with `subtype: "compact_boundary"`.
-    Boundary {
-        /// Where its `compactMetadata` value is.
-        metadata: Option<Range<usize>>,
-        /// `isSidechain`.
-        sidechain: bool,
-    },
-    /// A `user` or `assistant` record whose `message` has `content` (not null).
-    Message {
-        /// `user` or `assistant`.
-        role: Role,
-        /// Hash of `message.id`: lines that share it are one API message.
-        id: Option<u64>,
-        /// Where the `content` value is.
-        content: Range<usize>,
-        /// `isSidechain`: a subagent's record (Claude Code 1.0.x writes them into the main file).
-        sidechain: bool,
-    },
-    /// Not conversation: `progress`, `summary`, snapshots, other `system` records, unknown types.
-    Other {
-        /// `isSidechain`.
-        sidechain: bool,
-    },
-}
-
-impl ClaudeFields {
-    /// Reads a line (valid UTF-8); `Err` when it is not a JSON object.
-    pub fn read(line: &[u8]) -> scan::Result<Self> {
-        let (mut ty, mut subtype, mut id, mut content, mut metadata) = (None, None, None, None, None);
-        let mut sidechain = false;
-        let span = |v: &[u8]| {
-            let start = v.as_ptr() as usize - line.as_ptr() as usize;
-            start..start + v.len()
-        };
-        object_line(line, |s, k| {
-            match &*k.key() {
-                b"type" => ty = s.opt_string()?,
-                b"subtype" => subtype = s.opt_string()?,
-                b"compactMetadata" => metadata = Some(span(s.raw_value()?)),
-                b"isSidechain" => sidechain = s.opt_true()?,
-                b"message" => {
-                    s.opt_object(|s, k| {
-                        match &*k.key() {
-                            b"id" => id = s.opt_string()?,
-                            b"content" => content = Some(s.raw_value()?).filter(|v| *v != b"null").map(span),
-                            _ => s.skip()?,
-                        }
-                        Ok(())
-                    })?;
-                }
-                _ => s.skip()?,
-            }
-            Ok(())
-        })?;
-        let role = match ty.map(|t| t.key()).as_deref() {
-            Some(b"user") => Role::User,
-            Some(b"assistant") => Role::Assistant,
-            Some(b"system") if subtype.is_some_and(|s| s.is("compact_boundary")) => return Ok(ClaudeFields::Boundary { metadata, sidechain }),
-            _ => return Ok(ClaudeFields::Other { sidechain }),
-        };
-        Ok(match content {
-            Some(content) => ClaudeFields::Message { role, id: id.map(|i| i.hash()), content, sidechain },
-            None => ClaudeFields::Other { sidechain },
-        })
-    }
-
-    /// Whether the line is a `compact_boundary`.
-    pub fn is_boundary(&self) -> bool {
-        matches!(self, ClaudeFields::Boundary { .. })
-    }
-
-    /// Whether the line is a conversation message.
-    pub fn is_message(&self) -> bool {
-        matches!(self, ClaudeFields::Message { .. })
-    }
-
-    /// `isSidechain` of the line.
-    pub fn sidechain(&self) -> bool {
-        match self {
-            ClaudeFields::Boundary { sidechain, .. } | ClaudeFields::Message { sidechain, .. } | ClaudeFields::Other { sidechain } => *sidechain,
-        }
-    }
-}
-
-/// The top-level `type` and `payload` of a Codex line.
-fn read_envelope(line: &[u8]) -> scan::Result<(Option<scan::RawStr<'_>>, Option<&[u8]>)> {
-    let (mut ty, mut payload) = (None, None);
-    object_line(line, |s, k| {
-        match &*k.key() {
-            b"type" => ty = s.opt_string()?,
-            b"payload" => payload = Some(s.raw_value()?),
-            _ => s.skip()?,
-        }
-        Ok(())
-    })?;
-    Ok((ty, payload))
 }
 
 impl<'a> Canonical<'a> {
@@ -325,7 +223,7 @@ impl<'a> Canonical<'a> {
     }
 
     fn codex(&mut self, line: Option<u64>, bytes: &[u8], out: &mut impl FnMut(&[u8])) {
-        let Ok((ty, payload)) = read_envelope(bytes) else { return };
+        let Ok((ty, payload)) = codex::read_envelope(bytes) else { return };
         let ty = ty.map(|t| t.decode()).unwrap_or_default();
         match (self.mode, ty.as_ref(), payload) {
             (Mode::Context, t, Some(p)) if !t.is_empty() => {
@@ -336,7 +234,7 @@ impl<'a> Canonical<'a> {
             (Mode::Context, _, _) => self.write_object(None, bytes, out),
             (Mode::History, "response_item", Some(p)) => self.write_object(line, p, out),
             (Mode::History, "compacted", p) => {
-                let (items, window) = p.map(compaction_facts).unwrap_or((None, None));
+                let (items, window) = p.map(codex::compaction_facts).unwrap_or((None, None));
                 let mut rec = format!("{{\"type\":\"compact_boundary\",\"line\":{}", line.unwrap_or(0));
                 if let Some(n) = items {
                     rec.push_str(&format!(",\"replacement_items\":{n}"));
@@ -349,7 +247,7 @@ impl<'a> Canonical<'a> {
             }
             (Mode::History, _, _) => {
                 // The legacy layout writes response items as lines of their own.
-                let legacy = !codex_envelope(&ty) && matches!(codex::parse(bytes).map(|p| p.entry), Ok(Entry::Message(_)));
+                let legacy = !codex::is_envelope_type(&ty) && matches!(codex::parse(bytes).map(|p| p.entry), Ok(Entry::Message(_)));
                 if legacy {
                     self.write_object(line, bytes, out);
                 }
@@ -405,41 +303,6 @@ fn write_held(mode: Mode, h: &Held<'_>, out: &mut impl FnMut(&[u8])) {
         }
     }
     out(b"}\n");
-}
-
-/// Whether `ty` is a type of the current Codex envelope (not a legacy item line).
-fn codex_envelope(ty: &str) -> bool {
-    matches!(
-        ty,
-        "session_meta"
-            | "response_item"
-            | "compacted"
-            | "turn_context"
-            | "event_msg"
-            | "world_state"
-            | "inter_agent_communication"
-            | "inter_agent_communication_metadata"
-    )
-}
-
-/// The number of `replacement_history` items and the `window_number` of a `compacted` payload.
-fn compaction_facts(payload: &[u8]) -> (Option<usize>, Option<String>) {
-    let (mut items, mut window) = (None, None);
-    let mut s = Scanner::new(payload);
-    let _ = s.opt_object(|s, k| {
-        match &*k.key() {
-            b"replacement_history" => {
-                let mut n = 0;
-                if s.opt_array(|s| s.skip().map(|_| n += 1))? {
-                    items = Some(n);
-                }
-            }
-            b"window_number" if s.peek() == Some(Kind::Number) => window = Some(String::from_utf8_lossy(s.number()?).into_owned()),
-            _ => s.skip()?,
-        }
-        Ok(())
-    });
-    (items, window)
 }
 
 #[cfg(test)]

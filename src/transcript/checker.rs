@@ -509,7 +509,7 @@ impl<O: Observer> Checker<O> {
             Entry::Other => s.other_records += 1,
             Entry::Unknown => s.unknown_records += 1,
         }
-        if self.detector.format() == Some(Format::Codex) {
+        if self.detector.format().is_some_and(Format::model_carries_over) {
             if let Some(m) = &p.model {
                 self.codex_model = Some(m.to_string());
             }

@@ -22,12 +22,13 @@ use super::finding::{Finding, Kind, Output};
 use super::formats::Format;
 use super::lines::{Framed, Numbered};
 use super::model::Parsed;
+use std::any::Any;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
 /// One input, as the stages see it.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub enum Input<'l, 'a> {
     /// A readable transcript line and its meaning.
     Entry {
@@ -35,6 +36,10 @@ pub enum Input<'l, 'a> {
         number: u64,
         /// What the adapter made of it.
         parsed: &'l Parsed<'a>,
+        /// Its conversation thread, as a stage before this one assigned it ([`Stage::thread`]:
+        /// `validate` follows Claude Code's sidechains); [`MAIN_THREAD`](super::model::MAIN_THREAD)
+        /// until one does.
+        thread: u64,
     },
     /// A complete line of an event log (the front framed it; the event-log stage reads it).
     Event {
@@ -86,12 +91,22 @@ pub struct Inputs {
     pub paused: HashSet<String>,
 }
 
-/// A pure pipeline stage. See the module docs for the calling order.
-pub trait Stage: Send + fmt::Debug {
+/// A pure pipeline stage. See the module docs for the calling order. A stage is `Any`, so that
+/// a shell that built a preset list can take its own stage back ([`Pipeline::stage`],
+/// [`Finished::take`]).
+pub trait Stage: Any + Send + fmt::Debug {
     /// The stage's name, as in the configuration (`validate`, `orphans`, ...).
     fn name(&self) -> &'static str;
     /// The format is known (before the first [`Input::Entry`]).
     fn format(&mut self, _format: Format) {}
+    /// Format detection looked at line `number`: the format may still change with it (an edit
+    /// up to this line may change what the file is detected as).
+    fn detecting(&mut self, _number: u64) {}
+    /// The conversation thread this stage assigned the last [`Input::Entry`] it was handed, if
+    /// it assigns threads: the stages after it see it in the input.
+    fn thread(&self) -> Option<u64> {
+        None
+    }
     /// The next input, in stream order; `events` holds what the stages before this one made of
     /// it: add yours after them.
     fn input(&mut self, input: &Input<'_, '_>, events: &mut Vec<Event>);
@@ -132,8 +147,12 @@ impl Stages {
     fn run(&mut self, input: &Input<'_, '_>, seed: Option<Event>) {
         let mut ev = std::mem::take(&mut self.scratch);
         ev.extend(seed);
+        let mut input = *input;
         for s in &mut self.list {
-            s.input(input, &mut ev);
+            s.input(&input, &mut ev);
+            if let (Input::Entry { thread, .. }, Some(t)) = (&mut input, s.thread()) {
+                *thread = t;
+            }
         }
         self.events.append(&mut ev);
         self.scratch = ev;
@@ -162,8 +181,14 @@ impl Observer for Stages {
         }
     }
 
+    fn detecting(&mut self, number: u64) {
+        for s in &mut self.list {
+            s.detecting(number);
+        }
+    }
+
     fn line(&mut self, number: u64, parsed: &Parsed<'_>) {
-        self.run(&Input::Entry { number, parsed }, None);
+        self.run(&Input::Entry { number, parsed, thread: parsed.thread }, None);
     }
 
     fn output(&mut self, output: &Output) {
@@ -234,6 +259,26 @@ impl Pipeline {
                 Ok(())
             }
         }
+    }
+
+    /// The check pipeline of a transcript front (where it stands: the next line, the settled
+    /// format).
+    pub fn checker(&self) -> Option<&Checker<Stages>> {
+        match &self.front {
+            Front::Transcript(c) => Some(c),
+            Front::Events { .. } => None,
+        }
+    }
+
+    /// The first stage of type `S` in the list (a shell that built the list reads its own
+    /// stage's progress).
+    pub fn stage<S: Stage>(&self) -> Option<&S> {
+        self.stages().list.iter().find_map(|s| (s.as_ref() as &dyn Any).downcast_ref::<S>())
+    }
+
+    /// The first stage of type `S` in the list, to change.
+    pub fn stage_mut<S: Stage>(&mut self) -> Option<&mut S> {
+        self.stages_mut().list.iter_mut().find_map(|s| (s.as_mut() as &mut dyn Any).downcast_mut::<S>())
     }
 
     /// The check pipeline of a transcript front, to feed on several threads
@@ -352,12 +397,19 @@ impl Pipeline {
 
     /// Ends a complete stream: the remaining events, the counters and the format.
     pub fn finish(self) -> Result<(Vec<Event>, Stats, Option<Format>), StrictStop> {
+        let done = self.finish_stages()?;
+        Ok((done.events, done.stats, done.format))
+    }
+
+    /// Ends a complete stream and gives the stages back with what it produced: a shell that
+    /// built a preset list takes its stage's result ([`Finished::take`]).
+    pub fn finish_stages(self) -> Result<Finished, StrictStop> {
         match self.front {
             Front::Transcript(c) => {
                 let done = c.finish()?;
                 let mut st = done.observer;
                 st.each(None, |s, ev| s.finish(ev));
-                Ok((st.events, done.stats, done.format))
+                Ok(Finished { events: st.events, stats: done.stats, format: done.format, stages: st.list })
             }
             Front::Events { mut lines, mut stages, .. } => {
                 if let Some((n, _)) = lines.finish() {
@@ -365,9 +417,30 @@ impl Pipeline {
                     stages.run(&Input::Fault, Some(Event::Output(Output::Finding(f))));
                 }
                 stages.each(None, |s, ev| s.finish(ev));
-                Ok((stages.events, Stats::default(), None))
+                Ok(Finished { events: stages.events, stats: Stats::default(), format: None, stages: stages.list })
             }
         }
+    }
+}
+
+/// A finished pipeline ([`Pipeline::finish_stages`]).
+#[derive(Debug)]
+pub struct Finished {
+    /// The events not drained yet.
+    pub events: Vec<Event>,
+    /// A transcript's counters.
+    pub stats: Stats,
+    /// The detected (or given) format, as it stands at the end.
+    pub format: Option<Format>,
+    /// The stages, in order.
+    pub stages: Vec<Box<dyn Stage>>,
+}
+
+impl Finished {
+    /// Takes the first stage of type `S` out of the list.
+    pub fn take<S: Stage>(&mut self) -> Option<Box<S>> {
+        let i = self.stages.iter().position(|s| (s.as_ref() as &dyn Any).is::<S>())?;
+        (self.stages.remove(i) as Box<dyn Any>).downcast::<S>().ok()
     }
 }
 
@@ -416,7 +489,7 @@ impl Stage for Compactions {
     }
 
     fn input(&mut self, input: &Input<'_, '_>, events: &mut Vec<Event>) {
-        if let Input::Entry { number, parsed } = input {
+        if let Input::Entry { number, parsed, .. } = input {
             if matches!(parsed.entry, crate::transcript::model::Entry::Compaction { .. }) {
                 events.push(Event::Compaction { line: *number });
             }

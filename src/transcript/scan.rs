@@ -70,6 +70,11 @@ impl<'a> RawStr<'a> {
         if !self.escaped {
             // The caller validated the line as UTF-8, and a string body without escapes is a
             // sub-slice of it that starts and ends at ASCII quotes.
+            if self.raw.is_ascii() {
+                // SAFETY: ASCII bytes are UTF-8. (Ids, names and roles are ASCII: checking
+                // that word by word is cheaper than the general check below.)
+                return Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(self.raw) });
+            }
             return Cow::Borrowed(std::str::from_utf8(self.raw).unwrap_or(""));
         }
         Cow::Owned(unescape(self.raw))
@@ -103,6 +108,11 @@ impl<'a> RawStr<'a> {
     /// The raw bytes between the quotes.
     pub fn raw(&self) -> &'a [u8] {
         self.raw
+    }
+
+    /// Whether the raw bytes hold an escape.
+    pub fn is_escaped(&self) -> bool {
+        self.escaped
     }
 }
 
@@ -868,38 +878,46 @@ fn unescape(raw: &[u8]) -> String {
 
 /// Appends the decoded bytes of a JSON string body `raw` (escapes validated by the scanner;
 /// an invalid `\\u` escape decodes to U+FFFD) to `out`. One pass over the bytes, written in
-/// place (the decoded text is never longer than the escaped one): runs without a backslash are
-/// copied whole, not validated again.
+/// place (the decoded text is never longer than the escaped one): 16 bytes are copied at a time
+/// and kept up to the next backslash, runs are not validated again.
 pub fn unescape_into(raw: &[u8], out: &mut Vec<u8>) {
     let hex = |at: usize| -> u32 { raw[at..at + 4].iter().try_fold(0u32, |acc, &c| (c as char).to_digit(16).map(|d| acc * 16 + d)).unwrap_or(0xFFFD) };
     let base = out.len();
     out.resize(base + raw.len(), 0);
     let dst = &mut out[base..];
     let (mut i, mut o) = (0, 0);
-    while i < raw.len() {
-        // Escapes are dense in short strings (JSON text inside JSON): look a few bytes ahead
-        // before asking memchr, whose set-up costs more than a short run.
-        let mut next = i;
-        while next < raw.len() && next < i + 16 && raw[next] != b'\\' {
-            next += 1;
+    loop {
+        // Copy 16 bytes, keep those before the first backslash. (`o <= i`: the copy fits.)
+        while i + 16 <= raw.len() {
+            dst[o..o + 16].copy_from_slice(&raw[i..i + 16]);
+            let mask = byte_mask16(raw, i, b'\\');
+            if mask == 0 {
+                i += 16;
+                o += 16;
+                continue;
+            }
+            let k = mask.trailing_zeros() as usize;
+            i += k;
+            o += k;
+            break;
         }
-        if next == i + 16 {
-            next = memchr::memchr(b'\\', &raw[next..]).map_or(raw.len(), |k| next + k);
+        // Fewer than 16 bytes left: one at a time.
+        while i < raw.len() && raw[i] != b'\\' {
+            dst[o] = raw[i];
+            i += 1;
+            o += 1;
         }
-        dst[o..o + (next - i)].copy_from_slice(&raw[i..next]);
-        o += next - i;
-        i = next;
         if i >= raw.len() {
             break;
         }
         let c = raw.get(i + 1).copied().unwrap_or(b'\\');
         i += 2;
         let ch = match c {
-            b'n' => '\n',
-            b't' => '\t',
-            b'r' => '\r',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'r' => b'\r',
+            b'b' => 0x08,
+            b'f' => 0x0c,
             b'u' if i + 4 <= raw.len() => {
                 let hi = hex(i);
                 i += 4;
@@ -914,13 +932,36 @@ pub fn unescape_into(raw: &[u8], out: &mut Vec<u8>) {
                 } else {
                     char::from_u32(hi)
                 };
-                ch.unwrap_or('\u{FFFD}')
+                o += ch.unwrap_or('\u{FFFD}').encode_utf8(&mut dst[o..]).len();
+                continue;
             }
-            other => other as char,
+            // `"`, `\\`, `/` (what the scanner lets through; any other byte stands for itself).
+            other if other.is_ascii() => other,
+            other => {
+                o += (other as char).encode_utf8(&mut dst[o..]).len();
+                continue;
+            }
         };
-        o += ch.encode_utf8(&mut dst[o..]).len();
+        dst[o] = ch;
+        o += 1;
     }
     out.truncate(base + o);
+}
+
+/// Bit `k` is set when `b[at + k]` is `c`, for `k` in `0..16`. Requires `at + 16 <= b.len()`.
+#[inline]
+fn byte_mask16(b: &[u8], at: usize, c: u8) -> u32 {
+    let block = &b[at..at + 16];
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of the x86_64 baseline, so its intrinsics are always available; the
+    // load reads `block[0..16]`, which exists, and `loadu` needs no alignment.
+    unsafe {
+        use std::arch::x86_64::*;
+        let v = _mm_loadu_si128(block.as_ptr() as *const __m128i);
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8))) as u32
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    block.iter().enumerate().fold(0, |m, (k, &x)| m | (u32::from(x == c) << k))
 }
 
 #[cfg(test)]
@@ -1130,6 +1171,21 @@ mod tests {
             let mut s = Scanner::new(&enc);
             let raw = s.string().unwrap();
             prop_assert_eq!(raw.decode(), text);
+        }
+
+        /// Every escape JSON has, `\\uXXXX` ones (surrogate pairs included) among plain runs of
+        /// any length, decode as serde_json decodes them, appended after what `out` held.
+        #[test]
+        fn escapes_decode_like_serde(pieces in prop::collection::vec(prop_oneof![
+            "\\PC{0,40}".prop_map(|t: String| t.replace(['"', '\\'], "")),
+            prop::sample::select(vec!["\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t"]).prop_map(str::to_owned),
+            any::<char>().prop_map(|c| c.encode_utf16(&mut [0; 2]).iter().map(|u| format!("\\u{u:04X}")).collect::<String>()),
+        ], 0..40)) {
+            let body = pieces.concat();
+            let want: String = serde_json::from_str(&format!("\"{body}\"")).unwrap();
+            let mut out = b"kept".to_vec();
+            unescape_into(body.as_bytes(), &mut out);
+            prop_assert_eq!(String::from_utf8(out).unwrap(), format!("kept{want}"));
         }
     }
 }

@@ -245,6 +245,71 @@ fn repair_stage_writes_a_repaired_copy_once_idle() {
     assert_eq!(std::fs::read(d.watch_dir().join("proj/s.jsonl")).unwrap(), src);
 }
 
+/// A repair the repair stage makes due goes through the `repaired_files` sink: journaled in the
+/// state directory, written, reported. Killed with -9 after the copy was written and reported
+/// but before a checkpoint covered the report (checkpoints fail meanwhile: `checkpoints.json`
+/// is a directory), the restarted daemon, back at the last checkpoint (which covers the file's
+/// findings, so the file is only replayed), writes the copy again, byte for byte the same, and
+/// reports it once: the repair is not lost, and there is no second, different output.
+#[test]
+fn a_due_repair_survives_kill_9_between_the_repair_and_the_checkpoint() {
+    let stage = "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"4s\"\n";
+    let mut d = Daemon::prepare(Opts::default());
+    let repaired = d.root.path().join("repaired");
+    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", repaired.display());
+    std::fs::write(d.config_path(), Daemon::config(d.root.path(), d.port, "", &format!("{stage}{sink}"))).unwrap();
+    d.start();
+    let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
+    std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
+    let file = d.watch_dir().join("proj/s.jsonl");
+    std::fs::write(&file, &src).unwrap();
+    // A checkpoint covers the whole file (its findings reported) before its repair is due.
+    let cp = d.state_dir().join("checkpoints.json");
+    let covered = || {
+        let Ok(bytes) = std::fs::read(&cp) else { return false };
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        v["files"].as_array().is_some_and(|f| f.iter().any(|f| f["path"].as_str().is_some_and(|p| p.ends_with("proj/s.jsonl")) && f["offset"] == src.len()))
+    };
+    assert!(wait(Duration::from_secs(20), covered), "{}", d.log());
+    let repairs = |d: &Daemon| d.records().into_iter().filter(|r| r["type"] == "repaired").collect::<Vec<Value>>();
+    assert!(repairs(&d).is_empty(), "the repair came before the file's checkpoint: the test proves nothing");
+    let saved = std::fs::read(&cp).unwrap();
+    // From now on every checkpoint fails.
+    std::fs::remove_file(&cp).unwrap();
+    std::fs::create_dir(&cp).unwrap();
+    std::fs::write(cp.join("in-the-way"), "").unwrap();
+    assert!(wait(Duration::from_secs(30), || !repairs(&d).is_empty()), "{}", d.log());
+    let copy = repaired.join("proj/s.jsonl");
+    let first = std::fs::read(&copy).unwrap();
+    assert_ne!(first, src, "the copy is repaired");
+    let journal = std::fs::read_dir(d.state_dir()).unwrap().filter_map(Result::ok).find(|e| e.file_name().to_string_lossy().starts_with("repaired-"));
+    assert!(journal.is_some_and(|j| std::fs::read_to_string(j.path().join("journal.jsonl")).unwrap().contains("\"due\"")), "the request is journaled");
+    d.kill9();
+    // The state as the kill left it, had the checkpoint not been written yet.
+    std::fs::remove_dir_all(&cp).unwrap();
+    std::fs::write(&cp, &saved).unwrap();
+    std::fs::remove_file(&copy).unwrap();
+    d.start();
+    assert!(wait(Duration::from_secs(30), || !repairs(&d).is_empty()), "the repair was lost: {}", d.log());
+    assert!(d.log().contains("repairs due before the restart run again"), "{}", d.log());
+    // Settled: one report, the same copy, a clean one.
+    std::thread::sleep(Duration::from_millis(500));
+    let reports = repairs(&d);
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(std::fs::read(&copy).unwrap(), first, "a second, different output");
+    let c = transcriptd(&["check", copy.to_str().unwrap()]);
+    assert_eq!(c.status.code(), Some(0), "{}", String::from_utf8_lossy(&c.stdout));
+    // The findings were reported once too (stdout cut back to the checkpoint, the file replayed).
+    let records = d.records();
+    let findings: Vec<&Value> = records.iter().filter(|r| r["type"] == "finding").collect();
+    let mut keys: Vec<String> = findings.iter().map(|r| format!("{}:{}:{}", r["line"], r["kind"], r["call_id"])).collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "a finding reported twice: {findings:?}");
+    assert!(n > 0);
+}
+
 #[test]
 fn event_sources_frame_strictly_and_count_types() {
     let mut d = Daemon::prepare(Opts::default());

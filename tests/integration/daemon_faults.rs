@@ -794,3 +794,58 @@ fn renamed_and_recreated_while_down_are_both_read_after_a_restart() {
         assert_eq!(d.records().iter().filter(|r| r["type"] == "finding" && r["call_id"] == format!("old{i}")).count(), 1, "old{i} reported again");
     }
 }
+
+/// A daemon whose stderr is a pipe its reader closed (a log shipper that went away, `run 2>&1 |
+/// head`) keeps running: a log line it cannot write is dropped, never a panic. Before `0bb9546`
+/// it exited 101 at its next log line.
+#[test]
+fn a_closed_stderr_pipe_never_stops_the_daemon() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let d = Daemon::prepare(Opts { address: Some(format!("127.0.0.1:{port}")), ..Opts::default() });
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(d.out()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+        .args(["run", "--config", d.config_path().to_str().unwrap()])
+        .env("TRANSCRIPTD_LOG", "debug")
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("serving /metrics and /health") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "the daemon closed stderr before it listened");
+    }
+    assert!(wait(Duration::from_secs(20), || http(port, "/health").is_some_and(|h| h.0 == 200)));
+    drop(err); // the reader goes away: every later log line meets EPIPE
+               // Log lines on purpose: a reload, new files, findings.
+               // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    for i in 0..3 {
+        let call = format!("after-close-{i}");
+        std::fs::write(d.watch_dir().join(format!("{call}.jsonl")), result_line(&call)).unwrap();
+        assert!(
+            wait(Duration::from_secs(10), || d.records().iter().any(|r| r.to_string().contains(&call))),
+            "no finding for {call} after stderr was closed; exit: {:?}",
+            child.try_wait()
+        );
+    }
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "the daemon exited: {:?}", child.try_wait());
+    assert_eq!(http(port, "/health").map(|h| h.0), Some(200));
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < end, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

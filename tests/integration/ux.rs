@@ -300,14 +300,16 @@ fn every_verb_shares_the_common_arguments() {
     for c in &verbs {
         let name = c.get_name();
         let args = ids(c);
-        if matches!(name, "run" | "completions" | "man") {
+        // top draws a screen: nothing to write as JSON or quieten.
+        if matches!(name, "run" | "top" | "completions" | "man") {
             assert!(!args.contains("quiet"), "{name}: nothing to quieten");
             continue;
         }
         for common in ["output", "quiet", "no_summary"] {
             assert!(args.contains(common), "{name} lacks --{common}: {args:?}");
         }
-        let reads = !matches!(name, "sessions" | "list" | "validate-config");
+        // tap reads a daemon's records, not transcripts.
+        let reads = !matches!(name, "sessions" | "list" | "validate-config" | "tap");
         for read in ["format", "max_line_bytes", "jobs"] {
             assert_eq!(args.contains(read), reads, "{name}: --{read}");
         }

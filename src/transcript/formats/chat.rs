@@ -8,8 +8,10 @@
 //! file was detected as; the flavour only names the format and shapes repairs.
 
 use super::blocks::{args_of_string, read_content, Parts};
+use super::edit::{self, CallRef, Edited};
 use crate::transcript::model::{Call, Entry, Parsed, Role, ToolResult};
 use crate::transcript::scan::{self, object_line, RawStr, Scanner};
+use serde_json::{json, Value};
 
 /// Parses one line (valid UTF-8, not blank). `Err` means the line is not a JSON object.
 pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
@@ -97,6 +99,77 @@ pub fn flavour_evidence(line: &serde_json::Value) -> Option<super::Format> {
         }
     }
     None
+}
+
+// Writing.
+
+/// A synthetic error result for `call`: an OpenAI `tool` message.
+pub fn openai_result(call: &CallRef, text: &str) -> Vec<u8> {
+    edit::to_line(&json!({"role": "tool", "tool_call_id": call.id, "content": text}))
+}
+
+/// A synthetic error result for `call`: an Anthropic `user` message with a `tool_result` block.
+pub fn anthropic_result(call: &CallRef, text: &str) -> Vec<u8> {
+    edit::to_line(&json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": text, "is_error": true}]}))
+}
+
+/// Removes the results for `call_id` from a line: an OpenAI `tool` message is one result (the
+/// line goes), elsewhere the `tool_result` blocks of `content`.
+pub fn drop_results(line: &[u8], call_id: &str, keep_first: bool) -> Result<Edited, edit::Unable> {
+    if role(line).as_deref() == Some("tool") {
+        return if keep_first { Err(edit::Unable("the line holds a single result")) } else { Ok(Edited::Gone) };
+    }
+    edit::drop_result_blocks(line, &[b"content"], call_id, keep_first)
+}
+
+/// Removes the call `call_id` (a `tool_use` block of `content`, an entry of `tool_calls`).
+pub fn drop_call(line: &[u8], call_id: &str) -> Result<Edited, edit::Unable> {
+    edit::drop_call_blocks(edit::CallLayout::TopLevel, line, call_id)
+}
+
+/// The top-level `role` of a chat line.
+pub fn role(line: &[u8]) -> Option<String> {
+    let span = edit::value_span(line, &[b"role"])?;
+    let mut s = Scanner::new(&line[span]);
+    s.opt_string().ok().flatten().map(|r| r.decode().into_owned())
+}
+
+/// Merges the assistant message `next` into `into`: content and calls of both, in order, as one
+/// message. OpenAI (`openai`) content stays a string when both were text.
+pub fn merge_messages(openai: bool, into: &[u8], next: &[u8]) -> Result<Vec<u8>, edit::Unable> {
+    let mut a = edit::object(into).ok_or(edit::Unable("the message to merge into is not a JSON object serde can read"))?;
+    let b = edit::object(next).ok_or(edit::Unable("the message is not a JSON object serde can read"))?;
+    let parts = |v: Option<&Value>| -> Vec<Value> {
+        match v {
+            Some(Value::String(s)) if !s.is_empty() => vec![json!({"type": "text", "text": s})],
+            Some(Value::Array(p)) => p.clone(),
+            _ => Vec::new(),
+        }
+    };
+    let mut content = parts(a.get("content"));
+    content.extend(parts(b.get("content")));
+    let all_text = content.iter().all(|p| p.get("type").and_then(Value::as_str) == Some("text"));
+    let merged = if openai && all_text {
+        // OpenAI content stays a string when both were text.
+        let texts: Vec<&str> = content.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect();
+        if texts.is_empty() {
+            Value::Null
+        } else {
+            Value::String(texts.join("\n\n"))
+        }
+    } else {
+        Value::Array(content)
+    };
+    a.insert("content".into(), merged);
+    if let Some(Value::Array(calls)) = b.get("tool_calls") {
+        let mut all = match a.remove("tool_calls") {
+            Some(Value::Array(c)) => c,
+            _ => Vec::new(),
+        };
+        all.extend(calls.iter().cloned());
+        a.insert("tool_calls".into(), Value::Array(all));
+    }
+    Ok(edit::to_line(&Value::Object(a)))
 }
 
 #[cfg(test)]

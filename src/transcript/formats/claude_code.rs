@@ -9,8 +9,11 @@
 //! through `uuid`/`parentUuid`; a rewind leaves an abandoned branch in the file.
 
 use super::blocks::{read_content, Parts};
+use super::edit::{self, CallRef, Edited};
 use crate::transcript::model::{Entry, Node, Parsed, Role, Usage};
 use crate::transcript::scan::{self, object_line, RawStr, Scanner};
+use serde_json::{json, Map, Value};
+use std::ops::Range;
 
 /// Record types Claude Code writes that are not conversation.
 pub const KNOWN_OTHER_TYPES: &[&str] =
@@ -100,6 +103,211 @@ fn read_usage(s: &mut Scanner<'_>) -> scan::Result<Option<Usage>> {
         Ok(())
     })?;
     Ok(is_object.then_some(u))
+}
+
+// Canonical fields.
+
+/// What a Claude Code line is to the canonical records, as byte ranges into the line: a stage
+/// that has read the line once (the context scan, deciding where the boundary is) hands this
+/// over with the line, and the records need no second parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaudeFields {
+    /// A `system` record with `subtype: "compact_boundary"`.
+    Boundary {
+        /// Where its `compactMetadata` value is.
+        metadata: Option<Range<usize>>,
+        /// `isSidechain`.
+        sidechain: bool,
+    },
+    /// A `user` or `assistant` record whose `message` has `content` (not null).
+    Message {
+        /// `user` or `assistant`.
+        role: Role,
+        /// Hash of `message.id`: lines that share it are one API message.
+        id: Option<u64>,
+        /// Where the `content` value is.
+        content: Range<usize>,
+        /// `isSidechain`: a subagent's record (Claude Code 1.0.x writes them into the main file).
+        sidechain: bool,
+    },
+    /// Not conversation: `progress`, `summary`, snapshots, other `system` records, unknown types.
+    Other {
+        /// `isSidechain`.
+        sidechain: bool,
+    },
+}
+
+impl ClaudeFields {
+    /// Reads a line (valid UTF-8); `Err` when it is not a JSON object.
+    pub fn read(line: &[u8]) -> scan::Result<Self> {
+        let (mut ty, mut subtype, mut id, mut content, mut metadata) = (None, None, None, None, None);
+        let mut sidechain = false;
+        let span = |v: &[u8]| {
+            let start = v.as_ptr() as usize - line.as_ptr() as usize;
+            start..start + v.len()
+        };
+        object_line(line, |s, k| {
+            match &*k.key() {
+                b"type" => ty = s.opt_string()?,
+                b"subtype" => subtype = s.opt_string()?,
+                b"compactMetadata" => metadata = Some(span(s.raw_value()?)),
+                b"isSidechain" => sidechain = s.opt_true()?,
+                b"message" => {
+                    s.opt_object(|s, k| {
+                        match &*k.key() {
+                            b"id" => id = s.opt_string()?,
+                            b"content" => content = Some(s.raw_value()?).filter(|v| *v != b"null").map(span),
+                            _ => s.skip()?,
+                        }
+                        Ok(())
+                    })?;
+                }
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        let role = match ty.map(|t| t.key()).as_deref() {
+            Some(b"user") => Role::User,
+            Some(b"assistant") => Role::Assistant,
+            Some(b"system") if subtype.is_some_and(|s| s.is("compact_boundary")) => return Ok(ClaudeFields::Boundary { metadata, sidechain }),
+            _ => return Ok(ClaudeFields::Other { sidechain }),
+        };
+        Ok(match content {
+            Some(content) => ClaudeFields::Message { role, id: id.map(|i| i.hash()), content, sidechain },
+            None => ClaudeFields::Other { sidechain },
+        })
+    }
+
+    /// Whether the line is a `compact_boundary`.
+    pub fn is_boundary(&self) -> bool {
+        matches!(self, ClaudeFields::Boundary { .. })
+    }
+
+    /// Whether the line is a conversation message.
+    pub fn is_message(&self) -> bool {
+        matches!(self, ClaudeFields::Message { .. })
+    }
+
+    /// `isSidechain` of the line.
+    pub fn sidechain(&self) -> bool {
+        match self {
+            ClaudeFields::Boundary { sidechain, .. } | ClaudeFields::Message { sidechain, .. } | ClaudeFields::Other { sidechain } => *sidechain,
+        }
+    }
+}
+
+// Writing.
+
+/// Envelope fields a synthetic line copies from the line it follows.
+pub const ENVELOPE: &[&str] = &["isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch", "agentId", "slug"];
+
+/// A synthetic error result for `call`: a `user` line with a `tool_result` block, its envelope
+/// (session id, cwd, version, timestamp, ...) copied from the line it `follows`, hanging under
+/// `parent`, with `uuid` its own (empty: none, like a line it follows that has none, so that
+/// both are read in the same conversation thread).
+pub fn synthetic_result(follows: &[u8], call: &CallRef, text: &str, parent: Option<&str>, uuid: &str) -> Vec<u8> {
+    let env = edit::members(follows, &[ENVELOPE, &["timestamp"]].concat());
+    let mut m = Map::new();
+    m.insert("parentUuid".into(), parent.map_or(Value::Null, |p| Value::String(p.to_owned())));
+    for k in ENVELOPE {
+        if let Some(v) = env.get(*k) {
+            m.insert((*k).into(), v.clone());
+        }
+    }
+    m.insert("type".into(), json!("user"));
+    m.insert("message".into(), json!({"role": "user", "content": [{"tool_use_id": call.id, "type": "tool_result", "content": text, "is_error": true}]}));
+    if !uuid.is_empty() {
+        m.insert("uuid".into(), json!(uuid));
+    }
+    if let Some(ts) = env.get("timestamp") {
+        m.insert("timestamp".into(), ts.clone());
+    }
+    m.insert("toolUseResult".into(), json!(format!("Error: {text}")));
+    edit::to_line(&Value::Object(m))
+}
+
+/// Removes the results for `call_id` (`tool_result` blocks of `message.content`).
+pub fn drop_results(line: &[u8], call_id: &str, keep_first: bool) -> Result<Edited, edit::Unable> {
+    edit::drop_result_blocks(line, &[b"message", b"content"], call_id, keep_first)
+}
+
+/// Removes the call `call_id` (a `tool_use` block of `message.content`).
+pub fn drop_call(line: &[u8], call_id: &str) -> Result<Edited, edit::Unable> {
+    edit::drop_call_blocks(edit::CallLayout::InMessage, line, call_id)
+}
+
+/// Top-level `uuid` and `parentUuid` of a Claude Code line (raw strings; `None` for null or
+/// absent).
+pub fn claude_ids(line: &[u8]) -> (Option<String>, Option<String>) {
+    let (mut uuid, mut parent) = (None, None);
+    let _ = scan::object_line(line, |s, k| {
+        match &*k.key() {
+            b"uuid" => uuid = s.opt_string()?.map(|r| r.decode().into_owned()),
+            b"parentUuid" => parent = s.opt_string()?.map(|r| r.decode().into_owned()),
+            _ => s.skip()?,
+        }
+        Ok(())
+    });
+    (uuid, parent)
+}
+
+/// Byte range of the top-level `parentUuid` value (the whole JSON value: a string with its
+/// quotes, or `null`) and the parent it names. Of duplicate keys the last counts, as for every
+/// JSON reader (and the checker's tree). Walks the whole line: repair calls it only for lines
+/// it edits or that may hang under a removed line.
+pub fn parent_span(line: &[u8]) -> Option<(std::ops::Range<usize>, Option<std::borrow::Cow<'_, str>>)> {
+    let mut s = Scanner::new(line);
+    let mut found = None;
+    // A line that is not valid JSON ends the walk: what was found before counts.
+    let _ = s.object(|s, k| {
+        if &*k.key() != b"parentUuid" {
+            return s.skip();
+        }
+        let start = s.value_start();
+        let value = s.opt_string()?;
+        found = Some((start..s.position(), value.map(|v| v.decode())));
+        Ok(())
+    });
+    found
+}
+
+/// Replaces the top-level `parentUuid` of a Claude Code line with `parent` (a uuid or null).
+pub fn set_parent(line: &[u8], parent: Option<&str>) -> Option<Vec<u8>> {
+    let (span, _) = parent_span(line)?;
+    let value = parent.map_or_else(|| "null".to_owned(), |p| serde_json::to_string(p).expect("string"));
+    let mut out = Vec::with_capacity(line.len() + value.len());
+    out.extend_from_slice(&line[..span.start]);
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(&line[span.end..]);
+    Some(out)
+}
+
+/// `message.id` of a Claude Code line, as the adapter reads it (the last `message`, if an
+/// object; in it the last `id`, if a string).
+pub fn message_id(line: &[u8]) -> Option<String> {
+    let span = edit::value_span(line, &[b"message", b"id"])?;
+    let mut s = Scanner::new(&line[span]);
+    s.opt_string().ok().flatten().map(|id| id.decode().into_owned())
+}
+
+/// Gives a Claude Code line the message id `id` (so that it joins that message's turn): the
+/// value of its `message.id` is replaced, whatever it was, or an `id` is added to the message.
+pub fn set_message_id(line: &[u8], id: &str) -> Result<Vec<u8>, edit::Unable> {
+    let value = serde_json::to_string(id).expect("string");
+    if let Some(span) = edit::value_span(line, &[b"message", b"id"]) {
+        return Ok(edit::splice(line, &span, value.as_bytes()));
+    }
+    let message = edit::value_span(line, &[b"message"]).ok_or(edit::Unable("the line has no message"))?;
+    if line.get(message.start) != Some(&b'{') {
+        return Err(edit::Unable("the message is not an object"));
+    }
+    let empty = Scanner::new(&line[message.start + 1..message.end - 1]).peek().is_none();
+    let mut member = format!("\"id\":{value}");
+    if !empty {
+        member.push(',');
+    }
+    let at = message.start + 1;
+    Ok(edit::splice(line, &(at..at), member.as_bytes()))
 }
 
 #[cfg(test)]

@@ -11,8 +11,10 @@
 //! then the response items themselves, with `{"record_type": "state"}` lines between.
 
 use super::blocks::args_of_string;
+use super::edit::{self, CallRef, Edited};
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, ToolResult, Usage};
 use crate::transcript::scan::{self, object_line, RawStr, Scanner};
+use serde_json::{json, Map, Value};
 
 /// Top-level record types of the current layout that are not conversation.
 const ENVELOPE_OTHER: &[&str] = &["session_meta", "turn_context", "event_msg"];
@@ -221,6 +223,296 @@ fn pending_calls(items: Vec<Item<'_>>) -> Vec<Call<'_>> {
         }
     }
     calls
+}
+
+// Writing.
+
+/// A synthetic error result for `call`: its `*_output` item (a `local_shell_call` is answered by
+/// a `function_call_output`), in the envelope of the current layout with the `timestamp` of the
+/// line it `follows` when that line has one, as a bare item in the legacy layout.
+pub fn synthetic_result(follows: &[u8], call: &CallRef, text: &str) -> Vec<u8> {
+    let env = edit::members(follows, &["timestamp", "payload"]);
+    let item_type = match call.item.as_deref() {
+        Some("local_shell_call") | None => "function_call_output".to_owned(),
+        Some(t) => format!("{t}_output"),
+    };
+    let item = json!({"type": item_type, "call_id": call.id, "output": text});
+    let v = if env.contains_key("payload") {
+        let mut m = Map::new();
+        if let Some(ts) = env.get("timestamp") {
+            m.insert("timestamp".into(), ts.clone());
+        }
+        m.insert("type".into(), json!("response_item"));
+        m.insert("payload".into(), item);
+        Value::Object(m)
+    } else {
+        item
+    };
+    edit::to_line(&v)
+}
+
+/// Removes results for a call: a Codex output item is its line, so the line goes (none is kept
+/// first: a line holds one result).
+pub fn drop_results(keep_first: bool) -> Result<Edited, edit::Unable> {
+    if keep_first {
+        Err(edit::Unable("the line holds a single result"))
+    } else {
+        Ok(Edited::Gone)
+    }
+}
+
+/// Removes a call: a Codex call item is its line.
+pub fn drop_call() -> Result<Edited, edit::Unable> {
+    Ok(Edited::Gone)
+}
+
+// The envelope, as the canonical records read it.
+
+/// The top-level `type` and `payload` of a Codex line.
+pub fn read_envelope(line: &[u8]) -> scan::Result<(Option<scan::RawStr<'_>>, Option<&[u8]>)> {
+    let (mut ty, mut payload) = (None, None);
+    object_line(line, |s, k| {
+        match &*k.key() {
+            b"type" => ty = s.opt_string()?,
+            b"payload" => payload = Some(s.raw_value()?),
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok((ty, payload))
+}
+
+/// Whether `ty` is a type of the current Codex envelope (not a legacy item line).
+pub fn is_envelope_type(ty: &str) -> bool {
+    matches!(
+        ty,
+        "session_meta"
+            | "response_item"
+            | "compacted"
+            | "turn_context"
+            | "event_msg"
+            | "world_state"
+            | "inter_agent_communication"
+            | "inter_agent_communication_metadata"
+    )
+}
+
+/// The number of `replacement_history` items and the `window_number` of a `compacted` payload.
+pub fn compaction_facts(payload: &[u8]) -> (Option<usize>, Option<String>) {
+    let (mut items, mut window) = (None, None);
+    let mut s = Scanner::new(payload);
+    let _ = s.opt_object(|s, k| {
+        match &*k.key() {
+            b"replacement_history" => {
+                let mut n = 0;
+                if s.opt_array(|s| s.skip().map(|_| n += 1))? {
+                    items = Some(n);
+                }
+            }
+            b"window_number" if s.peek() == Some(scan::Kind::Number) => window = Some(String::from_utf8_lossy(s.number()?).into_owned()),
+            _ => s.skip()?,
+        }
+        Ok(())
+    });
+    (items, window)
+}
+
+// Rollout lines, as the compaction cut (`stages::model_context`, seed 001) reads them.
+
+/// What one rollout line means to the cutoff rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemKind {
+    /// `session_meta`.
+    SessionMeta,
+    /// `response_item`; `proves_user_turn` for an `agent_message` item or an assistant message
+    /// that carries an inter-agent message.
+    ResponseItem {
+        /// Whether it proves a user turn.
+        proves_user_turn: bool,
+    },
+    /// `inter_agent_communication`: a user-turn proof.
+    InterAgentCommunication,
+    /// `compacted`, and whether the fields a bounded cutoff needs are present.
+    Compacted {
+        /// `replacement_history` is an array.
+        replacement_history: bool,
+        /// `window_number` is an unsigned integer.
+        window_number: bool,
+    },
+    /// `turn_context`.
+    TurnContext {
+        /// Its `turn_id`, when present.
+        turn_id: Option<String>,
+    },
+    /// `event_msg` `task_started` (or `turn_started`).
+    TurnStarted {
+        /// The turn.
+        turn_id: String,
+    },
+    /// `event_msg` `task_complete` (or `turn_complete`).
+    TurnComplete {
+        /// The turn.
+        turn_id: String,
+    },
+    /// `event_msg` `turn_aborted`.
+    TurnAborted {
+        /// The turn, when named.
+        turn_id: Option<String>,
+    },
+    /// `event_msg` `item_completed`.
+    ItemCompleted {
+        /// The turn.
+        turn_id: String,
+        /// The item is a `UserMessage`: a user-turn proof.
+        user_message: bool,
+    },
+    /// `event_msg` `user_message`: a user-turn proof.
+    UserMessage,
+    /// `event_msg` `thread_rolled_back`: disables the bounded cutoff.
+    ThreadRolledBack,
+    /// Anything else: other events, `world_state`, legacy-layout lines, unknown types. An event
+    /// without the `turn_id` Codex requires of it is one too (Codex cannot read it either).
+    Other,
+    /// Not a JSON object (or not UTF-8); kept for the raw output, no effect on the rules.
+    Unreadable,
+}
+
+impl ItemKind {
+    /// Reads what a rollout line means. Never fails: a line that cannot be read is
+    /// [`ItemKind::Unreadable`], a field of an unexpected shape is absent.
+    pub fn of(line: &[u8]) -> ItemKind {
+        if simdutf8::basic::from_utf8(line).is_err() {
+            return ItemKind::Unreadable;
+        }
+        let mut ty = None;
+        let mut payload = Payload::default();
+        let read = object_line(line, |s, k| {
+            match &*k.key() {
+                b"type" => ty = s.opt_string()?,
+                b"payload" => payload = read_payload(s)?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        });
+        if read.is_err() {
+            return ItemKind::Unreadable;
+        }
+        let Some(ty) = ty else { return ItemKind::Other };
+        match &*ty.key() {
+            b"session_meta" => ItemKind::SessionMeta,
+            b"response_item" => ItemKind::ResponseItem { proves_user_turn: payload.proves_user_turn() },
+            b"inter_agent_communication" => ItemKind::InterAgentCommunication,
+            b"compacted" => ItemKind::Compacted { replacement_history: payload.replacement_history, window_number: payload.window_number },
+            b"turn_context" => ItemKind::TurnContext { turn_id: payload.turn_id },
+            b"event_msg" => payload.event(),
+            _ => ItemKind::Other,
+        }
+    }
+}
+
+/// The payload fields the rules read, from any payload shape.
+#[derive(Default)]
+struct Payload {
+    ty: Option<String>,
+    role: Option<String>,
+    turn_id: Option<String>,
+    replacement_history: bool,
+    window_number: bool,
+    /// `item.type` of an `item_completed` event.
+    item_type: Option<String>,
+    /// The text of the only content part, when the content is exactly one text part.
+    only_text: Option<String>,
+}
+
+fn read_payload(s: &mut Scanner<'_>) -> scan::Result<Payload> {
+    let mut p = Payload::default();
+    let decode = |r: Option<RawStr<'_>>| r.map(|r| r.decode().into_owned());
+    s.opt_object(|s, k| {
+        match &*k.key() {
+            b"type" => p.ty = decode(s.opt_string()?),
+            b"role" => p.role = decode(s.opt_string()?),
+            b"turn_id" => p.turn_id = decode(s.opt_string()?),
+            b"replacement_history" => p.replacement_history = s.opt_array(|s| s.skip())?,
+            // Codex reads it as an unsigned integer.
+            b"window_number" if s.peek() == Some(scan::Kind::Number) => p.window_number = s.number()?.iter().all(u8::is_ascii_digit),
+            b"item" => {
+                s.opt_object(|s, k| {
+                    match &*k.key() {
+                        b"type" => p.item_type = decode(s.opt_string()?),
+                        _ => s.skip()?,
+                    }
+                    Ok(())
+                })?;
+            }
+            b"content" => p.only_text = read_only_text(s)?,
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(p)
+}
+
+/// The text of message content made of exactly one `input_text` / `output_text` part.
+fn read_only_text(s: &mut Scanner<'_>) -> scan::Result<Option<String>> {
+    let mut parts = 0;
+    let mut text = None;
+    s.opt_array(|s| {
+        parts += 1;
+        let (mut ty, mut t) = (None, None);
+        s.opt_object(|s, k| {
+            match &*k.key() {
+                b"type" => ty = s.opt_string()?,
+                b"text" => t = s.opt_string()?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        if ty.is_some_and(|ty| ty.is("input_text") || ty.is("output_text")) {
+            text = t.map(|t| t.decode().into_owned());
+        }
+        Ok(())
+    })?;
+    Ok(if parts == 1 { text } else { None })
+}
+
+impl Payload {
+    fn is(&self, field: &Option<String>, value: &str) -> bool {
+        field.as_deref() == Some(value)
+    }
+
+    fn proves_user_turn(&self) -> bool {
+        match self.ty.as_deref() {
+            Some("agent_message") => true,
+            Some("message") => self.is(&self.role, "assistant") && self.only_text.as_deref().is_some_and(is_inter_agent_message),
+            _ => false,
+        }
+    }
+
+    fn event(self) -> ItemKind {
+        let turn_id = self.turn_id;
+        match (self.ty.as_deref(), turn_id) {
+            (Some("task_started" | "turn_started"), Some(turn_id)) => ItemKind::TurnStarted { turn_id },
+            (Some("task_complete" | "turn_complete"), Some(turn_id)) => ItemKind::TurnComplete { turn_id },
+            (Some("turn_aborted"), turn_id) => ItemKind::TurnAborted { turn_id },
+            (Some("item_completed"), Some(turn_id)) => ItemKind::ItemCompleted { turn_id, user_message: self.item_type.as_deref() == Some("UserMessage") },
+            (Some("user_message"), _) => ItemKind::UserMessage,
+            (Some("thread_rolled_back"), _) => ItemKind::ThreadRolledBack,
+            _ => ItemKind::Other,
+        }
+    }
+}
+
+/// Whether message text is a serialized inter-agent message: a JSON object with the agent
+/// paths `author` and `recipient`, a string `content` and a boolean `trigger_turn` (and, if
+/// present, an array of agent paths `other_recipients`).
+fn is_inter_agent_message(text: &str) -> bool {
+    let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(text) else { return false };
+    let path = |v: &serde_json::Value| v.as_str().is_some_and(|p| p.starts_with('/'));
+    o.get("author").is_some_and(path)
+        && o.get("recipient").is_some_and(path)
+        && o.get("content").is_some_and(|c| c.is_string())
+        && o.get("trigger_turn").is_some_and(|t| t.is_boolean())
+        && o.get("other_recipients").is_none_or(|r| r.as_array().is_some_and(|a| a.iter().all(path)))
 }
 
 #[cfg(test)]

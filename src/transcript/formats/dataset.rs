@@ -16,7 +16,7 @@
 
 use super::blocks::{args_of_string, read_content};
 use super::codex;
-use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, ToolResult};
+use crate::transcript::model::{Args, Call, Entry, Message, Role, ToolResult};
 use crate::transcript::scan::{self, Kind, RawStr, Remembered, Scanner};
 use smallvec::SmallVec;
 use std::borrow::Cow;
@@ -170,8 +170,7 @@ pub struct Msg<'a> {
     /// that are not messages).
     pub role: Option<Cow<'a, str>>,
     /// Its meaning in the turn model; `None` for a role the format does not have.
-    /// (Held as the validator takes it, so that it is fed by reference.)
-    pub entry: Option<Parsed<'a>>,
+    pub message: Option<Message<'a>>,
     /// Whether content is there (calls aside).
     pub content: Content,
     /// An assistant `weight` other than 0 or 1.
@@ -186,18 +185,15 @@ pub struct Msg<'a> {
 impl<'a> Msg<'a> {
     /// Its meaning in the turn model; `None` for a role the format does not have.
     pub fn message(&self) -> Option<&Message<'a>> {
-        match &self.entry {
-            Some(Parsed { entry: Entry::Message(m), .. }) => Some(m),
-            _ => None,
-        }
+        self.message.as_ref()
     }
 
     fn set(&mut self, m: Message<'a>) {
-        self.entry = Some(Parsed::of(Entry::Message(m)));
+        self.message = Some(m);
     }
 
     fn new(role: Option<Cow<'a, str>>) -> Self {
-        Msg { role, entry: None, content: Content::Absent, bad_weight: false, args: SmallVec::new(), passive: false }
+        Msg { role, message: None, content: Content::Absent, bad_weight: false, args: SmallVec::new(), passive: false }
     }
 }
 
@@ -208,6 +204,21 @@ pub struct Tool<'a> {
     pub name: Cow<'a, str>,
     /// The properties its schema requires.
     pub required: SmallVec<[Cow<'a, str>; 4]>,
+    /// Their hashes, as [`ArgKeys`] holds keys (a declaration is read once per thread and
+    /// checked against every call to it).
+    required_keys: ArgKeys,
+}
+
+impl<'a> Tool<'a> {
+    fn new(name: Cow<'a, str>, required: SmallVec<[Cow<'a, str>; 4]>) -> Self {
+        let required_keys = ArgKeys::of_names(required.iter().map(|r| r.as_ref()));
+        Tool { name, required, required_keys }
+    }
+
+    /// The required properties that arguments with `keys` lack (all of them without keys).
+    pub fn missing<'t>(&'t self, keys: Option<&'t ArgKeys>) -> impl Iterator<Item = &'t str> + 't {
+        self.required.iter().zip(&self.required_keys.0).filter(move |(_, h)| !keys.is_some_and(|k| k.0.contains(h))).map(|(r, _)| r.as_ref())
+    }
 }
 
 /// One conversation of a line.
@@ -451,14 +462,26 @@ fn content_of<'a>(s: &mut Scanner<'a>) -> scan::Result<(super::blocks::Parts<'a>
 
 /// Chat Completions messages.
 fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<Option<Conversation<'a>>> {
+    // Escaped arguments are decoded here, into one buffer a thread keeps (up to 1 MiB).
+    let mut scratch = SCRATCH.take();
+    let read = chat_message_array(s, bad_shape, &mut scratch);
+    if scratch.capacity() <= 1 << 20 {
+        SCRATCH.set(scratch);
+    }
+    read
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+fn chat_message_array<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool, scratch: &mut Vec<u8>) -> scan::Result<Option<Conversation<'a>>> {
     // Legacy `function_call`s have no id: each is answered by the next `function` message.
     let mut legacy: Option<String> = None;
-    // Escaped arguments are decoded here, one buffer a conversation.
-    let mut scratch = Vec::new();
     message_array(s, Pairing::Chat, bad_shape, |s, c| {
         let index = c.messages.len();
         let (mut role, mut parts, mut null, mut seen) = (None, None, true, false);
-        let mut calls: SmallVec<[(Call<'a>, ArgKeys); 1]> = SmallVec::new();
+        let (mut calls, mut keys): (SmallVec<[Call<'a>; 1]>, SmallVec<[ArgKeys; 1]>) = Default::default();
         let (mut tool_call_id, mut weight_bad, mut function_call) = (None, false, None);
         s.object(|s, k| {
             match &*k.key() {
@@ -470,41 +493,55 @@ fn chat_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<
                     null = n;
                 }
                 b"tool_calls" => {
-                    s.opt_array(|s| read_tool_call(s, &mut scratch).map(|call| calls.extend(call)))?;
+                    s.opt_array(|s| {
+                        if let Some((call, k)) = read_tool_call(s, scratch)? {
+                            calls.push(call);
+                            keys.push(k);
+                        }
+                        Ok(())
+                    })?;
                 }
-                b"function_call" => function_call = read_function(s, &mut scratch)?,
+                b"function_call" => function_call = read_function(s, scratch)?,
                 b"tool_call_id" => tool_call_id = s.opt_string()?,
                 b"weight" => weight_bad = !matches!(s.raw_value()?, b"0" | b"1" | b"0.0" | b"1.0" | b"null"),
                 _ => s.skip()?,
             }
             Ok(())
         })?;
-        let role_name = role.map(|r| r.decode());
+        // (Roles are matched as written; only one the format does not have is decoded.)
+        let raw_role = role;
+        let key = raw_role.map(|r| r.key());
+        let (role, name) = match key.as_deref() {
+            Some(b"user") => (Some(Role::User), "user"),
+            Some(b"assistant") => (Some(Role::Assistant), "assistant"),
+            Some(b"system") => (Some(Role::System), "system"),
+            Some(b"developer") => (Some(Role::Developer), "developer"),
+            Some(b"tool") => (Some(Role::Tool), "tool"),
+            Some(b"function") => (Some(Role::Tool), "function"),
+            _ => (None, ""),
+        };
+        let role_name = if role.is_some() { Some(Cow::Borrowed(name)) } else { raw_role.map(|r| r.decode()) };
         let mut msg = Msg::new(role_name.clone());
         let parts = parts.unwrap_or_default();
-        let role = match role_name.as_deref() {
-            Some("user") => Some(Role::User),
-            Some("assistant") => Some(Role::Assistant),
-            Some("system") => Some(Role::System),
-            Some("developer") => Some(Role::Developer),
-            Some("tool" | "function") => Some(Role::Tool),
-            _ => None,
-        };
         msg.content = content_state(seen && !null, &parts);
         msg.bad_weight = weight_bad && role == Some(Role::Assistant);
         if let Some(role) = role {
             let mut m = parts.into_message(role);
             match role {
                 Role::Assistant => {
-                    if let Some((name, (args, keys))) = function_call {
+                    if let Some((name, (args, k))) = function_call {
                         let id = format!("function_call@{index}");
                         legacy = Some(id.clone());
-                        calls.push((Call { id: id.into(), name: name.decode(), args, item: None }, keys));
+                        calls.push(Call { id: id.into(), name: name.decode(), args, item: None });
+                        keys.push(k);
                     }
-                    for (call, args) in calls {
-                        m.calls.push(call);
-                        msg.args.push(args);
+                    // (Moved whole: the content's own calls, if any, come first.)
+                    if m.calls.is_empty() {
+                        m.calls = calls;
+                    } else {
+                        m.calls.extend(calls);
                     }
+                    msg.args = keys;
                     m.has_content |= !m.calls.is_empty();
                 }
                 Role::Tool => {
@@ -570,7 +607,7 @@ fn read_function<'a>(s: &mut Scanner<'a>, scratch: &mut Vec<u8>) -> scan::Result
                 args = match s.peek() {
                     Some(Kind::String) => {
                         let text = s.string()?;
-                        if text.raw().contains(&b'\\') {
+                        if text.is_escaped() {
                             scratch.clear();
                             scan::unescape_into(text.raw(), scratch);
                             args_info(scratch)
@@ -858,8 +895,10 @@ thread_local! {
 /// "input_schema"}`; ShareGPT may hold the list as a JSON string. Lists add up.
 fn read_tools(s: &mut Scanner<'_>, tools: &mut Option<Tools>) -> scan::Result<()> {
     let list = if s.peek() == Some(Kind::String) { tools_of_string(&s.string()?.decode()) } else { tools_array(s)? };
-    if let Some(list) = list {
-        tools.get_or_insert_with(Vec::new).extend(list);
+    match (tools.as_mut(), list) {
+        (Some(tools), Some(list)) => tools.extend(list),
+        (None, list) => *tools = list,
+        (_, None) => {}
     }
     Ok(())
 }
@@ -874,7 +913,7 @@ fn tools_of_string(text: &str) -> Option<Tools> {
         let schema = f.get("parameters").or_else(|| f.get("input_schema"));
         let required = schema.and_then(|p| p.get("required")).and_then(|r| r.as_array());
         let required = required.into_iter().flatten().filter_map(|r| r.as_str()).map(|r| Cow::Owned(r.to_owned())).collect();
-        list.push(Rc::new(Tool { name: Cow::Owned(name.to_owned()), required }));
+        list.push(Rc::new(Tool::new(Cow::Owned(name.to_owned()), required)));
     }
     Some(list)
 }
@@ -927,7 +966,7 @@ fn read_tool(s: &mut Scanner<'_>) -> scan::Result<Option<Tool<'static>>> {
         Ok(())
     })?;
     let required = required.into_iter().map(|r: Cow<'_, str>| Cow::Owned(r.into_owned())).collect();
-    Ok(name.map(|name| Tool { name: Cow::Owned(name.decode().into_owned()), required }))
+    Ok(name.map(|name| Tool::new(Cow::Owned(name.decode().into_owned()), required)))
 }
 
 fn read_required<'a>(s: &mut Scanner<'a>, required: &mut SmallVec<[Cow<'a, str>; 4]>) -> scan::Result<()> {

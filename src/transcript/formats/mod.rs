@@ -1,14 +1,25 @@
-//! Format adapters: one module per transcript format, each turning a line into an
-//! [`Entry`](crate::transcript::model::Entry), plus detection of a file's format from its first
-//! lines.
+//! Formats: one module per transcript format holding its reading and its writing together —
+//! the adapter that turns a line into an [`Entry`](crate::transcript::model::Entry), the fields
+//! canonical records and the compaction cut read, and what repair writes in it (synthetic
+//! results, removed blocks and calls, merged messages, the Claude Code tree edits) — plus
+//! detection of a file's format from its first lines. [`edit`] holds the byte-level pieces the
+//! writers share.
+//!
+//! Wherever behaviour depends on the format it is decided here, by an exhaustive `match` on
+//! [`Format`] (no catch-all arm): a new format does not compile until each rule names it, so it
+//! cannot silently get another format's rules ([`Format::uuid_tree`],
+//! [`Format::prompt_ends_turn`], [`Format::consecutive_repair`], [`Format::synthetic_result`],
+//! ...).
 
 pub mod blocks;
 pub mod chat;
 pub mod claude_code;
 pub mod codex;
 pub mod dataset;
+pub mod edit;
 
 pub use dataset::Dataset;
+pub use edit::{CallRef, Edited, Unable};
 
 use crate::transcript::model::Parsed;
 use serde::{Deserialize, Serialize};
@@ -89,14 +100,117 @@ impl Format {
     pub fn dataset(self) -> Option<Dataset> {
         match self {
             Format::Dataset(d) => Some(d),
-            _ => None,
+            Format::ClaudeCode | Format::Codex | Format::OpenAiChat | Format::Anthropic => None,
+        }
+    }
+
+    /// Whether lines form a uuid tree with sidechain threads (Claude Code): the validator
+    /// follows the threads, and repair re-points parents and gives the lines it adds uuids.
+    pub fn uuid_tree(self) -> bool {
+        match self {
+            Format::ClaudeCode => true,
+            Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+        }
+    }
+
+    /// Whether only a user prompt moves the conversation on (Codex response items): assistant
+    /// items may follow one another within a turn, and calls stay answered until the next
+    /// prompt. Elsewhere each new assistant turn moves it on, and two with no user turn between
+    /// them are `consecutive_assistant`.
+    pub fn prompt_ends_turn(self) -> bool {
+        match self {
+            Format::Codex => true,
+            Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+        }
+    }
+
+    /// Whether a model named on a line (a Codex `turn_context`) stays in force for the usage of
+    /// later lines; elsewhere a line's usage is its own message's model's.
+    pub fn model_carries_over(self) -> bool {
+        match self {
+            Format::Codex => true,
+            Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+        }
+    }
+
+    /// How repair mends two assistant turns with no user turn between them.
+    pub fn consecutive_repair(self) -> Consecutive {
+        match self {
+            Format::ClaudeCode => Consecutive::Join,
+            Format::OpenAiChat | Format::Anthropic => Consecutive::Merge,
+            Format::Codex | Format::Dataset(_) => Consecutive::NotRepaired,
+        }
+    }
+
+    /// A synthetic error result for `call` with `text`, in this format, to be written after
+    /// the line `follows` (whose envelope it copies where the format has one). Claude Code:
+    /// `parent` is the uuid the new line hangs under and `uuid` its own (empty: none).
+    pub fn synthetic_result(self, follows: &[u8], call: &CallRef, text: &str, parent: Option<&str>, uuid: &str) -> Vec<u8> {
+        match self {
+            Format::ClaudeCode => claude_code::synthetic_result(follows, call, text, parent, uuid),
+            Format::Codex => codex::synthetic_result(follows, call, text),
+            Format::OpenAiChat => chat::openai_result(call, text),
+            Format::Anthropic => chat::anthropic_result(call, text),
+            // Inside a dataset's conversation a result is a message of the conversation's own
+            // shape; the dataset repair asks for the format of its pairing (this is the OpenAI
+            // one, for a caller that does not).
+            Format::Dataset(_) => chat::openai_result(call, text),
+        }
+    }
+
+    /// Removes the results for `call_id` from a line (all of them, or all but the first),
+    /// editing only what holds them: every other byte of the line stays as it was.
+    pub fn drop_results(self, line: &[u8], call_id: &str, keep_first: bool) -> Result<Edited, Unable> {
+        match self {
+            Format::ClaudeCode => claude_code::drop_results(line, call_id, keep_first),
+            Format::Codex => codex::drop_results(keep_first),
+            Format::OpenAiChat | Format::Anthropic => chat::drop_results(line, call_id, keep_first),
+            // Datasets are repaired line by line by the dataset repair, never by plan edits.
+            Format::Dataset(_) => Err(Unable("a dataset line is repaired by the dataset repair")),
+        }
+    }
+
+    /// Removes the call `call_id` from a line, editing only the arrays that hold it (a Codex
+    /// call is its line).
+    pub fn drop_call(self, line: &[u8], call_id: &str) -> Result<Edited, Unable> {
+        match self {
+            Format::ClaudeCode => claude_code::drop_call(line, call_id),
+            Format::Codex => codex::drop_call(),
+            Format::OpenAiChat | Format::Anthropic => chat::drop_call(line, call_id),
+            // A conversation's messages are laid out as chat messages.
+            Format::Dataset(_) => chat::drop_call(line, call_id),
+        }
+    }
+
+    /// Merges the assistant message `next` into `into` (the formats whose
+    /// [`Format::consecutive_repair`] is [`Consecutive::Merge`]).
+    pub fn merge_messages(self, into: &[u8], next: &[u8]) -> Result<Vec<u8>, Unable> {
+        match self {
+            Format::OpenAiChat => chat::merge_messages(true, into, next),
+            Format::Anthropic => chat::merge_messages(false, into, next),
+            Format::ClaudeCode | Format::Codex | Format::Dataset(_) => Err(Unable("messages of this format are not merged")),
         }
     }
 
     /// Whether the OpenAI and Anthropic flavours can still be told apart by later lines.
     fn is_chat(self) -> bool {
-        matches!(self, Format::OpenAiChat | Format::Anthropic)
+        match self {
+            Format::OpenAiChat | Format::Anthropic => true,
+            Format::ClaudeCode | Format::Codex | Format::Dataset(_) => false,
+        }
     }
+}
+
+/// How repair mends two assistant turns with no user turn between them
+/// ([`Format::consecutive_repair`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consecutive {
+    /// The second turn joins the first: it gets the first's message id (Claude Code).
+    Join,
+    /// The second message merges into the first (OpenAI chat, Anthropic).
+    Merge,
+    /// Not repaired.
+    NotRepaired,
 }
 
 impl fmt::Display for Format {

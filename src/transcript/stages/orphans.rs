@@ -258,7 +258,7 @@ impl Stage for Orphans {
     }
 
     fn input(&mut self, input: &Input<'_, '_>, _events: &mut Vec<Event>) {
-        if let (Input::Entry { number, parsed }, Some(scan)) = (input, self.scan.as_mut()) {
+        if let (Input::Entry { number, parsed, .. }, Some(scan)) = (input, self.scan.as_mut()) {
             scan.push(*number, parsed);
         }
     }

@@ -99,7 +99,7 @@ pub struct Validator {
 impl Validator {
     /// A validator for a file of `format`.
     pub fn new(format: Format) -> Self {
-        let claude = format == Format::ClaudeCode;
+        let claude = format.uuid_tree();
         Validator {
             format,
             pending: Map::default(),
@@ -178,7 +178,7 @@ impl Validator {
                     Role::User | Role::Tool => {
                         self.results(line, t, m, node, out);
                         self.lane(t).assistant_since_user = false;
-                        if self.format == Format::Codex && m.prompt {
+                        if self.format.prompt_ends_turn() && m.prompt {
                             self.moved_on(line, t, out);
                         }
                     }
@@ -243,10 +243,9 @@ impl Validator {
         let same_turn = key.is_some() && self.lane(t).turn.as_ref().is_some_and(|turn| turn.key == key);
         if !same_turn {
             self.close_turn(t, out);
-            if self.format != Format::Codex {
+            if !self.format.prompt_ends_turn() {
                 if self.lane(t).assistant_since_user {
-                    let f = Finding::new(line, Kind::ConsecutiveAssistant, "assistant turn follows another assistant turn with no user turn between them");
-                    self.emit(f.in_thread(t), node, out);
+                    self.emit(consecutive_assistant(line).in_thread(t), node, out);
                 }
                 self.moved_on(line, t, out);
             }
@@ -266,20 +265,11 @@ impl Validator {
     }
 
     fn call(&mut self, line: u64, t: u64, c: &Call<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
-        let what = match c.args {
-            Args::Object => None,
-            Args::NotObject => Some("are JSON but not an object"),
-            Args::Unparseable => Some("are not valid JSON"),
-        };
-        if let Some(what) = what {
-            let f =
-                Finding::new(line, Kind::InvalidArguments, format!("arguments of the call to {} {what}", tool_name(&c.name))).with_call(&c.id, Some(&c.name));
+        if let Some(f) = invalid_arguments(line, c) {
             self.emit(f.in_thread(t), node, out);
         }
         if self.pending.contains_key(c.id.as_ref()) || self.lane(t).answered.contains(c.id.as_ref()) {
-            let f =
-                Finding::new(line, Kind::DuplicateCallId, "a second call with this id; it is treated as the same pending call").with_call(&c.id, Some(&c.name));
-            self.emit(f.in_thread(t), node, out);
+            self.emit(duplicate_call_id(line, c).in_thread(t), node, out);
             return;
         }
         let p = Pending { id: c.id.to_string(), name: c.name.to_string(), line, node, thread: t };
@@ -297,18 +287,12 @@ impl Validator {
                 Some(p) => drop(self.pending.insert(p.id.clone(), p)),
                 None => {}
             }
-            if self.lane(t).answered.contains(r.id.as_ref()) {
-                let f = Finding::new(line, Kind::DuplicateResult, "a second result for a call that already has one").with_call(&r.id, None);
-                self.emit(f.in_thread(t), node, out);
-            } else {
-                let f = Finding::new(line, Kind::OrphanResult, "result for a call that is not pending in this part of the conversation").with_call(&r.id, None);
-                self.emit(f.in_thread(t), node, out);
-            }
+            let f = unmatched_result(line, &r.id, self.lane(t).answered.contains(r.id.as_ref()));
+            self.emit(f.in_thread(t), node, out);
         }
     }
 
-    /// Thread `t` moved on at `line`: its calls still pending there are unanswered. The dataset
-    /// stage calls it at a user prompt in a chat conversation (results must come before one).
+    /// Thread `t` moved on at `line`: its calls still pending there are unanswered.
     pub fn moved_on(&mut self, line: u64, t: u64, out: &mut impl FnMut(Output)) {
         if self.pending.is_empty() {
             // (The common case: every call was answered. Nothing to collect or sort.)
@@ -318,13 +302,7 @@ impl Validator {
         let pending: Vec<Pending> = self.pending().into_iter().filter(|p| p.thread == t).cloned().collect();
         for p in pending {
             self.pending.remove(&p.id);
-            let f = Finding::new(
-                p.line,
-                Kind::UnansweredCall,
-                format!("call to {} has no result, and the conversation moved on at line {line}", tool_name(&p.name)),
-            )
-            .with_call(&p.id, Some(&p.name));
-            self.emit(f.in_thread(t), p.node, out);
+            self.emit(unanswered_call(p.line, &p.id, &p.name, line).in_thread(t), p.node, out);
         }
         self.lane(t).answered.clear();
     }
@@ -398,9 +376,50 @@ fn empty_turn(line: u64, thread: u64) -> Finding {
 }
 
 pub(crate) fn orphan(p: &Pending) -> Finding {
-    Finding::new(p.line, Kind::OrphanCall, format!("call to {} has no result at the end of the transcript", tool_name(&p.name)))
-        .with_call(&p.id, Some(&p.name))
-        .in_thread(p.thread)
+    orphan_call(p.line, &p.id, &p.name).in_thread(p.thread)
+}
+
+// The findings of the pairing rules, shared with the dataset stage's own pairing of one
+// conversation (`stages::dataset::pairing`), so that both say the same.
+
+/// A call still pending at the end of the stream.
+pub(crate) fn orphan_call(line: u64, id: &str, name: &str) -> Finding {
+    Finding::new(line, Kind::OrphanCall, format!("call to {} has no result at the end of the transcript", tool_name(name))).with_call(id, Some(name))
+}
+
+/// An assistant turn right after another.
+pub(crate) fn consecutive_assistant(line: u64) -> Finding {
+    Finding::new(line, Kind::ConsecutiveAssistant, "assistant turn follows another assistant turn with no user turn between them")
+}
+
+/// A call whose arguments are not a JSON object, if `c` is one.
+pub(crate) fn invalid_arguments(line: u64, c: &Call<'_>) -> Option<Finding> {
+    let what = match c.args {
+        Args::Object => return None,
+        Args::NotObject => "are JSON but not an object",
+        Args::Unparseable => "are not valid JSON",
+    };
+    Some(Finding::new(line, Kind::InvalidArguments, format!("arguments of the call to {} {what}", tool_name(&c.name))).with_call(&c.id, Some(&c.name)))
+}
+
+/// A second call with a pending or answered id.
+pub(crate) fn duplicate_call_id(line: u64, c: &Call<'_>) -> Finding {
+    Finding::new(line, Kind::DuplicateCallId, "a second call with this id; it is treated as the same pending call").with_call(&c.id, Some(&c.name))
+}
+
+/// A result that answers no pending call: a second one when the call was `answered`.
+pub(crate) fn unmatched_result(line: u64, id: &str, answered: bool) -> Finding {
+    if answered {
+        Finding::new(line, Kind::DuplicateResult, "a second result for a call that already has one").with_call(id, None)
+    } else {
+        Finding::new(line, Kind::OrphanResult, "result for a call that is not pending in this part of the conversation").with_call(id, None)
+    }
+}
+
+/// A call (at `call_line`) left without a result when the conversation moved on at `line`.
+pub(crate) fn unanswered_call(call_line: u64, id: &str, name: &str, line: u64) -> Finding {
+    Finding::new(call_line, Kind::UnansweredCall, format!("call to {} has no result, and the conversation moved on at line {line}", tool_name(name)))
+        .with_call(id, Some(name))
 }
 
 fn tool_name(name: &str) -> String {
@@ -443,7 +462,7 @@ impl crate::transcript::pipeline::Stage for Validate {
     fn input(&mut self, input: &crate::transcript::pipeline::Input<'_, '_>, events: &mut Vec<crate::transcript::pipeline::Event>) {
         use crate::transcript::pipeline::{Event, Input};
         match input {
-            Input::Entry { number, parsed } => {
+            Input::Entry { number, parsed, .. } => {
                 if let Some(v) = self.validator.as_mut() {
                     v.push(*number, parsed, &mut |o| events.push(Event::Output(o)));
                 }
@@ -451,6 +470,10 @@ impl crate::transcript::pipeline::Stage for Validate {
             Input::Dataset(o) => events.push(Event::Output((*o).clone())),
             Input::Event { .. } | Input::Fault => {}
         }
+    }
+
+    fn thread(&self) -> Option<u64> {
+        self.validator.as_ref().map(Validator::thread)
     }
 
     fn grew(&mut self, now: std::time::Duration) {

@@ -1,10 +1,10 @@
 //! Dataset checks: the canonical rules applied within each line's conversation, plus what a
 //! training or batch endpoint rejects.
 //!
-//! Each conversation is fed, message by message, into a fresh canonical
-//! [`Validator`](super::validate::Validator) (seed 002's pairing rules: unanswered calls,
-//! results without a call, duplicate results, consecutive assistant turns), whose findings are
-//! mapped to the line and the message index. What a conversation-per-line file adds:
+//! Each conversation is fed, message by message, into the canonical pairing rules of the
+//! [`Validator`](super::validate::Validator) (seed 002's rules: unanswered calls, results
+//! without a call, duplicate results, consecutive assistant turns), as [`pairing`] applies them
+//! to one conversation, whose findings are mapped to the line and the message index. What a conversation-per-line file adds:
 //!
 //! - a user prompt ends the exchange of the calls before it (chat and Messages API pairing:
 //!   results come right after their call, before the next prompt);
@@ -19,15 +19,14 @@
 //!
 //! Pure and per line: [`check_line`] runs on the parallel checker's worker threads.
 
+mod pairing;
 pub mod repair;
 pub mod stats;
 
-use super::validate::Validator;
 use super::Map;
-use crate::transcript::finding::{Finding, Kind, Output, Severity};
+use crate::transcript::finding::{Finding, Kind, Severity};
 use crate::transcript::formats::dataset::{self, Content, Conversation, Dataset, Msg, Pairing, Record};
-use crate::transcript::formats::Format;
-use crate::transcript::model::{Args, Role, MAIN_THREAD};
+use crate::transcript::model::{Args, Role};
 use crate::transcript::scan;
 
 /// What checking one dataset line gives.
@@ -77,34 +76,21 @@ pub fn check_record(d: Dataset, line: u64, rec: Record<'_>) -> LineReport {
     report
 }
 
-fn validator_format(p: Pairing) -> Format {
-    match p {
-        Pairing::Chat => Format::OpenAiChat,
-        Pairing::Anthropic => Format::Anthropic,
-        Pairing::Responses => Format::Codex,
-    }
-}
-
 fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mut LineReport) {
     let Conversation { messages, tools, pairing, shared, part } = conv;
     let last = messages.iter().rposition(|m| !m.passive);
     let mut found: Vec<Finding> = Vec::new();
-    let mut v = Validator::new(validator_format(pairing));
-    let mut out = |o: Output| {
-        if let Output::Finding(f) = o {
-            found.push(f);
-        }
-    };
+    let mut v = pairing::Pairs::new(pairing == Pairing::Responses);
     let mut started = false;
     let mut last_role = None;
     for (i, msg) in messages.iter().enumerate() {
         let at = i as u64;
         let own = |kind: Kind, text: String| Finding { message_index: Some(at), ..Finding::new(line, kind, text) };
-        let Msg { role, entry, content, bad_weight, args, passive } = msg;
+        let Msg { role, message, content, bad_weight, args, passive } = msg;
         if *passive {
             continue;
         }
-        let (Some(parsed), Some(m)) = (entry, msg.message()) else {
+        let Some(m) = message else {
             let name = role.as_deref().map_or("(none)".to_owned(), |r| format!("`{r}`"));
             report.findings.push(own(Kind::UnknownRole, format!("role {name} is not a {} role", d.as_str())));
             last_role = None;
@@ -151,7 +137,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
             if tool.required.is_empty() || c.args != Args::Object {
                 continue;
             }
-            let missing: Vec<&str> = tool.required.iter().filter(|r| !keys.is_some_and(|k| k.has(r))).map(|r| r.as_ref()).collect();
+            let missing: Vec<&str> = tool.missing(keys).collect();
             if !missing.is_empty() {
                 let list = missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
                 report.findings.push(call(own(Kind::MissingRequiredArgument, format!("arguments of the call to `{}` lack required {list}", c.name))));
@@ -159,16 +145,13 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
         }
         // A prompt ends the exchange: results must come before it.
         if m.role == Role::User && m.prompt && pairing != Pairing::Responses && v.has_pending() {
-            v.moved_on(at, MAIN_THREAD, &mut out);
+            v.moved_on(at, &mut found);
         }
-        v.push(at, parsed, &mut out);
+        v.push(at, m, &mut found);
     }
-    v.finish(&mut out);
+    v.finish(&mut found);
     for mut f in found {
-        // The index goes where the line number was; empty turns are `empty_content` here.
-        if f.kind == Kind::EmptyAssistantTurn {
-            continue;
-        }
+        // The index goes where the line number was.
         let index = f.line;
         if f.kind == Kind::OrphanCall && d.fine_tuning() && Some(index as usize) == last && last_role == Some(Role::Assistant) {
             // The last message's calls are what the example teaches.

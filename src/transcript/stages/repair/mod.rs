@@ -1,8 +1,8 @@
 //! Repair: turn a transcript the checker rejects into one the agent can resume and the API
 //! accepts, touching as few bytes as possible and losing none.
 //!
-//! All pure: [`plan::Planner`] watches the check pipeline and turns findings into
-//! [`plan::Edit`]s; [`rewrite::Rewriter`] applies them to a byte stream, copying every untouched
+//! All pure: [`plan::Planner`], a pipeline stage after `validate` ([`plan_pipeline`], the
+//! preset list every repair runs), turns findings into [`plan::Edit`]s; [`rewrite::Rewriter`] applies them to a byte stream, copying every untouched
 //! line byte for byte and sending every removed or modified line to the rejects stream;
 //! [`stream::StreamRepair`] runs both in one pass (the rewriter a few lines behind the planner),
 //! and gives up to the two-pass form (plan the whole file, then rewrite it) when it must.
@@ -18,6 +18,7 @@
 //! byte and in order, or in the rejects under its own line number with its own bytes.
 
 use super::{Map, Set};
+use crate::transcript::formats::Format;
 
 pub mod plan;
 pub mod rewrite;
@@ -30,7 +31,37 @@ pub use rewrite::{Action, Change, Emit, Failed, Origins, RejectWriter, RewriteLo
 pub use rounds::{RoundEdit, Rounds, MAX_ROUNDS};
 pub use stream::{Abandon, Rest, Step, StreamRepair};
 
-use crate::transcript::{Checker, Options, StrictStop};
+use crate::transcript::pipeline::{Pipeline, Stage};
+use crate::transcript::stages::validate::Validate;
+use crate::transcript::{Options, StrictStop};
+
+/// The repair's preset stage list, as a pipeline: `validate`, then the planner (`policy` for
+/// calls left open at the end). Feed it the stream (draining its events as you go: the plan is
+/// taken at the end), then [`finish_plan`].
+pub fn plan_pipeline(opts: &Options, policy: OrphanPolicy) -> Pipeline {
+    plan_pipeline_with(opts, Planner::new(policy))
+}
+
+/// [`plan_pipeline`] with a planner made by the caller.
+pub fn plan_pipeline_with(opts: &Options, planner: Planner) -> Pipeline {
+    // A plan is made of a complete stream: no quiet period ever passes.
+    let stages: Vec<Box<dyn Stage>> = vec![Box::new(Validate::new(std::time::Duration::MAX)), Box::new(planner)];
+    Pipeline::transcript(opts.clone(), stages, std::time::Duration::MAX)
+}
+
+/// Ends a [`plan_pipeline`]: the planner, its last edits planned (in planning order, not yet
+/// sorted), and the format the stream was read as in the end.
+pub fn finish_planner(p: Pipeline) -> Result<(Planner, Option<Format>), StrictStop> {
+    let mut done = p.finish_stages()?;
+    let planner = done.take::<Planner>().expect("a plan pipeline has a planner");
+    Ok((*planner, done.format))
+}
+
+/// Ends a [`plan_pipeline`]: its plan.
+pub fn finish_plan(p: Pipeline) -> Result<Plan, StrictStop> {
+    let (planner, format) = finish_planner(p)?;
+    Ok(planner.into_plan(format))
+}
 
 /// A repair done in memory: the output, the rejects stream, the plans of each round and the
 /// verdict.
@@ -55,10 +86,10 @@ pub struct Repaired {
 
 /// Plans the repair of an in-memory transcript.
 pub fn plan_bytes(input: &[u8], opts: &Options, policy: OrphanPolicy) -> Result<Plan, StrictStop> {
-    let mut c = Checker::observed(Options { strict: false, ..opts.clone() }, Planner::new(policy));
-    c.feed(input)?;
-    let done = c.finish()?;
-    Ok(done.observer.into_plan(done.format))
+    let mut p = plan_pipeline(&Options { strict: false, ..opts.clone() }, policy);
+    p.feed(input)?;
+    p.drain().for_each(drop);
+    finish_plan(p)
 }
 
 /// Rewrites `input` with `plan` (two-pass form): the output, the rejects (when asked for) and
@@ -124,10 +155,10 @@ pub fn repair_bytes_streaming(input: &[u8], opts: &Options, policy: OrphanPolicy
         }
     }
     let plan = match stream.abandon() {
-        Rest::Planning(mut c) => {
-            c.feed(&input[fed..])?;
-            let done = c.finish()?;
-            done.observer.into_plan(done.format)
+        Rest::Planning(mut p) => {
+            p.feed(&input[fed..])?;
+            p.drain().for_each(drop);
+            finish_plan(*p)?
         }
         Rest::Planned(plan) => plan,
     };

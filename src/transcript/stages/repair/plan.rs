@@ -1,5 +1,8 @@
-//! Planning a repair: an [`Observer`] of the check pipeline that turns each finding into edits
-//! of the file, in the file's own format.
+//! Planning a repair: a pipeline [`Stage`] placed after `validate` that turns each finding into
+//! edits of the file, in the file's own format. Pure: entries and the findings the stages
+//! before it made of them in; the [`Plan`] out, taken with [`Planner::into_plan`] once the
+//! stream is finished ([`super::plan_pipeline`] is the repair's preset list, which the `repair`
+//! verb and the daemon's repair stage both run through `repair::repair_file`).
 //!
 //! | finding | edit |
 //! |---|---|
@@ -17,15 +20,15 @@
 
 use super::synth::ResultText;
 use super::{Map, Set};
-use crate::transcript::checker::Observer;
 use crate::transcript::finding::{Kind, Output, Severity};
-use crate::transcript::formats::Format;
+use crate::transcript::formats::{Consecutive, Format};
 use crate::transcript::model::{Args, Entry, Node, Parsed, Role, MAIN_THREAD};
+use crate::transcript::pipeline::{Event, Input, Stage};
 use crate::transcript::stages::branches::{HashKeyed, HORIZON};
 use serde::Serialize;
 
 /// What to do with calls still pending at the end of a transcript.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrphanPolicy {
     /// Insert an "interrupted, did not complete" error result.
@@ -222,9 +225,37 @@ struct Lane {
     last: u64,
 }
 
-/// The planner: watch a [`Checker`](crate::transcript::Checker) with it, then take the
-/// [`Plan`] with [`Planner::into_plan`]. Every edit acts within the thread of the finding it
-/// repairs: what one thread did never edits another.
+/// The conversation threads the planner knows: the main thread inline (every thread of the
+/// formats that have only one), Claude Code sidechain threads by name.
+#[derive(Debug, Default)]
+struct Lanes {
+    main: Lane,
+    side: HashKeyed<Lane>,
+}
+
+impl Lanes {
+    /// The lane of `thread`, made if it is new.
+    fn lane(&mut self, thread: u64) -> &mut Lane {
+        if thread == MAIN_THREAD {
+            &mut self.main
+        } else {
+            self.side.entry(thread).or_default()
+        }
+    }
+
+    /// The lane of `thread`, if it is known.
+    fn lane_ref(&self, thread: u64) -> Option<&Lane> {
+        if thread == MAIN_THREAD {
+            Some(&self.main)
+        } else {
+            self.side.get(&thread)
+        }
+    }
+}
+
+/// The planner: a [`Stage`] after `validate` (see [`super::plan_pipeline`]); take the [`Plan`]
+/// with [`Planner::into_plan`] once the pipeline is finished. Every edit acts within the thread
+/// of the finding it repairs: what one thread did never edits another.
 #[derive(Debug, Default)]
 pub struct Planner {
     format: Option<Format>,
@@ -232,10 +263,8 @@ pub struct Planner {
     seq: u64,
     turns: Map<u64, Turn>,
     calls: Map<String, PendingCall>,
-    /// The main thread (every thread of the formats that have only one).
-    main: Lane,
-    /// Claude Code sidechain threads, by name.
-    side: HashKeyed<Lane>,
+    /// The threads.
+    lanes: Lanes,
     /// Idle sidechain threads are let go from this line on.
     next_sweep: u64,
     /// The validator's horizon: a thread idle for twice as many lines is let go.
@@ -330,11 +359,7 @@ impl Planner {
     }
 
     fn lane(&mut self, thread: u64) -> &mut Lane {
-        if thread == MAIN_THREAD {
-            &mut self.main
-        } else {
-            self.side.entry(thread).or_default()
-        }
+        self.lanes.lane(thread)
     }
 
     /// Keeps the turns that can still be edited: those with calls pending and each thread's
@@ -362,10 +387,10 @@ impl Planner {
     fn sweep(&mut self, line: u64) {
         let busy: Set<u64> = self.calls.values().map(|c| c.thread).collect();
         let horizon = self.horizon.max(1);
-        let idle: Vec<u64> = self.side.iter().filter(|(t, l)| l.last + 2 * horizon < line && !busy.contains(t)).map(|(t, _)| *t).collect();
+        let idle: Vec<u64> = self.lanes.side.iter().filter(|(t, l)| l.last + 2 * horizon < line && !busy.contains(t)).map(|(t, _)| *t).collect();
         for t in &idle {
             self.set_current(*t, None);
-            self.side.remove(t);
+            self.lanes.side.remove(t);
             self.join_next.remove(t);
             self.join_key_next.remove(t);
             self.merge_next.remove(t);
@@ -469,11 +494,11 @@ impl Planner {
             return;
         }
         let (join, merge) = (prev.join.unwrap_or(prev.first_line), prev.merge_into.unwrap_or(prev.first_line));
-        match self.format {
-            Some(Format::ClaudeCode) if prev.key.is_none() => {
+        match self.format.map(Format::consecutive_repair) {
+            Some(Consecutive::Join) if prev.key.is_none() => {
                 self.unrepaired(line, Kind::ConsecutiveAssistant, None, "the earlier assistant turn has no message.id to join")
             }
-            Some(Format::ClaudeCode) => {
+            Some(Consecutive::Join) => {
                 let key = prev.out_key;
                 self.join_next.insert(thread, join);
                 match key {
@@ -481,8 +506,8 @@ impl Planner {
                     None => drop(self.join_key_next.remove(&thread)),
                 }
             }
-            Some(Format::OpenAiChat | Format::Anthropic) => drop(self.merge_next.insert(thread, merge)),
-            Some(Format::Codex | Format::Dataset(_)) | None => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
+            Some(Consecutive::Merge) => drop(self.merge_next.insert(thread, merge)),
+            Some(Consecutive::NotRepaired) | None => self.unrepaired(line, Kind::ConsecutiveAssistant, None, "not repairable in this format"),
         }
     }
 
@@ -526,7 +551,7 @@ impl Planner {
             self.set_current(thread, Some(self.seq));
             // A new turn moves the conversation on, unless it joins the one before (then the
             // repaired file has no new turn here: what that turn answered stays answered).
-            if self.format != Some(Format::Codex) && join.is_none() {
+            if !self.format.is_some_and(Format::prompt_ends_turn) && join.is_none() {
                 self.lane(thread).answered_at.clear();
             }
         }
@@ -535,8 +560,7 @@ impl Planner {
         turn.lines.push(line);
         turn.exchange_end = line;
         let join = turn.join;
-        let lane = if thread == MAIN_THREAD { Some(&self.main) } else { self.side.get(&thread) };
-        let answered = lane.map(|l| &l.answered_at);
+        let answered = self.lanes.lane_ref(thread).map(|l| &l.answered_at);
         for c in &m.calls {
             if join.is_some() && answered.is_some_and(|a| a.contains_key(c.id.as_ref())) {
                 // Joined to the turn before, this call repeats one that turn had answered:
@@ -566,7 +590,7 @@ impl Planner {
         }
         // A line whose every result is planned away, and nothing else, disappears.
         let gone = !m.results.is_empty() && !m.prompt && m.results.iter().all(|r| self.dropped_here.iter().any(|d| d == r.id.as_ref()));
-        let codex_prompt = self.format == Some(Format::Codex) && m.prompt;
+        let codex_prompt = self.format.is_some_and(Format::prompt_ends_turn) && m.prompt;
         if gone {
             if self.lane(thread).prev_kept == Some(Role::Assistant) {
                 self.plan.recheck = true;
@@ -580,20 +604,12 @@ impl Planner {
     }
 }
 
-impl Observer for Planner {
-    fn format(&mut self, format: Format) {
-        self.set_format(format);
-    }
-
-    fn detecting(&mut self, number: u64) {
-        self.detected_through = number;
-    }
-
-    fn line(&mut self, number: u64, parsed: &Parsed<'_>) {
+impl Planner {
+    /// A readable line, in `thread`, after the findings about it.
+    fn line(&mut self, number: u64, parsed: &Parsed<'_>, thread: u64) {
         if let (Some(parents), Some(node)) = (self.parents.as_mut(), parsed.node) {
             parents.push((number, node));
         }
-        let thread = parsed.thread;
         if self.consecutive_at.take() == Some(number) {
             self.consecutive(number, thread);
         }
@@ -646,26 +662,60 @@ impl Observer for Planner {
         self.dropped_here.clear();
     }
 
-    fn output(&mut self, output: &Output) {
-        if let Output::Finding(f) = output {
-            if f.severity == Severity::Error || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
-                self.finding(f);
+    /// The findings (and demotions) the stages before made, in order.
+    fn outputs(&mut self, events: &[Event]) {
+        for e in events {
+            if let Event::Output(Output::Finding(f)) = e {
+                if f.severity == Severity::Error || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
+                    self.finding(f);
+                }
             }
         }
+    }
+}
+
+impl Stage for Planner {
+    fn name(&self) -> &'static str {
+        "repair_plan"
+    }
+
+    fn format(&mut self, format: Format) {
+        self.set_format(format);
+    }
+
+    fn detecting(&mut self, number: u64) {
+        self.detected_through = number;
+    }
+
+    /// The findings the stages before made of the input come first (a line's own results are
+    /// recorded after its findings), then the line itself.
+    fn input(&mut self, input: &Input<'_, '_>, events: &mut Vec<Event>) {
+        self.outputs(events);
+        if let Input::Entry { number, parsed, thread } = input {
+            self.line(*number, parsed, *thread);
+        }
+    }
+
+    /// A plan is made of a complete stream: tail findings (about a live stream as it stands)
+    /// are not planned for.
+    fn finish(&mut self, events: &mut Vec<Event>) {
+        self.outputs(events);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::{Checker, Options};
+    use crate::transcript::Options;
 
     /// A file with a subagent thread every few lines: the planner keeps the recent threads only.
     #[test]
     fn idle_sidechain_threads_are_let_go() {
         let horizon = 64;
         let planner = Planner { horizon, ..Planner::new(OrphanPolicy::Answer) };
-        let mut c = Checker::observed(Options { format: Some(Format::ClaudeCode), ..Options::default() }, planner);
+        let stages: Vec<Box<dyn Stage>> = vec![Box::new(crate::transcript::stages::validate::Validate::new(std::time::Duration::MAX)), Box::new(planner)];
+        let mut c =
+            crate::transcript::Pipeline::transcript(Options { format: Some(Format::ClaudeCode), ..Options::default() }, stages, std::time::Duration::MAX);
         let mut most = 0;
         for t in 0..(3 * horizon) {
             let lines = format!(
@@ -676,10 +726,10 @@ mod tests {
                 t = t
             );
             c.feed(lines.as_bytes()).unwrap();
-            most = most.max(c.observer().side.len());
+            c.drain().for_each(drop);
+            most = most.max(c.stage::<Planner>().unwrap().lanes.side.len());
         }
         assert!(most as u64 <= (2 * horizon + horizon / 4) / 2 + 2, "{most} sidechain threads kept");
-        let done = c.finish().unwrap();
-        assert!(done.observer.into_plan(Some(Format::ClaudeCode)).is_empty());
+        assert!(super::super::finish_plan(c).unwrap().is_empty());
     }
 }

@@ -802,7 +802,7 @@ impl Rewriter {
     /// although a removed line had that uuid too (a cut copy of a line, written before it).
     fn repoints(&mut self, n: u64, line: &[u8], kept: bool) -> bool {
         self.forget_parents();
-        if self.repoint.is_empty() || self.format != Format::ClaudeCode {
+        if self.repoint.is_empty() || !self.format.uuid_tree() {
             return false;
         }
         let hint = self.parents.front().filter(|&&(l, _)| l == n).map(|&(_, node)| node);
@@ -935,7 +935,7 @@ impl Rewriter {
                 i += 1;
             }
         }
-        let claude = self.format == Format::ClaudeCode;
+        let claude = self.format.uuid_tree();
         let mut bytes: Cow<'_, [u8]> = Cow::Borrowed(content);
         let mut modified: Option<Option<Kind>> = None;
         let mut parent = false;
@@ -1140,7 +1140,7 @@ impl Rewriter {
                 parent = Some(uuid);
             }
         }
-        if self.format == Format::ClaudeCode {
+        if self.format.uuid_tree() {
             if let (Some(last), Some(followed)) = (parent, own_uuid) {
                 // The line that hung under the followed line now hangs under the last insert.
                 self.next_repoint = Some((Some(followed), last));

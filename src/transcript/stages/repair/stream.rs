@@ -18,7 +18,7 @@ use super::plan::{Edit, OrphanPolicy, Plan, Planner};
 use super::rewrite::{Emit, RewriteLog, Rewriter};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
-use crate::transcript::{Checker, Options, StrictStop};
+use crate::transcript::{Options, Pipeline, StrictStop};
 
 /// Bytes the one-pass repair may hold back (the lines from the watermark on) before it gives up.
 pub const HOLD_LIMIT: usize = 32 << 20;
@@ -45,8 +45,9 @@ pub enum Step {
 
 /// Where planning stood when the one-pass repair gave up: finish it, then repair in two passes.
 pub enum Rest {
-    /// Still reading: feed the checker the rest of the stream, then take its plan.
-    Planning(Box<Checker<Planner>>),
+    /// Still reading: feed the plan pipeline the rest of the stream (draining its events),
+    /// then take its plan ([`super::finish_plan`]).
+    Planning(Box<Pipeline>),
     /// The whole stream was read: the plan.
     Planned(Plan),
 }
@@ -56,7 +57,8 @@ pub enum Rest {
 /// [`StreamRepair::finish`]. Until [`StreamRepair::edited`] turns true, everything written is
 /// the input unchanged (a caller may copy it from the input instead).
 pub struct StreamRepair {
-    checker: Option<Checker<Planner>>,
+    /// The plan pipeline (`validate`, then the planner) until the stream ends.
+    checker: Option<Pipeline>,
     plan: Option<Plan>,
     rewriter: Rewriter,
     /// Edits of the planner already handed to the rewriter.
@@ -72,7 +74,7 @@ impl StreamRepair {
         let rewriter = Rewriter::empty(opts.format.unwrap_or(Format::ClaudeCode), opts.max_line_bytes);
         let mut planner = Planner::new(policy);
         planner.record_parents(true);
-        let checker = Some(Checker::observed(opts, planner));
+        let checker = Some(super::plan_pipeline_with(&opts, planner));
         StreamRepair { checker, plan: None, rewriter, taken: 0, format_set: false, hold_limit: HOLD_LIMIT }
     }
 
@@ -87,22 +89,21 @@ impl StreamRepair {
         self.taken > 0
     }
 
-    fn checker(&mut self) -> &mut Checker<Planner> {
-        self.checker.as_mut().expect("read after end")
-    }
-
     /// Reads the next chunk of the stream (check and plan).
     pub fn read(&mut self, fresh: &[u8]) -> Result<Option<Abandon>, StrictStop> {
-        self.checker().feed(fresh)?;
+        let c = self.checker.as_mut().expect("read after end");
+        c.feed(fresh)?;
+        // The plan is taken at the end: the findings have done their work.
+        c.drain().for_each(drop);
         if !self.format_set {
-            if let Some(f) = self.checker().settled_format() {
+            if let Some(f) = c.checker().and_then(|c| c.settled_format()) {
                 self.rewriter.set_format(f);
                 self.format_set = true;
             }
         }
-        let c = self.checker.as_mut().expect("read after end");
-        self.rewriter.add_parents(c.observer_mut().take_parents());
-        Ok(take(&mut self.rewriter, &mut self.taken, c.observer().edits()))
+        let planner = c.stage_mut::<Planner>().expect("a plan pipeline has a planner");
+        self.rewriter.add_parents(planner.take_parents());
+        Ok(take(&mut self.rewriter, &mut self.taken, planner.edits()))
     }
 
     /// Writes the whole lines at the front of `held` (what earlier steps did not consume, then
@@ -111,7 +112,8 @@ impl StreamRepair {
         // Until the format is known nothing is final: the format decides the edits.
         let done = match &self.checker {
             Some(c) if self.format_set => {
-                let stop = c.next_line().min(c.observer().watermark());
+                let next = c.checker().map_or(0, |c| c.next_line());
+                let stop = next.min(c.stage::<Planner>().map_or(0, Planner::watermark));
                 self.rewriter.feed_until(held, stop, out)
             }
             _ => 0,
@@ -133,9 +135,9 @@ impl StreamRepair {
 
     /// The stream has ended: the plan is complete (the end brings a torn line, orphan calls).
     pub fn end(&mut self) -> Result<Option<Abandon>, StrictStop> {
-        let done = self.checker.take().expect("ended once").finish()?;
-        let late = take(&mut self.rewriter, &mut self.taken, done.observer.edits());
-        let plan = done.observer.into_plan(done.format);
+        let (planner, format) = super::finish_planner(self.checker.take().expect("ended once"))?;
+        let late = take(&mut self.rewriter, &mut self.taken, planner.edits());
+        let plan = planner.into_plan(format);
         self.rewriter.set_format(plan.format.unwrap_or(Format::ClaudeCode));
         self.plan = Some(plan);
         Ok(late)
@@ -153,7 +155,9 @@ impl StreamRepair {
     pub fn abandon(self) -> Rest {
         match (self.checker, self.plan) {
             (Some(mut c), _) => {
-                c.observer_mut().record_parents(false);
+                if let Some(planner) = c.stage_mut::<Planner>() {
+                    planner.record_parents(false);
+                }
                 Rest::Planning(Box::new(c))
             }
             (None, Some(p)) => Rest::Planned(p),
@@ -238,8 +242,7 @@ mod tests {
         assert_eq!(why, Abandon::TooFarBack);
         let Rest::Planning(mut c) = stream.abandon() else { panic!("still planning") };
         c.feed(&CLAUDE.as_bytes()[fed..]).unwrap();
-        let done = c.finish().unwrap();
-        assert_eq!(done.observer.into_plan(done.format), plan_bytes(CLAUDE.as_bytes(), &opts, OrphanPolicy::Answer).unwrap());
+        assert_eq!(crate::transcript::stages::repair::finish_plan(*c).unwrap(), plan_bytes(CLAUDE.as_bytes(), &opts, OrphanPolicy::Answer).unwrap());
     }
 
     #[test]
