@@ -52,6 +52,11 @@ pub struct FileCheckpoint {
     /// Whether its `file_opened` was reported (checkpoints before this field: yes).
     #[serde(default = "yes")]
     pub announced: bool,
+    /// The stages that owed work for the lines read (a repair made due by errors, once the
+    /// file is idle): given back to them after the restart's replay (checkpoints before this
+    /// field: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owed: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -149,6 +154,7 @@ mod tests {
                 tail: vec![],
                 tail_done: true,
                 announced: true,
+                owed: vec!["repair".to_owned()],
             }],
             sinks: [("file:/o.jsonl".to_owned(), Position { dev: 1, ino: 9, len: 10, exclusive: true })].into(),
             stdout: None,

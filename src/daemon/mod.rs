@@ -923,9 +923,11 @@ impl Daemon {
             }
             let mark = records.len();
             let was_done = t.tail_done;
+            let owed = t.owed();
             t.handle_timeout(now, &mut records);
             t.announce(&mut records, mark);
-            self.dirty |= records.len() > mark || t.tail_done != was_done;
+            // A repair made due settles what the checkpoint says the file owed.
+            self.dirty |= records.len() > mark || t.tail_done != was_done || t.owed() != owed;
         }
         if let Some((mode, policy)) = self.stages.repair {
             let due: Vec<PathBuf> = self
@@ -937,10 +939,12 @@ impl Daemon {
                 self.repair(&p, mode, policy);
             }
         }
-        // Quiet files give their memory back; handles beyond the limit are closed.
+        // Quiet files give their memory back, once their stages have nothing due (an orphan
+        // grace, a repair waiting for `min_idle`: the state that makes it due stays until
+        // then); handles beyond the limit are closed.
         let evict_after = self.cfg.config.daemon.evict_after;
         for t in self.files.values_mut() {
-            if t.is_loaded() && t.tail_done && t.last_growth + evict_after <= now {
+            if t.is_loaded() && t.tail_done && t.last_growth + evict_after <= now && t.deadline().is_none() {
                 t.evict();
             }
         }
@@ -1103,6 +1107,7 @@ impl Daemon {
                         tail: t.tail.clone(),
                         tail_done: t.tail_done,
                         announced: t.announced,
+                        owed: t.owed(),
                     })
                 })
                 .collect(),

@@ -197,6 +197,9 @@ pub struct Tailed {
     pub repaired_size: Option<u64>,
     /// Whether the repair stage found the file due for repair.
     pub repair_due: bool,
+    /// The stages that owed work when the pipeline state was dropped (an eviction, a restart:
+    /// from the checkpoint), handed back to them once a replay has rebuilt it.
+    owed: Vec<String>,
     seen: Stats,
     events_seen: BTreeMap<String, u64>,
     pending_seen: usize,
@@ -238,6 +241,7 @@ impl Tailed {
             mtime_s: 0,
             repaired_size: None,
             repair_due: false,
+            owed: Vec::new(),
             seen: Stats::default(),
             events_seen: BTreeMap::new(),
             pending_seen: 0,
@@ -261,6 +265,7 @@ impl Tailed {
         self.tail_done = cp.tail_done || !cp.tail.is_empty();
         self.tail = cp.tail.clone();
         self.announced = cp.announced;
+        self.owed = cp.owed.clone();
     }
 
     /// Device and inode.
@@ -283,6 +288,14 @@ impl Tailed {
         match &self.pipeline {
             Some(p) if !self.replaying => p.committed_offset(),
             _ => self.committed,
+        }
+    }
+
+    /// The stages that owe work for what was read ([`Pipeline::owed`]), for the checkpoint.
+    pub fn owed(&self) -> Vec<String> {
+        match &self.pipeline {
+            Some(p) if !self.replaying => p.owed().into_iter().map(str::to_owned).collect(),
+            _ => self.owed.clone(),
         }
     }
 
@@ -334,6 +347,7 @@ impl Tailed {
         if let Some(p) = self.pipeline.take() {
             if !self.replaying {
                 self.committed = p.committed_offset();
+                self.owed = p.owed().into_iter().map(str::to_owned).collect();
             }
         }
         self.replaying = false;
@@ -357,6 +371,7 @@ impl Tailed {
         self.ahead = None;
         self.pipeline = None;
         self.replaying = false;
+        self.owed.clear();
         self.offset = 0;
         self.committed = 0;
         self.start = 0;
@@ -739,7 +754,7 @@ impl Tailed {
     fn finish_replay(&mut self) {
         self.replaying = false;
         if let Some(p) = self.pipeline.as_mut() {
-            p.replayed();
+            p.replayed(&std::mem::take(&mut self.owed));
             self.seen = p.stats().cloned().unwrap_or_default();
             self.events_seen = p.counts().cloned().unwrap_or_default();
         }

@@ -119,9 +119,17 @@ pub trait Stage: Any + Send + fmt::Debug {
     }
     /// The clock reached `now`: a stage whose deadline passed adds what is due.
     fn handle_timeout(&mut self, _now: Duration, _inputs: &Inputs, _events: &mut Vec<Event>) {}
+    /// Whether the stage owes work for the inputs so far: something it will still make due
+    /// (a repair after errors, once the stream is idle). A shell that drops the state (an
+    /// eviction, a restart) keeps this beside the file's progress and hands it back to
+    /// [`Stage::replayed`] once a replay has rebuilt the state.
+    fn owes(&self) -> bool {
+        false
+    }
     /// The inputs so far were a replay of lines reported before (after a restart, or to rebuild
-    /// an evicted file's state): forget what they would make due.
-    fn replayed(&mut self) {}
+    /// an evicted file's state): forget what they would make due, except what the stage still
+    /// owed when its state was dropped (`owed`: its [`Stage::owes`] then).
+    fn replayed(&mut self, _owed: bool) {}
     /// The stream is complete: add what its end makes final.
     fn finish(&mut self, _events: &mut Vec<Event>) {}
     /// Calls (or tool events) waiting for their result, for a gauge; `None` if the stage does
@@ -352,13 +360,21 @@ impl Pipeline {
         }
     }
 
+    /// The names of the stages that owe work for the inputs so far ([`Stage::owes`]): what a
+    /// shell keeps when it drops the state, for [`Pipeline::replayed`].
+    pub fn owed(&self) -> Vec<&'static str> {
+        self.stages().list.iter().filter(|s| s.owes()).map(|s| s.name()).collect()
+    }
+
     /// The inputs so far replayed lines reported before: their events are dropped, and the
-    /// stages forget what those lines would make due.
-    pub fn replayed(&mut self) {
+    /// stages forget what those lines would make due, except the work of the stages named in
+    /// `owed` (what [`Pipeline::owed`] said when the state was dropped).
+    pub fn replayed<S: AsRef<str>>(&mut self, owed: &[S]) {
         let st = self.stages_mut();
         st.events.clear();
         for s in &mut st.list {
-            s.replayed();
+            let name = s.name();
+            s.replayed(owed.iter().any(|o| o.as_ref() == name));
         }
     }
 
@@ -543,14 +559,54 @@ impl Stage for RepairTrigger {
         }
     }
 
-    fn replayed(&mut self) {
-        self.errors = false;
+    fn owes(&self) -> bool {
+        self.errors
+    }
+
+    fn replayed(&mut self, owed: bool) {
+        // The errors of the replayed lines were made due before the state was dropped, unless
+        // they were still owed then (the file not idle for `min_idle` yet).
+        self.errors = owed;
     }
 
     fn finish(&mut self, events: &mut Vec<Event>) {
         self.see(events);
         if std::mem::take(&mut self.errors) {
             events.push(Event::RepairDue);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::finding::Kind;
+
+    fn error() -> Event {
+        Event::Output(Output::Finding(Finding::new(3, Kind::OrphanResult, "result without its call")))
+    }
+
+    /// What the repair trigger owes survives a replay only when the shell hands it back.
+    #[test]
+    fn the_repair_trigger_owes_a_repair_across_a_replay_only_when_told() {
+        let secs = Duration::from_secs;
+        for owed in [false, true] {
+            let mut t = RepairTrigger::new(secs(5));
+            let mut events = vec![error()];
+            t.input(&Input::Fault, &mut events);
+            t.grew(secs(10));
+            assert!(t.owes(), "errors seen and not yet idle for min_idle: a repair is owed");
+            assert_eq!(t.poll_deadline(), Some(secs(15)));
+            // The state is dropped and rebuilt by a replay (which sees the same error again).
+            let mut rebuilt = RepairTrigger::new(secs(5));
+            rebuilt.input(&Input::Fault, &mut vec![error()]);
+            rebuilt.grew(secs(10));
+            rebuilt.replayed(owed);
+            assert_eq!(rebuilt.owes(), owed);
+            let mut due = Vec::new();
+            rebuilt.handle_timeout(secs(15), &Inputs::default(), &mut due);
+            assert_eq!(due.iter().filter(|e| matches!(e, Event::RepairDue)).count(), usize::from(owed));
+            assert!(!rebuilt.owes(), "made due: owed no more");
         }
     }
 }

@@ -310,6 +310,70 @@ fn a_due_repair_survives_kill_9_between_the_repair_and_the_checkpoint() {
     assert!(n > 0);
 }
 
+/// A repair owed when the daemon died: the file's errors were read and checkpointed, but it had
+/// not been idle for `min_idle` yet. The checkpoint keeps what the `repair` stage owed; the
+/// restarted daemon, which only replays the file (its findings were reported), makes the repair
+/// once the file has been idle long enough — without a new error.
+#[test]
+fn a_repair_owed_when_the_daemon_died_is_made_after_the_restart() {
+    let stage = "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"8s\"\n";
+    let mut d = Daemon::prepare(Opts::default());
+    let repaired = d.root.path().join("repaired");
+    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", repaired.display());
+    std::fs::write(d.config_path(), Daemon::config(d.root.path(), d.port, "", &format!("{stage}{sink}"))).unwrap();
+    d.start();
+    let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
+    std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
+    let file = d.watch_dir().join("proj/s.jsonl");
+    std::fs::write(&file, &src).unwrap();
+    let cp = d.state_dir().join("checkpoints.json");
+    let owed = || {
+        let Ok(bytes) = std::fs::read(&cp) else { return false };
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        v["files"].as_array().is_some_and(|f| {
+            f.iter().any(|f| {
+                f["path"].as_str().is_some_and(|p| p.ends_with("proj/s.jsonl")) && f["offset"] == src.len() && f["owed"] == serde_json::json!(["repair"])
+            })
+        })
+    };
+    assert!(wait(Duration::from_secs(20), owed), "no checkpoint says the repair is owed: {}", d.log());
+    d.kill9();
+    let repairs = |d: &Daemon| d.records().into_iter().filter(|r| r["type"] == "repaired").count();
+    assert_eq!(repairs(&d), 0, "the repair came before the kill: the test proves nothing");
+    assert!(!repaired.join("proj/s.jsonl").exists());
+    d.start();
+    assert!(wait(Duration::from_secs(40), || repairs(&d) == 1), "the owed repair was lost in the restart: {}", d.log());
+    let c = transcriptd(&["check", repaired.join("proj/s.jsonl").to_str().unwrap()]);
+    assert_eq!(c.status.code(), Some(0), "{}", String::from_utf8_lossy(&c.stdout));
+    assert_eq!(std::fs::read(&file).unwrap(), src, "the live file is untouched");
+    // Owed no more: the next checkpoints say so, and no second repair comes.
+    let settled = || {
+        let v: Value = std::fs::read(&cp).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        v["files"].as_array().is_some_and(|f| f.iter().all(|f| f.get("owed").is_none()))
+    };
+    assert!(wait(Duration::from_secs(10), settled), "{}", d.log());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(repairs(&d), 1);
+}
+
+/// The same across an eviction: a file evicted (its state dropped) before it had been idle for
+/// `min_idle` is repaired once it has been, after its state is rebuilt by a replay.
+#[test]
+fn a_repair_owed_when_the_file_was_evicted_is_made() {
+    let stage = "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"3s\"\n";
+    let mut d = Daemon::prepare(Opts::default());
+    let repaired = d.root.path().join("repaired");
+    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", repaired.display());
+    std::fs::write(d.config_path(), Daemon::config(d.root.path(), d.port, "evict_after = \"300ms\"", &format!("{stage}{sink}"))).unwrap();
+    d.start();
+    let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
+    std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
+    std::fs::write(d.watch_dir().join("proj/s.jsonl"), &src).unwrap();
+    assert!(wait(Duration::from_secs(20), || d.records().iter().any(|r| r["type"] == "repaired")), "the owed repair was lost in the eviction: {}", d.log());
+    let c = transcriptd(&["check", repaired.join("proj/s.jsonl").to_str().unwrap()]);
+    assert_eq!(c.status.code(), Some(0), "{}", String::from_utf8_lossy(&c.stdout));
+}
+
 #[test]
 fn event_sources_frame_strictly_and_count_types() {
     let mut d = Daemon::prepare(Opts::default());
