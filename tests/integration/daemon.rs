@@ -227,22 +227,57 @@ fn pending_json_pauses_calls_and_bounded_open_files() {
     assert!(orphans.iter().all(|c| c.trim_start_matches("call").parse::<u32>().unwrap() % 2 == 1), "{orphans:?}");
 }
 
+/// A daemon with the `repair` stage (mode `copy`, `min_idle`) and a `repaired_files` sink under
+/// `repaired/`, watching one file with a real error (a result without its call) written to
+/// `proj/s.jsonl`.
+struct Repairing {
+    d: Daemon,
+    repaired: PathBuf,
+    file: PathBuf,
+    src: Vec<u8>,
+}
+
+impl Repairing {
+    fn start(min_idle: &str, extra_daemon: &str) -> Repairing {
+        let stage = format!("[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"{min_idle}\"\n");
+        let mut d = Daemon::prepare(Opts::default());
+        let repaired = d.root.path().join("repaired");
+        let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", repaired.display());
+        std::fs::write(d.config_path(), Daemon::config(d.root.path(), d.port, extra_daemon, &format!("{stage}{sink}"))).unwrap();
+        d.start();
+        let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
+        std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
+        let file = d.watch_dir().join("proj/s.jsonl");
+        std::fs::write(&file, &src).unwrap();
+        Repairing { d, repaired, file, src }
+    }
+
+    /// The file's entry in the last checkpoint written, if any.
+    fn checkpointed(&self) -> Option<Value> {
+        let bytes = std::fs::read(self.d.state_dir().join("checkpoints.json")).ok()?;
+        let v: Value = serde_json::from_slice(&bytes).ok()?;
+        v["files"].as_array()?.iter().find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("proj/s.jsonl"))).cloned()
+    }
+
+    /// The `repaired` records so far.
+    fn repairs(&self) -> Vec<Value> {
+        self.d.records().into_iter().filter(|r| r["type"] == "repaired").collect()
+    }
+
+    /// The repaired copy passes `check`.
+    fn assert_copy_is_clean(&self) {
+        let c = transcriptd(&["check", self.repaired.join("proj/s.jsonl").to_str().unwrap()]);
+        assert_eq!(c.status.code(), Some(0), "{}", String::from_utf8_lossy(&c.stdout));
+    }
+}
+
 #[test]
 fn repair_stage_writes_a_repaired_copy_once_idle() {
-    let stage = "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"300ms\"\n";
-    let mut d = Daemon::prepare(Opts::default());
-    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", d.root.path().join("repaired").display());
-    std::fs::write(d.config_path(), Daemon::config(d.root.path(), d.port, "", &format!("{stage}{sink}"))).unwrap();
-    d.start();
-    let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
-    std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
-    std::fs::write(d.watch_dir().join("proj/s.jsonl"), &src).unwrap();
-    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["type"] == "repaired")), "{}", d.log());
-    let copy = d.root.path().join("repaired/proj/s.jsonl");
-    let c = transcriptd(&["check", copy.to_str().unwrap()]);
-    assert_eq!(c.status.code(), Some(0));
+    let r = Repairing::start("300ms", "");
+    assert!(wait(Duration::from_secs(10), || !r.repairs().is_empty()), "{}", r.d.log());
+    r.assert_copy_is_clean();
     // The live file is untouched.
-    assert_eq!(std::fs::read(d.watch_dir().join("proj/s.jsonl")).unwrap(), src);
+    assert_eq!(std::fs::read(&r.file).unwrap(), r.src);
 }
 
 /// A repair the repair stage makes due goes through the `repaired_files` sink: journaled in the
@@ -253,54 +288,39 @@ fn repair_stage_writes_a_repaired_copy_once_idle() {
 /// reports it once: the repair is not lost, and there is no second, different output.
 #[test]
 fn a_due_repair_survives_kill_9_between_the_repair_and_the_checkpoint() {
-    let stage = "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"4s\"\n";
-    let mut d = Daemon::prepare(Opts::default());
-    let repaired = d.root.path().join("repaired");
-    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", repaired.display());
-    std::fs::write(d.config_path(), Daemon::config(d.root.path(), d.port, "", &format!("{stage}{sink}"))).unwrap();
-    d.start();
-    let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
-    std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
-    let file = d.watch_dir().join("proj/s.jsonl");
-    std::fs::write(&file, &src).unwrap();
+    let mut r = Repairing::start("4s", "");
+    let src = r.src.clone();
     // A checkpoint covers the whole file (its findings reported) before its repair is due.
-    let cp = d.state_dir().join("checkpoints.json");
-    let covered = || {
-        let Ok(bytes) = std::fs::read(&cp) else { return false };
-        let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
-        v["files"].as_array().is_some_and(|f| f.iter().any(|f| f["path"].as_str().is_some_and(|p| p.ends_with("proj/s.jsonl")) && f["offset"] == src.len()))
-    };
-    assert!(wait(Duration::from_secs(20), covered), "{}", d.log());
-    let repairs = |d: &Daemon| d.records().into_iter().filter(|r| r["type"] == "repaired").collect::<Vec<Value>>();
-    assert!(repairs(&d).is_empty(), "the repair came before the file's checkpoint: the test proves nothing");
+    let cp = r.d.state_dir().join("checkpoints.json");
+    assert!(wait(Duration::from_secs(20), || r.checkpointed().is_some_and(|f| f["offset"] == src.len())), "{}", r.d.log());
+    assert!(r.repairs().is_empty(), "the repair came before the file's checkpoint: the test proves nothing");
     let saved = std::fs::read(&cp).unwrap();
     // From now on every checkpoint fails.
     std::fs::remove_file(&cp).unwrap();
     std::fs::create_dir(&cp).unwrap();
     std::fs::write(cp.join("in-the-way"), "").unwrap();
-    assert!(wait(Duration::from_secs(30), || !repairs(&d).is_empty()), "{}", d.log());
-    let copy = repaired.join("proj/s.jsonl");
+    assert!(wait(Duration::from_secs(30), || !r.repairs().is_empty()), "{}", r.d.log());
+    let copy = r.repaired.join("proj/s.jsonl");
     let first = std::fs::read(&copy).unwrap();
     assert_ne!(first, src, "the copy is repaired");
-    let journal = std::fs::read_dir(d.state_dir()).unwrap().filter_map(Result::ok).find(|e| e.file_name().to_string_lossy().starts_with("repaired-"));
+    let journal = std::fs::read_dir(r.d.state_dir()).unwrap().filter_map(Result::ok).find(|e| e.file_name().to_string_lossy().starts_with("repaired-"));
     assert!(journal.is_some_and(|j| std::fs::read_to_string(j.path().join("journal.jsonl")).unwrap().contains("\"due\"")), "the request is journaled");
-    d.kill9();
+    r.d.kill9();
     // The state as the kill left it, had the checkpoint not been written yet.
     std::fs::remove_dir_all(&cp).unwrap();
     std::fs::write(&cp, &saved).unwrap();
     std::fs::remove_file(&copy).unwrap();
-    d.start();
-    assert!(wait(Duration::from_secs(30), || !repairs(&d).is_empty()), "the repair was lost: {}", d.log());
-    assert!(d.log().contains("repairs due before the restart run again"), "{}", d.log());
+    r.d.start();
+    assert!(wait(Duration::from_secs(30), || !r.repairs().is_empty()), "the repair was lost: {}", r.d.log());
+    assert!(r.d.log().contains("repairs due before the restart run again"), "{}", r.d.log());
     // Settled: one report, the same copy, a clean one.
     std::thread::sleep(Duration::from_millis(500));
-    let reports = repairs(&d);
+    let reports = r.repairs();
     assert_eq!(reports.len(), 1, "{reports:?}");
     assert_eq!(std::fs::read(&copy).unwrap(), first, "a second, different output");
-    let c = transcriptd(&["check", copy.to_str().unwrap()]);
-    assert_eq!(c.status.code(), Some(0), "{}", String::from_utf8_lossy(&c.stdout));
+    r.assert_copy_is_clean();
     // The findings were reported once too (stdout cut back to the checkpoint, the file replayed).
-    let records = d.records();
+    let records = r.d.records();
     let findings: Vec<&Value> = records.iter().filter(|r| r["type"] == "finding").collect();
     let mut keys: Vec<String> = findings.iter().map(|r| format!("{}:{}:{}", r["line"], r["kind"], r["call_id"])).collect();
     let n = keys.len();
@@ -316,62 +336,30 @@ fn a_due_repair_survives_kill_9_between_the_repair_and_the_checkpoint() {
 /// once the file has been idle long enough — without a new error.
 #[test]
 fn a_repair_owed_when_the_daemon_died_is_made_after_the_restart() {
-    let stage = "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"8s\"\n";
-    let mut d = Daemon::prepare(Opts::default());
-    let repaired = d.root.path().join("repaired");
-    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", repaired.display());
-    std::fs::write(d.config_path(), Daemon::config(d.root.path(), d.port, "", &format!("{stage}{sink}"))).unwrap();
-    d.start();
-    let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
-    std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
-    let file = d.watch_dir().join("proj/s.jsonl");
-    std::fs::write(&file, &src).unwrap();
-    let cp = d.state_dir().join("checkpoints.json");
-    let owed = || {
-        let Ok(bytes) = std::fs::read(&cp) else { return false };
-        let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
-        v["files"].as_array().is_some_and(|f| {
-            f.iter().any(|f| {
-                f["path"].as_str().is_some_and(|p| p.ends_with("proj/s.jsonl")) && f["offset"] == src.len() && f["owed"] == serde_json::json!(["repair"])
-            })
-        })
-    };
-    assert!(wait(Duration::from_secs(20), owed), "no checkpoint says the repair is owed: {}", d.log());
-    d.kill9();
-    let repairs = |d: &Daemon| d.records().into_iter().filter(|r| r["type"] == "repaired").count();
-    assert_eq!(repairs(&d), 0, "the repair came before the kill: the test proves nothing");
-    assert!(!repaired.join("proj/s.jsonl").exists());
-    d.start();
-    assert!(wait(Duration::from_secs(40), || repairs(&d) == 1), "the owed repair was lost in the restart: {}", d.log());
-    let c = transcriptd(&["check", repaired.join("proj/s.jsonl").to_str().unwrap()]);
-    assert_eq!(c.status.code(), Some(0), "{}", String::from_utf8_lossy(&c.stdout));
-    assert_eq!(std::fs::read(&file).unwrap(), src, "the live file is untouched");
+    let mut r = Repairing::start("8s", "");
+    let len = r.src.len();
+    let owed = || r.checkpointed().is_some_and(|f| f["offset"] == len && f["owed"] == serde_json::json!(["repair"]));
+    assert!(wait(Duration::from_secs(20), owed), "no checkpoint says the repair is owed: {}", r.d.log());
+    r.d.kill9();
+    assert!(r.repairs().is_empty(), "the repair came before the kill: the test proves nothing");
+    assert!(!r.repaired.join("proj/s.jsonl").exists());
+    r.d.start();
+    assert!(wait(Duration::from_secs(40), || r.repairs().len() == 1), "the owed repair was lost in the restart: {}", r.d.log());
+    r.assert_copy_is_clean();
+    assert_eq!(std::fs::read(&r.file).unwrap(), r.src, "the live file is untouched");
     // Owed no more: the next checkpoints say so, and no second repair comes.
-    let settled = || {
-        let v: Value = std::fs::read(&cp).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
-        v["files"].as_array().is_some_and(|f| f.iter().all(|f| f.get("owed").is_none()))
-    };
-    assert!(wait(Duration::from_secs(10), settled), "{}", d.log());
+    assert!(wait(Duration::from_secs(10), || r.checkpointed().is_some_and(|f| f.get("owed").is_none())), "{}", r.d.log());
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(repairs(&d), 1);
+    assert_eq!(r.repairs().len(), 1);
 }
 
-/// The same across an eviction: a file evicted (its state dropped) before it had been idle for
-/// `min_idle` is repaired once it has been, after its state is rebuilt by a replay.
+/// The same across an eviction: a file quiet for longer than `evict_after` but not yet idle
+/// for `min_idle` keeps the state that makes its repair due, and is repaired.
 #[test]
 fn a_repair_owed_when_the_file_was_evicted_is_made() {
-    let stage = "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"3s\"\n";
-    let mut d = Daemon::prepare(Opts::default());
-    let repaired = d.root.path().join("repaired");
-    let sink = format!("\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n", repaired.display());
-    std::fs::write(d.config_path(), Daemon::config(d.root.path(), d.port, "evict_after = \"300ms\"", &format!("{stage}{sink}"))).unwrap();
-    d.start();
-    let src = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
-    std::fs::create_dir_all(d.watch_dir().join("proj")).unwrap();
-    std::fs::write(d.watch_dir().join("proj/s.jsonl"), &src).unwrap();
-    assert!(wait(Duration::from_secs(20), || d.records().iter().any(|r| r["type"] == "repaired")), "the owed repair was lost in the eviction: {}", d.log());
-    let c = transcriptd(&["check", repaired.join("proj/s.jsonl").to_str().unwrap()]);
-    assert_eq!(c.status.code(), Some(0), "{}", String::from_utf8_lossy(&c.stdout));
+    let r = Repairing::start("3s", "evict_after = \"300ms\"");
+    assert!(wait(Duration::from_secs(20), || !r.repairs().is_empty()), "the owed repair was lost in the eviction: {}", r.d.log());
+    r.assert_copy_is_clean();
 }
 
 #[test]
