@@ -5,6 +5,8 @@
   benches/daemon.py idle     [--files N] [--secs S] CPU and RSS with N idle watched files
   benches/daemon.py ingest   [--mib M]             sustained ingest of appended lines, all sinks
   benches/daemon.py catchup  [--mib M]             cold start: a file already there, read until /health is 200
+  benches/daemon.py coldstart [--mib M] [--rounds N] cold start against `check --jobs 2` on the same file,
+                                                  interleaved rounds, the ratio per round and its median
 
 Each run starts the release binary (or $TRANSCRIPTD_BIN) with its own temp dirs and config, and
 prints one JSON object with the figures, the machine and the command line. See BENCHMARKS.md.
@@ -324,6 +326,43 @@ def catchup(args):
     return out
 
 
+def coldstart(args):
+    """Issue 16's target: the daemon catches up a backlog at >= 0.8x the throughput of
+    `check --jobs 2` on the same file. Each round runs both (their order alternating), so that
+    the ratio is taken between runs seconds apart on this noisy machine."""
+    rounds = []
+    for r in range(args.rounds):
+        def daemon_run():
+            return catchup(args)
+
+        def check_run():
+            corpus = corpus_file(args.mib)
+            t0 = time.time()
+            p = subprocess.run([BIN, "check", "-q", "--jobs", "2", corpus], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            took = time.time() - t0
+            if p.returncode not in (0, 1):
+                raise SystemExit(f"check failed: {p.returncode}")
+            return took
+
+        if r % 2 == 0:
+            d = daemon_run()
+            c = check_run()
+        else:
+            c = check_run()
+            d = daemon_run()
+        rounds.append({"daemon_s": d["seconds"], "daemon_cpu_s": d["cpu_s"], "check_s": round(c, 3), "ratio": round(c / d["seconds"], 3)})
+    ratios = sorted(x["ratio"] for x in rounds)
+    n = len(ratios)
+    median = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+    return {
+        "benchmark": "cold start vs check --jobs 2: throughput ratio (check seconds / daemon seconds; >= 0.8 is the target)",
+        "bytes": os.path.getsize(corpus_file(args.mib)),
+        "rounds": rounds,
+        "median_ratio": round(median, 3),
+        "load_average": os.getloadavg(),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -340,11 +379,14 @@ def main():
     a.add_argument("--mib", type=int, default=512)
     a = sub.add_parser("catchup")
     a.add_argument("--mib", type=int, default=512)
+    a = sub.add_parser("coldstart")
+    a.add_argument("--mib", type=int, default=512)
+    a.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
     if not os.path.exists(BIN):
         raise SystemExit("build first: cargo build --release")
     try:
-        res = {"latency": latency, "idle": idle, "ingest": ingest, "catchup": catchup}[args.cmd](args)
+        res = {"latency": latency, "idle": idle, "ingest": ingest, "catchup": catchup, "coldstart": coldstart}[args.cmd](args)
     finally:
         if not os.environ.get("TRANSCRIPTD_KEEP"):
             for d in ROOTS:
