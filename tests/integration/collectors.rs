@@ -91,21 +91,19 @@ pub fn fluent_bit_conf(port: u16, out: &Path, storage: &Path) -> String {
 }
 
 /// The Vector configuration README shows (the `toml` block after "**Vector**, `http_server`
-/// source"), listening on loopback `port`, writing every event to `<out>/records.jsonl`, with
-/// its data directory (the disk buffer) `data`; with `dedupe`, README's `dedupe` transform (the
-/// next `toml` block) in front of the sink.
-pub fn vector_conf(port: u16, out: &Path, data: &Path, dedupe: bool) -> String {
+/// source"), listening on loopback `port` and writing every event to `<out>/records.jsonl`;
+/// with `dedupe`, README's `dedupe` transform (the next `toml` block) in front of the sink.
+pub fn vector_conf(port: u16, out: &Path, dedupe: bool) -> String {
     let conf = readme_block("**Vector**, `http_server` source", "```toml");
     let mut edits = vec![
         ("\"0.0.0.0:8686\"", format!("\"127.0.0.1:{port}\"")),
-        ("\"/var/lib/vector\"", format!("{:?}", data.display().to_string())),
         ("\"/var/log/vector/records.jsonl\"", format!("{:?}", out.join("records.jsonl").display().to_string())),
     ];
     if !dedupe {
         return substitute("Vector", &conf, &edits);
     }
     edits.push(("inputs = [\"transcriptd\"]", "inputs = [\"transcriptd_once\"]".to_owned()));
-    substitute("Vector", &conf, &edits) + &readme_block("the `dedupe` transform", "```toml")
+    substitute("Vector", &conf, &edits) + &readme_block("To drop a batch sent again after a lost answer", "```toml")
 }
 
 /// A collector process (Fluent Bit, Vector) and its directory: its log is `<dir>/log`, and it
@@ -133,9 +131,8 @@ impl Collector {
     /// Vector with README's configuration (and its `dedupe` transform, with `dedupe`).
     fn vector(bin: &Path, dir: &Path, port: u16, dedupe: bool) -> Collector {
         std::fs::create_dir_all(dir.join("out")).unwrap();
-        std::fs::create_dir_all(dir.join("data")).unwrap();
         let conf = dir.join("vector.toml");
-        std::fs::write(&conf, vector_conf(port, &dir.join("out"), &dir.join("data"), dedupe)).unwrap();
+        std::fs::write(&conf, vector_conf(port, &dir.join("out"), dedupe)).unwrap();
         Collector::start("Vector", bin, dir, port, vec!["--config".into(), conf.display().to_string()], VECTOR_ADDED)
     }
 
@@ -446,7 +443,25 @@ fn vector_killed_for_a_while_then_back_misses_nothing_and_gets_nothing_twice() {
 }
 
 #[test]
-fn vector_killed_mid_stream_with_acknowledgements_and_a_disk_buffer_loses_nothing() {
+fn vector_answers_500_while_its_sink_cannot_write_and_the_batch_comes_again() {
+    let Some(bin) = vector_or_skip() else { return };
+    let port = free_port();
+    let d = Daemon::new("", &sink(&format!("http://127.0.0.1:{port}/")));
+    let dir = d.root.path().join("collector");
+    // The output path is a directory: the file sink cannot open it, so (with acknowledgements)
+    // the source answers 500 to every POST.
+    std::fs::create_dir_all(dir.join("out/records.jsonl")).unwrap();
+    let c = vector(&bin, &dir, port);
+    write_transcripts(&d, &jsonl_files(&data("check")), "c");
+    assert!(wait(Duration::from_secs(20), || d.log().matches("answered 500 Internal Server Error").count() >= 3), "no 500 answers:\n{}\n{}", d.log(), c.log());
+    assert!(c.log().contains("Unable to open the file"), "{}", c.log());
+    // Made right: the batches it refused come again, and each record arrives once.
+    std::fs::remove_dir(dir.join("out/records.jsonl")).unwrap();
+    assert_delivered_once(&d, &c);
+}
+
+#[test]
+fn vector_killed_mid_stream_with_acknowledgements_loses_nothing() {
     let Some(bin) = vector_or_skip() else { return };
     killed_mid_stream_loses_nothing("/", vector, &bin);
 }
