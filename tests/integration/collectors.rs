@@ -1,19 +1,24 @@
-//! The `http` sink against a real collector users run: Fluent Bit's `http` input, with a `file`
-//! output (`Format plain`: one JSON object per line). The daemon posts to it; a writer lays down
+//! The `http` sink against the real collectors users run: Fluent Bit's `http` input with a
+//! `file` output (`Format plain`: one JSON object per line), and Vector's `http_server` source
+//! with a `file` sink (`encoding.codec = "json"`). The daemon posts to it; a writer lays down
 //! transcripts with known faults (`tests/data/check`) and one more file appended in pieces (torn
-//! lines completed later: retractions too); the records Fluent Bit writes must be the daemon's
-//! records (its stdout sink), every one once, and fold to what `check` finds. Then Fluent Bit is
-//! killed (`kill -9`, while idle) for a while: the records written meanwhile wait in the sink's
-//! spool, tried again with backoff; once Fluent Bit is back, every record arrives, none twice.
+//! lines completed later: retractions too); the records the collector writes must be the
+//! daemon's records (its stdout sink; for Vector, less the fields its source adds), every one
+//! once, and fold to what `check` finds. Then the collector is killed (`kill -9`, while idle)
+//! for a while: the records written meanwhile wait in the sink's spool, tried again with
+//! backoff; once it is back, every record arrives, none twice. Then it is killed four times in
+//! the middle of a stream: every record arrives (some may come twice). For Vector also: while
+//! its sink cannot write it answers 500 and the batches come again; and README's `dedupe`
+//! transform drops a batch POSTed again with its `X-Transcriptd-Batch`, and nothing else.
 //!
-//! Fluent Bit is not in the package registries CI reaches (nor is Vector), so `.ci/run` cannot
-//! install it. The test takes the binary from `$TRANSCRIPTD_FLUENT_BIT`, else
-//! `$TRANSCRIPTD_PEER_DIR/fluent-bit/bin/fluent-bit` (`target/peer` by default), else
-//! `fluent-bit` on `PATH`. Without one it says so and passes, unless
-//! `TRANSCRIPTD_REQUIRE_COLLECTORS` is set, where a missing binary fails. Fluent Bit runs with
-//! the configuration README shows ("Pushed over HTTP"), read from there.
+//! Neither is in the package registries CI reaches, so `.ci/run` cannot install them. A test
+//! takes the binary from `$TRANSCRIPTD_FLUENT_BIT` / `$TRANSCRIPTD_VECTOR`, else
+//! `$TRANSCRIPTD_PEER_DIR/fluent-bit/bin/fluent-bit` / `.../vector/bin/vector` (`target/peer`
+//! by default), else `fluent-bit` / `vector` on `PATH`. Without one it says so and passes,
+//! unless `TRANSCRIPTD_REQUIRE_COLLECTORS` is set, where a missing binary fails. Each collector
+//! runs with the configuration README shows ("Pushed over HTTP"), read from there.
 //!
-//! The binary these tests were run with: Fluent Bit v5.1.1 from its source tag, built with the
+//! The Fluent Bit these tests were run with: v5.1.1 from its source tag, built with the
 //! Debian packages `cmake flex bison libssl-dev libyaml-dev libsqlite3-dev` and
 //! `cmake -DCMAKE_BUILD_TYPE=Release -DFLB_MINIMAL=On -DFLB_IN_HTTP=On
 //! -DFLB_IN_STORAGE_BACKLOG=On -DFLB_OUT_FILE=On -DFLB_OUT_STDOUT=On -DFLB_FILTER_GREP=On
@@ -23,6 +28,34 @@
 //! -DFLB_BACKTRACE=Off -DFLB_STREAM_PROCESSOR=Off -DFLB_CHUNK_TRACE=Off -DFLB_AVRO_ENCODER=Off
 //! -DFLB_JEMALLOC=Off` then `make fluent-bit-bin` (about 30 minutes of two busy cores), copied
 //! to `target/peer/fluent-bit/bin/fluent-bit`.
+//!
+//! The Vector: 0.58.0 (`vector --version`) from a snapshot of `vectordotdev/vector` at commit
+//! `c3445d42d2799eb9afe102b71cba7ae96a80942b` (2026-08-21), with Rust 1.95.0, `protoc` (Debian's
+//! `protobuf-compiler`) and no access to GitHub. Its git dependencies came from snapshots of
+//! their repositories, cloned by Cargo from local paths: in its `Cargo.toml` the
+//! `[patch.crates-io] ntapi` entry (a git revision, for Windows only) is removed, and
+//!
+//! ```toml
+//! [patch."https://github.com/vectordotdev/vrl.git"]
+//! vrl = { git = "file:///work/.mirror/vectordotdev+vrl/repo", rev = "ca05c29ab61f5288e858b32089add9a4cb13718c" }
+//! [patch."https://github.com/tokio-rs/tracing"]
+//! tracing-tower = { git = "file:///work/.mirror/tokio-rs+tracing/repo", rev = "e0642d949891546a3bb7e47080365ee7274f05cd" }
+//! [patch."https://github.com/vectordotdev/heim.git"]
+//! heim = { git = "file:///work/.mirror/vectordotdev+heim/repo", rev = "5ca0d3be3a8246812173f339d287a0f99bbdbe64" }
+//! ```
+//!
+//! added: vrl and tracing at the very commits its `Cargo.lock` names; heim at the head of the
+//! `vectordotdev/heim` default branch, as the lock's `b62e0420` (branch `update-deps`) is not in
+//! the snapshot (with these features heim only measures disks for the disk buffer's size check;
+//! Cargo then locks heim's older dependencies, nix 0.20 and smol 1.3, beside the others). They
+//! are git sources, not `path = ...` ones: a path dependency is built with its own
+//! `#![deny(warnings)]`, which fails tracing-core on Rust 1.95; a git one gets `--cap-lints`.
+//! Then, with Cargo re-locking only what the patches change:
+//! `RUSTUP_TOOLCHAIN=1.95.0 CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
+//! nice -n 19 cargo build --release --no-default-features --features
+//! sources-http_server,sinks-file,sinks-console,transforms-dedupe,transforms-remap` (its release
+//! profile's fat LTO and single codegen unit turned off to save time; about 40 minutes of two
+//! busy cores), `target/release/vector` copied to `target/peer/vector/bin/vector`.
 
 use super::harness::{append_in_pieces, check_dir, fold, wait, Daemon};
 use super::receiver::free_port;
