@@ -521,11 +521,15 @@ fn vector_dedupe_drops_a_batch_sent_again_and_nothing_else() {
     let Some(bin) = vector_or_skip() else { return };
     // Through README's `dedupe`: every record still arrives, once (none taken for a copy).
     let (_d, c) = receives_every_record_once("/", vector_dedupe, &bin);
-    // The first batch again, as the sink sends it again after a lost answer: the same records,
-    // the same id.
+    // The largest batch again, as the sink sends it again after a lost answer: the same
+    // records, the same id.
     let (written, records) = (c.written(), c.records());
-    let id = written[0]["X-Transcriptd-Batch"].as_str().unwrap().to_owned();
-    let batch: Vec<&Value> = records.iter().zip(&written).filter(|(_, w)| w["X-Transcriptd-Batch"] == id.as_str()).map(|(r, _)| r).collect();
+    let mut batches: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+    for (r, w) in records.iter().zip(&written) {
+        batches.entry(w["X-Transcriptd-Batch"].as_str().unwrap()).or_default().push(r);
+    }
+    let (id, batch) = batches.into_iter().max_by_key(|(_, b)| b.len()).unwrap();
+    let id = id.to_owned();
     assert!(batch.len() > 1, "{batch:?}");
     let body: String = batch.iter().map(|r| format!("{r}\n")).collect();
     assert_eq!(post_batch(c.port, &id, &body), 200, "{}", c.log());
