@@ -725,7 +725,7 @@ impl Daemon {
         }
         // What was written before it went is still this file's.
         t.read_rest(&mut self.buf, records);
-        self.counts.append(&mut t.counts);
+        self.counts.append(&mut std::mem::take(&mut t.counts));
         t.announce(records, mark);
         if t.announced {
             for f in &t.tail {
@@ -799,7 +799,7 @@ impl Daemon {
     /// Hands the step's records, counters and gauges to every sink, in order.
     async fn deliver(&mut self) -> anyhow::Result<()> {
         for t in self.files.values_mut() {
-            self.counts.append(&mut t.counts);
+            self.counts.append(&mut std::mem::take(&mut t.counts));
         }
         let mut batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
         batch.repairs = std::mem::take(&mut self.due);

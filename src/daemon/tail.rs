@@ -626,6 +626,9 @@ impl Tailed {
             }
             self.events_seen = counts.clone();
         }
+        // What this step needed beyond the file's state (scratch, drained buffers, empty
+        // tables) is let go: a file that goes idle now keeps its state only.
+        p.shrink();
     }
 }
 
