@@ -269,7 +269,7 @@ struct Daemon {
     cfg: Resolved,
     stages: Stages,
     sources: Vec<Source>,
-    files: HashMap<PathBuf, Tailed>,
+    files: HashMap<PathBuf, Box<Tailed>>,
     /// Which path each tracked inode is read under.
     by_id: HashMap<(u64, u64), PathBuf>,
     /// Paths not read (not regular files, links), with what they were, so that each is warned
