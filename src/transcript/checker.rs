@@ -91,6 +91,8 @@ impl ByModel {
         let i = match self.0.binary_search_by(|(m, _)| m.as_str().cmp(model)) {
             Ok(i) => i,
             Err(i) => {
+                // Room for one more, not for four: a file names one model or two.
+                self.0.reserve_exact(1);
                 self.0.insert(i, (model.to_owned(), Usage::default()));
                 i
             }
