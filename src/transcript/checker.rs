@@ -699,3 +699,23 @@ pub fn collect(outputs: impl IntoIterator<Item = Output>) -> Vec<Finding> {
     findings.sort_by_key(|f| f.line);
     findings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_by_model_iterates_in_model_order_and_keeps_one_slot_a_model() {
+        let mut t = ByModel::default();
+        for (model, n) in [("sonnet", 1), ("haiku", 2), ("opus", 3), ("haiku", 4), ("sonnet", 5)] {
+            t.entry(model).input += n;
+        }
+        let got: Vec<(&str, u64)> = t.iter().map(|(m, u)| (m.as_str(), u.input)).collect();
+        assert_eq!(got, [("haiku", 6), ("opus", 3), ("sonnet", 6)]);
+        assert_eq!((t.len(), t["opus"].input, t.get("gpt").is_none()), (3, 3, true));
+        assert_eq!(t.values().map(|u| u.input).sum::<u64>(), 15);
+        let mut one = ByModel::default();
+        one.entry("m").output = 1;
+        assert_eq!(one.0.capacity(), 1, "a file of one model keeps one slot");
+    }
+}

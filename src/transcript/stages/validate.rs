@@ -530,6 +530,32 @@ mod tests {
         Parsed { node: Some(Node { id, parent, sidechain }), ..Parsed::of(Entry::Message(m)) }
     }
 
+    /// Once every call is answered, `shrink` leaves the pending table without buckets; the
+    /// pairing goes on as before.
+    #[test]
+    fn shrink_lets_go_of_empty_tables_only() {
+        use crate::transcript::model::{Call, ToolResult};
+        let mut a = Message::new(Role::Assistant);
+        a.has_content = true;
+        a.calls.push(Call { id: "c1".into(), name: "Bash".into(), args: Args::Object, item: None });
+        let mut u = Message::new(Role::User);
+        u.results.push(ToolResult { id: "c1".into() });
+        let mut v = Validator::new(Format::OpenAiChat);
+        let mut out = Vec::new();
+        v.push(1, &Parsed::of(Entry::Message(a.clone())), &mut |o| out.push(o));
+        v.shrink();
+        assert_eq!(v.pending_count(), 1, "a pending call is kept");
+        v.push(2, &Parsed::of(Entry::Message(u.clone())), &mut |o| out.push(o));
+        assert!(v.pending.capacity() > 0);
+        v.shrink();
+        assert_eq!(v.pending.capacity(), 0);
+        assert!(out.is_empty(), "{out:?}");
+        // The answered call is still known to the turn: a second result for it is a duplicate.
+        v.push(3, &Parsed::of(Entry::Message(u)), &mut |o| out.push(o));
+        let kinds: Vec<Kind> = out.iter().filter_map(|o| if let Output::Finding(f) = o { Some(f.kind) } else { None }).collect();
+        assert_eq!(kinds, [Kind::DuplicateResult]);
+    }
+
     /// A file with a subagent every few lines (each a prompt and an answer) keeps the state of
     /// the recent ones only; a thread let go closes its turn as the end of the file would.
     #[test]
