@@ -7,9 +7,10 @@ use super::style::Paint;
 use super::{Exit, OutputFormat};
 use crate::config::tools::ToolRegistry;
 use crate::sources::batch::{self, Input};
+use crate::transcript::checker::Observer as _;
 use crate::transcript::checker::Outcome;
 use crate::transcript::forward::Forward;
-use crate::transcript::pipeline::{Event, Input as StageInput, Inputs, Stage};
+use crate::transcript::pipeline::{Event, Inputs, Stages};
 use crate::transcript::stages::orphans::{classify, Handling, OpenCall, Orphan, Orphans, Policy};
 use crate::transcript::{Format, Kind, Severity};
 use anyhow::Context as _;
@@ -92,24 +93,21 @@ pub struct Scanned {
 /// file grew at its modification time and the clock is now, as the daemon tells it.
 pub fn scan(input: &Input, format: Option<Format>, max_line_bytes: usize, grace: Duration) -> anyhow::Result<Scanned> {
     let mut forward = Forward::new(format, max_line_bytes);
-    let mut stage = Orphans::new(grace);
+    let mut stages = Stages::new(vec![Box::new(Orphans::new(grace))]);
     let mut told = false;
-    let mut sink = Vec::new();
     let mut on_line = |o: Outcome<'_>, _: &[u8], format: Option<Format>| {
         if let (Outcome::Parsed(number, parsed), Some(f)) = (o, format) {
             if !std::mem::replace(&mut told, true) {
-                stage.format(f);
+                stages.format(f);
             }
-            stage.input(&StageInput::Entry { number, parsed: &parsed, thread: parsed.thread }, &mut sink);
+            stages.line(number, &parsed);
         }
     };
     super::input::read_forward(input, &mut forward, &mut on_line)?;
     let format = forward.format();
-    let calls = |events: Vec<Event>| -> Vec<OpenCall> {
+    let calls = |events: std::vec::Drain<'_, Event>| -> Vec<OpenCall> {
         events
-            .iter()
-            .filter_map(Event::finding)
-            .map(|f| OpenCall { line: f.line, id: f.call_id.clone().unwrap_or_default(), name: f.tool.clone().unwrap_or_default() })
+            .filter_map(|e| e.finding().map(|f| OpenCall { line: f.line, id: f.call_id.clone().unwrap_or_default(), name: f.tool.clone().unwrap_or_default() }))
             .collect()
     };
     let modified = input.path().and_then(|p| std::fs::metadata(p).ok()).and_then(|m| m.modified().ok());
@@ -117,15 +115,13 @@ pub fn scan(input: &Input, format: Option<Format>, max_line_bytes: usize, grace:
     let mut orphans = Vec::new();
     if let Some(mtime) = modified.filter(|_| !grace.is_zero()) {
         // The file's last growth is its modification time; the clock says how long ago.
-        stage.grew(since_epoch(mtime));
-        let mut due = Vec::new();
-        stage.handle_timeout(since_epoch(SystemTime::now()), &Inputs::default(), &mut due);
-        orphans = calls(due);
+        stages.grew(since_epoch(mtime));
+        stages.handle_timeout(since_epoch(SystemTime::now()), &Inputs::default());
+        orphans = calls(stages.drain());
     }
     // What the deadline did not declare: orphans of a complete file, or calls in flight.
-    let mut rest = Vec::new();
-    stage.finish(&mut rest);
-    let rest = calls(rest);
+    stages.finish();
+    let rest = calls(stages.drain());
     Ok(if grace.is_zero() || modified.is_none() {
         Scanned { format, orphans: rest, in_flight: Vec::new() }
     } else {

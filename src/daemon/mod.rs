@@ -273,7 +273,7 @@ struct Daemon {
     cfg: Resolved,
     stages: Stages,
     sources: Vec<Source>,
-    files: HashMap<PathBuf, Tailed>,
+    files: HashMap<PathBuf, Box<Tailed>>,
     /// Which path each tracked inode is read under.
     by_id: HashMap<(u64, u64), PathBuf>,
     /// Paths not read (not regular files, links), with what they were, so that each is warned
@@ -784,7 +784,7 @@ impl Daemon {
         }
         // What was written before it went is still this file's.
         t.read_rest(&mut self.buf, records);
-        self.counts.append(&mut t.counts);
+        self.counts.append(&mut std::mem::take(&mut t.counts));
         t.announce(records, mark);
         if t.announced {
             for f in &t.tail {
@@ -858,7 +858,7 @@ impl Daemon {
     /// Hands the step's records, counters and gauges to every sink, in order.
     async fn deliver(&mut self) -> anyhow::Result<()> {
         for t in self.files.values_mut() {
-            self.counts.append(&mut t.counts);
+            self.counts.append(&mut std::mem::take(&mut t.counts));
         }
         let mut batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
         batch.repairs = std::mem::take(&mut self.due);

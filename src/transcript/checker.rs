@@ -14,7 +14,6 @@ use super::model::{Entry, Parsed, Usage};
 use super::scan;
 use super::stages::dataset::{self, CustomIds, LineReport};
 use super::stages::validate::{Pending, Validator};
-use std::collections::BTreeMap;
 
 mod parallel;
 pub use parallel::{feed_parallel, CutChunk, Cutter, ParsedChunk};
@@ -77,7 +76,71 @@ pub struct Stats {
     /// Lines that could not be read (framing findings).
     pub bad_lines: u64,
     /// Token usage by model: each API message once, with its final usage.
-    pub tokens: BTreeMap<String, Usage>,
+    pub tokens: ByModel,
+}
+
+/// Token usage by model, in model order. Most files name one or two models: a sorted vector
+/// (one small allocation) rather than a B-tree, whose first node has room for eleven — one
+/// per watched file, twice (the daemon keeps the counters it last exported).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ByModel(Vec<(String, Usage)>);
+
+impl ByModel {
+    /// The usage of `model`, made zero if it has none yet.
+    pub fn entry(&mut self, model: &str) -> &mut Usage {
+        let i = match self.0.binary_search_by(|(m, _)| m.as_str().cmp(model)) {
+            Ok(i) => i,
+            Err(i) => {
+                // Room for one more, not for four: a file names one model or two.
+                self.0.reserve_exact(1);
+                self.0.insert(i, (model.to_owned(), Usage::default()));
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+
+    /// The usage of `model`.
+    pub fn get(&self, model: &str) -> Option<&Usage> {
+        self.0.binary_search_by(|(m, _)| m.as_str().cmp(model)).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Models and their usage, in model order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Usage)> {
+        self.0.iter().map(|(m, u)| (m, u))
+    }
+
+    /// The usages, in model order.
+    pub fn values(&self) -> impl Iterator<Item = &Usage> {
+        self.0.iter().map(|(_, u)| u)
+    }
+
+    /// How many models.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no model was seen.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a ByModel {
+    type Item = (&'a String, &'a Usage);
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, (String, Usage)>, fn(&'a (String, Usage)) -> (&'a String, &'a Usage)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(m, u)| (m, u))
+    }
+}
+
+impl std::ops::Index<&str> for ByModel {
+    type Output = Usage;
+
+    fn index(&self, model: &str) -> &Usage {
+        self.get(model).unwrap_or_else(|| panic!("no usage for model {model}"))
+    }
 }
 
 impl Stats {
@@ -209,7 +272,8 @@ pub struct Checker<O = ()> {
     opts: Options,
     splitter: LineSplitter,
     detector: Detector,
-    validator: Option<Validator>,
+    /// The built-in pairing (boxed: a pipeline, which pairs in a stage, keeps none).
+    validator: Option<Box<Validator>>,
     outputs: Vec<Output>,
     stats: Stats,
     stopped: Option<StrictStop>,
@@ -246,7 +310,7 @@ impl<O: Observer> Checker<O> {
     /// numbered from 1). The pairing state starts empty.
     pub fn with_splitter(opts: Options, splitter: LineSplitter, observer: O) -> Self {
         let detector = opts.format.map_or_else(Detector::new, Detector::fixed);
-        let validator = opts.format.map(Validator::new);
+        let validator = opts.format.map(|f| Box::new(Validator::new(f)));
         let told = opts.format.is_some();
         let mut observer = observer;
         if let Some(f) = opts.format {
@@ -321,6 +385,17 @@ impl<O: Observer> Checker<O> {
             v.extend(val.tail());
         }
         v
+    }
+
+    /// Lets go of spare capacity between reads: outputs already drained, the built-in pairing's
+    /// empty tables. The state is kept.
+    pub fn shrink(&mut self) {
+        if self.outputs.is_empty() {
+            self.outputs = Vec::new();
+        }
+        if let Some(v) = self.validator.as_mut() {
+            v.shrink();
+        }
     }
 
     /// The observer.
@@ -452,7 +527,7 @@ impl<O: Observer> Checker<O> {
         if let (false, Some(f)) = (self.told, self.detector.format()) {
             self.told = true;
             if self.validate {
-                self.validator = Some(Validator::new(f));
+                self.validator = Some(Box::new(Validator::new(f)));
             }
             self.observer.format(f);
         }
@@ -542,7 +617,7 @@ impl<O: Observer> Checker<O> {
                     None
                 }
             };
-            let t = self.stats.tokens.entry(model.to_owned()).or_default();
+            let t = self.stats.tokens.entry(model);
             let old = counted.unwrap_or_default();
             t.input = (t.input + u.input).saturating_sub(old.input);
             t.output = (t.output + u.output).saturating_sub(old.output);
@@ -628,4 +703,24 @@ pub fn collect(outputs: impl IntoIterator<Item = Output>) -> Vec<Finding> {
     }
     findings.sort_by_key(|f| f.line);
     findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_by_model_iterates_in_model_order_and_keeps_one_slot_a_model() {
+        let mut t = ByModel::default();
+        for (model, n) in [("sonnet", 1), ("haiku", 2), ("opus", 3), ("haiku", 4), ("sonnet", 5)] {
+            t.entry(model).input += n;
+        }
+        let got: Vec<(&str, u64)> = t.iter().map(|(m, u)| (m.as_str(), u.input)).collect();
+        assert_eq!(got, [("haiku", 6), ("opus", 3), ("sonnet", 6)]);
+        assert_eq!((t.len(), t["opus"].input, t.get("gpt").is_none()), (3, 3, true));
+        assert_eq!(t.values().map(|u| u.input).sum::<u64>(), 15);
+        let mut one = ByModel::default();
+        one.entry("m").output = 1;
+        assert_eq!(one.0.capacity(), 1, "a file of one model keeps one slot");
+    }
 }

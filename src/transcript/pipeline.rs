@@ -13,6 +13,17 @@
 //! [`Event::Tail`], once per quiet period. Inputs from outside the stream (`pending.json`) are
 //! passed in [`Inputs`] by the shell, which reads them.
 //!
+//! **One pairing.** Seed 002's pairing rules (the [`Validator`]: calls with their results, turns,
+//! threads, rewinds) are the costliest state of a stream, and two stages read them: `validate`
+//! reports their findings, `orphans` reads the calls they leave pending. They are not run once
+//! per stage: the runner ([`Stages`]) keeps one [`Pairing`] per stream, made only when a stage
+//! of the list declares it reads it ([`Stage::pairs`]), feeds it each entry before handing the
+//! entry to the stages, ends it before the stages' `finish`, and hands it (read-only) to every
+//! stage call. This changes nothing a stage reports: the pairing's state after a line depends
+//! on the lines alone, never on the stages around it, so each stage reads exactly what its own
+//! validator would hold, where it stands in the list (`tests/integration/pipeline.rs`
+//! `one_pairing`: either order, each alone, the same events, each line paired once).
+//!
 //! Calling order: [`Pipeline::feed`] any number of times (draining [`Pipeline::drain`] as you
 //! go), with `grew` / `poll_deadline` / `handle_timeout` for a live file; then
 //! [`Pipeline::finish`] once for a complete one.
@@ -22,6 +33,7 @@ use super::finding::{Finding, Kind, Output};
 use super::formats::Format;
 use super::lines::{Framed, Numbered};
 use super::model::Parsed;
+use super::stages::validate::Validator;
 use std::any::Any;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -94,9 +106,18 @@ pub struct Inputs {
 /// A pure pipeline stage. See the module docs for the calling order. A stage is `Any`, so that
 /// a shell that built a preset list can take its own stage back ([`Pipeline::stage`],
 /// [`Finished::take`]).
+///
+/// Each call is handed the stream's [`Pairing`]: the one pairing state machine of the list,
+/// kept by the runner for the stages that ask for it ([`Stage::pairs`]); the other stages
+/// ignore it.
 pub trait Stage: Any + Send + fmt::Debug {
     /// The stage's name, as in the configuration (`validate`, `orphans`, ...).
     fn name(&self) -> &'static str;
+    /// Whether the stage reads the stream's [`Pairing`]: the runner pairs the lines (once,
+    /// however many stages read it) only when a stage of the list does.
+    fn pairs(&self) -> bool {
+        false
+    }
     /// The format is known (before the first [`Input::Entry`]).
     fn format(&mut self, _format: Format) {}
     /// Format detection looked at line `number`: the format may still change with it (an edit
@@ -104,21 +125,21 @@ pub trait Stage: Any + Send + fmt::Debug {
     fn detecting(&mut self, _number: u64) {}
     /// The conversation thread this stage assigned the last [`Input::Entry`] it was handed, if
     /// it assigns threads: the stages after it see it in the input.
-    fn thread(&self) -> Option<u64> {
+    fn thread(&self, _pairing: &Pairing) -> Option<u64> {
         None
     }
     /// The next input, in stream order; `events` holds what the stages before this one made of
     /// it: add yours after them.
-    fn input(&mut self, input: &Input<'_, '_>, events: &mut Vec<Event>);
+    fn input(&mut self, input: &Input<'_, '_>, pairing: &Pairing, events: &mut Vec<Event>);
     /// The stream grew at `now` (a duration since the shell's epoch): what was reported about
     /// its tail no longer holds, and quiet periods start again.
     fn grew(&mut self, _now: Duration) {}
     /// When [`Stage::handle_timeout`] is wanted next; `None`: nothing to wait for.
-    fn poll_deadline(&self) -> Option<Duration> {
+    fn poll_deadline(&self, _pairing: &Pairing) -> Option<Duration> {
         None
     }
     /// The clock reached `now`: a stage whose deadline passed adds what is due.
-    fn handle_timeout(&mut self, _now: Duration, _inputs: &Inputs, _events: &mut Vec<Event>) {}
+    fn handle_timeout(&mut self, _now: Duration, _inputs: &Inputs, _pairing: &Pairing, _events: &mut Vec<Event>) {}
     /// Whether the stage owes work for the inputs so far: something it will still make due
     /// (a repair after errors, once the stream is idle). A shell that drops the state (an
     /// eviction, a restart) keeps this beside the file's progress and hands it back to
@@ -130,11 +151,12 @@ pub trait Stage: Any + Send + fmt::Debug {
     /// an evicted file's state): forget what they would make due, except what the stage still
     /// owed when its state was dropped (`owed`: its [`Stage::owes`] then).
     fn replayed(&mut self, _owed: bool) {}
-    /// The stream is complete: add what its end makes final.
-    fn finish(&mut self, _events: &mut Vec<Event>) {}
+    /// The stream is complete: add what its end makes final. The pairing's
+    /// [`Pairing::found`] holds what the end of the stream adds to it.
+    fn finish(&mut self, _pairing: &Pairing, _events: &mut Vec<Event>) {}
     /// Calls (or tool events) waiting for their result, for a gauge; `None` if the stage does
     /// not track them.
-    fn pending(&self) -> Option<usize> {
+    fn pending(&self, _pairing: &Pairing) -> Option<usize> {
         None
     }
     /// Counters by name the stage keeps (event types of an event log).
@@ -143,22 +165,108 @@ pub trait Stage: Any + Send + fmt::Debug {
     }
 }
 
-/// The stages behind the front, in order, and the events they produced not drained yet.
+/// The pairing of one stream: seed 002's pairing rules ([`Validator`]) run **once** over its
+/// lines, for every stage of the list that reads them ([`Stage::pairs`]: `validate` reports its
+/// findings, `orphans` reads the calls it leaves pending). The runner feeds each entry to it
+/// before handing the entry to the stages, and at the end of the stream ends it before the
+/// stages' [`Stage::finish`]; the stages only read it. Its state after a line depends on the
+/// lines alone, not on the stages around it, so one pairing serves every position in the
+/// list: a stage reads what the pairing made of the current input ([`Pairing::found`]) where
+/// it stands, and the pairing's state ([`Pairing::validator`]) between inputs.
+#[derive(Debug, Default)]
+pub struct Pairing {
+    /// Whether a stage reads it (otherwise nothing is paired).
+    wanted: bool,
+    /// Made when the format is known.
+    validator: Option<Box<Validator>>,
+    /// What the pairing made of the current input (or of the end of the stream).
+    found: Vec<Output>,
+    /// Lines paired.
+    lines: u64,
+}
+
+impl Pairing {
+    /// A pairing for a stage list: it pairs only if a stage of `list` reads it.
+    fn of(list: &[Box<dyn Stage>]) -> Self {
+        Pairing { wanted: list.iter().any(|s| s.pairs()), ..Pairing::default() }
+    }
+
+    /// The pairing state machine, once the format is known (and a stage reads it).
+    pub fn validator(&self) -> Option<&Validator> {
+        self.validator.as_deref()
+    }
+
+    /// The outputs of the pairing rules for the current input, in order: a readable line's, or
+    /// at [`Stage::finish`] what [`Validator::finish`] reports at the end of the stream.
+    pub fn found(&self) -> &[Output] {
+        &self.found
+    }
+
+    /// How many lines were paired (each readable line once, however many stages read it).
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    fn format(&mut self, format: Format) {
+        if self.wanted && self.validator.is_none() {
+            self.validator = Some(Box::new(Validator::new(format)));
+        }
+    }
+
+    /// Pairs the next input (a non-entry clears what was found).
+    fn input(&mut self, input: &Input<'_, '_>) {
+        self.found.clear();
+        if let (Input::Entry { number, parsed, .. }, Some(v)) = (input, self.validator.as_mut()) {
+            let found = &mut self.found;
+            v.push(*number, parsed, &mut |o| found.push(o));
+            self.lines += 1;
+        }
+    }
+
+    /// The end of the stream: what it makes final (the pending calls stay readable).
+    fn finish(&mut self) {
+        self.found.clear();
+        if let Some(v) = self.validator.as_mut() {
+            let found = &mut self.found;
+            v.end(&mut |o| found.push(o));
+        }
+    }
+
+    fn shrink(&mut self) {
+        self.found = Vec::new();
+        if let Some(v) = self.validator.as_mut() {
+            v.shrink();
+        }
+    }
+}
+
+/// The stages behind the front, in order, the stream's [`Pairing`], and the events they
+/// produced not drained yet. A shell that reads lines itself (the `orphans` verb) runs its
+/// preset list through this, as the [`Pipeline`] does: feed it as an [`Observer`], then
+/// [`Stages::grew`], [`Stages::handle_timeout`], [`Stages::finish`], draining
+/// [`Stages::drain`].
 #[derive(Debug, Default)]
 pub struct Stages {
     list: Vec<Box<dyn Stage>>,
+    pairing: Pairing,
     events: Vec<Event>,
     scratch: Vec<Event>,
 }
 
 impl Stages {
+    /// The runner of `list`, in order.
+    pub fn new(list: Vec<Box<dyn Stage>>) -> Self {
+        Stages { pairing: Pairing::of(&list), list, ..Stages::default() }
+    }
+
     fn run(&mut self, input: &Input<'_, '_>, seed: Option<Event>) {
+        self.pairing.input(input);
         let mut ev = std::mem::take(&mut self.scratch);
         ev.extend(seed);
         let mut input = *input;
         for s in &mut self.list {
-            s.input(&input, &mut ev);
-            if let (Input::Entry { thread, .. }, Some(t)) = (&mut input, s.thread()) {
+            s.input(&input, &self.pairing, &mut ev);
+            if let (Input::Entry { thread, .. }, Some(t)) = (&mut input, s.thread(&self.pairing)) {
                 *thread = t;
             }
         }
@@ -166,14 +274,61 @@ impl Stages {
         self.scratch = ev;
     }
 
-    fn each(&mut self, seed: Option<Event>, mut f: impl FnMut(&mut dyn Stage, &mut Vec<Event>)) {
+    fn each(&mut self, seed: Option<Event>, mut f: impl FnMut(&mut dyn Stage, &Pairing, &mut Vec<Event>)) {
         let mut ev = std::mem::take(&mut self.scratch);
         ev.extend(seed);
         for s in &mut self.list {
-            f(s.as_mut(), &mut ev);
+            f(s.as_mut(), &self.pairing, &mut ev);
         }
         self.events.append(&mut ev);
         self.scratch = ev;
+    }
+
+    /// The stream's pairing.
+    pub fn pairing(&self) -> &Pairing {
+        &self.pairing
+    }
+
+    /// The stream grew at `now`.
+    pub fn grew(&mut self, now: Duration) {
+        for s in &mut self.list {
+            s.grew(now);
+        }
+    }
+
+    /// When [`Stages::handle_timeout`] is wanted next; `None`: nothing to wait for.
+    pub fn poll_deadline(&self) -> Option<Duration> {
+        self.list.iter().filter_map(|s| s.poll_deadline(&self.pairing)).min()
+    }
+
+    /// The clock reached `now`: each stage's due events, in stage order.
+    pub fn handle_timeout(&mut self, now: Duration, inputs: &Inputs) {
+        self.timeout(now, inputs, None);
+    }
+
+    fn timeout(&mut self, now: Duration, inputs: &Inputs, seed: Option<Event>) {
+        self.each(seed, |s, pairing, ev| s.handle_timeout(now, inputs, pairing, ev));
+    }
+
+    /// Ends a complete stream: the pairing first, then each stage, in order.
+    pub fn finish(&mut self) {
+        self.pairing.finish();
+        self.each(None, |s, pairing, ev| s.finish(pairing, ev));
+    }
+
+    /// Events produced since the last call, in order.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Event> {
+        self.events.drain(..)
+    }
+
+    /// Lets go of spare capacity (the scratch of the last input, empty tables): what an idle
+    /// stream keeps is its state, not the high-water mark of its busiest step.
+    pub fn shrink(&mut self) {
+        self.scratch = Vec::new();
+        if self.events.is_empty() {
+            self.events = Vec::new();
+        }
+        self.pairing.shrink();
     }
 }
 
@@ -184,6 +339,7 @@ fn is_framing(kind: Kind) -> bool {
 
 impl Observer for Stages {
     fn format(&mut self, format: Format) {
+        self.pairing.format(format);
         for s in &mut self.list {
             s.format(format);
         }
@@ -214,7 +370,15 @@ enum Front {
     /// off: validation is a stage).
     Transcript(Box<Checker<Stages>>),
     /// Event logs: strict framing; the lines go to the stages raw.
-    Events { lines: Numbered, stages: Stages, max: usize },
+    Events(Box<EventFront>),
+}
+
+/// The front of an event log (boxed: a watched file keeps its pipeline inline).
+#[derive(Debug)]
+struct EventFront {
+    lines: Numbered,
+    stages: Stages,
+    max: usize,
 }
 
 /// A pipeline over one stream. See the module docs.
@@ -231,15 +395,14 @@ impl Pipeline {
     /// A transcript pipeline: the front reads as `opts` say, then `stages` in order. A torn
     /// last line is reported once the stream has been quiet for `quiet`.
     pub fn transcript(opts: Options, stages: Vec<Box<dyn Stage>>, quiet: Duration) -> Self {
-        let stages = Stages { list: stages, ..Stages::default() };
-        let checker = Checker::observed(opts, stages).without_validation();
+        let checker = Checker::observed(opts, Stages::new(stages)).without_validation();
         Pipeline { front: Front::Transcript(Box::new(checker)), quiet, last_growth: Duration::ZERO, tail_done: false }
     }
 
     /// An event-log pipeline: strict framing, then `stages` (the event-log stage first).
     pub fn events(max_line_bytes: usize, stages: Vec<Box<dyn Stage>>, quiet: Duration) -> Self {
-        let stages = Stages { list: stages, ..Stages::default() };
-        let front = Front::Events { lines: Numbered::new(max_line_bytes), stages, max: max_line_bytes };
+        let stages = Stages::new(stages);
+        let front = Front::Events(Box::new(EventFront { lines: Numbered::new(max_line_bytes), stages, max: max_line_bytes }));
         Pipeline { front, quiet, last_growth: Duration::ZERO, tail_done: false }
     }
 
@@ -252,7 +415,8 @@ impl Pipeline {
                 c.drain().for_each(drop);
                 r
             }
-            Front::Events { lines, stages, max } => {
+            Front::Events(e) => {
+                let EventFront { lines, stages, max } = &mut **e;
                 let max = *max;
                 lines.feed(chunk, &mut |f| match f {
                     Framed::TooLong { number, len } => {
@@ -274,7 +438,7 @@ impl Pipeline {
     pub fn checker(&self) -> Option<&Checker<Stages>> {
         match &self.front {
             Front::Transcript(c) => Some(c),
-            Front::Events { .. } => None,
+            Front::Events(_) => None,
         }
     }
 
@@ -294,34 +458,48 @@ impl Pipeline {
     pub fn checker_mut(&mut self) -> Option<&mut Checker<Stages>> {
         match &mut self.front {
             Front::Transcript(c) => Some(c),
-            Front::Events { .. } => None,
+            Front::Events(_) => None,
         }
     }
 
     fn stages(&self) -> &Stages {
         match &self.front {
             Front::Transcript(c) => c.observer(),
-            Front::Events { stages, .. } => stages,
+            Front::Events(e) => &e.stages,
         }
     }
 
     fn stages_mut(&mut self) -> &mut Stages {
         match &mut self.front {
             Front::Transcript(c) => c.observer_mut(),
-            Front::Events { stages, .. } => stages,
+            Front::Events(e) => &mut e.stages,
         }
     }
 
     /// Events produced since the last call, in order.
     pub fn drain(&mut self) -> std::vec::Drain<'_, Event> {
-        self.stages_mut().events.drain(..)
+        self.stages_mut().drain()
+    }
+
+    /// The stream's pairing ([`Pairing`]).
+    pub fn pairing(&self) -> &Pairing {
+        self.stages().pairing()
+    }
+
+    /// Lets go of spare capacity once the stream has been read up to date (see
+    /// [`Stages::shrink`]); the state is kept. A shell calls it when a file goes idle.
+    pub fn shrink(&mut self) {
+        if let Front::Transcript(c) = &mut self.front {
+            c.shrink();
+        }
+        self.stages_mut().shrink();
     }
 
     /// Offset of the first line not fully read.
     pub fn committed_offset(&self) -> u64 {
         match &self.front {
             Front::Transcript(c) => c.splitter().committed_offset(),
-            Front::Events { lines, .. } => lines.splitter().committed_offset(),
+            Front::Events(e) => e.lines.splitter().committed_offset(),
         }
     }
 
@@ -329,7 +507,7 @@ impl Pipeline {
     pub fn format(&self) -> Option<Format> {
         match &self.front {
             Front::Transcript(c) => c.format(),
-            Front::Events { .. } => None,
+            Front::Events(_) => None,
         }
     }
 
@@ -337,13 +515,14 @@ impl Pipeline {
     pub fn stats(&self) -> Option<&Stats> {
         match &self.front {
             Front::Transcript(c) => Some(c.stats()),
-            Front::Events { .. } => None,
+            Front::Events(_) => None,
         }
     }
 
     /// Calls waiting for their result, as the first stage that tracks them counts.
     pub fn pending(&self) -> usize {
-        self.stages().list.iter().find_map(|s| s.pending()).unwrap_or(0)
+        let st = self.stages();
+        st.list.iter().find_map(|s| s.pending(&st.pairing)).unwrap_or(0)
     }
 
     /// Counters by name, as the first stage that keeps them counts.
@@ -355,9 +534,7 @@ impl Pipeline {
     pub fn grew(&mut self, now: Duration) {
         self.last_growth = now;
         self.tail_done = false;
-        for s in &mut self.stages_mut().list {
-            s.grew(now);
-        }
+        self.stages_mut().grew(now);
     }
 
     /// The names of the stages that owe work for the inputs so far ([`Stage::owes`]): what a
@@ -386,7 +563,7 @@ impl Pipeline {
     /// When [`Pipeline::handle_timeout`] is wanted next; `None`: nothing to wait for.
     pub fn poll_deadline(&self) -> Option<Duration> {
         let own = (!self.tail_done).then(|| self.last_growth.saturating_add(self.quiet));
-        self.stages().list.iter().filter_map(|s| s.poll_deadline()).chain(own).min()
+        self.stages().poll_deadline().into_iter().chain(own).min()
     }
 
     /// The clock reached `now`: the front's tail (a torn last line) once its quiet period has
@@ -397,15 +574,15 @@ impl Pipeline {
             self.tail_done = true;
             torn = self.torn();
         }
-        self.stages_mut().each(torn.map(Event::Tail), |s, ev| s.handle_timeout(now, inputs, ev));
+        self.stages_mut().timeout(now, inputs, torn.map(Event::Tail));
     }
 
     /// A last line without its newline, as the stream stands.
     fn torn(&self) -> Option<Finding> {
         match &self.front {
             Front::Transcript(c) => c.tail().into_iter().find(|f| f.kind == Kind::TornLine),
-            Front::Events { lines, .. } => {
-                let (sp, next) = (lines.splitter(), lines.next_line());
+            Front::Events(e) => {
+                let (sp, next) = (e.lines.splitter(), e.lines.next_line());
                 (sp.pending_bytes() > 0 && !sp.pending_is_blank()).then(|| Finding::new(next, Kind::TornLine, format!("event line {next} has no newline")))
             }
         }
@@ -424,15 +601,16 @@ impl Pipeline {
             Front::Transcript(c) => {
                 let done = c.finish()?;
                 let mut st = done.observer;
-                st.each(None, |s, ev| s.finish(ev));
+                st.finish();
                 Ok(Finished { events: st.events, stats: done.stats, format: done.format, stages: st.list })
             }
-            Front::Events { mut lines, mut stages, .. } => {
+            Front::Events(e) => {
+                let EventFront { mut lines, mut stages, .. } = *e;
                 if let Some((n, _)) = lines.finish() {
                     let f = Finding::new(n, Kind::TornLine, format!("event line {n} has no newline"));
                     stages.run(&Input::Fault, Some(Event::Output(Output::Finding(f))));
                 }
-                stages.each(None, |s, ev| s.finish(ev));
+                stages.finish();
                 Ok(Finished { events: stages.events, stats: Stats::default(), format: None, stages: stages.list })
             }
         }
@@ -504,7 +682,7 @@ impl Stage for Compactions {
         "compaction"
     }
 
-    fn input(&mut self, input: &Input<'_, '_>, events: &mut Vec<Event>) {
+    fn input(&mut self, input: &Input<'_, '_>, _pairing: &Pairing, events: &mut Vec<Event>) {
         if let Input::Entry { number, parsed, .. } = input {
             if matches!(parsed.entry, crate::transcript::model::Entry::Compaction { .. }) {
                 events.push(Event::Compaction { line: *number });
@@ -538,7 +716,7 @@ impl Stage for RepairTrigger {
         "repair"
     }
 
-    fn input(&mut self, _input: &Input<'_, '_>, events: &mut Vec<Event>) {
+    fn input(&mut self, _input: &Input<'_, '_>, _pairing: &Pairing, events: &mut Vec<Event>) {
         self.see(events);
     }
 
@@ -546,11 +724,11 @@ impl Stage for RepairTrigger {
         self.idle.grew(now);
     }
 
-    fn poll_deadline(&self) -> Option<Duration> {
+    fn poll_deadline(&self, _pairing: &Pairing) -> Option<Duration> {
         self.idle.deadline().filter(|_| self.errors)
     }
 
-    fn handle_timeout(&mut self, now: Duration, _inputs: &Inputs, events: &mut Vec<Event>) {
+    fn handle_timeout(&mut self, now: Duration, _inputs: &Inputs, _pairing: &Pairing, events: &mut Vec<Event>) {
         // Tail findings of the stages before this one, due at the same time, count too.
         self.see(events);
         if self.errors && self.idle.take(now) {
@@ -569,7 +747,7 @@ impl Stage for RepairTrigger {
         self.errors = owed;
     }
 
-    fn finish(&mut self, events: &mut Vec<Event>) {
+    fn finish(&mut self, _pairing: &Pairing, events: &mut Vec<Event>) {
         self.see(events);
         if std::mem::take(&mut self.errors) {
             events.push(Event::RepairDue);
@@ -590,21 +768,23 @@ mod tests {
     #[test]
     fn the_repair_trigger_owes_a_repair_across_a_replay_only_when_told() {
         let secs = Duration::from_secs;
+        // The trigger reads no pairing.
+        let none = Pairing::default();
         for owed in [false, true] {
             let mut t = RepairTrigger::new(secs(5));
             let mut events = vec![error()];
-            t.input(&Input::Fault, &mut events);
+            t.input(&Input::Fault, &none, &mut events);
             t.grew(secs(10));
             assert!(t.owes(), "errors seen and not yet idle for min_idle: a repair is owed");
-            assert_eq!(t.poll_deadline(), Some(secs(15)));
+            assert_eq!(t.poll_deadline(&none), Some(secs(15)));
             // The state is dropped and rebuilt by a replay (which sees the same error again).
             let mut rebuilt = RepairTrigger::new(secs(5));
-            rebuilt.input(&Input::Fault, &mut vec![error()]);
+            rebuilt.input(&Input::Fault, &none, &mut vec![error()]);
             rebuilt.grew(secs(10));
             rebuilt.replayed(owed);
             assert_eq!(rebuilt.owes(), owed);
             let mut due = Vec::new();
-            rebuilt.handle_timeout(secs(15), &Inputs::default(), &mut due);
+            rebuilt.handle_timeout(secs(15), &Inputs::default(), &none, &mut due);
             assert_eq!(due.iter().filter(|e| matches!(e, Event::RepairDue)).count(), usize::from(owed));
             assert!(!rebuilt.owes(), "made due: owed no more");
         }

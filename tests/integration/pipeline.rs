@@ -151,3 +151,134 @@ fn a_large_backlog_read_in_steps_gives_what_check_gives() {
     let folded = super::harness::fold_records(&d.records());
     assert_eq!(folded.compaction_set(), super::harness::compactions_in(&d.watch_dir()));
 }
+
+mod one_pairing {
+    //! `validate` and `orphans` in one list share one pairing: each line is paired once, and
+    //! what the list reports is what the two stages report each on its own.
+
+    use crate::support::{data, generate, jsonl_files};
+    use std::time::Duration;
+    use transcriptd::transcript::pipeline::{Event, Input, Inputs, Pairing, Pipeline, Stage};
+    use transcriptd::transcript::stages::{orphans::Orphans, validate::Validate};
+    use transcriptd::transcript::Options;
+
+    /// Counts the readable lines handed to the stages.
+    #[derive(Debug, Default)]
+    struct Entries(u64);
+
+    impl Stage for Entries {
+        fn name(&self) -> &'static str {
+            "entries"
+        }
+
+        fn input(&mut self, input: &Input<'_, '_>, _pairing: &Pairing, _events: &mut Vec<Event>) {
+            self.0 += u64::from(matches!(input, Input::Entry { .. }));
+        }
+    }
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum S {
+        Validate,
+        Orphans,
+        Entries,
+    }
+
+    /// What a list makes of `bytes`: the events of the lines, those of a deadline well after
+    /// a growth (the tail of a live file), those of the end; and the pipeline's pairing count
+    /// and the lines the stages were handed.
+    struct Run {
+        lines: Vec<Event>,
+        tail: Vec<Event>,
+        end: Vec<Event>,
+        paired: u64,
+        entries: u64,
+    }
+
+    fn run(list: &[S], bytes: &[u8]) -> Run {
+        let secs = Duration::from_secs;
+        let stages: Vec<Box<dyn Stage>> = list
+            .iter()
+            .map(|s| -> Box<dyn Stage> {
+                match s {
+                    S::Validate => Box::new(Validate::new(secs(5))),
+                    S::Orphans => Box::new(Orphans::new(secs(30))),
+                    S::Entries => Box::new(Entries::default()),
+                }
+            })
+            .collect();
+        let mut p = Pipeline::transcript(Options::default(), stages, secs(5));
+        // In two pieces, as a live file grows.
+        let (a, b) = bytes.split_at(bytes.len() / 2);
+        p.feed(a).unwrap();
+        p.grew(secs(1));
+        p.feed(b).unwrap();
+        p.grew(secs(2));
+        let lines = p.drain().collect();
+        p.handle_timeout(secs(1), &Inputs::default());
+        assert_eq!(p.drain().count(), 0, "nothing is due before the quiet period");
+        p.handle_timeout(secs(100), &Inputs::default());
+        let tail = p.drain().collect();
+        p.shrink();
+        let paired = p.pairing().lines();
+        let entries = p.stage::<Entries>().map_or(0, |e| e.0);
+        let (end, _, _) = p.finish().unwrap();
+        Run { lines, tail, end, paired, entries }
+    }
+
+    /// Every fixture and a few generated corpora (compactions, faults, split messages).
+    fn inputs() -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = jsonl_files(&data("real")).into_iter().map(|p| (p.display().to_string(), std::fs::read(&p).unwrap())).collect();
+        let dir = tempfile::tempdir().unwrap();
+        for (seed, extra) in [("1", &[][..]), ("2", &["--split-assistant"][..]), ("3", &["--truncate-last", "1"][..])] {
+            let out = dir.path().join(format!("g{seed}.jsonl"));
+            let mut args = vec!["--lines", "3000", "--seed", seed, "--faults", "0.02", "--compact-boundary", "0.05"];
+            args.extend_from_slice(extra);
+            generate(&out, &args);
+            v.push((format!("generated seed {seed} {extra:?}"), std::fs::read(&out).unwrap()));
+        }
+        v
+    }
+
+    #[test]
+    fn validate_and_orphans_pair_each_line_once_and_report_what_each_reports_alone() {
+        let mut checked = 0;
+        for (name, bytes) in inputs() {
+            // The front alone (framing findings, a torn last line), then each stage alone.
+            let f = run(&[S::Entries], &bytes);
+            let v = run(&[S::Validate, S::Entries], &bytes);
+            let o = run(&[S::Orphans, S::Entries], &bytes);
+            assert_eq!(v.paired, v.entries, "{name}: one stage pairs every line once");
+            assert_eq!(o.paired, o.entries, "{name}");
+            assert_eq!(o.lines, f.lines, "{name}: orphans says nothing per line");
+            // What a stage adds after the front's own events.
+            let own = |all: &[Event], front: &[Event]| -> Vec<Event> {
+                assert_eq!(&all[..front.len()], front, "{name}: the front's events come first");
+                all[front.len()..].to_vec()
+            };
+            let (vt, ve, ot, oe) = (own(&v.tail, &f.tail), own(&v.end, &f.end), own(&o.tail, &f.tail), own(&o.end, &f.end));
+            for (list, first_v) in [(&[S::Validate, S::Orphans, S::Entries][..], true), (&[S::Orphans, S::Entries, S::Validate][..], false)] {
+                let both = run(list, &bytes);
+                assert_eq!(both.paired, both.entries, "{name}: both stages, each line paired once");
+                assert_eq!(both.entries, v.entries, "{name}");
+                assert_eq!(both.lines, v.lines, "{name}: validate's records per line, as alone");
+                let (tail, end) = if first_v {
+                    ([&vt[..], &ot[..]].concat(), [&ve[..], &oe[..]].concat())
+                } else {
+                    ([&ot[..], &vt[..]].concat(), [&oe[..], &ve[..]].concat())
+                };
+                assert_eq!(own(&both.tail, &f.tail), tail, "{name}: the tail, in stage order");
+                assert_eq!(own(&both.end, &f.end), end, "{name}: the end, in stage order");
+            }
+            checked += usize::from(v.entries > 0);
+        }
+        assert!(checked > 10, "{checked} inputs with lines");
+    }
+
+    #[test]
+    fn a_list_without_a_pairing_stage_pairs_nothing() {
+        let bytes = std::fs::read(data("real/claude-code/spotter/short.jsonl")).unwrap();
+        let r = run(&[S::Entries], &bytes);
+        assert!(r.entries > 0);
+        assert_eq!(r.paired, 0);
+    }
+}

@@ -10,7 +10,7 @@
 //! with the same id whose type says it ended (`result`, `output`, `complete`, `end`, `finish`,
 //! `done`, `error`, `cancel`) completes it.
 
-use crate::transcript::pipeline::{Event, Input, Stage};
+use crate::transcript::pipeline::{Event, Input, Pairing, Stage};
 use crate::transcript::scan::{self, RawStr};
 use std::collections::{BTreeMap, HashMap};
 
@@ -75,13 +75,13 @@ impl Stage for EventLog {
         "events"
     }
 
-    fn input(&mut self, input: &Input<'_, '_>, _events: &mut Vec<Event>) {
+    fn input(&mut self, input: &Input<'_, '_>, _pairing: &Pairing, _events: &mut Vec<Event>) {
         if let Input::Event { number, bytes } = input {
             self.line(*number, bytes);
         }
     }
 
-    fn pending(&self) -> Option<usize> {
+    fn pending(&self, _pairing: &Pairing) -> Option<usize> {
         Some(self.pending.len())
     }
 

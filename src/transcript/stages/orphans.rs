@@ -8,30 +8,31 @@
 //! the tool's [`SideEffect`] (from the tool registry, `config/tools.toml`); a person decides.
 //!
 //! "The last assistant turn" follows each format's turn rules, the ones `check` uses: the stage
-//! runs the pairing [`Validator`], and the calls still pending at the end are exactly the calls
-//! of the last turn without a result (Claude Code and the chat formats: since the last assistant
-//! message, its split lines included; Codex: since the last user prompt; a compaction starts
-//! afresh with the calls its replacement history leaves open; a rewind drops the abandoned
-//! branch's calls). Earlier unanswered calls are `check`'s `unanswered_call`, not orphans.
+//! reads the pairing [`Validator`] of the stream — the pipeline's [`Pairing`], which the runner
+//! feeds every line once and shares with `validate` when both are in the list — and the calls
+//! still pending at the end are exactly the calls of the last turn without a result (Claude
+//! Code and the chat formats: since the last assistant message, its split lines included;
+//! Codex: since the last user prompt; a compaction starts afresh with the calls its replacement
+//! history leaves open; a rewind drops the abandoned branch's calls). Earlier unanswered calls
+//! are `check`'s `unanswered_call`, not orphans.
 //!
 //! A host that pauses for a person persists its pending calls beside the transcript (seed 003
 //! `pending.json`): those calls are [`Handling::Paused`], not orphans.
 //!
 //! Live files: while an agent runs, the call at the tail is normal. In the daemon it becomes an
 //! orphan only after a grace period in which the file did not grow. Time is an input: the shell
-//! reports growth with [`OrphanScan::grew`], asks [`OrphanScan::poll_deadline`] when to look
-//! again, sleeps until then and calls [`OrphanScan::handle_timeout`] with the current time; a
-//! test passes a fake clock. Times are durations since any epoch the shell chooses.
+//! reports growth ([`Stage::grew`]), asks [`Stage::poll_deadline`] when to look again, sleeps
+//! until then and calls [`Stage::handle_timeout`] with the current time; a test passes a fake
+//! clock. Times are durations since any epoch the shell chooses.
 //!
-//! Calling order: [`OrphanScan::push`] every parsed line in stream order (and `grew` after each
-//! batch, for live files); then either [`OrphanScan::finish`] once for a complete file, or
-//! `poll_deadline` / `handle_timeout` for as long as the file is watched.
+//! Calling order: the stage runs in a stage list ([`crate::transcript::pipeline::Stages`], or a
+//! [`crate::transcript::Pipeline`]): the lines in stream order (and `grew` after each batch,
+//! for live files); then either `finish` once for a complete file, or `poll_deadline` /
+//! `handle_timeout` for as long as the file is watched.
 
 use super::validate::{orphan, Validator};
 use crate::transcript::finding::{Finding, Output};
-use crate::transcript::formats::Format;
-use crate::transcript::model::Parsed;
-use crate::transcript::pipeline::{Event, Input, Inputs, Stage};
+use crate::transcript::pipeline::{Event, Input, Inputs, Pairing, Stage};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
@@ -151,96 +152,37 @@ pub fn classify(calls: &[OpenCall], effect_of: impl Fn(&str) -> SideEffect, paus
         .collect()
 }
 
-/// Finds the calls of the last assistant turn without a result. See the module docs.
-#[derive(Debug)]
-pub struct OrphanScan {
-    validator: Validator,
-    grace: Duration,
-    last_growth: Option<Duration>,
-    declared: BTreeSet<String>,
-}
-
-impl OrphanScan {
-    /// A scan of a stream of `format`; on a live file a call at the tail becomes an orphan after
-    /// `grace` without growth.
-    pub fn new(format: Format, grace: Duration) -> Self {
-        OrphanScan { validator: Validator::new(format), grace, last_growth: None, declared: BTreeSet::new() }
-    }
-
-    /// Feeds the next parsed line, in stream order.
-    pub fn push(&mut self, line: u64, parsed: &Parsed<'_>) {
-        // The validator's findings are `check`'s business; this stage wants its pending set.
-        self.validator.push(line, parsed, &mut |_| {});
-    }
-
-    /// The stream grew at `now`: the grace period of the calls at the tail starts again.
-    pub fn grew(&mut self, now: Duration) {
-        self.last_growth = Some(now);
-    }
-
-    /// The calls of the last assistant turn still without a result, in line order.
-    pub fn open_calls(&self) -> Vec<OpenCall> {
-        self.validator.pending().into_iter().map(|p| OpenCall { line: p.line, id: p.id.clone(), name: p.name.clone() }).collect()
-    }
-
-    /// When open calls not yet declared become orphans if the stream does not grow: the last
-    /// growth plus the grace period. `None` when there is nothing to wait for.
-    pub fn poll_deadline(&self) -> Option<Duration> {
-        let waiting = self.validator.pending_beyond(&self.declared);
-        waiting.then(|| self.last_growth.unwrap_or_default() + self.grace)
-    }
-
-    /// The clock reached `now`: once the deadline has passed, the open calls not declared
-    /// before become orphans and are returned (each call once).
-    pub fn handle_timeout(&mut self, now: Duration) -> Vec<OpenCall> {
-        match self.poll_deadline() {
-            Some(deadline) if now >= deadline => {
-                let fresh: Vec<OpenCall> = self.open_calls().into_iter().filter(|c| !self.declared.contains(&c.id)).collect();
-                self.declared.extend(fresh.iter().map(|c| c.id.clone()));
-                fresh
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    /// The stream is complete (a batch read): every open call is an orphan.
-    pub fn finish(self) -> Vec<OpenCall> {
-        self.open_calls()
-    }
-
-    /// The findings for open calls not declared yet, declaring them: `orphan_call` as `check`
-    /// words it, in line order.
-    fn declare(&mut self, skip: &HashSet<String>) -> Vec<Finding> {
-        let mut out = Vec::new();
-        for p in self.validator.pending() {
-            if self.declared.contains(&p.id) {
-                continue;
-            }
-            if !skip.contains(&p.id) {
-                out.push(orphan(p));
-            }
-        }
-        self.declared.extend(self.validator.pending().into_iter().map(|p| p.id.clone()));
-        out
-    }
-}
-
-/// The `orphans` stage: [`OrphanScan`] in a pipeline. On a live stream, calls at the tail become
-/// `orphan_call` (as [`Event::Tail`]) once the stream has not grown for the grace period, except
-/// calls the shell's [`Inputs::paused`] lists (`pending.json`); each is reported once per quiet
-/// period (growth withdraws them: the shell retracts what it reported). At the end of a
-/// complete stream, the calls not reported yet are `orphan_call` outputs.
+/// The `orphans` stage: finds the calls of the last assistant turn without a result (see the
+/// module docs) in the stream's [`Pairing`] — the runner pairs the lines once, for this stage
+/// and `validate` alike. On a live stream, calls at the tail become `orphan_call` (as
+/// [`Event::Tail`]) once the stream has not grown for the grace period, except calls the
+/// shell's [`Inputs::paused`] lists (`pending.json`); each is reported once per quiet period
+/// (growth withdraws them: the shell retracts what it reported). At the end of a complete
+/// stream, the calls not reported yet are `orphan_call` outputs.
 #[derive(Debug)]
 pub struct Orphans {
-    scan: Option<OrphanScan>,
     grace: Duration,
     last_growth: Option<Duration>,
+    /// Calls reported since the last growth.
+    declared: BTreeSet<String>,
 }
 
 impl Orphans {
     /// The stage, with the grace period of live streams.
     pub fn new(grace: Duration) -> Self {
-        Orphans { scan: None, grace, last_growth: None }
+        Orphans { grace, last_growth: None, declared: BTreeSet::new() }
+    }
+
+    /// The findings for open calls not declared yet, declaring them: `orphan_call` as `check`
+    /// words it, in line order.
+    fn declare(&mut self, v: &Validator, skip: &HashSet<String>) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for p in v.pending() {
+            if self.declared.insert(p.id.clone()) && !skip.contains(&p.id) {
+                out.push(orphan(p));
+            }
+        }
+        out
     }
 }
 
@@ -249,48 +191,42 @@ impl Stage for Orphans {
         "orphans"
     }
 
-    fn format(&mut self, format: Format) {
-        if self.scan.is_none() {
-            let mut scan = OrphanScan::new(format, self.grace);
-            scan.last_growth = self.last_growth;
-            self.scan = Some(scan);
-        }
+    fn pairs(&self) -> bool {
+        true
     }
 
-    fn input(&mut self, input: &Input<'_, '_>, _events: &mut Vec<Event>) {
-        if let (Input::Entry { number, parsed, .. }, Some(scan)) = (input, self.scan.as_mut()) {
-            scan.push(*number, parsed);
-        }
+    fn input(&mut self, _input: &Input<'_, '_>, _pairing: &Pairing, _events: &mut Vec<Event>) {
+        // The pairing took the line; the calls it leaves pending are read at a deadline.
     }
 
     fn grew(&mut self, now: Duration) {
         self.last_growth = Some(now);
-        if let Some(scan) = self.scan.as_mut() {
-            scan.grew(now);
-            // What was declared was about the tail as it stood; the shell withdraws it.
-            scan.declared.clear();
+        // What was declared was about the tail as it stood; the shell withdraws it.
+        self.declared.clear();
+    }
+
+    /// When open calls not yet declared become orphans if the stream does not grow: the last
+    /// growth plus the grace period. `None` when there is nothing to wait for.
+    fn poll_deadline(&self, pairing: &Pairing) -> Option<Duration> {
+        let waiting = pairing.validator()?.pending_beyond(&self.declared);
+        waiting.then(|| self.last_growth.unwrap_or_default() + self.grace)
+    }
+
+    fn handle_timeout(&mut self, now: Duration, inputs: &Inputs, pairing: &Pairing, events: &mut Vec<Event>) {
+        if self.poll_deadline(pairing).is_some_and(|d| now >= d) {
+            let v = pairing.validator().expect("a deadline means a pairing");
+            events.extend(self.declare(v, &inputs.paused).into_iter().map(Event::Tail));
         }
     }
 
-    fn poll_deadline(&self) -> Option<Duration> {
-        self.scan.as_ref().and_then(OrphanScan::poll_deadline)
-    }
-
-    fn handle_timeout(&mut self, now: Duration, inputs: &Inputs, events: &mut Vec<Event>) {
-        let Some(scan) = self.scan.as_mut() else { return };
-        if scan.poll_deadline().is_some_and(|d| now >= d) {
-            events.extend(scan.declare(&inputs.paused).into_iter().map(Event::Tail));
+    fn finish(&mut self, pairing: &Pairing, events: &mut Vec<Event>) {
+        if let Some(v) = pairing.validator() {
+            events.extend(self.declare(v, &HashSet::new()).into_iter().map(|f| Event::Output(Output::Finding(f))));
         }
     }
 
-    fn finish(&mut self, events: &mut Vec<Event>) {
-        if let Some(scan) = self.scan.as_mut() {
-            events.extend(scan.declare(&HashSet::new()).into_iter().map(|f| Event::Output(Output::Finding(f))));
-        }
-    }
-
-    fn pending(&self) -> Option<usize> {
-        self.scan.as_ref().map(|s| s.validator.pending_count())
+    fn pending(&self, pairing: &Pairing) -> Option<usize> {
+        pairing.validator().map(Validator::pending_count)
     }
 }
 
@@ -299,11 +235,26 @@ mod tests {
     use super::*;
     use crate::transcript::formats::Format;
 
-    fn feed(scan: &mut OrphanScan, lines: &[&str]) {
+    use crate::transcript::checker::Observer;
+    use crate::transcript::pipeline::Stages;
+
+    fn scan(grace: Duration) -> Stages {
+        let mut s = Stages::new(vec![Box::new(Orphans::new(grace))]);
+        s.format(Format::ClaudeCode);
+        s
+    }
+
+    fn feed(scan: &mut Stages, lines: &[&str]) {
         for (i, l) in lines.iter().enumerate() {
             let p = Format::ClaudeCode.parse(l.as_bytes()).unwrap();
-            scan.push(i as u64 + 1, &p);
+            scan.line(i as u64 + 1, &p);
         }
+    }
+
+    /// The orphans a deadline at `now` declares.
+    fn due(s: &mut Stages, now: Duration) -> Vec<String> {
+        s.handle_timeout(now, &Inputs::default());
+        s.drain().filter_map(|e| e.finding().and_then(|f| f.call_id.clone())).collect()
     }
 
     const CALL: &str =
@@ -314,28 +265,30 @@ mod tests {
     #[test]
     fn a_tail_call_becomes_an_orphan_after_the_grace_period_without_growth() {
         let secs = Duration::from_secs;
-        let mut s = OrphanScan::new(Format::ClaudeCode, secs(30));
+        let mut s = scan(secs(30));
         feed(&mut s, &[CALL]);
         s.grew(secs(100));
         assert_eq!(s.poll_deadline(), Some(secs(130)));
-        assert!(s.handle_timeout(secs(129)).is_empty(), "still within the grace period");
+        assert!(due(&mut s, secs(129)).is_empty(), "still within the grace period");
         // The file grew (a progress line, no result): the wait starts again.
         s.grew(secs(120));
-        assert!(s.handle_timeout(secs(130)).is_empty());
-        let orphans = s.handle_timeout(secs(150));
-        assert_eq!(orphans.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), vec!["t1"]);
+        assert!(due(&mut s, secs(130)).is_empty());
+        assert_eq!(due(&mut s, secs(150)), vec!["t1"]);
         assert_eq!(s.poll_deadline(), None, "declared once");
-        assert!(s.handle_timeout(secs(1000)).is_empty());
+        assert!(due(&mut s, secs(1000)).is_empty());
+        s.finish();
+        assert_eq!(s.drain().count(), 0, "declared before the end");
     }
 
     #[test]
     fn a_result_in_time_means_no_orphan() {
-        let mut s = OrphanScan::new(Format::ClaudeCode, Duration::from_secs(5));
+        let mut s = scan(Duration::from_secs(5));
         feed(&mut s, &[CALL, RESULT]);
         s.grew(Duration::from_secs(1));
         assert_eq!(s.poll_deadline(), None);
-        assert!(s.handle_timeout(Duration::from_secs(100)).is_empty());
-        assert!(s.finish().is_empty());
+        assert!(due(&mut s, Duration::from_secs(100)).is_empty());
+        s.finish();
+        assert_eq!(s.drain().count(), 0);
     }
 
     #[test]

@@ -31,6 +31,7 @@ use super::{Map, Set};
 use crate::transcript::finding::{Finding, Kind, Output, Severity};
 use crate::transcript::formats::Format;
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, MAIN_THREAD};
+use crate::transcript::pipeline::{Event, Input, Inputs, Pairing, Quiet, Stage};
 
 /// A call waiting for its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,6 +207,12 @@ impl Validator {
 
     /// Ends the stream: closes the last turn and reports calls still pending as orphans.
     pub fn finish(mut self, out: &mut impl FnMut(Output)) {
+        self.end(out);
+    }
+
+    /// [`Validator::finish`] without giving the validator up: the calls still pending stay
+    /// readable ([`Validator::pending`]) for the stages that read them after the end. Once.
+    pub fn end(&mut self, out: &mut impl FnMut(Output)) {
         self.close_turn(MAIN_THREAD, out);
         let mut side: Vec<(u64, u64)> = self.side.iter().map(|(t, l)| (l.last, *t)).collect();
         side.sort_unstable();
@@ -217,6 +224,22 @@ impl Validator {
             let f = orphan(&p);
             self.emit(f, p.node, out);
         }
+    }
+
+    /// Lets go of the capacity of empty tables (calls pending, answered in a thread): a stream
+    /// that is idle with every call answered keeps no buckets for them.
+    pub fn shrink(&mut self) {
+        fn release<T: Default>(t: &mut T, empty: impl Fn(&T) -> bool) {
+            if empty(t) {
+                *t = T::default();
+            }
+        }
+        release(&mut self.pending, |m| m.is_empty());
+        release(&mut self.main.answered, |s| s.is_empty());
+        for lane in self.side.values_mut() {
+            release(&mut lane.answered, |s| s.is_empty());
+        }
+        release(&mut self.emitted, |v| v.is_empty());
     }
 
     /// What [`Validator::finish`] would report if the stream ended now, without ending it: the
@@ -430,82 +453,68 @@ fn tool_name(name: &str) -> String {
     }
 }
 
-/// The `validate` stage: the canonical rules of [`Validator`] as a pipeline stage. Its
-/// validator is made when the format is known. At the end of a complete stream it reports what
+/// The `validate` stage: the canonical rules of [`Validator`] as a pipeline stage, over the
+/// stream's [`Pairing`] (the runner pairs the lines; this stage reports what the pairing
+/// found, where it stands in the list). At the end of a complete stream it reports what
 /// [`Validator::finish`] does (calls still pending are `orphan_call`, as `check` reports them);
 /// on a live stream, once it has been quiet, the empty open turns — calls left open at the tail
 /// are the `orphans` stage's, which knows `pending.json` and the grace period.
 #[derive(Debug)]
 pub struct Validate {
-    validator: Option<Validator>,
-    quiet: crate::transcript::pipeline::Quiet,
+    quiet: Quiet,
 }
 
 impl Validate {
     /// The stage; on a live stream its tail is due after `quiet` without growth.
     pub fn new(quiet: std::time::Duration) -> Self {
-        Validate { validator: None, quiet: crate::transcript::pipeline::Quiet::new(quiet) }
+        Validate { quiet: Quiet::new(quiet) }
     }
 }
 
-impl crate::transcript::pipeline::Stage for Validate {
+impl Stage for Validate {
     fn name(&self) -> &'static str {
         "validate"
     }
 
-    fn format(&mut self, format: Format) {
-        if self.validator.is_none() {
-            self.validator = Some(Validator::new(format));
-        }
+    fn pairs(&self) -> bool {
+        true
     }
 
-    fn input(&mut self, input: &crate::transcript::pipeline::Input<'_, '_>, events: &mut Vec<crate::transcript::pipeline::Event>) {
-        use crate::transcript::pipeline::{Event, Input};
+    fn input(&mut self, input: &Input<'_, '_>, pairing: &Pairing, events: &mut Vec<Event>) {
         match input {
-            Input::Entry { number, parsed, .. } => {
-                if let Some(v) = self.validator.as_mut() {
-                    v.push(*number, parsed, &mut |o| events.push(Event::Output(o)));
-                }
-            }
+            Input::Entry { .. } => events.extend(pairing.found().iter().cloned().map(Event::Output)),
             Input::Dataset(o) => events.push(Event::Output((*o).clone())),
             Input::Event { .. } | Input::Fault => {}
         }
     }
 
-    fn thread(&self) -> Option<u64> {
-        self.validator.as_ref().map(Validator::thread)
+    fn thread(&self, pairing: &Pairing) -> Option<u64> {
+        pairing.validator().map(Validator::thread)
     }
 
     fn grew(&mut self, now: std::time::Duration) {
         self.quiet.grew(now);
     }
 
-    fn poll_deadline(&self) -> Option<std::time::Duration> {
+    fn poll_deadline(&self, _pairing: &Pairing) -> Option<std::time::Duration> {
         self.quiet.deadline()
     }
 
-    fn handle_timeout(
-        &mut self,
-        now: std::time::Duration,
-        _inputs: &crate::transcript::pipeline::Inputs,
-        events: &mut Vec<crate::transcript::pipeline::Event>,
-    ) {
+    fn handle_timeout(&mut self, now: std::time::Duration, _inputs: &Inputs, pairing: &Pairing, events: &mut Vec<Event>) {
         if !self.quiet.take(now) {
             return;
         }
-        if let Some(v) = &self.validator {
-            events.extend(v.tail().into_iter().filter(|f| f.kind != Kind::OrphanCall).map(crate::transcript::pipeline::Event::Tail));
+        if let Some(v) = pairing.validator() {
+            events.extend(v.tail().into_iter().filter(|f| f.kind != Kind::OrphanCall).map(Event::Tail));
         }
     }
 
-    fn finish(&mut self, events: &mut Vec<crate::transcript::pipeline::Event>) {
-        if let Some(v) = self.validator.take() {
-            v.finish(&mut |o| events.push(crate::transcript::pipeline::Event::Output(o)));
-        }
+    fn finish(&mut self, pairing: &Pairing, events: &mut Vec<Event>) {
+        events.extend(pairing.found().iter().cloned().map(Event::Output));
     }
 
-    fn pending(&self) -> Option<usize> {
-        self.validator.as_ref().map(Validator::pending_count)
+    fn pending(&self, pairing: &Pairing) -> Option<usize> {
+        pairing.validator().map(Validator::pending_count)
     }
 }
 
@@ -519,6 +528,32 @@ mod tests {
         m.has_content = content;
         m.prompt = role == Role::User;
         Parsed { node: Some(Node { id, parent, sidechain }), ..Parsed::of(Entry::Message(m)) }
+    }
+
+    /// Once every call is answered, `shrink` leaves the pending table without buckets; the
+    /// pairing goes on as before.
+    #[test]
+    fn shrink_lets_go_of_empty_tables_only() {
+        use crate::transcript::model::{Call, ToolResult};
+        let mut a = Message::new(Role::Assistant);
+        a.has_content = true;
+        a.calls.push(Call { id: "c1".into(), name: "Bash".into(), args: Args::Object, item: None });
+        let mut u = Message::new(Role::User);
+        u.results.push(ToolResult { id: "c1".into() });
+        let mut v = Validator::new(Format::OpenAiChat);
+        let mut out = Vec::new();
+        v.push(1, &Parsed::of(Entry::Message(a.clone())), &mut |o| out.push(o));
+        v.shrink();
+        assert_eq!(v.pending_count(), 1, "a pending call is kept");
+        v.push(2, &Parsed::of(Entry::Message(u.clone())), &mut |o| out.push(o));
+        assert!(v.pending.capacity() > 0);
+        v.shrink();
+        assert_eq!(v.pending.capacity(), 0);
+        assert!(out.is_empty(), "{out:?}");
+        // The answered call is still known to the turn: a second result for it is a duplicate.
+        v.push(3, &Parsed::of(Entry::Message(u)), &mut |o| out.push(o));
+        let kinds: Vec<Kind> = out.iter().filter_map(|o| if let Output::Finding(f) = o { Some(f.kind) } else { None }).collect();
+        assert_eq!(kinds, [Kind::DuplicateResult]);
     }
 
     /// A file with a subagent every few lines (each a prompt and an answer) keeps the state of

@@ -23,7 +23,7 @@ use super::{Map, Set};
 use crate::transcript::finding::{Kind, Output, Severity};
 use crate::transcript::formats::{Consecutive, Format};
 use crate::transcript::model::{Args, Entry, Node, Parsed, Role, MAIN_THREAD};
-use crate::transcript::pipeline::{Event, Input, Stage};
+use crate::transcript::pipeline::{Event, Input, Pairing, Stage};
 use crate::transcript::stages::branches::{HashKeyed, HORIZON};
 use serde::Serialize;
 
@@ -689,7 +689,7 @@ impl Stage for Planner {
 
     /// The findings the stages before made of the input come first (a line's own results are
     /// recorded after its findings), then the line itself.
-    fn input(&mut self, input: &Input<'_, '_>, events: &mut Vec<Event>) {
+    fn input(&mut self, input: &Input<'_, '_>, _pairing: &Pairing, events: &mut Vec<Event>) {
         self.outputs(events);
         if let Input::Entry { number, parsed, thread } = input {
             self.line(*number, parsed, *thread);
@@ -698,7 +698,7 @@ impl Stage for Planner {
 
     /// A plan is made of a complete stream: tail findings (about a live stream as it stands)
     /// are not planned for.
-    fn finish(&mut self, events: &mut Vec<Event>) {
+    fn finish(&mut self, _pairing: &Pairing, events: &mut Vec<Event>) {
         self.outputs(events);
     }
 }
