@@ -31,8 +31,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio_stream::wrappers::ReceiverStream;
 
-/// Bytes per read (as `check`'s parallel reads).
-pub const CHUNK: usize = 256 << 10;
+/// Bytes per read. Four times `check`'s parallel reads: each read is one message to the loop
+/// and one step of it (its sinks, timers, metrics), and with reads of 256 KiB those steps cost
+/// the catch-up a tenth of its CPU (`benches/daemon.py coldstart`: 0.73–0.77× `check --jobs 2`
+/// against 0.83–0.89× with 1 MiB; BENCHMARKS.md).
+pub const CHUNK: usize = 1 << 20;
 
 /// Threads that read and parse one backlog.
 pub const JOBS: usize = 2;
