@@ -89,9 +89,18 @@ fn a_full_http_queue_pauses_the_read_ahead_and_memory_stays_flat() {
     backlog_with(&d, &f, 48, 163, "0.2");
     assert!(wait(Duration::from_secs(30), || d.log().contains("http sink queue is full")), "{}", d.log());
     let size = std::fs::metadata(&f).unwrap().len();
+    // The queue is full before the readers' buffers are: they fill those first (eight reads in
+    // flight). Once they have, reading stops. (`rchar`: every byte its `read`s and `pread`s
+    // returned.) A read-ahead that never paused would read the whole file: the bound below.
+    let mut last = status_io(d.pid(), "rchar:");
+    let settled = wait(Duration::from_secs(20), || {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = status_io(d.pid(), "rchar:");
+        std::mem::replace(&mut last, now) == now
+    });
+    assert!(settled, "reading never paused behind the full queue: {last} bytes read of {size}");
     // Paused: the process reads (nearly) nothing more, most of the file is unread, and it holds
-    // no more than its buffers (its peak, whatever the file's size). (`rchar`: every byte its
-    // `read`s and `pread`s returned.)
+    // no more than its buffers (its peak, whatever the file's size).
     let before = status_io(d.pid(), "rchar:");
     std::thread::sleep(Duration::from_secs(2));
     let after = status_io(d.pid(), "rchar:");
