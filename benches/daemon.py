@@ -127,13 +127,35 @@ def wait_health(port, timeout=30, every=0.05):
     raise SystemExit("daemon did not become healthy")
 
 
+# `--tap-clients N`: N clients read the daemon's /tap (curl, to a file) while it is measured.
+TAP_CLIENTS = 0
+TAPS = []
+
+
 def start(root, port, stdout, every=0.05, **kw):
     os.makedirs(f"{root}/watch", exist_ok=True)
     with open(f"{root}/t.toml", "w") as f:
         f.write(config(root, port, **kw))
     p = subprocess.Popen([BIN, "run", "--config", f"{root}/t.toml"], stdout=stdout, stderr=open(f"{root}/err.log", "w"))
     wait_health(port, every=every)
+    for i in range(TAP_CLIENTS):
+        out = f"{root}/tap-{i}.txt"
+        TAPS.append((out, subprocess.Popen(["curl", "-sN", "-o", out, f"http://127.0.0.1:{port}/tap"])))
+    if TAP_CLIENTS:
+        time.sleep(0.2)  # connected before the measurement starts
     return p
+
+
+def tap_records():
+    """Records each /tap client received (its `data:` lines), once the clients are stopped."""
+    counts = []
+    for out, c in TAPS:
+        c.terminate()
+        c.wait()
+        with open(out, "rb") as f:
+            counts.append(sum(1 for line in f if line.startswith(b"data:")))
+    TAPS.clear()
+    return counts
 
 
 def proc_stat(pid):
@@ -367,6 +389,7 @@ def coldstart(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tap-clients", type=int, default=0, help="clients reading /tap during the run (curl)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("latency")
     a.add_argument("--samples", type=int, default=500)
@@ -385,10 +408,15 @@ def main():
     a.add_argument("--mib", type=int, default=512)
     a.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
+    global TAP_CLIENTS
+    TAP_CLIENTS = args.tap_clients
     if not os.path.exists(BIN):
         raise SystemExit("build first: cargo build --release")
     try:
         res = {"latency": latency, "idle": idle, "ingest": ingest, "catchup": catchup, "coldstart": coldstart}[args.cmd](args)
+        if TAP_CLIENTS:
+            res["tap_clients"] = TAP_CLIENTS
+            res["tap_records_per_client"] = tap_records()
     finally:
         if not os.environ.get("TRANSCRIPTD_KEEP"):
             for d in ROOTS:
