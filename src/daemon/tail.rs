@@ -346,10 +346,10 @@ impl Tailed {
     /// Drops the pipeline state and the handle; the file's progress is kept.
     pub fn evict(&mut self) {
         self.stop_read_ahead();
+        self.owed = self.owed();
         if let Some(p) = self.pipeline.take() {
             if !self.replaying {
                 self.committed = p.committed_offset();
-                self.owed = p.owed().into_iter().map(str::to_owned).collect();
             }
         }
         self.replaying = false;
