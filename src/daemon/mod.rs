@@ -20,6 +20,7 @@
 pub mod checkpoint;
 pub use crate::sinks::record as envelope;
 pub mod fds;
+pub mod fetch;
 pub mod health;
 pub mod http;
 pub mod open;
@@ -44,9 +45,6 @@ use tracing::{debug, info, warn};
 
 /// Bytes read per `read` call.
 pub const READ_CHUNK: usize = 1 << 20;
-
-/// Bytes one step of the loop reads at most, over all files.
-pub const STEP_BUDGET: u64 = 32 << 20;
 
 /// Bytes one file reads at most per poll, so that files share a step.
 pub const FILE_BUDGET: u64 = 8 << 20;
@@ -287,8 +285,10 @@ struct Daemon {
     /// Streams of the backlogs read ahead, by reader, and the file each reader reads.
     readers: tokio_stream::StreamMap<u64, tokio_stream::wrappers::ReceiverStream<crate::sources::backlog::Item>>,
     reader_path: HashMap<u64, PathBuf>,
-    /// Bytes the running step may still read.
-    step_left: u64,
+    /// Fetches under way on the blocking pool (see [`fetch`]), and when each started, by
+    /// number.
+    fetches: tokio::task::JoinSet<(PathBuf, u64, std::io::Result<fetch::Outcome>)>,
+    under_way: std::collections::BTreeMap<u64, Instant>,
     /// Files the running step opened (a step that takes up thousands of files at once closes
     /// them again beyond half of `max_open`).
     opened_in_step: usize,
@@ -356,7 +356,8 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
         retry: HashMap::new(),
         readers: tokio_stream::StreamMap::new(),
         reader_path: HashMap::new(),
-        step_left: STEP_BUDGET,
+        fetches: tokio::task::JoinSet::new(),
+        under_way: std::collections::BTreeMap::new(),
         opened_in_step: 0,
         max_open: budget.files.max(1),
         sinks,
@@ -409,16 +410,17 @@ impl Started {
         let wake = d.sinks.wake.clone();
         tokio::pin!(shutdown);
         loop {
-            if !ready && d.backlog.is_empty() && d.reader_path.is_empty() {
+            if !ready && d.backlog.is_empty() && d.reader_path.is_empty() && d.fetches.is_empty() {
                 ready = true;
                 d.health.set_started();
                 info!(files = d.files.len(), roots = ?d.watch.roots(), "watching");
             }
             d.health.idle();
             let deadline = d.next_deadline();
-            // A backlog is read on at once: the timer wheel rounds a deadline of "now" up to
-            // its next millisecond tick, which cost every step of a large read a sleep.
-            let backlog = !d.backlog.is_empty();
+            // Files waiting for a free fetch slot are fetched at once: the timer wheel rounds a
+            // deadline of "now" up to its next millisecond tick, which cost every step of a
+            // large read a sleep.
+            let backlog = !d.backlog.is_empty() && fetch_slot(&d.under_way);
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -436,6 +438,16 @@ impl Started {
                     d.health.busy();
                     d.new_step();
                     d.repaired(done);
+                }
+                Some(done) = d.fetches.join_next(), if !d.fetches.is_empty() => {
+                    d.health.busy();
+                    d.new_step();
+                    d.fetched(done)?;
+                    // Those back meanwhile too, in the same step (one write to the sinks).
+                    for _ in 0..fetch::MAX_FETCHES {
+                        let Some(done) = d.fetches.try_join_next() else { break };
+                        d.fetched(done)?;
+                    }
                 }
                 Some((id, item)) = d.readers.next(), if !d.readers.is_empty() => {
                     d.health.busy();
@@ -483,6 +495,13 @@ impl Started {
     }
 }
 
+/// Whether another fetch may start: fewer than [`fetch::MAX_FETCHES`] under way that are not
+/// slow yet, and fewer than [`fetch::MAX_STUCK`] in all.
+fn fetch_slot(under_way: &std::collections::BTreeMap<u64, Instant>) -> bool {
+    let now = Instant::now();
+    under_way.len() < fetch::MAX_STUCK && under_way.values().filter(|s| now.duration_since(**s) < fetch::SLOW).count() < fetch::MAX_FETCHES
+}
+
 /// Whether an error reading a file is the daemon's trouble (descriptors, memory, IO), not the
 /// file's (permissions).
 fn is_resource_error(e: &std::io::Error) -> bool {
@@ -515,7 +534,6 @@ impl Daemon {
     }
 
     fn new_step(&mut self) {
-        self.step_left = STEP_BUDGET;
         self.opened_in_step = 0;
     }
 
@@ -548,7 +566,7 @@ impl Daemon {
         }
         let vanished: Vec<PathBuf> = self.files.keys().filter(|p| std::fs::symlink_metadata(p).is_err()).cloned().collect();
         for p in vanished {
-            self.poll_path(&p, records)?;
+            self.poll_path(&p);
         }
         self.skipped.retain(|p, _| std::fs::symlink_metadata(p).is_ok());
         Ok(())
@@ -580,7 +598,8 @@ impl Daemon {
     /// links.
     fn discover(&mut self, p: &Path, startup: bool, records: &mut Vec<Record>) -> anyhow::Result<()> {
         if self.files.contains_key(p) {
-            return self.poll_path(p, records);
+            self.poll_path(p);
+            return Ok(());
         }
         let Some(si) = self.watched_source(p) else { return Ok(()) };
         let Ok(meta) = std::fs::symlink_metadata(p) else { return Ok(()) };
@@ -618,23 +637,46 @@ impl Daemon {
             t.found_quiet(quiet);
         }
         self.files.insert(p.to_path_buf(), t);
-        self.poll_path(p, records)
+        self.poll_path(p);
+        Ok(())
     }
 
-    fn poll_path(&mut self, p: &Path, records: &mut Vec<Record>) -> anyhow::Result<()> {
-        if !self.files.contains_key(p) {
-            return Ok(());
-        }
-        if self.step_left == 0 {
+    /// Polls the file read as `p`: a fetch of what is new starts on the blocking pool (or the
+    /// file waits for a slot; or, if a fetch is under way, it is polled again once that is
+    /// back). Its outcome is applied by [`Daemon::fetched`].
+    fn poll_path(&mut self, p: &Path) {
+        let Some(t) = self.files.get_mut(p) else { return };
+        if !t.fetching() && !fetch_slot(&self.under_way) {
             self.enqueue(p);
-            return Ok(());
+            return;
         }
-        self.dirty = true;
-        let mark = records.len();
-        let budget = self.step_left.min(FILE_BUDGET);
-        let t = self.files.get_mut(p).expect("present");
+        let Some((gen, req)) = t.begin_poll() else { return };
+        self.under_way.insert(gen, Instant::now());
+        let path = p.to_path_buf();
+        self.fetches.spawn_blocking(move || {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fetch::fetch(req)))
+                .unwrap_or_else(|_| Err(std::io::Error::other("the fetch panicked")));
+            (path, gen, outcome)
+        });
+    }
+
+    /// A fetch is back: what it found is applied to its file (if the file still waits for
+    /// it), the records and counters of what it read queued for the sinks.
+    fn fetched(&mut self, done: Result<(PathBuf, u64, std::io::Result<fetch::Outcome>), tokio::task::JoinError>) -> anyhow::Result<()> {
+        let (p, gen, outcome) = match done {
+            Ok(d) => d,
+            Err(e) => {
+                // Cannot happen (the fetch catches its panics): its file stays waiting.
+                warn!(error = %e, "a fetch task failed");
+                return Ok(());
+            }
+        };
+        self.under_way.remove(&gen);
+        let Some(t) = self.files.get_mut(&p) else { return Ok(()) };
+        let mut records = Vec::new();
         let was_open = t.is_open();
-        let polled = t.poll(&mut self.buf, records, budget);
+        let Some(polled) = t.finish_poll(gen, outcome, &mut records) else { return Ok(()) };
+        self.dirty = true;
         if !was_open && t.is_open() {
             self.opened_in_step += 1;
             if self.opened_in_step > self.max_open / 2 {
@@ -642,39 +684,39 @@ impl Daemon {
                 t.close();
             }
         }
+        let again = t.take_again();
         let id = t.id();
         if let Some((reader, stream)) = t.take_stream() {
             self.readers.insert(reader, stream);
-            self.reader_path.insert(reader, p.to_path_buf());
+            self.reader_path.insert(reader, p.clone());
         }
         match polled {
-            Ok((state, n)) => {
-                self.step_left = self.step_left.saturating_sub(n);
+            Ok((state, _)) => {
                 if let Some(id) = id {
-                    self.by_id.insert(id, p.to_path_buf());
+                    self.by_id.insert(id, p.clone());
                 }
-                if let Some(r) = self.retry.remove(p) {
+                if let Some(r) = self.retry.remove(&p) {
                     info!(file = %p.display(), after = %r.error, "file readable again");
                 }
                 match state {
                     Polled::Ok | Polled::More => {
-                        if let Some(t) = self.files.get_mut(p) {
-                            t.announce(records, mark);
+                        if let Some(t) = self.files.get_mut(&p) {
+                            t.announce(&mut records, 0);
                         }
-                        if state == Polled::More {
-                            self.enqueue(p);
+                        if state == Polled::More || again {
+                            // Behind the files already waiting for a slot.
+                            self.enqueue(&p);
                         }
                     }
-                    Polled::Gone | Polled::Replaced => self.vanished(p, None, records, mark)?,
+                    Polled::Gone | Polled::Replaced => self.vanished(&p, None, &mut records, 0)?,
                 }
             }
             Err(e) => {
                 // Never lost: tried again until it can be read.
                 t.close();
                 let resource = is_resource_error(&e);
-                let first = !self.retry.contains_key(p);
-                let r =
-                    self.retry.entry(p.to_path_buf()).or_insert(Retry { at: Instant::now(), delay: Duration::from_millis(50), resource, error: String::new() });
+                let first = !self.retry.contains_key(&p);
+                let r = self.retry.entry(p.clone()).or_insert(Retry { at: Instant::now(), delay: Duration::from_millis(50), resource, error: String::new() });
                 let changed = first || r.error != e.to_string();
                 r.delay = (r.delay * 2).min(if resource { Duration::from_secs(2) } else { Duration::from_secs(30) });
                 r.at = Instant::now() + r.delay;
@@ -686,6 +728,7 @@ impl Daemon {
                 }
             }
         }
+        self.emit(records);
         Ok(())
     }
 
@@ -713,15 +756,14 @@ impl Daemon {
             }
             item = self.readers.iter_mut().find(|(k, _)| *k == reader).and_then(|(_, s)| s.as_mut().try_recv().ok());
         }
-        self.step_left = self.step_left.saturating_sub(applied);
         let reading = self.files.get(&p).is_some_and(|t| t.reading_ahead() == Some(reader));
         if !reading {
             self.reader_path.remove(&reader);
             self.readers.remove(&reader);
         }
         if ended {
-            // What is left (grown meanwhile), read on the loop or ahead again.
-            self.poll_path(&p, &mut records)?;
+            // What is left (grown meanwhile), fetched or read ahead again.
+            self.poll_path(&p);
         }
         self.emit(records);
         Ok(())
@@ -766,6 +808,8 @@ impl Daemon {
                     }
                     t.path = q.clone();
                     t.rel = self.sources[si].rel(&q);
+                    // A fetch of the old path is not this file's any more.
+                    t.cancel_fetch();
                     for r in self.reader_path.values_mut().filter(|r| r.as_path() == p) {
                         r.clone_from(&q);
                     }
@@ -773,7 +817,7 @@ impl Daemon {
                         self.by_id.insert(id, q.clone());
                     }
                     self.files.insert(q.clone(), t);
-                    self.poll_path(&q, records)?;
+                    self.poll_path(&q);
                     return self.taken_over(p, records);
                 }
                 // Moved to a name no source reads: rotated away.
@@ -829,7 +873,7 @@ impl Daemon {
                 continue;
             }
             if self.files.contains_key(&p) {
-                self.poll_path(&p, &mut records)?;
+                self.poll_path(&p);
                 continue;
             }
             match std::fs::symlink_metadata(&p) {
@@ -873,10 +917,17 @@ impl Daemon {
     /// When the loop must wake up next.
     fn next_deadline(&self) -> Instant {
         let now = Instant::now();
-        if !self.backlog.is_empty() {
-            return now;
-        }
         let mut next = self.last_rescan + self.rescan_interval();
+        if !self.backlog.is_empty() {
+            if fetch_slot(&self.under_way) {
+                return now;
+            }
+            // Every slot taken: the oldest fetch frees one when it turns slow (those that come
+            // back wake the loop).
+            if let Some(oldest) = self.under_way.values().filter(|s| now.duration_since(**s) < fetch::SLOW).min() {
+                next = next.min(*oldest + fetch::SLOW);
+            }
+        }
         if self.dirty {
             next = next.min(self.last_checkpoint + self.cfg.config.daemon.checkpoint_interval);
         }
@@ -905,15 +956,15 @@ impl Daemon {
         // more: forgotten (their streams end on their own).
         let files = &self.files;
         self.reader_path.retain(|id, p| files.get(p).is_some_and(|t| t.reading_ahead() == Some(*id)));
-        // Reads left over from earlier steps, then files whose read failed.
-        while self.step_left > 0 {
+        // Files waiting for a fetch slot, then files whose read failed.
+        while fetch_slot(&self.under_way) {
             let Some(p) = self.backlog.pop_front() else { break };
             self.queued.remove(&p);
-            self.poll_path(&p, &mut records)?;
+            self.poll_path(&p);
         }
         let due: Vec<PathBuf> = self.retry.iter().filter(|(_, r)| r.at <= now).map(|(p, _)| p.clone()).collect();
         for p in due {
-            self.poll_path(&p, &mut records)?;
+            self.poll_path(&p);
         }
         // The stages' deadlines: tail findings of quiet files (torn lines, empty turns, orphan
         // calls), repairs due.
@@ -944,7 +995,7 @@ impl Daemon {
         // then); handles beyond the limit are closed.
         let evict_after = self.cfg.config.daemon.evict_after;
         for t in self.files.values_mut() {
-            if t.is_loaded() && t.tail_done && t.last_growth + evict_after <= now && t.deadline().is_none() {
+            if t.is_loaded() && t.tail_done && t.last_growth + evict_after <= now && t.deadline().is_none() && !t.fetching() {
                 t.evict();
             }
         }
@@ -955,7 +1006,7 @@ impl Daemon {
             if self.cfg.config.daemon.watch == crate::config::WatchMode::Poll {
                 let paths: Vec<PathBuf> = self.files.keys().cloned().collect();
                 for p in paths {
-                    self.poll_path(&p, &mut records)?;
+                    self.poll_path(&p);
                 }
             }
             self.rescan(false, &mut records)?;

@@ -9,21 +9,25 @@
 //! start. The checks run whenever the size or the modification time moved, and after a
 //! restart, against the checkpoint.
 //!
-//! **Reading** goes through [`super::open::open_regular`] (regular files only, no link, no
-//! blocking) with `pread`. What a live file appends is read on the loop, at most a byte budget
-//! per call (the loop gives each step a budget, so that a large read is spread over short steps
-//! and the loop stays responsive). A backlog — [`READ_AHEAD_MIN`] bytes or more unread, once
-//! the format is settled — is read ahead on reader threads ([`crate::sources::backlog`]): they
-//! read, cut and parse it on both cores and hand the parsed reads to the loop through a bounded
-//! stream ([`Tailed::take_stream`]); the loop applies them in file order
-//! ([`Tailed::take_read`]), so the stages see exactly what an inline read would have given
-//! them. While a file is read ahead its deadlines wait (its tail is not its tail yet), and a
-//! truncation, a rewrite, an eviction or the file leaving its path drops the read-ahead: the
-//! file is read again from the last line applied. The pipeline state of a quiet file is
-//! dropped from memory and rebuilt from the file when it grows again: the file is replayed up
-//! to the committed offset without emitting anything, read ahead or in budgeted steps too.
+//! **Reading** is split in two: the IO — `lstat`, the open (through
+//! [`super::open::open_regular`]: regular files only, no link, no blocking), the identity
+//! checks and the `pread` of what is new, at most [`fetch::MAX_READ`] bytes — runs off the
+//! loop, on the blocking pool ([`super::fetch`]); the loop only describes it
+//! ([`Tailed::begin_poll`]) and applies what came back ([`Tailed::finish_poll`]: the bytes fed
+//! to the pipeline, the records). A file has one fetch under way at most. A backlog —
+//! [`READ_AHEAD_MIN`] bytes or more unread, once the format is settled — is read ahead on
+//! reader threads ([`crate::sources::backlog`]): they read, cut and parse it on both cores and
+//! hand the parsed reads to the loop through a bounded stream ([`Tailed::take_stream`]); the
+//! loop applies them in file order ([`Tailed::take_read`]), so the stages see exactly what an
+//! inline read would have given them. While a file is read ahead its deadlines wait (its tail
+//! is not its tail yet), and a truncation, a rewrite, an eviction or the file leaving its path
+//! drops the read-ahead: the file is read again from the last line applied. The pipeline
+//! state of a quiet file is dropped from memory and rebuilt from the file when it grows again:
+//! the file is replayed up to the committed offset without emitting anything, fetched or read
+//! ahead too.
 
 use super::envelope::{now, Change, Record};
+use super::fetch::{self, Outcome};
 use super::open;
 use crate::sinks::Count;
 use crate::sources::backlog::{self, Backlog, Item};
@@ -33,7 +37,7 @@ use crate::transcript::{Event, Finding, Format, Inputs, Options, Pipeline, Stats
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -111,23 +115,13 @@ pub enum Kind {
     Events,
 }
 
-/// How far a read on the loop went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reach {
-    /// To the end of the file.
-    End,
-    /// The budget ran out first.
-    Budget,
-    /// The rest is read ahead on reader threads.
-    Ahead,
-}
-
 /// What happened when a file was polled.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Polled {
     /// Read up to date (maybe nothing new).
     Ok,
-    /// The budget ran out before the end: poll again.
+    /// Not read to its end yet (a fetch reads at most [`fetch::MAX_READ`] bytes), or to be
+    /// read again from the start: poll again.
     More,
     /// The path is gone.
     Gone,
@@ -173,7 +167,15 @@ pub struct Tailed {
     committed: u64,
     /// Where reporting started (0, a checkpoint, or the end with `read_from = "end"`).
     start: u64,
-    file: Option<File>,
+    /// The open handle (shared with a fetch under way).
+    file: Option<Arc<File>>,
+    /// Whether a fetch ([`fetch`]) is under way, and its number: only its outcome is applied.
+    fetching: bool,
+    fetch_gen: u64,
+    /// Polled while a fetch was under way: polled again when it is back.
+    again: bool,
+    /// What the open handle still had when the path was found gone (for [`Tailed::read_rest`]).
+    rest: Option<fetch::Rest>,
     /// Whether `file_opened` was emitted.
     pub announced: bool,
     /// When it last grew (or was picked up).
@@ -232,6 +234,10 @@ impl Tailed {
             committed: skip_to,
             start: skip_to,
             file: None,
+            fetching: false,
+            fetch_gen: 0,
+            again: false,
+            rest: None,
             announced: false,
             last_growth: Instant::now(),
             catching_up: None,
@@ -387,36 +393,9 @@ impl Tailed {
         self.events_seen.clear();
     }
 
-    /// Opens the path if no handle is open; `false` if it is not a regular file or not the
-    /// inode `id` any more.
-    fn ensure_open(&mut self, id: (u64, u64)) -> io::Result<bool> {
-        if self.file.is_some() {
-            return Ok(true);
-        }
-        match open::open_regular(&self.path)? {
-            Ok((f, m)) if open::id(&m) == id => {
-                self.file = Some(f);
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// Whether the bytes the file held when read are still there: the first bytes and the
-    /// bytes before the read offset. When they are, returns the latter (the fingerprint's bytes).
-    fn content_holds(&self, f: &File, size: u64) -> io::Result<Option<Vec<u8>>> {
-        let end = self.offset.max(self.committed).max(self.fp.map_or(0, |fp| fp.end));
-        if size < end {
-            return Ok(None);
-        }
-        if let Some((hash, len)) = self.head {
-            if size < len || xxhash_rust::xxh3::xxh3_64(&read_at(f, 0, len)?) != hash {
-                return Ok(None);
-            }
-        }
-        let Some(fp) = self.fp else { return Ok(Some(Vec::new())) };
-        let bytes = read_at(f, fp.end - fp.len, fp.len)?;
-        Ok((xxhash_rust::xxh3::xxh3_64(&bytes) == fp.hash).then_some(bytes))
+    /// What identifies the content read so far, for a fetch to check.
+    fn check(&self) -> fetch::Check {
+        fetch::Check { end: self.offset.max(self.committed).max(self.fp.map_or(0, |fp| fp.end)), head: self.head, fp: self.fp }
     }
 
     /// Whether `path` holds this very file: the same inode, and the content read from it (a
@@ -427,93 +406,153 @@ impl Tailed {
             Ok(fm) => fm,
             Err(_) => return Ok(false),
         };
-        Ok(open::id(&m) == id && self.content_holds(&f, m.len())?.is_some())
+        Ok(open::id(&m) == id && fetch::content_holds(&f, &self.check(), m.len())?.is_some())
     }
 
-    /// Reads what is new, turning it into records; at most `budget` bytes. Returns how many
-    /// bytes were read.
-    pub fn poll(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, budget: u64) -> io::Result<(Polled, u64)> {
+    /// Whether a fetch is under way.
+    pub fn fetching(&self) -> bool {
+        self.fetching
+    }
+
+    /// Whether the file was polled while a fetch was under way (and forgets it).
+    pub fn take_again(&mut self) -> bool {
+        std::mem::take(&mut self.again)
+    }
+
+    /// Forgets the fetch under way (the file moved to another path): its outcome, when it
+    /// comes, is not applied.
+    pub fn cancel_fetch(&mut self) {
+        self.fetching = false;
+        self.again = false;
+        self.rest = None;
+    }
+
+    /// Starts a poll: the IO it needs, for [`fetch::fetch`] to do off the loop, and the
+    /// fetch's number for [`Tailed::finish_poll`]. `None` while a fetch is under way (the file
+    /// is polled again once it is back).
+    pub fn begin_poll(&mut self) -> Option<(u64, fetch::Request)> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        if self.fetching {
+            self.again = true;
+            return None;
+        }
         self.ring.clear();
-        let meta = match std::fs::symlink_metadata(&self.path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Polled::Gone, 0)),
-            Err(e) => return Err(e),
-        };
-        let id = open::id(&meta);
-        if open::check(&meta).is_err() || self.id.is_some_and(|old| old != id) {
-            // Rotated, recreated, or replaced by something that is not a regular file.
-            return Ok((Polled::Replaced, 0));
-        }
-        if !self.ensure_open(id)? {
-            return Ok((Polled::Replaced, 0));
-        }
-        let size = meta.len();
-        let mtime = (meta.mtime(), meta.mtime_nsec());
-        let changed = self.id.is_none() || size != self.size || mtime != self.mtime;
-        self.id = Some(id);
-        if changed {
-            let f = self.file.as_ref().expect("opened");
-            let holds = self.content_holds(f, size)?;
-            if let Some(bytes) = &holds {
-                // The last bytes before the offset, just checked: the next fingerprint starts
-                // from them.
-                if self.fp.is_some_and(|fp| fp.end == self.offset) {
-                    self.ring.clone_from(bytes);
-                }
-            }
-            if holds.is_none() {
-                // Retractions first: after `file_truncated` nothing said about the file holds.
-                for f in std::mem::take(&mut self.tail) {
-                    out.push(retracted(&self.path, &f, "the file was truncated or rewritten"));
-                }
-                if self.announced {
-                    out.push(Record::FileTruncated { time: now(), file: self.path.display().to_string() });
-                }
-                self.reset();
-            }
-        }
-        self.size = size;
-        self.mtime = mtime;
-        self.mtime_s = meta.mtime();
-        self.modified = meta.modified().ok();
-        if let Some(b) = &self.ahead {
-            if !b.broken() {
-                // Read ahead: the reader threads are on it.
-                return Ok((Polled::Ok, 0));
-            }
+        self.rest = None;
+        if self.ahead.as_ref().is_some_and(|b| b.broken()) {
             tracing::warn!(file = %self.path.display(), "a reader thread failed; reading on the loop");
             self.stop_read_ahead();
         }
-        // Nothing new. A file whose state is not in memory is not rebuilt for nothing, unless
-        // its tail is still to be evaluated (restored from a checkpoint taken before that).
-        if !self.replaying && size <= self.offset.max(self.committed) && (self.is_loaded() || self.tail_done) {
-            return Ok((Polled::Ok, 0));
+        if self.replaying && self.pipeline.is_some() && self.offset >= self.committed {
+            self.finish_replay();
         }
-        let (n, reach) = self.read(buf, out, budget, true)?;
-        match reach {
-            Reach::End => {
-                // Read to its end: from now on, what is read is growth.
-                self.catching_up = None;
-                Ok((Polled::Ok, n))
+        // Read ahead: the reader threads are on it; the fetch only checks the file.
+        let read = self.ahead.is_none().then(|| {
+            // A file whose state is not in memory is rebuilt from its start.
+            let (at, replay) = if self.pipeline.is_some() { (self.offset, self.replaying) } else { (0, self.committed > 0) };
+            // Nothing new: a file whose state is not in memory is not rebuilt for nothing,
+            // unless its tail is still to be evaluated (restored from a checkpoint taken
+            // before that).
+            let beyond = (!self.replaying && (self.pipeline.is_some() || self.tail_done)).then(|| self.offset.max(self.committed));
+            fetch::Plan { at, until: replay.then_some(self.committed), beyond }
+        });
+        let rest_from = self.is_loaded().then(|| match (&self.ahead, &self.pipeline) {
+            (Some(_), Some(p)) => p.committed_offset(),
+            _ => self.offset,
+        });
+        let req = fetch::Request {
+            path: self.path.clone(),
+            file: self.file.clone(),
+            id: self.id,
+            last: self.id.map(|_| (self.size, self.mtime)),
+            check: self.check(),
+            read,
+            rest_from,
+        };
+        self.fetching = true;
+        self.fetch_gen = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some((self.fetch_gen, req))
+    }
+
+    /// Applies what fetch `gen` found: the file's identity checked, what it read turned into
+    /// records. Returns how the poll went and the bytes read; `None` if the fetch is not the
+    /// one under way for this file (cancelled).
+    pub fn finish_poll(&mut self, gen: u64, outcome: io::Result<Outcome>, out: &mut Vec<Record>) -> Option<io::Result<(Polled, u64)>> {
+        if !self.fetching || gen != self.fetch_gen {
+            return None;
+        }
+        self.fetching = false;
+        let found = match outcome {
+            Err(e) => return Some(Err(e)),
+            Ok(Outcome::Gone(rest)) => {
+                self.rest = rest;
+                return Some(Ok((Polled::Gone, 0)));
             }
-            Reach::Budget => Ok((Polled::More, n)),
-            Reach::Ahead => Ok((Polled::Ok, n)),
+            Ok(Outcome::Replaced(rest)) => {
+                self.rest = rest;
+                return Some(Ok((Polled::Replaced, 0)));
+            }
+            Ok(Outcome::Found(f)) => f,
+        };
+        self.file = Some(found.file);
+        self.id = Some(found.id);
+        if found.rewritten {
+            // Retractions first: after `file_truncated` nothing said about the file holds.
+            for f in std::mem::take(&mut self.tail) {
+                out.push(retracted(&self.path, &f, "the file was truncated or rewritten"));
+            }
+            if self.announced {
+                out.push(Record::FileTruncated { time: now(), file: self.path.display().to_string() });
+            }
+            self.reset();
+        }
+        self.size = found.size;
+        self.mtime = found.mtime;
+        self.mtime_s = found.mtime.0;
+        self.modified = found.modified;
+        if found.rewritten {
+            // Read again from the start, by the next poll.
+            return Some(Ok((Polled::More, 0)));
+        }
+        match found.data {
+            Some(data) if self.ahead.is_none() => Some(Ok(self.apply(data, out))),
+            _ => Some(Ok((Polled::Ok, 0))),
         }
     }
 
-    /// Reads what the open handle (the inode that left the path) still has after the offset:
-    /// lines written just before a rotation or deletion are still the file's.
-    pub fn read_rest(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>) -> u64 {
-        self.stop_read_ahead();
-        if self.file.is_none() || !self.is_loaded() {
-            return 0;
+    /// Feeds the bytes a fetch read to the pipeline (replayed bytes are not reported).
+    fn apply(&mut self, data: fetch::Data, out: &mut Vec<Record>) -> (Polled, u64) {
+        self.load();
+        if data.at != self.offset {
+            // Not what follows (nothing should move the offset while a fetch is under way):
+            // read again.
+            debug_assert!(false, "fetched at {} for a file read up to {}", data.at, self.offset);
+            return (Polled::More, 0);
         }
-        self.read(buf, out, u64::MAX, false).map_or(0, |(n, _)| n)
+        let fresh = self.feed(&data.bytes);
+        let n = data.bytes.len() as u64;
+        self.ring.clear();
+        if n > 0 {
+            self.fp = Some(Fingerprint { end: self.offset, len: data.tail.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(&data.tail) });
+        }
+        if self.replaying && self.offset >= self.committed {
+            self.finish_replay();
+        }
+        let ahead = self.start_read_ahead();
+        self.after_read(fresh, out);
+        if ahead {
+            (Polled::Ok, n)
+        } else if data.end {
+            // Read to its end: from now on, what is read is growth.
+            self.catching_up = None;
+            (Polled::Ok, n)
+        } else {
+            (Polled::More, n)
+        }
     }
 
-    /// Reads at most `budget` bytes on the loop (with `ahead`, the rest of a backlog is read
-    /// ahead instead, once the format is settled).
-    fn read(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>, budget: u64, ahead: bool) -> io::Result<(u64, Reach)> {
+    /// Builds the pipeline if its state is not in memory: the file is replayed up to the
+    /// committed offset first.
+    fn load(&mut self) {
         if self.pipeline.is_none() {
             let mut p = self.spec.build(self.kind);
             p.grew(clock(self.last_growth));
@@ -522,33 +561,67 @@ impl Tailed {
             self.ring.clear();
             self.replaying = self.committed > 0;
         }
-        buf.resize(super::READ_CHUNK, 0);
-        let f = self.file.take().expect("opened");
-        let r = if ahead { self.read_or_start(&f, buf, budget) } else { self.read_from(&f, buf, budget).map(|(r, fr)| (r, fr, r < budget)) };
-        self.file = Some(f);
-        let (read, fresh, reach) = match r? {
-            (read, fresh, _) if self.ahead.is_some() => (read, fresh, Reach::Ahead),
-            (read, fresh, true) => (read, fresh, Reach::End),
-            (read, fresh, false) => (read, fresh, Reach::Budget),
-        };
-        self.after_read(fresh, out);
-        Ok((read, reach))
     }
 
-    /// Starts reading ahead if the backlog is large enough and the format settled; otherwise
-    /// reads on the loop (a short read when a read-ahead waits for the format: the lines that
-    /// settle it), and starts reading ahead after it if it can. Returns the bytes read, how
-    /// many were new, and whether the read reached the end of what it could read.
-    fn read_or_start(&mut self, f: &File, buf: &mut [u8], budget: u64) -> io::Result<(u64, u64, bool)> {
-        if self.start_read_ahead(f) {
-            return Ok((0, 0, false));
+    /// Feeds `bytes`, read at the offset, to the pipeline; returns how many were new (not
+    /// replayed).
+    fn feed(&mut self, bytes: &[u8]) -> u64 {
+        note_read(&mut self.head_buf, self.head, &mut self.ring, self.offset, bytes);
+        // The lenient policy never stops.
+        let _ = self.pipeline.as_mut().expect("loaded").feed(bytes);
+        self.offset += bytes.len() as u64;
+        self.settle_head();
+        if self.replaying {
+            0
+        } else {
+            bytes.len() as u64
         }
-        let settling = self.read_ahead_end().is_some() && self.pipeline.as_mut().and_then(Pipeline::checker_mut).is_some_and(|c| !c.settled());
-        let limit = if settling { budget.min(super::READ_CHUNK as u64) } else { budget };
-        let (read, fresh) = self.read_from(f, buf, limit)?;
-        let end = read < limit;
-        self.start_read_ahead(f);
-        Ok((read, fresh, end))
+    }
+
+    /// Reads what the open handle (the inode that left the path) still has after the offset:
+    /// lines written just before a rotation or deletion are still the file's. What the fetch
+    /// that found the path gone read is used; only beyond [`fetch::MAX_REST`] bytes is more
+    /// read here, on the loop.
+    pub fn read_rest(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>) -> u64 {
+        let rest = self.rest.take();
+        self.stop_read_ahead();
+        if self.file.is_none() || !self.is_loaded() {
+            return 0;
+        }
+        let mut n = 0;
+        if let Some(r) = rest {
+            let end = r.at + r.bytes.len() as u64;
+            if (r.at..=end).contains(&self.offset) {
+                let fresh = self.feed(&r.bytes[(self.offset - r.at) as usize..]);
+                self.ring.clear();
+                self.after_read(fresh, out);
+                n += fresh;
+                if r.complete {
+                    return n;
+                }
+            }
+        }
+        n + self.read(buf, out).unwrap_or(0)
+    }
+
+    /// Reads the rest of the file through its handle, on the loop (a file that left its path
+    /// with more than [`fetch::MAX_REST`] bytes unread); returns the bytes read.
+    fn read(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>) -> io::Result<u64> {
+        self.load();
+        buf.resize(super::READ_CHUNK, 0);
+        let f = self.file.clone().expect("opened");
+        let mut fresh = 0;
+        let r = loop {
+            match f.read_at(buf, self.offset) {
+                Ok(0) => break Ok(()),
+                Ok(n) => fresh += self.feed(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        self.ring = Vec::new();
+        self.after_read(fresh, out);
+        r.map(|()| fresh)
     }
 
     /// Whether the unread part is a backlog to read ahead, and where the read-ahead ends
@@ -560,10 +633,11 @@ impl Tailed {
 
     /// Starts reading the backlog ahead on reader threads, if it is one, the format is settled,
     /// and a reader is free; whether it is read ahead now.
-    fn start_read_ahead(&mut self, f: &File) -> bool {
+    fn start_read_ahead(&mut self) -> bool {
         if self.ahead.is_some() {
             return true;
         }
+        let Some(f) = self.file.clone() else { return false };
         let Some(end) = self.read_ahead_end() else { return false };
         let Some(c) = self.pipeline.as_mut().and_then(Pipeline::checker_mut) else { return false };
         let Some(cutter) = c.cutter() else { return false };
@@ -691,56 +765,6 @@ impl Tailed {
         }
     }
 
-    /// Reads at most `budget` bytes through `f` into the pipeline (replayed bytes are not
-    /// reported); returns the bytes read and how many of them were new.
-    fn read_from(&mut self, f: &File, buf: &mut [u8], budget: u64) -> io::Result<(u64, u64)> {
-        let mut left = budget;
-        let mut fresh = 0u64;
-        loop {
-            if self.replaying && self.offset >= self.committed {
-                self.finish_replay();
-                continue;
-            }
-            let mut want = (buf.len() as u64).min(left);
-            if self.replaying {
-                want = want.min(self.committed - self.offset);
-            }
-            if want == 0 {
-                break;
-            }
-            let n = match f.read_at(&mut buf[..want as usize], self.offset) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            let chunk = &buf[..n];
-            note_read(&mut self.head_buf, self.head, &mut self.ring, self.offset, chunk);
-            // The lenient policy never stops.
-            let _ = self.pipeline.as_mut().expect("loaded").feed(chunk);
-            self.offset += n as u64;
-            left -= n as u64;
-            if !self.replaying {
-                fresh += n as u64;
-            }
-        }
-        self.settle_head();
-        if left < budget {
-            // Fewer bytes than a fingerprint read, and none checked before them: the rest from
-            // the file (bytes read earlier).
-            let want = (FP_LEN as u64).min(self.offset);
-            let have = self.ring.len() as u64;
-            if have < want {
-                let mut prefix = read_at(f, self.offset - want, want - have)?;
-                prefix.extend_from_slice(&self.ring);
-                self.ring = prefix;
-            }
-            self.fp = Some(Fingerprint { end: self.offset, len: self.ring.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(&self.ring) });
-        }
-        self.ring = Vec::new();
-        Ok((budget - left, fresh))
-    }
-
     /// Hashes the first bytes once more of them were read.
     fn settle_head(&mut self) {
         if self.head.is_none_or(|(_, len)| len < self.head_buf.len() as u64) && !self.head_buf.is_empty() {
@@ -850,22 +874,6 @@ fn note_read(head_buf: &mut Vec<u8>, head: Option<(u64, u64)>, ring: &mut Vec<u8
         let excess = ring.len().saturating_sub(FP_LEN);
         ring.drain(..excess);
     }
-}
-
-/// `len` bytes at `at` (fewer at the end of a short file).
-fn read_at(f: &File, at: u64, len: u64) -> io::Result<Vec<u8>> {
-    let mut b = vec![0u8; len as usize];
-    let mut got = 0;
-    while got < b.len() {
-        match f.read_at(&mut b[got..], at + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    b.truncate(got);
-    Ok(b)
 }
 
 /// The record that withdraws a tail finding.
