@@ -88,11 +88,22 @@ pub struct Plan {
 #[derive(Debug)]
 pub enum Outcome {
     /// The path is gone.
-    Gone(Option<Rest>),
+    Gone(Left),
     /// The path names another inode now, or something that is not a regular file.
-    Replaced(Option<Rest>),
+    Replaced(Left),
     /// The file is there.
     Found(Found),
+}
+
+/// A file that left its path: what its handle still had, and where it went.
+#[derive(Debug, Default)]
+pub struct Left {
+    /// What the open handle had after the offset.
+    pub rest: Option<Rest>,
+    /// Another name of its directory that holds its inode, and whether that is this very file
+    /// (the content read from it is there: a rename keeps it, an unrelated file on a reused
+    /// inode has it not).
+    pub moved: Option<(PathBuf, bool)>,
 }
 
 /// What the open handle of a file that left its path had after the offset.
@@ -145,19 +156,19 @@ pub struct Data {
 pub fn fetch(req: Request) -> io::Result<Outcome> {
     let meta = match std::fs::symlink_metadata(&req.path) {
         Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Outcome::Gone(rest(&req))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Outcome::Gone(left(&req))),
         Err(e) => return Err(e),
     };
     let id = open::id(&meta);
     if open::check(&meta).is_err() || req.id.is_some_and(|old| old != id) {
         // Rotated, recreated, or replaced by something that is not a regular file.
-        return Ok(Outcome::Replaced(rest(&req)));
+        return Ok(Outcome::Replaced(left(&req)));
     }
     let file = match &req.file {
         Some(f) => f.clone(),
         None => match open::open_regular(&req.path)? {
             Ok((f, m)) if open::id(&m) == id => Arc::new(f),
-            _ => return Ok(Outcome::Replaced(None)),
+            _ => return Ok(Outcome::Replaced(Left::default())),
         },
     };
     let size = meta.len();
@@ -204,6 +215,37 @@ fn read(f: &File, plan: Plan, check: &Check, checked: Vec<u8>) -> io::Result<Dat
         before
     };
     Ok(Data { at: plan.at, bytes, tail, end })
+}
+
+/// What is known of a file that left its path.
+fn left(req: &Request) -> Left {
+    let moved = req.id.and_then(|id| {
+        let q = find_in_dir(&req.path, id)?;
+        let same = same_file_at(&q, id, &req.check).unwrap_or(false);
+        Some((q, same))
+    });
+    Left { rest: rest(req), moved }
+}
+
+/// Where the inode `id` is now in the directory of `p`, if it is there under another name.
+fn find_in_dir(p: &std::path::Path, id: (u64, u64)) -> Option<PathBuf> {
+    use std::os::unix::fs::DirEntryExt;
+    let dir = p.parent()?;
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.ino() == id.1 && e.path() != p)
+        .map(|e| e.path())
+        .find(|q| std::fs::symlink_metadata(q).is_ok_and(|m| open::id(&m) == id))
+}
+
+/// Whether `path` holds the inode `id` with the content `check` describes.
+pub fn same_file_at(path: &std::path::Path, id: (u64, u64), check: &Check) -> io::Result<bool> {
+    let (f, m) = match open::open_regular(path)? {
+        Ok(fm) => fm,
+        Err(_) => return Ok(false),
+    };
+    Ok(open::id(&m) == id && content_holds(&f, check, m.len())?.is_some())
 }
 
 /// What the open handle has after the offset, once the path is gone.
@@ -300,7 +342,7 @@ mod tests {
         let file = Arc::new(File::open(&p).unwrap());
         std::fs::remove_file(&p).unwrap();
         let r = Request { path: p, file: Some(file), id: None, last: None, check: check(), read: None, rest_from: Some(4) };
-        let Outcome::Gone(Some(rest)) = fetch(r).unwrap() else { panic!("gone") };
+        let Outcome::Gone(Left { rest: Some(rest), moved: None }) = fetch(r).unwrap() else { panic!("gone") };
         assert_eq!((rest.at, rest.bytes.as_slice(), rest.complete), (4, &b"two\n"[..], true));
     }
 }

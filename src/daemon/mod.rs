@@ -24,6 +24,7 @@ pub mod fetch;
 pub mod health;
 pub mod http;
 pub mod open;
+pub mod scan;
 pub mod tail;
 pub mod tap;
 pub mod watch;
@@ -289,6 +290,9 @@ struct Daemon {
     /// number.
     fetches: tokio::task::JoinSet<(PathBuf, u64, std::io::Result<fetch::Outcome>)>,
     under_way: std::collections::BTreeMap<u64, Instant>,
+    /// Scans under way on the blocking pool (see [`scan`]), and whether one is a rescan.
+    scans: tokio::task::JoinSet<scan::Scanned>,
+    rescanning: bool,
     /// Files the running step opened (a step that takes up thousands of files at once closes
     /// them again beyond half of `max_open`).
     opened_in_step: usize,
@@ -358,6 +362,8 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
         reader_path: HashMap::new(),
         fetches: tokio::task::JoinSet::new(),
         under_way: std::collections::BTreeMap::new(),
+        scans: tokio::task::JoinSet::new(),
+        rescanning: false,
         opened_in_step: 0,
         max_open: budget.files.max(1),
         sinks,
@@ -402,15 +408,12 @@ impl Started {
         for p in restored {
             d.enqueue(&p);
         }
-        let mut records = Vec::new();
-        d.rescan(true, &mut records)?;
-        d.emit(records);
-        d.deliver().await?;
+        d.rescan(true);
         let mut ready = false;
         let wake = d.sinks.wake.clone();
         tokio::pin!(shutdown);
         loop {
-            if !ready && d.backlog.is_empty() && d.reader_path.is_empty() && d.fetches.is_empty() {
+            if !ready && d.backlog.is_empty() && d.reader_path.is_empty() && d.fetches.is_empty() && d.scans.is_empty() {
                 ready = true;
                 d.health.set_started();
                 info!(files = d.files.len(), roots = ?d.watch.roots(), "watching");
@@ -432,7 +435,7 @@ impl Started {
                     while let Ok(c) = rx.try_recv() {
                         changes.push(c);
                     }
-                    d.on_changes(changes)?;
+                    d.on_changes(changes);
                 }
                 Some(done) = d.repairs.join_next(), if !d.repairs.is_empty() => {
                     d.health.busy();
@@ -448,6 +451,11 @@ impl Started {
                         let Some(done) = d.fetches.try_join_next() else { break };
                         d.fetched(done)?;
                     }
+                }
+                Some(done) = d.scans.join_next(), if !d.scans.is_empty() => {
+                    d.health.busy();
+                    d.new_step();
+                    d.scanned(done)?;
                 }
                 Some((id, item)) = d.readers.next(), if !d.readers.is_empty() => {
                     d.health.busy();
@@ -508,16 +516,13 @@ fn is_resource_error(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS | libc::EIO))
 }
 
-/// Where the inode `id` is now in the directory of `p`, if it is there under another name.
-fn find_in_dir(p: &Path, id: (u64, u64)) -> Option<PathBuf> {
-    use std::os::unix::fs::DirEntryExt;
-    let dir = p.parent()?;
-    std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(Result::ok)
-        .filter(|e| e.ino() == id.1 && e.path() != p)
-        .map(|e| e.path())
-        .find(|q| std::fs::symlink_metadata(q).is_ok_and(|m| open::id(&m) == id))
+/// Where a file that left its path went.
+enum Moved<'p> {
+    /// What its fetch found: another name of its directory with its inode, and whether that is
+    /// this very file.
+    Found(Option<(PathBuf, bool)>),
+    /// Its inode was seen under this name.
+    To(&'p Path),
 }
 
 impl Daemon {
@@ -556,72 +561,111 @@ impl Daemon {
         }
     }
 
-    /// Walks the roots for matching files (`startup` applies `read_from`); re-watches roots
-    /// that were recreated; looks at known files that vanished without an event.
-    fn rescan(&mut self, startup: bool, records: &mut Vec<Record>) -> anyhow::Result<()> {
+    /// Walks the roots for matching files (`startup` applies `read_from`), off the loop
+    /// ([`scan`]), and looks at known files that vanished without an event; re-watches roots
+    /// that were recreated. One rescan at a time: while one is under way (a stuck directory),
+    /// none is started.
+    fn rescan(&mut self, startup: bool) {
         self.last_rescan = Instant::now();
         self.watch.ensure_roots();
-        for root in self.watch.roots().to_vec() {
-            self.search(&root, startup, records)?;
+        if self.rescanning {
+            return;
         }
-        let vanished: Vec<PathBuf> = self.files.keys().filter(|p| std::fs::symlink_metadata(p).is_err()).cloned().collect();
-        for p in vanished {
-            self.poll_path(&p);
-        }
-        self.skipped.retain(|p, _| std::fs::symlink_metadata(p).is_ok());
-        Ok(())
+        self.rescanning = true;
+        let roots = self.watch.roots().to_vec();
+        let known = (self.files.keys().cloned().collect(), self.skipped.keys().cloned().collect());
+        self.start_scan(scan::Job { walk: roots.iter().map(|r| (r.clone(), r.clone())).collect(), known: Some(known), startup, ..scan::Job::default() });
     }
 
-    /// Takes up the files below `dir` (not through links).
-    fn search(&mut self, dir: &Path, startup: bool, records: &mut Vec<Record>) -> anyhow::Result<()> {
-        let walk = walkdir::WalkDir::new(dir).follow_links(false).max_open(4);
-        for e in walk.into_iter().filter_map(Result::ok) {
-            if e.file_type().is_dir() {
+    /// Takes up the files below `dir` (not through links), once a scan has walked it.
+    fn search(&mut self, dir: &Path) {
+        let Some(root) = self.watch.roots().iter().find(|r| dir.starts_with(r)).cloned() else { return };
+        self.start_scan(scan::Job { walk: vec![(dir.to_path_buf(), root)], ..scan::Job::default() });
+    }
+
+    /// Takes up `paths` (named by events), once a scan has looked at them.
+    fn look_at(&mut self, paths: Vec<PathBuf>) {
+        if !paths.is_empty() {
+            self.start_scan(scan::Job { paths, ..scan::Job::default() });
+        }
+    }
+
+    fn start_scan(&mut self, mut job: scan::Job) {
+        job.roots = self.watch.roots().to_vec();
+        let rescan = job.known.is_some();
+        self.scans.spawn_blocking(move || {
+            // A panic is as good as nothing found (and a rescan may start again).
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scan::scan(job))).unwrap_or_else(|_| scan::Scanned { rescan, ..scan::Scanned::default() })
+        });
+    }
+
+    /// A scan is back: what it found is taken up.
+    fn scanned(&mut self, done: Result<scan::Scanned, tokio::task::JoinError>) -> anyhow::Result<()> {
+        let s = match done {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "a scan task failed");
+                return Ok(());
+            }
+        };
+        if s.rescan {
+            self.rescanning = false;
+        }
+        let mut records = Vec::new();
+        for p in &s.gone {
+            self.poll_path(p);
+        }
+        for p in &s.gone_skipped {
+            self.skipped.remove(p);
+        }
+        for e in s.entries {
+            if e.walked && self.files.contains_key(&e.path) {
                 continue;
             }
-            let p = e.path();
-            if self.files.contains_key(p) {
-                continue;
-            }
-            if e.file_type().is_symlink() && e.depth() > 0 && std::fs::metadata(p).is_ok_and(|m| m.is_dir()) {
-                if let Ok(m) = std::fs::symlink_metadata(p) {
-                    self.skip(p, &m, &"a symlinked directory; symlinks are not followed");
+            if e.link_to_dir {
+                self.skip(&e.path, &e.meta, &"a symlinked directory; symlinks are not followed");
+            } else if e.meta.is_dir() {
+                if self.watch.under_root(&e.path) && !self.files.contains_key(&e.path) {
+                    // Watched before it is searched: what is created in it from now on makes
+                    // an event, what was created before is found.
+                    self.watch.add_dir(&e.path);
+                    self.search(&e.path);
                 }
-                continue;
+            } else {
+                self.discover(&e.path, &e.meta, e.linked, s.startup, &mut records)?;
             }
-            self.discover(p, startup, records)?;
         }
+        self.emit(records);
         Ok(())
     }
 
-    /// Takes up a new path, if a source wants it and it is a regular file reached without
+    /// Takes up a new path (`meta`: its `lstat`; `linked`: a directory between its root and it
+    /// is a symbolic link), if a source wants it and it is a regular file reached without
     /// links.
-    fn discover(&mut self, p: &Path, startup: bool, records: &mut Vec<Record>) -> anyhow::Result<()> {
+    fn discover(&mut self, p: &Path, meta: &std::fs::Metadata, linked: bool, startup: bool, records: &mut Vec<Record>) -> anyhow::Result<()> {
         if self.files.contains_key(p) {
             self.poll_path(p);
             return Ok(());
         }
         let Some(si) = self.watched_source(p) else { return Ok(()) };
-        let Ok(meta) = std::fs::symlink_metadata(p) else { return Ok(()) };
         if meta.is_dir() {
             return Ok(());
         }
-        let root = self.watch.roots().iter().find(|r| p.starts_with(r)).cloned();
-        let refused = open::check(&meta).err().or_else(|| root.filter(|r| open::linked_dir_between(r, p)).map(|_| open::Refused::LinkedDirectory));
+        let refused = open::check(meta).err().or_else(|| linked.then_some(open::Refused::LinkedDirectory));
         if let Some(why) = refused {
-            self.skip(p, &meta, &why);
+            self.skip(p, meta, &why);
             return Ok(());
         }
         self.skipped.remove(p);
-        let id = open::id(&meta);
+        let id = open::id(meta);
         // The inode is tracked under another name: renamed here, a hard link, or a reused inode.
         if let Some(old) = self.by_id.get(&id).cloned().filter(|old| old != p) {
             if std::fs::symlink_metadata(&old).is_ok_and(|m| open::id(&m) == id) {
-                self.skip(p, &meta, &format_args!("a hard link to {}, which is read under that name", old.display()));
+                self.skip(p, meta, &format_args!("a hard link to {}, which is read under that name", old.display()));
                 return Ok(());
             }
             let mark = records.len();
-            self.vanished(&old, Some(p), records, mark)?;
+            self.vanished(&old, Moved::To(p), records, mark)?;
             if self.files.contains_key(p) {
                 return Ok(());
             }
@@ -708,7 +752,7 @@ impl Daemon {
                             self.enqueue(&p);
                         }
                     }
-                    Polled::Gone | Polled::Replaced => self.vanished(&p, None, &mut records, 0)?,
+                    Polled::Gone(moved) | Polled::Replaced(moved) => self.vanished(&p, Moved::Found(moved), &mut records, 0)?,
                 }
             }
             Err(e) => {
@@ -779,7 +823,7 @@ impl Daemon {
     /// another watched name (with the same content) keeps its state under the new name;
     /// otherwise it is closed: its tail findings are retracted and `file_closed` reported, all
     /// before anything about a new file at the same path.
-    fn vanished(&mut self, p: &Path, hint: Option<&Path>, records: &mut Vec<Record>, mark: usize) -> anyhow::Result<()> {
+    fn vanished(&mut self, p: &Path, moved: Moved<'_>, records: &mut Vec<Record>, mark: usize) -> anyhow::Result<()> {
         let Some(mut t) = self.files.remove(p) else { return Ok(()) };
         self.retry.remove(p);
         if self.queued.remove(p) {
@@ -791,11 +835,16 @@ impl Daemon {
             }
         }
         self.dirty = true;
-        let target = hint.map(Path::to_path_buf).or_else(|| t.id().and_then(|id| find_in_dir(p, id)));
+        let target = match moved {
+            Moved::Found(m) => m,
+            // Seen under `q`: checked here, on the loop (rare: an event for the new name came
+            // before the fetch of the old one found it gone).
+            Moved::To(q) => Some((q.to_path_buf(), t.same_file_at(q).unwrap_or(false))),
+        };
         let mut reason = "deleted";
-        if let Some(q) = target {
+        if let Some((q, same)) = target {
             match self.watched_source(&q) {
-                Some(si) if si == t.source && !self.files.contains_key(&q) && t.same_file_at(&q).unwrap_or(false) => {
+                Some(si) if si == t.source && !self.files.contains_key(&q) && same => {
                     info!(from = %p.display(), to = %q.display(), "file renamed");
                     t.announce(records, mark);
                     if t.announced {
@@ -818,7 +867,7 @@ impl Daemon {
                     }
                     self.files.insert(q.clone(), t);
                     self.poll_path(&q);
-                    return self.taken_over(p, records);
+                    return self.taken_over(p);
                 }
                 // Moved to a name no source reads: rotated away.
                 None => reason = "rotated",
@@ -836,25 +885,23 @@ impl Daemon {
             }
             records.push(Record::FileClosed { time: now(), file: p.display().to_string(), reason: reason.into(), to: None });
         }
-        self.taken_over(p, records)
+        self.taken_over(p)
     }
 
     /// The file read as `p` left it: whatever the path names now (a new file, made while the
     /// daemon looked away: no event will tell of it) is read from the start.
-    fn taken_over(&mut self, p: &Path, records: &mut Vec<Record>) -> anyhow::Result<()> {
-        if std::fs::symlink_metadata(p).is_ok() {
-            self.discover(p, false, records)?;
-        }
+    fn taken_over(&mut self, p: &Path) -> anyhow::Result<()> {
+        self.look_at(vec![p.to_path_buf()]);
         Ok(())
     }
 
-    fn on_changes(&mut self, changes: Vec<watch::Change>) -> anyhow::Result<()> {
-        let mut records = Vec::new();
+    fn on_changes(&mut self, changes: Vec<watch::Change>) {
         let mut seen = HashSet::new();
+        let mut unknown = Vec::new();
         for c in changes {
             let p = match c {
                 watch::Change::Rescan => {
-                    self.rescan(false, &mut records)?;
+                    self.rescan(false);
                     continue;
                 }
                 watch::Change::Path(p) | watch::Change::Created(p) => p,
@@ -866,7 +913,7 @@ impl Daemon {
                 // A root (or a directory above one) appeared, went or was replaced.
                 for root in self.watch.ensure_roots() {
                     info!(root = %root.display(), "watching the root again");
-                    self.search(&root, false, &mut records)?;
+                    self.search(&root);
                 }
             }
             if !self.watch.under_root(&p) {
@@ -874,24 +921,12 @@ impl Daemon {
             }
             if self.files.contains_key(&p) {
                 self.poll_path(&p);
-                continue;
-            }
-            match std::fs::symlink_metadata(&p) {
-                Ok(m) if m.is_dir() => {
-                    // Watched before it is searched: what is created in it from now on makes an
-                    // event, what was created before is found.
-                    self.watch.add_dir(&p);
-                    self.search(&p, false, &mut records)?;
-                }
-                Ok(m) if m.file_type().is_symlink() && std::fs::metadata(&p).is_ok_and(|t| t.is_dir()) => {
-                    self.skip(&p, &m, &"a symlinked directory; symlinks are not followed");
-                }
-                Ok(_) => self.discover(&p, false, &mut records)?,
-                Err(_) => {}
+            } else {
+                // A new file or directory (or nothing by now): looked at off the loop.
+                unknown.push(p);
             }
         }
-        self.emit(records);
-        Ok(())
+        self.look_at(unknown);
     }
 
     /// Queues records for the sinks (handed over at the end of the step).
@@ -1002,15 +1037,13 @@ impl Daemon {
         self.limit_open_files();
         self.emit(records);
         if self.last_rescan + self.rescan_interval() <= now {
-            let mut records = Vec::new();
             if self.cfg.config.daemon.watch == crate::config::WatchMode::Poll {
                 let paths: Vec<PathBuf> = self.files.keys().cloned().collect();
                 for p in paths {
                     self.poll_path(&p);
                 }
             }
-            self.rescan(false, &mut records)?;
-            self.emit(records);
+            self.rescan(false);
         }
         self.gauges();
         self.report_reading();

@@ -28,7 +28,6 @@
 
 use super::envelope::{now, Change, Record};
 use super::fetch::{self, Outcome};
-use super::open;
 use crate::sinks::Count;
 use crate::sources::backlog::{self, Backlog, Item};
 use crate::transcript::finding::Output;
@@ -123,10 +122,11 @@ pub enum Polled {
     /// Not read to its end yet (a fetch reads at most [`fetch::MAX_READ`] bytes), or to be
     /// read again from the start: poll again.
     More,
-    /// The path is gone.
-    Gone,
-    /// The path names another file now (or something that is not a regular file).
-    Replaced,
+    /// The path is gone (with another name of its directory that holds the inode, and whether
+    /// that is this very file).
+    Gone(Option<(PathBuf, bool)>),
+    /// The path names another file now (or something that is not a regular file); the same.
+    Replaced(Option<(PathBuf, bool)>),
 }
 
 /// A hash of the bytes just before `end`.
@@ -402,11 +402,7 @@ impl Tailed {
     /// rename keeps both; an unrelated file on a reused inode has neither).
     pub fn same_file_at(&self, path: &Path) -> io::Result<bool> {
         let Some(id) = self.id else { return Ok(false) };
-        let (f, m) = match open::open_regular(path)? {
-            Ok(fm) => fm,
-            Err(_) => return Ok(false),
-        };
-        Ok(open::id(&m) == id && fetch::content_holds(&f, &self.check(), m.len())?.is_some())
+        fetch::same_file_at(path, id, &self.check())
     }
 
     /// Whether a fetch is under way.
@@ -474,8 +470,8 @@ impl Tailed {
     }
 
     /// Applies what fetch `gen` found: the file's identity checked, what it read turned into
-    /// records. Returns how the poll went and the bytes read; `None` if the fetch is not the
-    /// one under way for this file (cancelled).
+    /// records. Returns how the poll went and the bytes read (with where the file went, if it
+    /// left its path); `None` if the fetch is not the one under way for this file (cancelled).
     pub fn finish_poll(&mut self, gen: u64, outcome: io::Result<Outcome>, out: &mut Vec<Record>) -> Option<io::Result<(Polled, u64)>> {
         if !self.fetching || gen != self.fetch_gen {
             return None;
@@ -483,13 +479,13 @@ impl Tailed {
         self.fetching = false;
         let found = match outcome {
             Err(e) => return Some(Err(e)),
-            Ok(Outcome::Gone(rest)) => {
-                self.rest = rest;
-                return Some(Ok((Polled::Gone, 0)));
+            Ok(Outcome::Gone(left)) => {
+                self.rest = left.rest;
+                return Some(Ok((Polled::Gone(left.moved), 0)));
             }
-            Ok(Outcome::Replaced(rest)) => {
-                self.rest = rest;
-                return Some(Ok((Polled::Replaced, 0)));
+            Ok(Outcome::Replaced(left)) => {
+                self.rest = left.rest;
+                return Some(Ok((Polled::Replaced(left.moved), 0)));
             }
             Ok(Outcome::Found(f)) => f,
         };
