@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Fetches under way at once that are not slow.
-pub const MAX_FETCHES: usize = 8;
+pub const MAX_FETCHES: usize = 32;
 
 /// Fetches under way at once, slow ones included.
 pub const MAX_STUCK: usize = 64;
@@ -184,19 +184,23 @@ pub fn fetch(req: Request) -> io::Result<Outcome> {
         }
     }
     let data = match req.read {
-        Some(plan) if plan.beyond.is_none_or(|b| size > b) => Some(read(&file, plan, &req.check, checked)?),
+        Some(plan) if plan.beyond.is_none_or(|b| size > b) => Some(read(&file, plan, size, &req.check, checked)?),
         _ => None,
     };
     Ok(Outcome::Found(Found { file, id, size, mtime, modified: meta.modified().ok(), changed, rewritten: false, data }))
 }
 
-/// Reads what the plan asks, at most [`MAX_READ`] bytes; `checked`: the bytes before the
-/// fingerprint's end, if they were just read to check it.
-fn read(f: &File, plan: Plan, check: &Check, checked: Vec<u8>) -> io::Result<Data> {
-    let want = plan.until.map_or(MAX_READ, |u| u.saturating_sub(plan.at).min(MAX_READ));
+/// Reads what the plan asks of a file of `size` bytes, at most [`MAX_READ`]; `checked`: the
+/// bytes before the fingerprint's end, if they were just read to check it.
+fn read(f: &File, plan: Plan, size: u64, check: &Check, checked: Vec<u8>) -> io::Result<Data> {
+    // What the file holds (a buffer of its size: 10,000 small files cost no 1 MiB each), up
+    // to where the plan stops.
+    let stop = plan.until.unwrap_or(size).min(plan.at.saturating_add(MAX_READ));
+    let want = stop.saturating_sub(plan.at);
     let bytes = read_at(f, plan.at, want)?;
-    // Short of what was asked: the file ends there.
-    let end = (bytes.len() as u64) < want;
+    // Short of what was asked, or all the file had when it was looked at: its end (what it
+    // appends since makes an event of its own).
+    let end = (bytes.len() as u64) < want || (plan.until.is_none() && plan.at + bytes.len() as u64 >= size);
     // The fingerprint's bytes: the last read, and before them (fewer than a fingerprint read)
     // those just checked, or else the file's.
     let want_tail = (FP_LEN as u64).min(plan.at + bytes.len() as u64) as usize;

@@ -446,9 +446,9 @@ impl Started {
                     d.health.busy();
                     d.new_step();
                     d.fetched(done)?;
-                    // Those back meanwhile too, in the same step (one write to the sinks).
-                    for _ in 0..fetch::MAX_FETCHES {
-                        let Some(done) = d.fetches.try_join_next() else { break };
+                    // Those back meanwhile too, in the same step (one write to the sinks, one
+                    // round of timers).
+                    while let Some(done) = d.fetches.try_join_next() {
                         d.fetched(done)?;
                     }
                 }

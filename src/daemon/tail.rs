@@ -156,9 +156,9 @@ pub struct Tailed {
     /// The first bytes read, while fewer than [`HEAD_LEN`].
     head_buf: Vec<u8>,
     fp: Option<Fingerprint>,
-    /// During a poll: the last bytes before `offset` (at most [`FP_LEN`]) — those just checked
-    /// against the fingerprint, then those read — for the next fingerprint. Empty between
-    /// polls: 10,000 quiet files keep no bytes.
+    /// While reads ahead are applied: the last bytes before `offset` (at most [`FP_LEN`]), for
+    /// the next fingerprint (a fetch brings its own, [`fetch::Data::tail`]). Empty otherwise:
+    /// 10,000 quiet files keep no bytes.
     ring: Vec<u8>,
     offset: u64,
     pipeline: Option<Pipeline>,
@@ -432,7 +432,6 @@ impl Tailed {
             self.again = true;
             return None;
         }
-        self.ring.clear();
         self.rest = None;
         if self.ahead.as_ref().is_some_and(|b| b.broken()) {
             tracing::warn!(file = %self.path.display(), "a reader thread failed; reading on the loop");
@@ -526,7 +525,6 @@ impl Tailed {
         }
         let fresh = self.feed(&data.bytes);
         let n = data.bytes.len() as u64;
-        self.ring.clear();
         if n > 0 {
             self.fp = Some(Fingerprint { end: self.offset, len: data.tail.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(&data.tail) });
         }
@@ -560,9 +558,9 @@ impl Tailed {
     }
 
     /// Feeds `bytes`, read at the offset, to the pipeline; returns how many were new (not
-    /// replayed).
+    /// replayed). (The fingerprint after them is the caller's.)
     fn feed(&mut self, bytes: &[u8]) -> u64 {
-        note_read(&mut self.head_buf, self.head, &mut self.ring, self.offset, bytes);
+        note_head(&mut self.head_buf, self.head, self.offset, bytes);
         // The lenient policy never stops.
         let _ = self.pipeline.as_mut().expect("loaded").feed(bytes);
         self.offset += bytes.len() as u64;
@@ -589,7 +587,6 @@ impl Tailed {
             let end = r.at + r.bytes.len() as u64;
             if (r.at..=end).contains(&self.offset) {
                 let fresh = self.feed(&r.bytes[(self.offset - r.at) as usize..]);
-                self.ring.clear();
                 self.after_read(fresh, out);
                 n += fresh;
                 if r.complete {
@@ -855,13 +852,8 @@ pub fn paused_calls(transcript: &Path) -> std::collections::HashSet<String> {
 /// Keeps what identifies the file of `chunk`, read at `offset`: the first KiB (while `head` is
 /// short of it) and the last bytes read (for the fingerprint).
 fn note_read(head_buf: &mut Vec<u8>, head: Option<(u64, u64)>, ring: &mut Vec<u8>, offset: u64, chunk: &[u8]) {
+    note_head(head_buf, head, offset, chunk);
     let n = chunk.len();
-    if offset < HEAD_LEN && head.is_none_or(|(_, len)| len < HEAD_LEN) {
-        let take = ((HEAD_LEN - offset) as usize).min(n);
-        if head_buf.len() as u64 == offset {
-            head_buf.extend_from_slice(&chunk[..take]);
-        }
-    }
     if n >= FP_LEN {
         ring.clear();
         ring.extend_from_slice(&chunk[n - FP_LEN..]);
@@ -869,6 +861,16 @@ fn note_read(head_buf: &mut Vec<u8>, head: Option<(u64, u64)>, ring: &mut Vec<u8
         ring.extend_from_slice(chunk);
         let excess = ring.len().saturating_sub(FP_LEN);
         ring.drain(..excess);
+    }
+}
+
+/// Keeps the first KiB of the file from `chunk`, read at `offset`, while `head` is short of it.
+fn note_head(head_buf: &mut Vec<u8>, head: Option<(u64, u64)>, offset: u64, chunk: &[u8]) {
+    if offset < HEAD_LEN && head.is_none_or(|(_, len)| len < HEAD_LEN) {
+        let take = ((HEAD_LEN - offset) as usize).min(chunk.len());
+        if head_buf.len() as u64 == offset {
+            head_buf.extend_from_slice(&chunk[..take]);
+        }
     }
 }
 
