@@ -675,7 +675,7 @@ impl StallFs {
                 let log = fs.log();
                 // 3: FUSE cannot be used here (the reason is in its log).
                 if status.code() == Some(3) {
-                    return unavailable(log.trim().to_owned());
+                    return unavailable(log.trim().replace('\n', "; "));
                 }
                 panic!("stallfs.py ended ({status}) before mounting: {log}");
             }
