@@ -23,8 +23,9 @@ at once. inotify on the mount sees only what is done through the mount (the kern
 events for its own calls); a write made directly in BACKING_DIR fires nothing there.
 
 Prints "mounted" once the mount answers. On SIGTERM, SIGINT or SIGHUP: stalled reads are let go
-(they read and answer), the mount is detached (lazily: it goes at once from the namespace, and
-its files still open keep working until closed) and the process exits 0. Exits 3, with the
+(they read and answer), the mount is detached (lazily: it goes at once from the namespace; files
+still open on it answer until they are closed, or for 2 s at most, when the process exits and
+they fail with ENOTCONN) and the process exits 0. Exits 3, with the
 reason on stderr, when FUSE cannot be used (no fusepy, no libfuse2, mount refused).
 """
 import argparse
