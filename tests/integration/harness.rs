@@ -592,3 +592,176 @@ pub fn settle_on(d: &Daemon, dir: &Path) -> (BTreeMap<Key, usize>, BTreeMap<Key,
     });
     last
 }
+
+/// A filesystem whose reads can be made to hang, as a stuck NFS server's do: a passthrough
+/// FUSE mount ([`StallFs::mount_dir`]) of a temp directory ([`StallFs::backing_dir`]) served by
+/// `peers/stallfs.py` (fusepy over libfuse 2, multithreaded: one stuck read holds up no other
+/// operation). While [`StallFs::stall`] names them, reads of the files whose path under the
+/// mount contains the text block in the kernel until [`StallFs::release`]; `stat`, `readdir`,
+/// writes and reads of other files go on. The kernel caches nothing (direct_io, no attribute
+/// or entry cache): every read reaches the server, and a size is always the backing file's.
+///
+/// inotify on the mount sees what is done through the mount (create, modify, close, rename,
+/// delete), and nothing done directly in the backing directory: a daemon watching the mount
+/// either has its files written through the mount or polls (`watch = "poll"`).
+///
+/// A reader held there is in uninterruptible sleep as for a hard NFS mount, except that a
+/// signal (kill -9 too) gets it answered EINTR: a daemon stuck on a stalled read can still be
+/// killed. Dropping a `StallFs` releases every stall, stops the server and detaches the
+/// mount (lazily), panic or not; if the test process itself dies, the server gets SIGTERM
+/// (PR_SET_PDEATHSIG: when the thread that mounted it ends, so keep a `StallFs` in the test's
+/// own thread) and detaches the mount itself.
+pub struct StallFs {
+    child: Option<Child>,
+    /// `backing/`, `mnt/`, `stallfs.log` (the server's stderr), `held` (reads held now).
+    root: tempfile::TempDir,
+}
+
+impl StallFs {
+    /// Mounts a new one and waits (up to 10 s) until it answers. `None` (after saying why)
+    /// when FUSE cannot be used here: no `/dev/fuse`, no python3, no fusepy or libfuse2, the
+    /// mount refused; that fails instead when `TRANSCRIPTD_REQUIRE_FUSE` is set.
+    pub fn mount() -> Option<StallFs> {
+        let unavailable = |why: String| {
+            assert!(std::env::var_os("TRANSCRIPTD_REQUIRE_FUSE").is_none(), "{why}");
+            eprintln!("skipped: {why}");
+            None
+        };
+        if !Path::new("/dev/fuse").exists() {
+            return unavailable("no /dev/fuse (FUSE is not available here)".into());
+        }
+        let root = tempfile::tempdir().unwrap();
+        // Canonical: the mount table names it so.
+        let root_path = root.path().canonicalize().unwrap();
+        std::fs::create_dir(root_path.join("backing")).unwrap();
+        std::fs::create_dir(root_path.join("mnt")).unwrap();
+        let log = std::fs::File::create(root_path.join("stallfs.log")).unwrap();
+        let mut cmd = Command::new("python3");
+        cmd.arg(super::support::root().join("tests/integration/peers/stallfs.py"))
+            .arg("--held")
+            .arg(root_path.join("held"))
+            .arg(root_path.join("backing"))
+            .arg(root_path.join("mnt"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        // SAFETY: prctl is async-signal-safe; it only sets the child's own parent-death signal.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return unavailable("no python3 on PATH".into()),
+            Err(e) => panic!("cannot start stallfs.py: {e}"),
+        };
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+            let _ = tx.send(line);
+        });
+        let mut fs = StallFs { child: Some(child), root };
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) if line == "mounted\n" => Some(fs),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("stallfs.py did not mount in 10 s: {}", fs.log()),
+            Ok(line) if !line.is_empty() => panic!("stallfs.py said {line:?}, not \"mounted\": {}", fs.log()),
+            // Its stdout closed: it ended.
+            _ => {
+                let status = fs.child.take().unwrap().wait().unwrap();
+                let log = fs.log();
+                // 3: FUSE cannot be used here (the reason is in its log).
+                if status.code() == Some(3) {
+                    return unavailable(log.trim().replace('\n', "; "));
+                }
+                panic!("stallfs.py ended ({status}) before mounting: {log}");
+            }
+        }
+    }
+
+    /// Where it is mounted.
+    pub fn mount_dir(&self) -> PathBuf {
+        self.root.path().canonicalize().unwrap().join("mnt")
+    }
+
+    /// The directory it serves. Changes made here directly fire no inotify event on the mount.
+    pub fn backing_dir(&self) -> PathBuf {
+        self.root.path().canonicalize().unwrap().join("backing")
+    }
+
+    /// From now on, reads of every file whose path under the mount contains `name_part` (`""`:
+    /// every file) block until [`StallFs::release`]. Reads already under way finish.
+    pub fn stall(&self, name_part: &str) {
+        // Written aside and renamed in: the server never reads half of it (an empty `.stall`
+        // would stall everything).
+        let tmp = self.root.path().join("stall.tmp");
+        std::fs::write(&tmp, name_part).unwrap();
+        std::fs::rename(tmp, self.backing_dir().join(".stall")).unwrap();
+    }
+
+    /// Lets every held read go on, and no more is held.
+    pub fn release(&self) {
+        match std::fs::remove_file(self.backing_dir().join(".stall")) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("cannot remove .stall: {e}"),
+            _ => {}
+        }
+    }
+
+    /// How many reads are held now.
+    pub fn held(&self) -> usize {
+        std::fs::read_to_string(self.root.path().join("held")).ok().and_then(|s| s.parse().ok()).unwrap_or(0)
+    }
+
+    /// Waits (up to 10 s) until `n` reads are held; false if they never were.
+    pub fn wait_held(&self, n: usize) -> bool {
+        wait(Duration::from_secs(10), || self.held() == n)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// The server's stderr.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("stallfs.log")).unwrap_or_default()
+    }
+}
+
+/// Whether `dir` (canonical) is a mount point in `/proc/self/mountinfo`.
+pub fn is_mount_point(dir: &Path) -> bool {
+    let dir = dir.to_string_lossy();
+    std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default().lines().any(|l| l.split(' ').nth(4) == Some(&dir))
+}
+
+impl Drop for StallFs {
+    fn drop(&mut self) {
+        // Readers held in the test (its threads, a daemon) go on first.
+        self.release();
+        if let Some(mut c) = self.child.take() {
+            // SIGTERM: it lets held reads go, detaches the mount and exits.
+            // SAFETY: our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let end = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().unwrap().is_none() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Whatever became of the server (killed, it never got to unmount), no mount is left
+        // behind: lazily, so files still open on it do not keep it.
+        let mnt = self.mount_dir();
+        if is_mount_point(&mnt) {
+            let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid C string; MNT_DETACH detaches without waiting for its users.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+                // Not root: the setuid helper does it.
+                let _ = Command::new("fusermount").args(["-uz", mnt.to_str().unwrap()]).stderr(Stdio::null()).status();
+            }
+        }
+    }
+}

@@ -34,6 +34,7 @@ mod reverse;
 mod rules;
 mod safety;
 mod sessions;
+mod stallfs;
 mod support;
 mod tap;
 mod threads;
