@@ -849,3 +849,48 @@ fn a_closed_stderr_pipe_never_stops_the_daemon() {
     };
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// Issue 16: a file whose reads hang (a stuck NFS server: the real thing, a FUSE mount whose
+/// reads of it block, `peers/stallfs.py`) holds up only itself. While the daemon's read of it
+/// hangs, an append to a local file and a new local file are reported, `/health` stays `ok`
+/// past the stall timeout, and SIGTERM ends the process. Released, nothing of the stuck file is
+/// lost and nothing is reported twice, across the restart.
+#[test]
+fn a_file_whose_reads_hang_holds_up_only_itself() {
+    let Some(fs) = super::harness::StallFs::mount() else { return };
+    std::fs::write(fs.mount_dir().join("stuck.jsonl"), result_line("s1")).unwrap();
+    let mount = fs.mount_dir().display().to_string();
+    let mut d = Daemon::prepare(Opts { daemon: "stall_timeout = \"1s\"".into(), ..Opts::default() });
+    let watch = d.watch_dir().display().to_string();
+    let text = std::fs::read_to_string(d.config_path()).unwrap();
+    let text = text.replace(&format!("include = [\"{watch}/**/*.jsonl\"]"), &format!("include = [\"{watch}/**/*.jsonl\", \"{mount}/**/*.jsonl\"]"));
+    assert!(text.contains(&mount), "{text}");
+    std::fs::write(d.config_path(), text).unwrap();
+    d.start();
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "s1")), "{}", d.log());
+
+    fs.stall("stuck.jsonl");
+    append(&fs.mount_dir().join("stuck.jsonl"), result_line("s2"));
+    // The daemon's read of it is held in the kernel, as by a hung server.
+    assert!(fs.wait_held(1), "the daemon never read the stalled file: {}", d.log());
+    append(&fs.mount_dir().join("stuck.jsonl"), result_line("s3"));
+    append(&d.watch_dir().join("live.jsonl"), result_line("l1"));
+    std::fs::write(d.watch_dir().join("new.jsonl"), result_line("n1")).unwrap();
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "l1") && has_call(&d, "n1")), "a hung read of another file held up the loop: {}", d.log());
+    // Past the stall timeout with the read still held: the loop is not stuck.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(fs.held(), 1, "the read was let go: {}", fs.log());
+    assert_eq!(d.health().map(|(s, _)| s), Some(200), "{}", d.log());
+    assert!(!has_call(&d, "s2"));
+    assert_eq!(d.stop(), Some(0), "SIGTERM with a read held: {}", d.log());
+
+    fs.release();
+    d.start();
+    let (got, want) = super::harness::settle_on(&d, &fs.mount_dir());
+    assert_eq!(got, want, "{}", d.log());
+    assert_eq!(want.len(), 3, "{want:?}");
+    let (got, want) = settle(&d);
+    assert_eq!(got, want, "{}", d.log());
+    assert_eq!(want.len(), 2, "{want:?}");
+    d.stop();
+}
