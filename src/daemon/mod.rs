@@ -293,6 +293,10 @@ struct Daemon {
     /// Scans under way on the blocking pool (see [`scan`]), and whether one is a rescan.
     scans: tokio::task::JoinSet<scan::Scanned>,
     rescanning: bool,
+    /// Reads of `pending.json` under way, by directory, and the files whose deadline waits for
+    /// each.
+    paused_reads: tokio::task::JoinSet<(PathBuf, HashSet<String>)>,
+    paused_waiting: HashMap<PathBuf, Vec<PathBuf>>,
     /// Files the running step opened (a step that takes up thousands of files at once closes
     /// them again beyond half of `max_open`).
     opened_in_step: usize,
@@ -364,6 +368,8 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
         under_way: std::collections::BTreeMap::new(),
         scans: tokio::task::JoinSet::new(),
         rescanning: false,
+        paused_reads: tokio::task::JoinSet::new(),
+        paused_waiting: HashMap::new(),
         opened_in_step: 0,
         max_open: budget.files.max(1),
         sinks,
@@ -452,6 +458,11 @@ impl Started {
                         d.fetched(done)?;
                     }
                 }
+                Some(done) = d.paused_reads.join_next(), if !d.paused_reads.is_empty() => {
+                    d.health.busy();
+                    d.new_step();
+                    d.paused_read(done);
+                }
                 Some(done) = d.scans.join_next(), if !d.scans.is_empty() => {
                     d.health.busy();
                     d.new_step();
@@ -501,6 +512,17 @@ impl Started {
         d.health.idle();
         r
     }
+}
+
+/// The clock reached `now` for `t`: its records; whether the checkpoint must say so.
+fn timed_out(t: &mut Tailed, now: Instant, paused: HashSet<String>, records: &mut Vec<Record>) -> bool {
+    let mark = records.len();
+    let was_done = t.tail_done;
+    let owed = t.owed();
+    t.handle_timeout(now, paused, records);
+    t.announce(records, mark);
+    // A repair made due settles what the checkpoint says the file owed.
+    records.len() > mark || t.tail_done != was_done || t.owed() != owed
 }
 
 /// Whether another fetch may start: fewer than [`fetch::MAX_FETCHES`] under way that are not
@@ -858,7 +880,7 @@ impl Daemon {
                     t.path = q.clone();
                     t.rel = self.sources[si].rel(&q);
                     // A fetch of the old path is not this file's any more.
-                    t.cancel_fetch();
+                    t.cancel_io();
                     for r in self.reader_path.values_mut().filter(|r| r.as_path() == p) {
                         r.clone_from(&q);
                     }
@@ -1002,18 +1024,27 @@ impl Daemon {
             self.poll_path(&p);
         }
         // The stages' deadlines: tail findings of quiet files (torn lines, empty turns, orphan
-        // calls), repairs due.
+        // calls), repairs due. Those whose stages read `pending.json` wait for it, read off the
+        // loop once per directory.
         for t in self.files.values_mut() {
             if t.deadline().is_none_or(|d| d > now) {
                 continue;
             }
-            let mark = records.len();
-            let was_done = t.tail_done;
-            let owed = t.owed();
-            t.handle_timeout(now, &mut records);
-            t.announce(&mut records, mark);
-            // A repair made due settles what the checkpoint says the file owed.
-            self.dirty |= records.len() > mark || t.tail_done != was_done || t.owed() != owed;
+            if t.reads_paused() {
+                t.await_paused();
+                let dir = t.path.parent().map(Path::to_path_buf).unwrap_or_default();
+                let waiting = self.paused_waiting.entry(dir.clone()).or_default();
+                if waiting.is_empty() {
+                    let path = t.path.clone();
+                    self.paused_reads.spawn_blocking(move || {
+                        let paused = std::panic::catch_unwind(|| tail::paused_calls(&path)).unwrap_or_default();
+                        (dir, paused)
+                    });
+                }
+                waiting.push(t.path.clone());
+                continue;
+            }
+            self.dirty |= timed_out(t, now, HashSet::new(), &mut records);
         }
         if let Some((mode, policy)) = self.stages.repair {
             let due: Vec<PathBuf> = self
@@ -1030,7 +1061,7 @@ impl Daemon {
         // then); handles beyond the limit are closed.
         let evict_after = self.cfg.config.daemon.evict_after;
         for t in self.files.values_mut() {
-            if t.is_loaded() && t.tail_done && t.last_growth + evict_after <= now && t.deadline().is_none() && !t.fetching() {
+            if t.is_loaded() && t.tail_done && t.last_growth + evict_after <= now && t.deadline().is_none() && !t.fetching() && !t.timing_out() {
                 t.evict();
             }
         }
@@ -1048,6 +1079,26 @@ impl Daemon {
         self.gauges();
         self.report_reading();
         Ok(())
+    }
+
+    /// The calls paused in `dir` (`pending.json`) were read: the files waiting for them have
+    /// their deadline.
+    fn paused_read(&mut self, done: Result<(PathBuf, HashSet<String>), tokio::task::JoinError>) {
+        let (dir, paused) = match done {
+            Ok(d) => d,
+            Err(e) => {
+                warn!(error = %e, "a read of pending.json failed");
+                return;
+            }
+        };
+        let now = Instant::now();
+        let mut records = Vec::new();
+        for p in self.paused_waiting.remove(&dir).unwrap_or_default() {
+            if let Some(t) = self.files.get_mut(&p).filter(|t| t.timing_out()) {
+                self.dirty |= timed_out(t, now, paused.clone(), &mut records);
+            }
+        }
+        self.emit(records);
     }
 
     /// Makes a repair of `p` due. A copy (mode `copy`) goes to the `repaired_files` sink in

@@ -174,6 +174,9 @@ pub struct Tailed {
     fetch_gen: u64,
     /// Polled while a fetch was under way: polled again when it is back.
     again: bool,
+    /// Its deadline came and the calls paused beside it (`pending.json`) are being read off
+    /// the loop: its deadline waits for them.
+    timing_out: bool,
     /// What the open handle still had when the path was found gone (for [`Tailed::read_rest`]).
     rest: Option<fetch::Rest>,
     /// Whether `file_opened` was emitted.
@@ -237,6 +240,7 @@ impl Tailed {
             fetching: false,
             fetch_gen: 0,
             again: false,
+            timing_out: false,
             rest: None,
             announced: false,
             last_growth: Instant::now(),
@@ -415,12 +419,13 @@ impl Tailed {
         std::mem::take(&mut self.again)
     }
 
-    /// Forgets the fetch under way (the file moved to another path): its outcome, when it
-    /// comes, is not applied.
-    pub fn cancel_fetch(&mut self) {
+    /// Forgets the IO under way for the file's old path (it moved to another): the fetch's
+    /// outcome, when it comes, is not applied, and the paused calls are read again if needed.
+    pub fn cancel_io(&mut self) {
         self.fetching = false;
         self.again = false;
         self.rest = None;
+        self.timing_out = false;
     }
 
     /// Starts a poll: the IO it needs, for [`fetch::fetch`] to do off the loop, and the
@@ -781,14 +786,33 @@ impl Tailed {
 
     /// The stages' deadline for this file, if its state is in memory.
     pub fn deadline(&self) -> Option<Instant> {
-        self.pipeline.as_ref().filter(|_| !self.replaying && self.ahead.is_none()).and_then(Pipeline::poll_deadline).map(instant)
+        self.pipeline.as_ref().filter(|_| !self.replaying && self.ahead.is_none() && !self.timing_out).and_then(Pipeline::poll_deadline).map(instant)
     }
 
-    /// The clock reached `now`: what the stages have due (the tail findings of a quiet file,
+    /// Whether its stages read the calls a host paused beside it (`pending.json`, for the
+    /// `orphans` stage) when its deadline comes.
+    pub fn reads_paused(&self) -> bool {
+        matches!(self.kind, Kind::Transcript(_)) && self.spec.stages.iter().any(|s| matches!(s, crate::config::StageConfig::Orphans { .. }))
+    }
+
+    /// Its deadline came, and the paused calls are being read: the deadline waits for them
+    /// ([`Tailed::handle_timeout`]).
+    pub fn await_paused(&mut self) {
+        self.timing_out = true;
+    }
+
+    /// Whether its deadline waits for the paused calls.
+    pub fn timing_out(&self) -> bool {
+        self.timing_out
+    }
+
+    /// The clock reached `now` (`paused`: the calls paused beside it, read off the loop when
+    /// [`Tailed::reads_paused`]): what the stages have due (the tail findings of a quiet file,
     /// a repair) becomes records; tail findings are kept, to be retracted when the file grows.
-    pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Record>) {
+    pub fn handle_timeout(&mut self, now: Instant, paused: std::collections::HashSet<String>, out: &mut Vec<Record>) {
+        self.timing_out = false;
         let Some(p) = self.pipeline.as_mut().filter(|_| !self.replaying && self.ahead.is_none()) else { return };
-        let inputs = Inputs { paused: paused_calls(&self.path) };
+        let inputs = Inputs { paused };
         p.handle_timeout(clock(now), &inputs);
         self.collect(out);
         if self.pipeline.as_ref().is_some_and(Pipeline::tail_done) {
