@@ -892,5 +892,19 @@ fn a_file_whose_reads_hang_holds_up_only_itself() {
     let (got, want) = settle(&d);
     assert_eq!(got, want, "{}", d.log());
     assert_eq!(want.len(), 2, "{want:?}");
+
+    // The calls paused beside a transcript (`pending.json`, read when an orphan call's grace
+    // ends) on a stuck mount hold up only that transcript's deadline.
+    fs.stall("pending.json");
+    std::fs::create_dir(fs.mount_dir().join("pj")).unwrap();
+    std::fs::write(fs.mount_dir().join("pj/pending.json"), "[{\"call_id\":\"other\"}]").unwrap();
+    let call = "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"pj1\",\"function\":{\"name\":\"Read\",\"arguments\":\"{}\"}}]}\n";
+    std::fs::write(fs.mount_dir().join("pj/t.jsonl"), call).unwrap();
+    assert!(fs.wait_held(1), "the daemon never read pending.json: {}", d.log());
+    append(&d.watch_dir().join("live.jsonl"), result_line("l2"));
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "l2")), "a hung read of pending.json held up the loop: {}", d.log());
+    assert!(!has_call(&d, "pj1"));
+    fs.release();
+    assert!(wait(Duration::from_secs(10), || has_call(&d, "pj1")), "{}", d.log());
     d.stop();
 }
