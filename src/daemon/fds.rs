@@ -2,13 +2,15 @@
 //!
 //! At start the soft limit is raised to the hard one (as Go and many servers do). What is left
 //! after a fixed reserve (standard streams, inotify, the runtimes, checkpoint writes, sinks,
-//! directory walks, repairs, the read-aheads' own descriptors) is shared between watched files (`daemon.max_open_files`, lowered
+//! directory walks, repairs, the read-aheads' own descriptors, and those of fetches under way
+//! for files the loop closed meanwhile: a fetch stuck on a hung filesystem keeps its file's
+//! descriptor until it returns, [`super::fetch::MAX_STUCK`] at most) is shared between watched files (`daemon.max_open_files`, lowered
 //! with a warning if it does not fit) and metrics connections (the prometheus sink's
 //! `max_connections`, likewise), so that neither can starve the other: a connection flood
 //! cannot take the descriptors files and checkpoints need.
 
 /// Descriptors kept for everything that is neither a watched file nor a metrics connection.
-pub const RESERVED: u64 = 48;
+pub const RESERVED: u64 = 48 + super::fetch::MAX_STUCK as u64;
 
 static GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -75,7 +77,7 @@ mod tests {
     fn budgets_fit_the_limit() {
         assert_eq!(budget(8192, 1024, 64), Budget { files: 1024, connections: 64 });
         let b = budget(128, 1024, 64);
-        assert_eq!(b, Budget { files: 60, connections: 20 });
+        assert_eq!(b, Budget { files: 12, connections: 4 });
         assert!(b.files as u64 + b.connections as u64 + RESERVED <= 128);
         assert_eq!(budget(16, 1024, 64), Budget { files: 3, connections: 1 });
         assert!(raise_limit() >= limit().min(1024));
