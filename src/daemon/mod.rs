@@ -289,7 +289,7 @@ struct Daemon {
     /// Fetches under way on the blocking pool (see [`fetch`]), and when each started, by
     /// number.
     fetches: tokio::task::JoinSet<(PathBuf, u64, std::io::Result<fetch::Outcome>)>,
-    under_way: std::collections::BTreeMap<u64, Instant>,
+    under_way: std::collections::BTreeMap<u64, UnderWay>,
     /// Scans under way on the blocking pool (see [`scan`]), and whether one is a rescan.
     scans: tokio::task::JoinSet<scan::Scanned>,
     rescanning: bool,
@@ -525,11 +525,20 @@ fn timed_out(t: &mut Tailed, now: Instant, paused: HashSet<String>, records: &mu
     records.len() > mark || t.tail_done != was_done || t.owed() != owed
 }
 
+/// A fetch under way.
+#[derive(Debug)]
+struct UnderWay {
+    started: Instant,
+    path: PathBuf,
+    /// Whether its hanging was logged.
+    warned: bool,
+}
+
 /// Whether another fetch may start: fewer than [`fetch::MAX_FETCHES`] under way that are not
 /// slow yet, and fewer than [`fetch::MAX_STUCK`] in all.
-fn fetch_slot(under_way: &std::collections::BTreeMap<u64, Instant>) -> bool {
+fn fetch_slot(under_way: &std::collections::BTreeMap<u64, UnderWay>) -> bool {
     let now = Instant::now();
-    under_way.len() < fetch::MAX_STUCK && under_way.values().filter(|s| now.duration_since(**s) < fetch::SLOW).count() < fetch::MAX_FETCHES
+    under_way.len() < fetch::MAX_STUCK && under_way.values().filter(|u| now.duration_since(u.started) < fetch::SLOW).count() < fetch::MAX_FETCHES
 }
 
 /// Whether an error reading a file is the daemon's trouble (descriptors, memory, IO), not the
@@ -717,7 +726,7 @@ impl Daemon {
             return;
         }
         let Some((gen, req)) = t.begin_poll() else { return };
-        self.under_way.insert(gen, Instant::now());
+        self.under_way.insert(gen, UnderWay { started: Instant::now(), path: p.to_path_buf(), warned: false });
         let path = p.to_path_buf();
         self.fetches.spawn_blocking(move || {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fetch::fetch(req)))
@@ -737,7 +746,9 @@ impl Daemon {
                 return Ok(());
             }
         };
-        self.under_way.remove(&gen);
+        if let Some(u) = self.under_way.remove(&gen).filter(|u| u.warned) {
+            info!(file = %u.path.display(), after = ?u.started.elapsed(), "a hung read returned");
+        }
         let Some(t) = self.files.get_mut(&p) else { return Ok(()) };
         let mut records = Vec::new();
         let was_open = t.is_open();
@@ -981,8 +992,8 @@ impl Daemon {
             }
             // Every slot taken: the oldest fetch frees one when it turns slow (those that come
             // back wake the loop).
-            if let Some(oldest) = self.under_way.values().filter(|s| now.duration_since(**s) < fetch::SLOW).min() {
-                next = next.min(*oldest + fetch::SLOW);
+            if let Some(oldest) = self.under_way.values().map(|u| u.started).filter(|s| now.duration_since(*s) < fetch::SLOW).min() {
+                next = next.min(oldest + fetch::SLOW);
             }
         }
         if self.dirty {
@@ -990,6 +1001,10 @@ impl Daemon {
         }
         for r in self.retry.values() {
             next = next.min(r.at);
+        }
+        // A read that hangs is said when it has hung for the stall timeout.
+        for u in self.under_way.values().filter(|u| !u.warned) {
+            next = next.min(u.started + self.cfg.config.daemon.stall_timeout);
         }
         for t in self.files.values() {
             if let Some(d) = t.deadline() {
@@ -1055,6 +1070,13 @@ impl Daemon {
             for p in due {
                 self.repair(&p, mode, policy);
             }
+        }
+        // A read that hangs (a hung filesystem) holds up its file only: said once, and counted
+        // as unread (`oldest_unread_seconds`) until it returns.
+        let hung_after = self.cfg.config.daemon.stall_timeout;
+        for u in self.under_way.values_mut().filter(|u| !u.warned && u.started + hung_after <= now) {
+            u.warned = true;
+            warn!(file = %u.path.display(), hung_for = ?u.started.elapsed(), "a read of the file hangs (a hung filesystem?); the file waits for it, the others are read meanwhile");
         }
         // Quiet files give their memory back, once their stages have nothing due (an orphan
         // grace, a repair waiting for `min_idle`: the state that makes it due stays until
@@ -1189,6 +1211,10 @@ impl Daemon {
             }
             open += usize::from(t.is_open());
             pending += t.pending();
+        }
+        // A read under way that hangs: what the file holds waits as long.
+        if let Some(started) = self.under_way.values().map(|u| u.started).min() {
+            oldest = oldest.max(started.elapsed().as_secs() as i64);
         }
         self.gauges = Some(Gauges {
             files_watched: self.files.len() as u64,

@@ -882,6 +882,9 @@ fn a_file_whose_reads_hang_holds_up_only_itself() {
     assert_eq!(fs.held(), 1, "the read was let go: {}", fs.log());
     assert_eq!(d.health().map(|(s, _)| s), Some(200), "{}", d.log());
     assert!(!has_call(&d, "s2"));
+    // Said in the log, and counted as unread (the TranscriptdReadingStalled alert's gauge).
+    assert!(d.log().lines().any(|l| l.contains("WARN") && l.contains("stuck.jsonl") && l.contains("hangs")), "{}", d.log());
+    assert!(wait(Duration::from_secs(5), || d.metric("transcriptd_oldest_unread_seconds").is_some_and(|s| s >= 1.0)), "{:?}", d.get("/metrics"));
     assert_eq!(d.stop(), Some(0), "SIGTERM with a read held: {}", d.log());
 
     fs.release();
