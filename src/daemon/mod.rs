@@ -3,15 +3,17 @@
 //! to the sinks.
 //!
 //! One event loop owns every file's state: filesystem events (inotify via `notify`, or polling)
-//! and timers (grace periods, repairs, checkpoints, rescans, retries) wake it; it reads what is
-//! new, writes the records to the sinks, flushes them, and checkpoints. A single owner keeps the
-//! order of each file's records, needs no locks, and lets 10,000 idle files cost nothing but
-//! their entry in a map. Each step of the loop is bounded: it reads at most [`STEP_BUDGET`]
-//! bytes (the rest waits in a backlog for the next step), so that a large backlog never keeps
-//! it from events, signals and `/health` (see [`health`]). A large backlog is not read on the
-//! loop at all: reader threads read and parse it ahead ([`crate::sources::backlog`], both
-//! cores), and the loop takes the parsed reads from their streams as one more kind of event,
-//! applying at most [`FILE_BUDGET`] bytes of them per step in file order.
+//! and timers (grace periods, repairs, checkpoints, rescans, retries) wake it; it applies what
+//! is new, writes the records to the sinks, flushes them, and checkpoints. A single owner keeps
+//! the order of each file's records, needs no locks, and lets 10,000 idle files cost nothing
+//! but their entry in a map. The loop reads no watched file itself: each look at a file (stat,
+//! open, identity checks, the read of what is new, at most 1 MiB) is a [`fetch`] on tokio's
+//! blocking pool, each walk of a directory or look at a path an event names a [`scan`], and the
+//! loop applies their answers as one more kind of event, so a file whose reads hang holds up
+//! only itself and the loop always answers events, signals and `/health` (see [`health`]). A
+//! large backlog is read and parsed ahead on reader threads ([`crate::sources::backlog`], both
+//! cores), and the loop takes the parsed reads from their streams, applying at most
+//! [`FILE_BUDGET`] bytes of them per step in file order.
 //!
 //! [`start`] builds everything that can fail (sinks, checkpoint, watches) without reading;
 //! [`Started::run`] runs until the shutdown future completes. The shell (`cli/run.rs`) uses
