@@ -58,7 +58,10 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
     let mut parts = Vec::new();
     let call_id = |m: &Value| m.get("call_id").or_else(|| m.get("id")).and_then(Value::as_str).unwrap_or("").to_owned();
     match msg.get("type").and_then(Value::as_str) {
-        Some(t) if t.ends_with("_call_output") => parts.push(format!("[{t} {}] {}", call_id(msg), text_of(&msg["output"]))),
+        Some(t) if t.ends_with("_output") => {
+            let out = msg.get("output").or_else(|| msg.get("tools")).map(text_of).unwrap_or_default();
+            parts.push(format!("[{t} {}] {out}", call_id(msg)));
+        }
         Some(t) if t.ends_with("_call") => {
             let name = msg.get("name").and_then(Value::as_str).unwrap_or(t);
             let args = msg.get("arguments").or_else(|| msg.get("input")).or_else(|| msg.get("action")).map(text_of).unwrap_or_default();

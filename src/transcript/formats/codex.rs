@@ -4,7 +4,10 @@
 //! `compacted`, `turn_context` and `event_msg`. Only `response_item`s are conversation: the
 //! `event_msg` user and agent messages duplicate them for the UI. Calls (`function_call`,
 //! `custom_tool_call`, `local_shell_call`, `tool_search_call`, and any future `*_call` with a
-//! `call_id`) pair by `call_id` with their `*_call_output`; `web_search_call` has neither. A
+//! `call_id`) pair by `call_id` with their output: `*_call_output`, or `tool_search_output` for
+//! a `tool_search_call` (any `*_output` with a `call_id` answers the call with that id, as
+//! Codex's own history pairs them); `web_search_call` has neither, nor has a tool search the
+//! model ran itself (`"execution": "server"`, no `call_id`). A
 //! `compacted` line replaces all earlier history with its `replacement_history`.
 //!
 //! The older layout has no envelope: a first line with the session's `id` and `instructions`,
@@ -180,7 +183,8 @@ pub fn response_item(p: Item<'_>) -> Entry<'_> {
             m.has_content = p.has_content;
             Entry::Message(m)
         }
-        t if t.ends_with("_call_output") => {
+        // `*_call_output`, and `tool_search_output`, the answer to a `tool_search_call`.
+        t if t.ends_with("_output") => {
             let mut m = Message::new(Role::Tool);
             m.has_content = true;
             if let Some(id) = p.call_id {
@@ -229,14 +233,18 @@ fn pending_calls(items: Vec<Item<'_>>) -> Vec<Call<'_>> {
 
 /// A synthetic error result for `call`: its `*_output` item (a `local_shell_call` is answered by
 /// a `function_call_output`), in the envelope of the current layout with the `timestamp` of the
-/// line it `follows` when that line has one, as a bare item in the legacy layout.
+/// line it `follows` when that line has one, as a bare item in the legacy layout. A
+/// `tool_search_call` gets what Codex itself fills in for one left without its output: a
+/// `tool_search_output` that found no tools (it has no text to carry `text`).
 pub fn synthetic_result(follows: &[u8], call: &CallRef, text: &str) -> Vec<u8> {
     let env = edit::members(follows, &["timestamp", "payload"]);
-    let item_type = match call.item.as_deref() {
-        Some("local_shell_call") | None => "function_call_output".to_owned(),
-        Some(t) => format!("{t}_output"),
+    let item = match call.item.as_deref() {
+        Some("tool_search_call") => {
+            json!({"type": "tool_search_output", "call_id": call.id, "status": "completed", "execution": "client", "tools": []})
+        }
+        Some("local_shell_call") | None => json!({"type": "function_call_output", "call_id": call.id, "output": text}),
+        Some(t) => json!({"type": format!("{t}_output"), "call_id": call.id, "output": text}),
     };
-    let item = json!({"type": item_type, "call_id": call.id, "output": text});
     let v = if env.contains_key("payload") {
         let mut m = Map::new();
         if let Some(ts) = env.get("timestamp") {

@@ -393,7 +393,7 @@ fn is_result(d: Dataset, m: &Value) -> bool {
                 && m.get("content").and_then(Value::as_array).is_some_and(|a| a.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")))
         }
         Dataset::ShareGpt => matches!(role(m), Some("observation" | "tool")),
-        _ => matches!(role(m), Some("tool" | "function")) || m.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_call_output")),
+        _ => matches!(role(m), Some("tool" | "function")) || m.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_output")),
     }
 }
 

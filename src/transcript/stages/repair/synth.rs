@@ -166,6 +166,10 @@ mod tests {
         let legacy = br#"{"type":"function_call","call_id":"c"}"#;
         let v: Value = serde_json::from_slice(&synthetic_result(Format::Codex, legacy, &call("c"), ResultText::NotExecuted, None, "")).unwrap();
         assert_eq!(v["type"], "function_call_output");
+        // A tool search is answered the way Codex answers one left open: no tools found.
+        let c = CallRef { id: "s".into(), tool: "tool_search".into(), item: Some("tool_search_call".into()) };
+        let v: Value = serde_json::from_slice(&synthetic_result(Format::Codex, env, &c, ResultText::NotExecuted, None, "")).unwrap();
+        assert_eq!(v["payload"], serde_json::json!({"type": "tool_search_output", "call_id": "s", "status": "completed", "execution": "client", "tools": []}));
     }
 
     #[test]
