@@ -155,6 +155,10 @@ pub struct Parsed<'a> {
     /// without threads). Assigned by the validator, which knows the lines before it; the
     /// adapters leave it at [`MAIN_THREAD`].
     pub thread: u64,
+    /// Claude Code: hashes of the uuids of earlier lines this line takes back out of the
+    /// conversation (an answer's `supersedesUuids`, a `model_refusal_fallback` record's
+    /// `retractedMessageUuids`). They stay in the file; resume never sends them.
+    pub retracts: Vec<u64>,
 }
 
 /// The thread of the main conversation (see [`crate::transcript::stages::threads`]).
@@ -163,7 +167,7 @@ pub const MAIN_THREAD: u64 = 0;
 impl<'a> Parsed<'a> {
     /// A line that carries only `entry`.
     pub fn of(entry: Entry<'a>) -> Self {
-        Parsed { entry, node: None, usage: None, model: None, thread: MAIN_THREAD }
+        Parsed { entry, node: None, usage: None, model: None, thread: MAIN_THREAD, retracts: Vec::new() }
     }
 }
 

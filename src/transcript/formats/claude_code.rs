@@ -33,6 +33,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     let (mut ty, mut subtype, mut uuid, mut parent, mut logical_parent) = (None, None, None, None, None);
     let (mut compact_summary, mut sidechain) = (false, false);
     let mut msg: Option<Msg<'_>> = None;
+    let mut retracts = Vec::new();
     object_line(line, |s, k| {
         match &*k.key() {
             b"type" => ty = s.opt_string()?,
@@ -43,12 +44,22 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
             b"isCompactSummary" => compact_summary = s.opt_true()?,
             b"isSidechain" => sidechain = s.opt_true()?,
             b"message" => msg = read_message(s)?,
+            // A retry's answer names the answer it replaces; a refusal fallback's record, the
+            // answers it took back.
+            b"supersedesUuids" | b"retractedMessageUuids" => {
+                s.opt_array(|s| {
+                    if let Some(u) = s.opt_string()? {
+                        retracts.push(u.hash());
+                    }
+                    Ok(())
+                })?;
+            }
             _ => s.skip()?,
         }
         Ok(())
     })?;
     let node = uuid.map(|u| Node { id: u.hash(), parent: parent.or(logical_parent).map(|p| p.hash()), sidechain });
-    let of = |entry| Parsed { node, ..Parsed::of(entry) };
+    let mut of = |entry| Parsed { node, retracts: std::mem::take(&mut retracts), ..Parsed::of(entry) };
     let ty = ty.map(|t| t.key()).unwrap_or_default();
     let role = match &*ty {
         b"user" => Role::User,

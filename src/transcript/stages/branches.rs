@@ -1,14 +1,25 @@
-//! The uuid tree of a Claude Code session, and the rewinds it records.
+//! The uuid tree of a Claude Code session, and the branches it abandons.
 //!
-//! Every Claude Code line names its parent. When the user rewinds (Esc Esc) to an earlier point,
-//! Claude Code appends a new user prompt whose `parentUuid` names a line that already has a
-//! conversation child: the earlier child and everything under it become an abandoned branch that
-//! stays in the file but is never sent to the model again. Not every line with two children is a
-//! rewind: a `tool_use` line's children are normally the next line of the same message and its own
-//! `tool_result`, so only a *prompt* arriving at an occupied parent counts.
+//! Every Claude Code line names its parent, and resume sends the chain of ancestors of the
+//! last line: a line that is not on it stays in the file but never reaches the model again.
+//! Two things leave such dead branches:
 //!
-//! *Invariant:* memory is bounded: the tree keeps the last [`HORIZON`] lines with a uuid (two
-//! one hash-map entry each, 64-bit hashes, no strings), so a rewind to a point further back than
+//! - a **rewind**: the user rewinds (Esc Esc) to an earlier point, and Claude Code appends a new
+//!   user prompt whose `parentUuid` names a line that already has a conversation child;
+//! - a **replaced answer**: an assistant message arrives under a parent whose conversation child
+//!   is an assistant line of *another* API message: a retry of that answer (a model refusal
+//!   retried on the fallback model, a stream that failed and was asked again) which takes its
+//!   place. The earlier answer's lines stay in the file. (Claude Code also names them, in the
+//!   retry's `supersedesUuids` and a `model_refusal_fallback` record's `retractedMessageUuids`:
+//!   the validator abandons those by name, wherever their parent is.)
+//!
+//! Not every line with two children is either: a `tool_use` line's children are normally the
+//! next line of the same message (same `message.id`) and its own `tool_result`, so only a
+//! *prompt*, or an *assistant line of another message* arriving where an assistant line already
+//! hangs, counts.
+//!
+//! *Invariant:* memory is bounded: the tree keeps the last [`HORIZON`] lines with a uuid (one
+//! hash-map entry each, 64-bit hashes, no strings), so a rewind to a point further back than
 //! that is not recognised (its prompt is read as an ordinary one). Check's memory stays flat in
 //! the size of the file.
 
@@ -41,8 +52,46 @@ impl Hasher for Identity {
 struct Info {
     /// Its parent, when the line itself was recorded (a uuid known only as a parent is not).
     parent: Option<u64>,
-    /// Its first conversation child (or the latest rewind's prompt).
+    /// Its first conversation child (or the latest branch that replaced it).
     child: Option<u64>,
+    /// The hash of its API message's id when the line is an assistant line that has one; 0
+    /// otherwise.
+    answer: u64,
+}
+
+impl Info {
+    const UNKNOWN: Info = Info { parent: None, child: None, answer: 0 };
+}
+
+/// What a line is to the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
+    /// Not conversation (progress, snapshots, Claude Code's own system records).
+    Other,
+    /// Conversation that starts no branch: a tool result, an assistant line without a message
+    /// id.
+    Conversation,
+    /// A user prompt: under an occupied parent, a rewind.
+    Prompt,
+    /// An assistant line, with the hash of its API message's id (not 0): under a parent whose
+    /// conversation child is an assistant line of another message, it replaces that answer.
+    Answer(u64),
+}
+
+impl Line {
+    /// What a parsed line is to the tree.
+    pub fn of(entry: &crate::transcript::model::Entry<'_>) -> Line {
+        use crate::transcript::model::{Entry, Role};
+        match entry {
+            Entry::Message(m) if m.prompt => Line::Prompt,
+            Entry::Message(m) if m.role == Role::Assistant => match m.turn {
+                Some(key) if key != 0 => Line::Answer(key),
+                _ => Line::Conversation,
+            },
+            Entry::Message(_) => Line::Conversation,
+            _ => Line::Other,
+        }
+    }
 }
 
 type Map = HashMap<u64, Info, BuildHasherDefault<Identity>>;
@@ -72,13 +121,17 @@ impl Default for Branches {
 }
 
 impl Branches {
-    /// Records a line. Returns the root of the branch it abandons, when the line is a prompt
-    /// that rewinds to a parent that already has a conversation child.
-    pub fn record(&mut self, node: Node, conversation: bool, prompt: bool) -> Option<u64> {
+    /// Records a line. Returns the root of the branch it abandons: the parent's earlier
+    /// conversation child, when the line is a prompt (a rewind) or an answer that replaces an
+    /// answer of another message there.
+    pub fn record(&mut self, node: Node, line: Line) -> Option<u64> {
         let parent = node.parent?;
-        let own = self.nodes.entry(node.id).or_insert(Info { parent: None, child: None });
+        let own = self.nodes.entry(node.id).or_insert(Info::UNKNOWN);
         let first = own.parent.is_none();
         own.parent = Some(parent);
+        if let Line::Answer(key) = line {
+            own.answer = key;
+        }
         if first {
             self.order.push_back(node.id);
             if self.order.len() > self.horizon {
@@ -86,25 +139,44 @@ impl Branches {
                 self.nodes.remove(&old);
             }
         }
-        if !conversation {
+        if line == Line::Other {
             return None;
         }
-        let at = self.nodes.entry(parent).or_insert(Info { parent: None, child: None });
-        match at.child {
-            Some(child) if child != node.id => {
-                let abandoned = prompt.then_some(child);
-                if abandoned.is_some() {
-                    // The new branch is now the parent's conversation child.
-                    at.child = Some(node.id);
-                }
-                abandoned
-            }
-            Some(_) => None,
+        let at = self.nodes.entry(parent).or_insert(Info::UNKNOWN);
+        let child = match at.child {
             None => {
                 at.child = Some(node.id);
-                None
+                return None;
             }
+            Some(child) if child == node.id => return None,
+            Some(child) => child,
+        };
+        let replaces = match line {
+            Line::Prompt => true,
+            Line::Answer(key) => {
+                let theirs = self.nodes.get(&child).map_or(0, |i| i.answer);
+                theirs != 0 && theirs != key
+            }
+            Line::Conversation | Line::Other => false,
+        };
+        if !replaces {
+            return None;
         }
+        // The new branch is now the parent's conversation child.
+        if let Some(at) = self.nodes.get_mut(&parent) {
+            at.child = Some(node.id);
+        }
+        Some(child)
+    }
+
+    /// The parent of a recorded line.
+    pub fn parent(&self, node: u64) -> Option<u64> {
+        self.nodes.get(&node).and_then(|i| i.parent)
+    }
+
+    /// Whether a recorded line is an assistant line (with a message id).
+    pub fn is_answer(&self, node: u64) -> bool {
+        self.nodes.get(&node).is_some_and(|i| i.answer != 0)
     }
 
     /// Whether `node` is `root` or lies under it.
@@ -134,12 +206,12 @@ mod tests {
     #[test]
     fn rewind_abandons_the_earlier_child() {
         let mut b = Branches::default();
-        assert_eq!(b.record(n(1, None), true, true), None);
-        assert_eq!(b.record(n(2, Some(1)), true, false), None);
-        assert_eq!(b.record(n(3, Some(2)), true, true), None);
-        assert_eq!(b.record(n(4, Some(3)), true, false), None);
+        assert_eq!(b.record(n(1, None), Line::Prompt), None);
+        assert_eq!(b.record(n(2, Some(1)), Line::Answer(7)), None);
+        assert_eq!(b.record(n(3, Some(2)), Line::Prompt), None);
+        assert_eq!(b.record(n(4, Some(3)), Line::Answer(8)), None);
         // A second prompt under 2: the branch rooted at 3 is abandoned.
-        assert_eq!(b.record(n(5, Some(2)), true, true), Some(3));
+        assert_eq!(b.record(n(5, Some(2)), Line::Prompt), Some(3));
         assert!(b.is_under(4, 3));
         assert!(!b.is_under(5, 3));
         assert!(!b.is_under(2, 3));
@@ -149,40 +221,50 @@ mod tests {
     fn memory_is_bounded_by_the_horizon() {
         let mut b = Branches::default();
         for i in 1..(3 * HORIZON as u64) {
-            b.record(n(i, Some(i - 1)), true, false);
+            b.record(n(i, Some(i - 1)), Line::Conversation);
         }
         // The horizon's lines, plus the root's parent, known only as a parent.
         assert!(b.nodes.len() <= HORIZON + 1);
         // Recent history is still known: a rewind within the horizon is recognised.
         let last = 3 * HORIZON as u64 - 1;
-        assert_eq!(b.record(n(last + 1, Some(last - 10)), true, true), Some(last - 9));
+        assert_eq!(b.record(n(last + 1, Some(last - 10)), Line::Prompt), Some(last - 9));
     }
 
     /// The tree as it was first written: two tables, parent by line and conversation child by
-    /// parent. The one-table tree must answer exactly as it did.
+    /// parent (and a third, each answer's message), with none of the one-table tree's care for
+    /// lookups. The one-table tree must answer exactly as it does.
     #[derive(Default)]
     struct TwoTables {
         parent: std::collections::HashMap<u64, u64>,
         conversation_child: std::collections::HashMap<u64, u64>,
+        answer: std::collections::HashMap<u64, u64>,
         order: std::collections::VecDeque<u64>,
     }
 
     impl TwoTables {
-        fn record(&mut self, node: Node, conversation: bool, prompt: bool, horizon: usize) -> Option<u64> {
+        fn record(&mut self, node: Node, line: Line, horizon: usize) -> Option<u64> {
             let parent = node.parent?;
+            if let Line::Answer(key) = line {
+                self.answer.insert(node.id, key);
+            }
             if self.parent.insert(node.id, parent).is_none() {
                 self.order.push_back(node.id);
                 if self.order.len() > horizon {
                     let old = self.order.pop_front().unwrap();
                     self.parent.remove(&old);
                     self.conversation_child.remove(&old);
+                    self.answer.remove(&old);
                 }
             }
-            if !conversation {
+            if line == Line::Other {
                 return None;
             }
             match self.conversation_child.get(&parent) {
-                Some(&child) if child != node.id => prompt.then_some(child),
+                Some(&child) if child != node.id => match line {
+                    Line::Prompt => Some(child),
+                    Line::Answer(key) => self.answer.get(&child).filter(|&&a| a != key).map(|_| child),
+                    _ => None,
+                },
                 Some(_) => None,
                 None => {
                     self.conversation_child.insert(parent, node.id);
@@ -211,15 +293,22 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn one_table_answers_as_two_did(steps in proptest::collection::vec((1u64..24, proptest::num::u64::ANY, proptest::bool::ANY, proptest::bool::ANY, proptest::bool::ANY), 0..200), horizon in 1usize..12) {
+        fn one_table_answers_as_two_did(steps in proptest::collection::vec((1u64..24, proptest::num::u64::ANY, proptest::bool::ANY, 0u8..4, 1u64..4), 0..200), horizon in 1usize..12) {
             let mut new = Branches { horizon, ..Branches::default() };
             let mut old = TwoTables::default();
             // Parents below their lines: repeated ids and roots, but no cycles (a walk round a
-            // cycle is cut at a million steps, too slow to try here thousands of times).
-            let steps = steps.into_iter().map(|(id, p, root, c, pr)| (id, (!root).then_some(p % id), c, pr));
-            for (id, parent, conversation, prompt) in steps {
+            // cycle is cut at a million steps, too slow to try here thousands of times). Few
+            // message ids, so that answers of one message and of another both meet.
+            let kinds = |k: u8, key: u64| match k {
+                0 => Line::Other,
+                1 => Line::Conversation,
+                2 => Line::Prompt,
+                _ => Line::Answer(key),
+            };
+            let steps = steps.into_iter().map(|(id, p, root, k, key)| (id, (!root).then_some(p % id), kinds(k, key)));
+            for (id, parent, line) in steps {
                 let node = n(id, parent);
-                proptest::prop_assert_eq!(new.record(node, conversation, prompt), old.record(node, conversation, prompt, horizon));
+                proptest::prop_assert_eq!(new.record(node, line), old.record(node, line, horizon));
                 for a in 0..24 {
                     proptest::prop_assert_eq!(new.is_under(id, a), old.is_under(id, a));
                     proptest::prop_assert_eq!(new.is_under(a, id), old.is_under(a, id));
@@ -231,9 +320,33 @@ mod tests {
     #[test]
     fn tool_result_beside_next_block_is_not_a_rewind() {
         let mut b = Branches::default();
-        b.record(n(1, None), true, true);
-        b.record(n(2, Some(1)), true, false); // tool_use line
-        b.record(n(3, Some(2)), true, false); // next line of the same message
-        assert_eq!(b.record(n(4, Some(2)), true, false), None); // its tool_result
+        b.record(n(1, None), Line::Prompt);
+        b.record(n(2, Some(1)), Line::Answer(7)); // tool_use line
+        b.record(n(3, Some(2)), Line::Answer(7)); // next line of the same message
+        assert_eq!(b.record(n(4, Some(2)), Line::Conversation), None); // its tool_result
+                                                                       // The result first, then the next block: neither replaces the other.
+        b.record(n(5, Some(4)), Line::Answer(9));
+        assert_eq!(b.record(n(6, Some(5)), Line::Conversation), None);
+        assert_eq!(b.record(n(7, Some(5)), Line::Answer(9)), None);
+    }
+
+    #[test]
+    fn an_answer_of_another_message_replaces_the_answer_there() {
+        let mut b = Branches::default();
+        b.record(n(1, None), Line::Prompt);
+        b.record(n(2, Some(1)), Line::Answer(7)); // the refused answer, two lines
+        b.record(n(3, Some(2)), Line::Answer(7));
+        // The retry, another API message under the same prompt: 2 and what hangs under it go.
+        assert_eq!(b.record(n(4, Some(1)), Line::Answer(8)), Some(2));
+        assert!(b.is_under(3, 2));
+        assert!(!b.is_under(4, 2));
+        assert!(b.is_answer(2));
+        assert!(!b.is_answer(1));
+        assert_eq!(b.parent(4), Some(1));
+        // A line of the retry's own message beside it is not a replacement, nor is an answer
+        // under a line whose child is not an answer (or has no message id).
+        assert_eq!(b.record(n(5, Some(1)), Line::Answer(8)), None);
+        b.record(n(10, Some(4)), Line::Conversation);
+        assert_eq!(b.record(n(11, Some(4)), Line::Answer(9)), None);
     }
 }

@@ -25,13 +25,14 @@
 //! Calling order: [`Validator::push`] every parsed line in file order, then
 //! [`Validator::finish`] once at the end of the stream.
 
-use super::branches::{Branches, HashKeyed, HORIZON};
+use super::branches::{Branches, HashKeyed, Line, HORIZON};
 use super::threads::Threads;
 use super::{Map, Set};
 use crate::transcript::finding::{Finding, Kind, Output, Severity};
 use crate::transcript::formats::Format;
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, MAIN_THREAD};
 use crate::transcript::pipeline::{Event, Input, Inputs, Pairing, Quiet, Stage};
+use smallvec::SmallVec;
 
 /// A call waiting for its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +54,31 @@ struct Turn {
     /// Hash of the turn key (Claude `message.id`).
     key: Option<u64>,
     line: u64,
+    /// The Claude Code tree node of its first line.
+    node: Option<u64>,
     has_content: bool,
+}
+
+/// Why a branch of the uuid tree left the conversation (see [`Branches`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// A prompt under an occupied parent: the user rewound.
+    Rewind,
+    /// An answer of another API message under the same parent, or one that names it in
+    /// `supersedesUuids`: a retry took its place.
+    Replaced,
+    /// Named by a `model_refusal_fallback` record's `retractedMessageUuids`.
+    Retracted,
+}
+
+impl Cause {
+    fn why(self, line: u64) -> String {
+        match self {
+            Cause::Rewind => format!("on a branch abandoned by the rewind at line {line}, which resume never sends"),
+            Cause::Replaced => format!("in an answer replaced by the retry at line {line}, which resume never sends"),
+            Cause::Retracted => format!("in an answer taken back at line {line} (the model refused), which resume never sends"),
+        }
+    }
 }
 
 /// What the turn rules know of one conversation thread.
@@ -163,12 +188,30 @@ impl Validator {
             self.sweep(line, out);
         }
         if let (Some(b), Some(n)) = (self.branches.as_mut(), parsed.node) {
-            let (conversation, prompt) = match &parsed.entry {
-                Entry::Message(m) => (true, m.prompt),
-                _ => (false, false),
+            let kind = Line::of(&parsed.entry);
+            let mut gone: SmallVec<[(u64, Cause); 1]> = SmallVec::new();
+            if let Some(root) = b.record(n, kind) {
+                gone.push((root, if kind == Line::Prompt { Cause::Rewind } else { Cause::Replaced }));
+            }
+            // Lines named as taken back (only those the tree knows: a line beyond the horizon,
+            // or a root, is too far back to matter to what is judged now).
+            let answer = matches!(&parsed.entry, Entry::Message(m) if m.role == Role::Assistant);
+            let named = if answer { Cause::Replaced } else { Cause::Retracted };
+            for &r in &parsed.retracts {
+                if r != n.id && b.parent(r).is_some() && !gone.iter().any(|g| g.0 == r) {
+                    gone.push((r, named));
+                }
+            }
+            // An answer that replaces another follows what the replaced one followed.
+            let follows_answer = match gone.first() {
+                Some(&(root, _)) if answer => Some(b.parent(root).is_some_and(|p| b.is_answer(p))),
+                _ => None,
             };
-            if let Some(root) = b.record(n, conversation, prompt) {
-                self.abandon(root, line, out);
+            for (root, cause) in gone {
+                self.abandon(root, line, cause, out);
+            }
+            if let Some(after) = follows_answer {
+                self.lane(t).assistant_since_user = after;
             }
         }
         match &parsed.entry {
@@ -272,7 +315,7 @@ impl Validator {
                 }
                 self.moved_on(line, t, out);
             }
-            self.lane(t).turn = Some(Turn { key, line, has_content: false });
+            self.lane(t).turn = Some(Turn { key, line, node, has_content: false });
         }
         let lane = self.lane(t);
         if let Some(turn) = lane.turn.as_mut() {
@@ -356,10 +399,17 @@ impl Validator {
         }
     }
 
-    /// A rewind at `line` abandoned the branch rooted at `root`.
-    fn abandon(&mut self, root: u64, line: u64, out: &mut impl FnMut(Output)) {
+    /// The branch rooted at `root` left the conversation at `line` (a rewind, a retry): its
+    /// findings are demoted, its pending calls no longer wait, and its open turn is not judged.
+    fn abandon(&mut self, root: u64, line: u64, cause: Cause, out: &mut impl FnMut(Output)) {
+        let t = self.thread;
+        let turn_node = self.lane(t).turn.as_ref().and_then(|turn| turn.node);
         let Some(b) = self.branches.as_ref() else { return };
-        let why = format!("on a branch abandoned by the rewind at line {line}, which resume never sends");
+        let why = cause.why(line);
+        if turn_node.is_some_and(|n| b.is_under(n, root)) {
+            self.lane(t).turn = None;
+        }
+        let Some(b) = self.branches.as_ref() else { return };
         let mut gone: Vec<Pending> = self.pending.values().filter(|p| p.node.is_some_and(|n| b.is_under(n, root))).cloned().collect();
         gone.sort_by_key(|p| p.line);
         for e in self.emitted.iter_mut().filter(|e| !e.demoted) {
@@ -381,7 +431,8 @@ impl Validator {
     fn close_turn(&mut self, t: u64, out: &mut impl FnMut(Output)) {
         if let Some(turn) = self.lane(t).turn.take() {
             if !turn.has_content {
-                out(Output::Finding(empty_turn(turn.line, t)));
+                // Remembered with its node: a later rewind or retry may take it back.
+                self.emit(empty_turn(turn.line, t), turn.node, out);
             }
         }
     }

@@ -32,6 +32,7 @@ use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter, BOM};
 use crate::transcript::model::{id_hash, Entry, Message, Node, Role};
 use crate::transcript::scan;
+use crate::transcript::stages::branches::Line;
 use base64::Engine;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -1161,16 +1162,17 @@ impl Rewriter {
                 self.next_repoint = next;
                 let hash = id_hash(parent.as_deref()?);
                 let target = self.repoint.get(&hash).cloned()?;
-                // Moved to its grandparent, a prompt may arrive where a conversation line
-                // already hangs: a rewind the input did not have. A sidechain line takes the
-                // thread of its new parent, which is not the removed line's when the checker
-                // met that parent only after the removed line (lines out of order): its turns
-                // and calls are judged with another thread's then.
-                let (prompt, sidechain) = match self.format.parse(line) {
-                    Ok(p) => (matches!(&p.entry, Entry::Message(m) if m.prompt), p.node.is_some_and(|n| n.sidechain)),
+                // Moved to its grandparent, a prompt (or an answer) may arrive where a
+                // conversation line (an answer of another message) already hangs: a rewind (a
+                // retry) the input did not have. A sidechain line takes the thread of its new
+                // parent, which is not the removed line's when the checker met that parent only
+                // after the removed line (lines out of order): its turns and calls are judged
+                // with another thread's then.
+                let (branches, sidechain) = match self.format.parse(line) {
+                    Ok(p) => (matches!(Line::of(&p.entry), Line::Prompt | Line::Answer(_)), p.node.is_some_and(|n| n.sidechain)),
                     Err(_) => (false, false),
                 };
-                self.log.recheck |= prompt || sidechain;
+                self.log.recheck |= branches || sidechain;
                 // Under a line the checker could not read, the line had no known ancestors:
                 // now it has, and a later rewind to one of them abandons it too.
                 if self.unread_removed.contains(&hash) {
