@@ -781,7 +781,7 @@ fn link_backup(path: &Path, suffix: &str, old: &File, before: Identity, keep: Ke
                     let _ = std::fs::remove_file(&candidate);
                     anyhow::bail!("{} was replaced by another file during the repair", path.display());
                 }
-                atomic::sync_dir(candidate.parent().unwrap_or(Path::new(".")))?;
+                atomic::sync_dir(atomic::parent_dir(&candidate))?;
                 return Ok(Backup { path: candidate, created: true, other_links: nlink.saturating_sub(1) });
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,

@@ -285,15 +285,18 @@ fn send_range(src: &File, mut off: u64, end: u64, dst: &mut File) -> io::Result<
     Ok(())
 }
 
-fn parent_dir(p: &Path) -> &Path {
+/// The directory a path's file is in: `.` for a bare name (whose `parent()` is empty).
+pub fn parent_dir(p: &Path) -> &Path {
     match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     }
 }
 
-/// Syncs a directory, so that a rename in it survives a crash.
+/// Syncs a directory, so that a rename in it survives a crash (an empty path is the current
+/// directory, as a bare file name's `parent()` is).
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
     File::open(dir)?.sync_all()
 }
 

@@ -4,7 +4,7 @@
 //! was null) before, it does after. The one-pass repair gives the two-pass repair's bytes.
 
 use super::invariants;
-use super::support::{data, generate, jsonl_files, transcriptd};
+use super::support::{data, generate, jsonl_files, transcriptd, transcriptd_in};
 use std::collections::HashSet;
 use transcriptd::transcript::stages::repair::{repair_bytes, repair_bytes_streaming, rewrite_bytes, Abandon, OrphanPolicy};
 use transcriptd::transcript::{check_bytes, Format, Options};
@@ -135,6 +135,28 @@ fn cli_repair_out_in_place_dry_run_and_rejects() {
     // Usage errors: exit 2.
     assert_eq!(transcriptd(&["repair", src.to_str().unwrap()]).status.code(), Some(2));
     assert_eq!(transcriptd(&["repair", "--dry-run", "--shard", "3/2", src.to_str().unwrap()]).status.code(), Some(2));
+}
+
+/// Paths as users type them: a bare file name in the current directory (whose parent is the
+/// empty path), `./name`, and a relative `--out`. `--in-place` on a bare name once failed after
+/// writing its backup and rejects (syncing the directory "" instead of ".").
+#[test]
+fn cli_repair_takes_bare_relative_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = std::fs::read(data("real/derived/claude-code/short.orphan-tool-result.jsonl")).unwrap();
+    for name in ["broken.jsonl", "./dotted.jsonl"] {
+        std::fs::write(dir.path().join(name), &broken).unwrap();
+        let r = transcriptd_in(dir.path(), &["repair", "--force", "--in-place", name]);
+        assert_eq!(r.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&r.stderr));
+        assert_eq!(std::fs::read(dir.path().join(format!("{name}.orig"))).unwrap(), broken, "{name}: backup");
+        assert!(dir.path().join(name.replace(".jsonl", ".rejects.jsonl")).exists(), "{name}: rejects");
+        assert_eq!(transcriptd_in(dir.path(), &["check", name]).status.code(), Some(0), "{name}: repaired");
+    }
+    std::fs::write(dir.path().join("again.jsonl"), &broken).unwrap();
+    let r = transcriptd_in(dir.path(), &["repair", "--force", "--out", "fixed", "again.jsonl"]);
+    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(transcriptd_in(dir.path(), &["check", "fixed/again.jsonl"]).status.code(), Some(0));
+    assert_eq!(std::fs::read(dir.path().join("again.jsonl")).unwrap(), broken, "--out leaves the input alone");
 }
 
 #[test]
