@@ -174,11 +174,6 @@ impl Branches {
         self.nodes.get(&node).and_then(|i| i.parent)
     }
 
-    /// Whether a recorded line is an assistant line (with a message id).
-    pub fn is_answer(&self, node: u64) -> bool {
-        self.nodes.get(&node).is_some_and(|i| i.answer != 0)
-    }
-
     /// Whether `node` is `root` or lies under it.
     pub fn is_under(&self, node: u64, root: u64) -> bool {
         let mut at = node;
@@ -340,8 +335,6 @@ mod tests {
         assert_eq!(b.record(n(4, Some(1)), Line::Answer(8)), Some(2));
         assert!(b.is_under(3, 2));
         assert!(!b.is_under(4, 2));
-        assert!(b.is_answer(2));
-        assert!(!b.is_answer(1));
         assert_eq!(b.parent(4), Some(1));
         // A line of the retry's own message beside it is not a replacement, nor is an answer
         // under a line whose child is not an answer (or has no message id).

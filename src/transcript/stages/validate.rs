@@ -84,12 +84,42 @@ impl Cause {
 /// What the turn rules know of one conversation thread.
 #[derive(Debug, Default)]
 struct Lane {
-    assistant_since_user: bool,
+    /// The assistant turns since the thread's last user (or system) line, by the tree node of
+    /// their first line, so that a rewind or a retry that takes one back takes it out of the
+    /// count too (at most [`Lane::REMEMBERED`]).
+    answers: SmallVec<[u64; 2]>,
+    /// An assistant turn since that line that nothing can take back (no node; or beyond the
+    /// turns remembered).
+    answers_kept: bool,
     turn: Option<Turn>,
     /// Calls answered since the thread's last assistant turn began.
     answered: Set<String>,
     /// The last line seen in the thread.
     last: u64,
+}
+
+impl Lane {
+    /// Assistant turns in a row remembered by node: one more is a finding anyway.
+    const REMEMBERED: usize = 4;
+
+    /// Whether an assistant turn came since the last user line.
+    fn assistant_since_user(&self) -> bool {
+        self.answers_kept || !self.answers.is_empty()
+    }
+
+    /// A user (or system) line: the assistant turns before it are answered.
+    fn user_turn(&mut self) {
+        self.answers.clear();
+        self.answers_kept = false;
+    }
+
+    /// An assistant turn begins at the line of `node`.
+    fn assistant_turn(&mut self, node: Option<u64>) {
+        match node {
+            Some(n) if self.answers.len() < Self::REMEMBERED => self.answers.push(n),
+            _ => self.answers_kept = true,
+        }
+    }
 }
 
 /// An error finding already emitted, remembered so that a later rewind can demote it.
@@ -202,16 +232,8 @@ impl Validator {
                     gone.push((r, named));
                 }
             }
-            // An answer that replaces another follows what the replaced one followed.
-            let follows_answer = match gone.first() {
-                Some(&(root, _)) if answer => Some(b.parent(root).is_some_and(|p| b.is_answer(p))),
-                _ => None,
-            };
             for (root, cause) in gone {
                 self.abandon(root, line, cause, out);
-            }
-            if let Some(after) = follows_answer {
-                self.lane(t).assistant_since_user = after;
             }
         }
         match &parsed.entry {
@@ -221,12 +243,12 @@ impl Validator {
                     Role::Assistant => self.assistant(line, t, m, node, out),
                     Role::User | Role::Tool => {
                         self.results(line, t, m, node, out);
-                        self.lane(t).assistant_since_user = false;
+                        self.lane(t).user_turn();
                         if self.format.prompt_ends_turn() && m.prompt {
                             self.moved_on(line, t, out);
                         }
                     }
-                    Role::System | Role::Developer => self.lane(t).assistant_since_user = false,
+                    Role::System | Role::Developer => self.lane(t).user_turn(),
                 }
             }
             Entry::Compaction { carried } => self.compaction(line, t, carried, out),
@@ -310,7 +332,7 @@ impl Validator {
         if !same_turn {
             self.close_turn(t, out);
             if !self.format.prompt_ends_turn() {
-                if self.lane(t).assistant_since_user {
+                if self.lane(t).assistant_since_user() {
                     self.emit(consecutive_assistant(line).in_thread(t), node, out);
                 }
                 self.moved_on(line, t, out);
@@ -321,7 +343,10 @@ impl Validator {
         if let Some(turn) = lane.turn.as_mut() {
             turn.has_content |= m.has_content;
         }
-        lane.assistant_since_user = true;
+        // A turn begins, or a turn goes on after a user line (results amid its message).
+        if !same_turn || !lane.assistant_since_user() {
+            lane.assistant_turn(node);
+        }
         for c in &m.calls {
             self.call(line, t, c, node, out);
         }
@@ -393,7 +418,7 @@ impl Validator {
         }
         let lane = self.lane(t);
         lane.answered.clear();
-        lane.assistant_since_user = false;
+        lane.user_turn();
         for c in carried {
             self.pending.insert(c.id.to_string(), Pending { id: c.id.to_string(), name: c.name.to_string(), line, node: None, thread: t });
         }
@@ -402,14 +427,16 @@ impl Validator {
     /// The branch rooted at `root` left the conversation at `line` (a rewind, a retry): its
     /// findings are demoted, its pending calls no longer wait, and its open turn is not judged.
     fn abandon(&mut self, root: u64, line: u64, cause: Cause, out: &mut impl FnMut(Output)) {
-        let t = self.thread;
-        let turn_node = self.lane(t).turn.as_ref().and_then(|turn| turn.node);
         let Some(b) = self.branches.as_ref() else { return };
         let why = cause.why(line);
-        if turn_node.is_some_and(|n| b.is_under(n, root)) {
-            self.lane(t).turn = None;
+        // The thread's turns on the branch no longer count: the next answer follows what
+        // came before them.
+        for lane in std::iter::once(&mut self.main).chain(self.side.values_mut()) {
+            lane.answers.retain(|n| !b.is_under(*n, root));
+            if lane.turn.as_ref().and_then(|turn| turn.node).is_some_and(|n| b.is_under(n, root)) {
+                lane.turn = None;
+            }
         }
-        let Some(b) = self.branches.as_ref() else { return };
         let mut gone: Vec<Pending> = self.pending.values().filter(|p| p.node.is_some_and(|n| b.is_under(n, root))).cloned().collect();
         gone.sort_by_key(|p| p.line);
         for e in self.emitted.iter_mut().filter(|e| !e.demoted) {
