@@ -668,6 +668,13 @@ impl Planner {
             if let Event::Output(Output::Finding(f)) = e {
                 if f.severity == Severity::Error || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
                     self.finding(f);
+                } else if f.kind == Kind::UnansweredCall {
+                    // The checker let the call go (its branch was abandoned, or compacted away):
+                    // so does the plan, and a later call with its id is a call of its own.
+                    let id = f.call_id.as_deref().unwrap_or("");
+                    if self.calls.get(id).is_some_and(|c| c.thread == f.thread) {
+                        self.calls.remove(id);
+                    }
                 }
             }
         }
