@@ -56,6 +56,9 @@ struct Turn {
     line: u64,
     /// The Claude Code tree node of its first line.
     node: Option<u64>,
+    /// The node of its latest line: a turn whose latest line lies on an abandoned branch is
+    /// abandoned (its message may have begun on another branch).
+    last: Option<u64>,
     has_content: bool,
 }
 
@@ -91,6 +94,8 @@ struct Lane {
     /// An assistant turn since that line that nothing can take back (no node; or beyond the
     /// turns remembered).
     answers_kept: bool,
+    /// Whether the last of `answers` is the current turn's.
+    answer_tracked: bool,
     turn: Option<Turn>,
     /// Calls answered since the thread's last assistant turn began.
     answered: Set<String>,
@@ -111,13 +116,38 @@ impl Lane {
     fn user_turn(&mut self) {
         self.answers.clear();
         self.answers_kept = false;
+        self.answer_tracked = false;
     }
 
     /// An assistant turn begins at the line of `node`.
     fn assistant_turn(&mut self, node: Option<u64>) {
-        match node {
-            Some(n) if self.answers.len() < Self::REMEMBERED => self.answers.push(n),
-            _ => self.answers_kept = true,
+        self.answer_tracked = match node {
+            Some(n) if self.answers.len() < Self::REMEMBERED => {
+                self.answers.push(n);
+                true
+            }
+            _ => {
+                self.answers_kept = true;
+                false
+            }
+        };
+    }
+
+    /// The current assistant turn goes on at the line of `node`: its latest line stands for it
+    /// (after a user line, amid its message, it counts again).
+    fn turn_goes_on(&mut self, node: Option<u64>) {
+        if !self.assistant_since_user() {
+            return self.assistant_turn(node);
+        }
+        match (self.answer_tracked, self.answers.last_mut(), node) {
+            (true, Some(last), Some(n)) => *last = n,
+            (true, Some(_), None) => {
+                // No node to stand for it: it can no longer be taken back.
+                self.answers.pop();
+                self.answers_kept = true;
+                self.answer_tracked = false;
+            }
+            _ => {}
         }
     }
 }
@@ -337,14 +367,16 @@ impl Validator {
                 }
                 self.moved_on(line, t, out);
             }
-            self.lane(t).turn = Some(Turn { key, line, node, has_content: false });
+            self.lane(t).turn = Some(Turn { key, line, node, last: node, has_content: false });
         }
         let lane = self.lane(t);
         if let Some(turn) = lane.turn.as_mut() {
             turn.has_content |= m.has_content;
+            turn.last = node.or(turn.last);
         }
-        // A turn begins, or a turn goes on after a user line (results amid its message).
-        if !same_turn || !lane.assistant_since_user() {
+        if same_turn {
+            lane.turn_goes_on(node);
+        } else {
             lane.assistant_turn(node);
         }
         for c in &m.calls {
@@ -432,8 +464,13 @@ impl Validator {
         // The thread's turns on the branch no longer count: the next answer follows what
         // came before them.
         for lane in std::iter::once(&mut self.main).chain(self.side.values_mut()) {
+            let before = lane.answers.len();
+            let tracked = lane.answer_tracked.then(|| lane.answers.last().copied()).flatten();
             lane.answers.retain(|n| !b.is_under(*n, root));
-            if lane.turn.as_ref().and_then(|turn| turn.node).is_some_and(|n| b.is_under(n, root)) {
+            if lane.answers.len() != before && tracked.is_some_and(|n| b.is_under(n, root)) {
+                lane.answer_tracked = false;
+            }
+            if lane.turn.as_ref().and_then(|turn| turn.last).is_some_and(|n| b.is_under(n, root)) {
                 lane.turn = None;
             }
         }
