@@ -57,7 +57,8 @@ struct Turn {
     /// The Claude Code tree node of its first line.
     node: Option<u64>,
     /// The node of its latest line: a turn whose latest line lies on an abandoned branch is
-    /// abandoned (its message may have begun on another branch).
+    /// abandoned (its message may have begun on another branch); `None` after a line without
+    /// one.
     last: Option<u64>,
     has_content: bool,
 }
@@ -372,7 +373,8 @@ impl Validator {
         let lane = self.lane(t);
         if let Some(turn) = lane.turn.as_mut() {
             turn.has_content |= m.has_content;
-            turn.last = node.or(turn.last);
+            // A line with no node leaves the turn where no branch can take it back.
+            turn.last = node;
         }
         if same_turn {
             lane.turn_goes_on(node);
