@@ -57,8 +57,8 @@ struct Turn {
     /// The Claude Code tree node of its first line.
     node: Option<u64>,
     /// The node of its latest line: a turn whose latest line lies on an abandoned branch is
-    /// abandoned (its message may have begun on another branch); `None` after a line without
-    /// one.
+    /// abandoned (its message may have begun on another branch); `None` once a line without
+    /// one is part of it.
     last: Option<u64>,
     has_content: bool,
 }
@@ -373,8 +373,8 @@ impl Validator {
         let lane = self.lane(t);
         if let Some(turn) = lane.turn.as_mut() {
             turn.has_content |= m.has_content;
-            // A line with no node leaves the turn where no branch can take it back.
-            turn.last = node;
+            // A line with no node leaves the turn where no branch can take it back, for good.
+            turn.last = turn.last.and(node);
         }
         if same_turn {
             lane.turn_goes_on(node);
