@@ -89,7 +89,7 @@ impl Cause {
 #[derive(Debug, Default)]
 struct Lane {
     /// The assistant turns since the thread's last user (or system) line, by the tree node of
-    /// their first line, so that a rewind or a retry that takes one back takes it out of the
+    /// their latest line, so that a rewind or a retry that takes one back takes it out of the
     /// count too (at most [`Lane::REMEMBERED`]).
     answers: SmallVec<[u64; 2]>,
     /// An assistant turn since that line that nothing can take back (no node; or beyond the
