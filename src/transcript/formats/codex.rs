@@ -242,8 +242,13 @@ pub fn synthetic_result(follows: &[u8], call: &CallRef, text: &str) -> Vec<u8> {
         Some("tool_search_call") => {
             json!({"type": "tool_search_output", "call_id": call.id, "status": "completed", "execution": "client", "tools": []})
         }
-        Some("local_shell_call") | None => json!({"type": "function_call_output", "call_id": call.id, "output": text}),
-        Some(t) => json!({"type": format!("{t}_output"), "call_id": call.id, "output": text}),
+        other => {
+            let item_type = match other {
+                Some("local_shell_call") | None => "function_call_output".to_owned(),
+                Some(t) => format!("{t}_output"),
+            };
+            json!({"type": item_type, "call_id": call.id, "output": text})
+        }
     };
     let v = if env.contains_key("payload") {
         let mut m = Map::new();

@@ -466,12 +466,10 @@ impl Validator {
         // The thread's turns on the branch no longer count: the next answer follows what
         // came before them.
         for lane in std::iter::once(&mut self.main).chain(self.side.values_mut()) {
-            let before = lane.answers.len();
-            let tracked = lane.answer_tracked.then(|| lane.answers.last().copied()).flatten();
-            lane.answers.retain(|n| !b.is_under(*n, root));
-            if lane.answers.len() != before && tracked.is_some_and(|n| b.is_under(n, root)) {
+            if lane.answer_tracked && lane.answers.last().is_some_and(|&n| b.is_under(n, root)) {
                 lane.answer_tracked = false;
             }
+            lane.answers.retain(|n| !b.is_under(*n, root));
             if lane.turn.as_ref().and_then(|turn| turn.last).is_some_and(|n| b.is_under(n, root)) {
                 lane.turn = None;
             }
