@@ -475,12 +475,46 @@ async fn post(target: &Target, id: &str, body: Bytes, timeout: Duration) -> anyh
             .context("building the request")?;
         let resp = send.send_request(req).await.context("sending")?;
         let status = resp.status();
-        let _ = resp.into_body().collect().await;
+        // Only the head of an answer is read: a collector (or anything on its port) answering
+        // with a body of gigabytes must not make the daemon hold it. What was read says why a
+        // batch was refused; the connection is closed after every batch anyway.
+        let head = read_head(resp.into_body(), ANSWER_READ_LIMIT).await;
         conn.abort();
-        anyhow::ensure!(status.is_success(), "answered {status}");
+        anyhow::ensure!(status.is_success(), "answered {status}{}", answer_excerpt(&head));
         Ok(())
     };
     tokio::time::timeout(timeout, exchange).await.map_err(|_| anyhow::anyhow!("no answer within {timeout:?}"))?
+}
+
+/// How much of a collector's answer is read before the connection is closed.
+const ANSWER_READ_LIMIT: usize = 4 << 10;
+
+/// Reads frames of `body` until it ends, fails or `limit` bytes have come; returns at most `limit`.
+async fn read_head(mut body: hyper::body::Incoming, limit: usize) -> Vec<u8> {
+    let mut head = Vec::new();
+    while head.len() < limit {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    head.extend_from_slice(&data[..data.len().min(limit - head.len())]);
+                }
+            }
+            _ => break,
+        }
+    }
+    head
+}
+
+/// `": <the answer's first line>"` for an error message, control characters shown escaped;
+/// empty for an empty answer.
+fn answer_excerpt(head: &[u8]) -> String {
+    let text = String::from_utf8_lossy(head);
+    let first = text.lines().next().unwrap_or("").trim();
+    if first.is_empty() {
+        return String::new();
+    }
+    let shown: String = first.chars().take(200).flat_map(char::escape_default).collect();
+    format!(": {shown}")
 }
 
 #[cfg(test)]

@@ -44,3 +44,32 @@ fn a_collector_down_then_failing_loses_nothing_and_receives_each_batch_once() {
     let posted: Vec<String> = r.records().iter().map(ToString::to_string).collect();
     assert!(stdout.starts_with(&posted) || posted == stdout, "the collector got what stdout got, in order");
 }
+
+/// The peak resident memory of process `pid`, in bytes (`VmHWM`).
+fn peak_rss(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap().trim().trim_end_matches("kB").trim().parse().unwrap();
+    kib << 10
+}
+
+#[test]
+fn a_collector_answering_with_a_huge_body_is_read_only_at_its_head() {
+    // Every answer declares and sends 1 GiB: reading it whole would take the daemon past 1 GiB
+    // of memory (and past its timeout, so no batch would ever be taken).
+    let dir = tempfile::tempdir().unwrap();
+    let r = Receiver::start(&dir.path().join("collector"), 0, &["--answer-bytes", &(1u64 << 30).to_string()]);
+    let sink = http_sink(r.port).replace("timeout = \"2s\"", "timeout = \"20s\"");
+    let d = Daemon::new("", &sink);
+    for (i, f) in jsonl_files(&data("check")).iter().enumerate() {
+        std::fs::copy(f, d.watch_dir().join(format!("c{i}.jsonl"))).unwrap();
+    }
+    let want = check_dir(&d.watch_dir());
+    let complete = wait(Duration::from_secs(60), || fold(&r.records()) == want);
+    assert!(complete, "collector vs check: {} of {}\n{}", fold(&r.records()).len(), want.len(), d.log());
+    let peak = peak_rss(d.pid());
+    assert!(peak < 200 << 20, "the daemon's peak RSS is {} MiB", peak >> 20);
+    // What the collector managed to write before each close: a few socket buffers, not the body.
+    let taken = std::fs::read_to_string(r.out().with_extension("jsonl.taken")).unwrap_or_default();
+    let most = taken.lines().filter_map(|l| l.parse::<u64>().ok()).max().unwrap_or(0);
+    assert!(most < 64 << 20, "an answer was read to {} MiB", most >> 20);
+}

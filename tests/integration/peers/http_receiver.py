@@ -7,6 +7,9 @@ http_server source or Fluent Bit's http input would, and stores each one in OUT 
 success answer (Fluent Bit answers 201). A batch whose id is already stored (it was taken, then
 the answer was lost: this process was killed before answering) is answered but not stored again,
 and counted in OUT + ".resent". The port it listens on is written to --port-file once it listens.
+--answer-bytes N makes every answer a hostile one: its body is N bytes (declared in Content-Length,
+written in 1 MiB pieces for as long as the client reads), the largest answer a collector could
+send; each answer's count of bytes the client took before it closed is appended to OUT + ".taken".
 """
 import argparse
 import http.server
@@ -21,6 +24,7 @@ ap.add_argument("--port-file")
 ap.add_argument("--out", required=True)
 ap.add_argument("--fail-first", type=int, default=0)
 ap.add_argument("--status", type=int, default=200)
+ap.add_argument("--answer-bytes", type=int, default=0)
 args = ap.parse_args()
 
 seen = set()
@@ -65,8 +69,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def answer(self, code):
         self.send_response(code)
-        self.send_header("Content-Length", "0")
+        self.send_header("Content-Length", str(args.answer_bytes))
         self.end_headers()
+        taken, piece = 0, b"x" * (1 << 20)
+        try:
+            while taken < args.answer_bytes:
+                n = min(len(piece), args.answer_bytes - taken)
+                self.wfile.write(piece[:n])
+                taken += n
+            self.wfile.flush()
+        except OSError:
+            pass  # the client closed: what it took is what was written before that
+        if args.answer_bytes:
+            with open(args.out + ".taken", "a") as f:
+                f.write(f"{taken}\n")
 
     def log_message(self, *a):
         pass
