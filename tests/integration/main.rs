@@ -4,6 +4,7 @@
 //! trees, concurrent appends, and the report verb in a real browser.
 
 mod append;
+mod advisories;
 mod architecture;
 mod browser;
 mod chunking;
