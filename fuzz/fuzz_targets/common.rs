@@ -87,7 +87,7 @@ pub fn options(data: &[u8]) -> (Options, OrphanPolicy) {
 pub fn adapter(format: transcriptd::transcript::Format, data: &[u8]) {
     use transcriptd::transcript::formats::Detector;
     use transcriptd::transcript::scan;
-    use transcriptd::transcript::stages::validate::Validator;
+    use transcriptd::transcript::pairing::validator::Validator;
     // Framing hands adapters valid UTF-8 lines only.
     if std::str::from_utf8(data).is_err() {
         return;

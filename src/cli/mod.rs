@@ -121,6 +121,7 @@ pub fn main() -> ExitCode {
     init_tracing(cli.log_format);
     let result = match cli.command {
         Command::Check(a) => check::run(a),
+        Command::Repair(a) if a.reads_stdin() => repair_stdin::run(&a),
         Command::Repair(a) => repair::run(a),
         Command::Run(a) => run::run(a),
         Command::ValidateConfig(a) => run::validate(a),

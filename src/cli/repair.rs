@@ -5,7 +5,7 @@ use super::args::{OutputArgs, ReadArgs};
 use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sources::batch;
-use crate::transcript::stages::dataset::repair::Policy as DatasetPolicy;
+use crate::transcript::dataset::repair::Policy as DatasetPolicy;
 use crate::transcript::stages::repair::OrphanPolicy;
 use crate::transcript::Options;
 use anyhow::Context;
@@ -14,7 +14,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::repair::*;
+use crate::repair::*;
 
 /// Arguments of `transcriptd repair`.
 #[derive(Debug, clap::Args)]
@@ -87,12 +87,16 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     Ok((i, n))
 }
 
-/// Runs the verb.
+impl Args {
+    /// Whether the input is standard input (`-`): [`super::repair_stdin`] repairs it.
+    pub fn reads_stdin(&self) -> bool {
+        self.paths.iter().any(|p| p.as_os_str() == "-")
+    }
+}
+
+/// Runs the verb over files and directories (standard input: [`super::repair_stdin::run`]).
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let started = std::time::Instant::now();
-    if args.paths.iter().any(|p| p.as_os_str() == "-") {
-        return super::repair_stdin::run(&args);
-    }
     if args.out.is_none() && !args.in_place && !args.dry_run {
         anyhow::bail!("say where the repaired files go: --out DIR, --in-place, or --dry-run to only print the plan");
     }

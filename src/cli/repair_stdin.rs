@@ -7,8 +7,9 @@
 //! stream is written to standard output. The report goes to standard error, since standard
 //! output is the transcript.
 
-use super::repair::{self, Args, Job, Settings, Status};
+use super::repair::{self, Args};
 use super::{Exit, OutputFormat};
+use crate::repair::{rejects_path, repair_file_with, Job, Settings, Status};
 use crate::sinks::atomic::{Keep, Spool};
 use crate::transcript::Options;
 use anyhow::Context;
@@ -49,7 +50,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
         min_idle: Duration::ZERO,
         force: true,
     };
-    let mut report = crate::sources::batch::with_buffer(|buf| repair::repair_file_with(&job, &settings, args.dataset_policy, buf));
+    let mut report = crate::sources::batch::with_buffer(|buf| repair_file_with(&job, &settings, args.dataset_policy, buf));
     let hide = |s: &str| s.replace(&input.display().to_string(), "-").replace(&job.output.display().to_string(), "-");
     report.file = "-".to_owned();
     report.output = None;
@@ -66,7 +67,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
     } else {
         // What was removed is safe on disk before the repaired stream goes out.
         let rejects = rejects.expect("checked above");
-        let written = repair::rejects_path(&job.output);
+        let written = rejects_path(&job.output);
         if written.exists() {
             let mut spool = Spool::new(&rejects, Spool::LIMIT);
             let mut f = std::fs::File::open(&written).with_context(|| format!("reading {}", written.display()))?;

@@ -1,5 +1,5 @@
 //! `transcriptd stats`: statistics of datasets, as the OpenAI cookbook's data-preparation
-//! notebook reports them (see [`crate::transcript::stages::dataset::stats`]).
+//! notebook reports them (see [`crate::transcript::dataset::stats`]).
 //!
 //! Each file is read once in blocks of lines; the lines of a block are counted on every job in
 //! parallel (token counting is the cost) and folded in line order, so memory stays flat but for
@@ -9,9 +9,9 @@ use super::args::{OutputArgs, ReadArgs};
 use super::output::plural;
 use super::{Exit, OutputFormat};
 use crate::sources::batch;
+use crate::transcript::dataset::stats::{line_stats, Distribution, Encoding, LineStats, Report, Tokenizer, Totals, DEFAULT_MAX_TOKENS};
 use crate::transcript::formats::dataset::detect_head;
 use crate::transcript::lines::{self, Block, LineSplitter};
-use crate::transcript::stages::dataset::stats::{line_stats, Distribution, Encoding, LineStats, Report, Tokenizer, Totals, DEFAULT_MAX_TOKENS};
 use crate::transcript::Format;
 use anyhow::Context;
 use rayon::prelude::*;

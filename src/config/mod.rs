@@ -169,13 +169,13 @@ impl StageConfig {
     /// The stage, built: `None` for `parse`, which is the pipeline's front. `quiet` is the quiet
     /// time after which the `validate` stage reports the tail of a live file.
     pub fn build(&self, quiet: Duration) -> Option<Box<dyn crate::transcript::Stage>> {
-        use crate::transcript::{pipeline, stages};
+        use crate::transcript::stages;
         match self {
             StageConfig::Parse => None,
-            StageConfig::Compaction => Some(Box::new(pipeline::Compactions)),
+            StageConfig::Compaction => Some(Box::new(stages::compactions::Compactions)),
             StageConfig::Orphans { grace, .. } => Some(Box::new(stages::orphans::Orphans::new(*grace))),
             StageConfig::Validate => Some(Box::new(stages::validate::Validate::new(quiet))),
-            StageConfig::Repair { min_idle, .. } => Some(Box::new(pipeline::RepairTrigger::new(*min_idle))),
+            StageConfig::Repair { min_idle, .. } => Some(Box::new(stages::repair_trigger::RepairTrigger::new(*min_idle))),
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::sinks::atomic::{self, AtomicFile, Keep, Merged, Spool};
 use crate::sources::batch::{self, Input, Skipped};
 use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
-use crate::transcript::stages::dataset::repair::{Action, Policy as DatasetPolicy};
+use crate::transcript::dataset::repair::{Action, Policy as DatasetPolicy};
 use crate::transcript::stages::repair::{
     finish_plan, plan_pipeline, Emit, OrphanPolicy, Plan, Rest, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Step, StreamRepair, Unrepaired,
 };

@@ -7,13 +7,13 @@
 //!
 //! Calling order: [`Checker::feed`] any number of times, then [`Checker::finish`] once.
 
+use super::dataset::{self, CustomIds, LineReport};
 use super::finding::{Finding, Kind, Output};
 use super::formats::{Detector, Format};
 use super::lines::{self, Block, LineSplitter};
 use super::model::{Entry, Parsed, Usage};
+use super::pairing::validator::{Pending, Validator};
 use super::scan;
-use super::stages::dataset::{self, CustomIds, LineReport};
-use super::stages::validate::{Pending, Validator};
 
 mod parallel;
 pub use parallel::{feed_parallel, CutChunk, Cutter, ParsedChunk};

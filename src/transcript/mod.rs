@@ -6,12 +6,15 @@
 
 pub mod canonical;
 pub mod checker;
+pub mod context;
+pub mod dataset;
 pub mod filter;
 pub mod finding;
 pub mod formats;
 pub mod forward;
 pub mod lines;
 pub mod model;
+pub mod pairing;
 pub mod pipeline;
 pub mod progress;
 pub mod reverse;
@@ -24,3 +27,12 @@ pub use finding::{Finding, Kind, Output, Severity};
 pub use formats::Format;
 pub use pipeline::{Event, Inputs, Pipeline, Stage};
 pub use progress::Progress;
+
+/// Hash maps and sets keyed by ids from the transcript (call ids, uuids), hashed with xxh3:
+/// SipHash showed per line in profiles, and the keys come from the user's own files, not from a
+/// peer that could flood the table. The builder is xxh3's default (seed 0, its own secret): a
+/// zero-sized one, where `Xxh3Builder` carries room for a 192-byte secret in every table and
+/// copies it for every hash.
+pub(crate) type Map<K, V> = std::collections::HashMap<K, V, xxhash_rust::xxh3::Xxh3DefaultBuilder>;
+/// See [`Map`].
+pub(crate) type Set<K> = std::collections::HashSet<K, xxhash_rust::xxh3::Xxh3DefaultBuilder>;

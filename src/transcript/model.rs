@@ -93,7 +93,7 @@ pub struct Node {
     /// Hash of `parentUuid`, when not null.
     pub parent: Option<u64>,
     /// `isSidechain: true`: the line belongs to a subagent's thread, not to the main
-    /// conversation (see [`crate::transcript::stages::threads`]).
+    /// conversation (see [`crate::transcript::pairing::threads`]).
     pub sidechain: bool,
 }
 
@@ -161,7 +161,7 @@ pub struct Parsed<'a> {
     pub retracts: Vec<u64>,
 }
 
-/// The thread of the main conversation (see [`crate::transcript::stages::threads`]).
+/// The thread of the main conversation (see [`crate::transcript::pairing::threads`]).
 pub const MAIN_THREAD: u64 = 0;
 
 impl<'a> Parsed<'a> {

@@ -129,7 +129,8 @@ fn the_lockfile_holds_no_crate_with_an_advisory() {
     assert!(found.is_empty(), "advisories in Cargo.lock (the database at {dir:?}):\n{}", found.join("\n"));
     // Every advisory of the database about a locked crate is in the snapshot, so that CI, which
     // has only the snapshot, would see it if the lockfile went back to an affected version.
-    let missing: Vec<&String> = db.iter().filter(|a| lock.iter().any(|(n, _)| n == &a.package)).map(|a| &a.id).filter(|id| !snap.iter().any(|s| &&s.id == id)).collect();
+    let missing: Vec<&String> =
+        db.iter().filter(|a| lock.iter().any(|(n, _)| n == &a.package)).map(|a| &a.id).filter(|id| !snap.iter().any(|s| &&s.id == id)).collect();
     assert!(missing.is_empty(), "advisories about locked crates missing from tests/data/advisories.toml: {missing:?}");
 }
 

@@ -8,7 +8,7 @@ use transcriptd::cli::context::{scan, write, Scanned};
 use transcriptd::cli::history::{history, Render};
 use transcriptd::sources::batch::Input;
 use transcriptd::sources::reverse::FIRST_PAGE;
-use transcriptd::transcript::stages::context::Cut;
+use transcriptd::transcript::context::resume::Cut;
 
 const MAX: usize = 64 << 20;
 

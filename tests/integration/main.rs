@@ -3,8 +3,8 @@
 //! history and orphans stages with the reverse-paged reader, sessions over real directory
 //! trees, concurrent appends, and the report verb in a real browser.
 
-mod append;
 mod advisories;
+mod append;
 mod architecture;
 mod browser;
 mod chunking;

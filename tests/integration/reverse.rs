@@ -8,10 +8,10 @@ use super::support::{data, generate, jsonl_files};
 use proptest::prelude::*;
 use transcriptd::cli::context::scan;
 use transcriptd::transcript::checker::{read_line, Outcome};
+use transcriptd::transcript::context::model_context::{ModelContextScan, RolloutItem};
 use transcriptd::transcript::lines::{lines, Block, LineSplitter};
 use transcriptd::transcript::model::Entry;
 use transcriptd::transcript::reverse::SourceLine;
-use transcriptd::transcript::stages::model_context::{ModelContextScan, RolloutItem};
 use transcriptd::transcript::{check_bytes, Format};
 
 /// The context a forward read finds: complete lines within the limit, after the last Claude

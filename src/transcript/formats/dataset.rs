@@ -11,7 +11,7 @@
 //! This module only reads: a line becomes a [`Record`] whose messages are the canonical
 //! [`Message`]s of the turn model plus what the dataset rules need (the role as written,
 //! whether content is there, the raw call arguments). The rules live in
-//! [`stages::dataset`](crate::transcript::stages::dataset). Reading is lenient like every
+//! [`dataset`](crate::transcript::dataset). Reading is lenient like every
 //! adapter: a field of an unexpected shape is "absent"; only a line that is not JSON fails.
 
 use super::blocks::{args_of_string, read_content};

@@ -91,7 +91,7 @@ impl Format {
             Format::Codex => codex::parse(line),
             Format::OpenAiChat | Format::Anthropic => chat::parse(line),
             // A whole conversation is not one entry of the turn model: the checker reads
-            // dataset lines with `stages::dataset`; other readers see a record to skip.
+            // dataset lines with `dataset`; other readers see a record to skip.
             Format::Dataset(_) => crate::transcript::scan::object_line(line, |s, _| s.skip()).map(|_| Parsed::of(crate::transcript::model::Entry::Other)),
         }
     }

@@ -30,8 +30,8 @@
 //! for live files); then either `finish` once for a complete file, or `poll_deadline` /
 //! `handle_timeout` for as long as the file is watched.
 
-use super::validate::{orphan, Validator};
 use crate::transcript::finding::{Finding, Output};
+use crate::transcript::pairing::validator::{orphan, Validator};
 use crate::transcript::pipeline::{Event, Input, Inputs, Pairing, Stage};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};

@@ -17,7 +17,6 @@
 //! each finding left is reported with why. Every input line is either in the output byte for
 //! byte and in order, or in the rejects under its own line number with its own bytes.
 
-use super::{Map, Set};
 use crate::transcript::formats::Format;
 
 pub mod plan;

@@ -19,12 +19,12 @@
 //! checked again ([`super::rounds`]).
 
 use super::synth::ResultText;
-use super::{Map, Set};
 use crate::transcript::finding::{Kind, Output, Severity};
 use crate::transcript::formats::{Consecutive, Format};
 use crate::transcript::model::{Args, Entry, Node, Parsed, Role, MAIN_THREAD};
+use crate::transcript::pairing::branches::{HashKeyed, HORIZON};
 use crate::transcript::pipeline::{Event, Input, Pairing, Stage};
-use crate::transcript::stages::branches::{HashKeyed, HORIZON};
+use crate::transcript::{Map, Set};
 use serde::Serialize;
 
 /// What to do with calls still pending at the end of a transcript.

@@ -26,13 +26,13 @@
 
 use super::plan::{Edit, Plan};
 use super::synth::{self, CallRef, Edited, Unable};
-use super::{Map, Set};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter, BOM};
 use crate::transcript::model::{id_hash, Entry, Message, Node, Role};
+use crate::transcript::pairing::branches::Line;
 use crate::transcript::scan;
-use crate::transcript::stages::branches::Line;
+use crate::transcript::{Map, Set};
 use base64::Engine;
 use serde::Serialize;
 use std::borrow::Cow;

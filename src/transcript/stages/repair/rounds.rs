@@ -14,7 +14,7 @@
 
 use super::plan::{Edit, Plan, Unrepaired};
 use super::rewrite::{Action, Change, Origins, RejectWriter, RewriteLog, RewriteStats};
-use super::Map;
+use crate::transcript::Map;
 
 /// Rewrites per file at most (the first one included) before giving up on a cascade of
 /// findings.

@@ -1,4 +1,4 @@
-//! The canonical pairing rules of [`Validator`](crate::transcript::stages::validate::Validator),
+//! The canonical pairing rules of [`Validator`](crate::transcript::pairing::validator::Validator),
 //! for one conversation of a dataset line.
 //!
 //! A conversation is one thread with no compaction, no rewind and no turn keys, so of the
@@ -14,8 +14,8 @@
 
 use crate::transcript::finding::Finding;
 use crate::transcript::model::{Message, Role};
-use crate::transcript::stages::validate::{consecutive_assistant, duplicate_call_id, invalid_arguments, orphan_call, unanswered_call, unmatched_result};
-use crate::transcript::stages::Map;
+use crate::transcript::pairing::validator::{consecutive_assistant, duplicate_call_id, invalid_arguments, orphan_call, unanswered_call, unmatched_result};
+use crate::transcript::Map;
 use smallvec::SmallVec;
 
 /// Ids kept in the inline list before a hash map takes over.
@@ -182,7 +182,7 @@ mod tests {
     use crate::transcript::finding::{Kind, Output};
     use crate::transcript::formats::Format;
     use crate::transcript::model::{Args, Call, Entry, Parsed, ToolResult};
-    use crate::transcript::stages::validate::Validator;
+    use crate::transcript::pairing::validator::Validator;
     use proptest::prelude::*;
 
     /// One message of a random conversation: role, call ids, result ids, prompt.

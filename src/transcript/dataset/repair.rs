@@ -34,7 +34,7 @@ use crate::transcript::lines::{is_blank, Block, LineSplitter};
 use crate::transcript::stages::repair::rewrite::{long_record_head, write_record, Action as Rejected, LongRecord};
 use crate::transcript::stages::repair::synth::{self, CallRef, ResultText};
 use crate::transcript::stages::repair::{Emit, RewriteStats};
-use crate::transcript::stages::Set;
+use crate::transcript::Set;
 use serde::Serialize;
 use serde_json::{json, Value};
 

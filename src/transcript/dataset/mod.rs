@@ -23,11 +23,11 @@ mod pairing;
 pub mod repair;
 pub mod stats;
 
-use super::Map;
 use crate::transcript::finding::{Finding, Kind, Severity};
 use crate::transcript::formats::dataset::{self, Content, Conversation, Dataset, Msg, Pairing, Record};
 use crate::transcript::model::{Args, Role};
 use crate::transcript::scan;
+use crate::transcript::Map;
 
 /// What checking one dataset line gives.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

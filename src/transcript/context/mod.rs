@@ -1,0 +1,8 @@
+//! What the model sees on resume, rebuilt by reading a transcript newest line first and stopping
+//! at the last compaction: [`resume`] drives the per-format cuts ([`compaction`] for Claude
+//! Code's boundaries, [`model_context`] for Codex's replacement history). These are reverse-read
+//! machines, not pipeline stages.
+
+pub mod compaction;
+pub mod model_context;
+pub mod resume;

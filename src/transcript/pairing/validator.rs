@@ -1,0 +1,641 @@
+//! Canonical validation: the pairing rules of seed 002, per format.
+//!
+//! Every call must be answered once, by a result that follows it, before the conversation moves
+//! on; a result must answer a pending call; an assistant turn must not follow another assistant
+//! turn with no user turn between them, nor be empty. System messages reset the consecutive-turn
+//! check but keep pending calls; a repeated call id is one pending id.
+//!
+//! What "moves on" means depends on the format:
+//! - Claude Code, Anthropic, OpenAI chat: the next assistant turn. Claude Code lines sharing
+//!   `message.id` are one turn, and results may arrive between them.
+//! - Codex: the next user turn (consecutive assistant items are normal there, so the
+//!   consecutive-turn check is off).
+//!
+//! A compaction starts a new segment: calls pending at it can no longer be answered (a result
+//! after it for a call before it is an `orphan_result`, the shape of anthropics/claude-code#8484);
+//! Codex carries over the calls its replacement history leaves open. In Claude Code files,
+//! findings that lie only on a branch abandoned by a rewind are warnings: resume never sends them.
+//!
+//! Claude Code files are forests of conversation threads (the main chain, and each subagent's
+//! sidechain, see [`super::threads`]): every rule above holds *within* a thread. A result
+//! answers only a call of its own thread, a thread moves on only at its own next assistant
+//! turn, and lines of other threads between a call and its result are not a finding. The other
+//! formats have one thread.
+//!
+//! Calling order: [`Validator::push`] every parsed line in file order, then
+//! [`Validator::finish`] once at the end of the stream.
+
+use super::branches::{Branches, HashKeyed, Line, HORIZON};
+use super::threads::Threads;
+use crate::transcript::finding::{Finding, Kind, Output, Severity};
+use crate::transcript::formats::Format;
+use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, MAIN_THREAD};
+use crate::transcript::{Map, Set};
+use smallvec::SmallVec;
+
+/// A call waiting for its result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// Call id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Line of the call.
+    pub line: u64,
+    node: Option<u64>,
+    /// The thread of the call: only a result in the same thread answers it.
+    pub thread: u64,
+}
+
+/// The assistant turn in progress.
+#[derive(Debug)]
+struct Turn {
+    /// Hash of the turn key (Claude `message.id`).
+    key: Option<u64>,
+    line: u64,
+    /// The Claude Code tree node of its first line.
+    node: Option<u64>,
+    /// The node of its latest line: a turn whose latest line lies on an abandoned branch is
+    /// abandoned (its message may have begun on another branch); `None` once a line without
+    /// one is part of it.
+    last: Option<u64>,
+    has_content: bool,
+}
+
+/// Why a branch of the uuid tree left the conversation (see [`Branches`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// A prompt under an occupied parent: the user rewound.
+    Rewind,
+    /// An answer of another API message under the same parent, or one that names it in
+    /// `supersedesUuids`: a retry took its place.
+    Replaced,
+    /// Named by a `model_refusal_fallback` record's `retractedMessageUuids`.
+    Retracted,
+}
+
+impl Cause {
+    fn why(self, line: u64) -> String {
+        match self {
+            Cause::Rewind => format!("on a branch abandoned by the rewind at line {line}, which resume never sends"),
+            Cause::Replaced => format!("in an answer replaced by the retry at line {line}, which resume never sends"),
+            Cause::Retracted => format!("in an answer taken back at line {line} (the model refused), which resume never sends"),
+        }
+    }
+}
+
+/// What the turn rules know of one conversation thread.
+#[derive(Debug, Default)]
+struct Lane {
+    /// The assistant turns since the thread's last user (or system) line, by the tree node of
+    /// their latest line, so that a rewind or a retry that takes one back takes it out of the
+    /// count too (at most [`Lane::REMEMBERED`]).
+    answers: SmallVec<[u64; 2]>,
+    /// An assistant turn since that line that nothing can take back (no node; or beyond the
+    /// turns remembered).
+    answers_kept: bool,
+    /// Whether the last of `answers` is the current turn's.
+    answer_tracked: bool,
+    turn: Option<Turn>,
+    /// Calls answered since the thread's last assistant turn began.
+    answered: Set<String>,
+    /// The last line seen in the thread.
+    last: u64,
+}
+
+impl Lane {
+    /// Assistant turns in a row remembered by node: one more is a finding anyway.
+    const REMEMBERED: usize = 4;
+
+    /// Whether an assistant turn came since the last user line.
+    fn assistant_since_user(&self) -> bool {
+        self.answers_kept || !self.answers.is_empty()
+    }
+
+    /// A user (or system) line: the assistant turns before it are answered.
+    fn user_turn(&mut self) {
+        self.answers.clear();
+        self.answers_kept = false;
+        self.answer_tracked = false;
+    }
+
+    /// An assistant turn begins at the line of `node`.
+    fn assistant_turn(&mut self, node: Option<u64>) {
+        self.answer_tracked = match node {
+            Some(n) if self.answers.len() < Self::REMEMBERED => {
+                self.answers.push(n);
+                true
+            }
+            _ => {
+                self.answers_kept = true;
+                false
+            }
+        };
+    }
+
+    /// The current assistant turn goes on at the line of `node`: its latest line stands for it
+    /// (after a user line, amid its message, it counts again).
+    fn turn_goes_on(&mut self, node: Option<u64>) {
+        if !self.assistant_since_user() {
+            return self.assistant_turn(node);
+        }
+        match (self.answer_tracked, self.answers.last_mut(), node) {
+            (true, Some(last), Some(n)) => *last = n,
+            (true, Some(_), None) => {
+                // No node to stand for it: it can no longer be taken back.
+                self.answers.pop();
+                self.answers_kept = true;
+                self.answer_tracked = false;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// An error finding already emitted, remembered so that a later rewind can demote it.
+#[derive(Debug)]
+struct Emitted {
+    line: u64,
+    kind: Kind,
+    call_id: Option<String>,
+    node: u64,
+    demoted: bool,
+}
+
+/// The pairing state machine. See the module docs.
+#[derive(Debug)]
+pub struct Validator {
+    format: Format,
+    pending: Map<String, Pending>,
+    /// The main thread (every thread of the formats that have only one).
+    main: Lane,
+    /// Claude Code sidechain threads, by name.
+    side: HashKeyed<Lane>,
+    threads: Option<Threads>,
+    /// The thread of the line being read.
+    thread: u64,
+    /// Idle sidechain threads are let go from this line on.
+    next_sweep: u64,
+    /// How long a sidechain thread may be idle before it is let go, in lines.
+    horizon: u64,
+    branches: Option<Branches>,
+    emitted: Vec<Emitted>,
+}
+
+impl Validator {
+    /// A validator for a file of `format`.
+    pub fn new(format: Format) -> Self {
+        let claude = format.uuid_tree();
+        Validator {
+            format,
+            pending: Map::default(),
+            main: Lane::default(),
+            side: HashKeyed::default(),
+            threads: claude.then(Threads::default),
+            thread: MAIN_THREAD,
+            next_sweep: HORIZON as u64,
+            horizon: HORIZON as u64,
+            branches: claude.then(Branches::default),
+            emitted: Vec::new(),
+        }
+    }
+
+    /// Calls still waiting for a result, in line order.
+    pub fn pending(&self) -> Vec<&Pending> {
+        let mut v: Vec<&Pending> = self.pending.values().collect();
+        v.sort_by(|a, b| (a.line, &a.id).cmp(&(b.line, &b.id)));
+        v
+    }
+
+    /// How many calls wait for a result.
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether some pending call is not in `declared`.
+    pub fn pending_beyond(&self, declared: &std::collections::BTreeSet<String>) -> bool {
+        self.pending.keys().any(|id| !declared.contains(id))
+    }
+
+    /// Whether any call is waiting for a result.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The thread of the last line pushed ([`MAIN_THREAD`] outside Claude Code sidechains).
+    pub fn thread(&self) -> u64 {
+        self.thread
+    }
+
+    fn lane(&mut self, thread: u64) -> &mut Lane {
+        if thread == MAIN_THREAD {
+            &mut self.main
+        } else {
+            self.side.entry(thread).or_default()
+        }
+    }
+
+    /// Feeds one parsed line.
+    pub fn push(&mut self, line: u64, parsed: &Parsed<'_>, out: &mut impl FnMut(Output)) {
+        let node = parsed.node.map(|n| n.id);
+        let t = match self.threads.as_mut() {
+            Some(th) => th.assign(parsed.node),
+            None => MAIN_THREAD,
+        };
+        self.thread = t;
+        if line >= self.next_sweep {
+            self.next_sweep = line + self.horizon / 4;
+            self.sweep(line, out);
+        }
+        if let (Some(b), Some(n)) = (self.branches.as_mut(), parsed.node) {
+            let kind = Line::of(&parsed.entry);
+            let mut gone: SmallVec<[(u64, Cause); 1]> = SmallVec::new();
+            if let Some(root) = b.record(n, kind) {
+                gone.push((root, if kind == Line::Prompt { Cause::Rewind } else { Cause::Replaced }));
+            }
+            // Lines named as taken back (only those the tree knows: a line beyond the horizon,
+            // or a root, is too far back to matter to what is judged now).
+            let answer = matches!(&parsed.entry, Entry::Message(m) if m.role == Role::Assistant);
+            let named = if answer { Cause::Replaced } else { Cause::Retracted };
+            for &r in &parsed.retracts {
+                if r != n.id && b.parent(r).is_some() && !gone.iter().any(|g| g.0 == r) {
+                    gone.push((r, named));
+                }
+            }
+            for (root, cause) in gone {
+                self.abandon(root, line, cause, out);
+            }
+        }
+        match &parsed.entry {
+            Entry::Message(m) => {
+                self.lane(t).last = line;
+                match m.role {
+                    Role::Assistant => self.assistant(line, t, m, node, out),
+                    Role::User | Role::Tool => {
+                        self.results(line, t, m, node, out);
+                        self.lane(t).user_turn();
+                        if self.format.prompt_ends_turn() && m.prompt {
+                            self.moved_on(line, t, out);
+                        }
+                    }
+                    Role::System | Role::Developer => self.lane(t).user_turn(),
+                }
+            }
+            Entry::Compaction { carried } => self.compaction(line, t, carried, out),
+            Entry::Other | Entry::Unknown => {}
+        }
+    }
+
+    /// Lets go of sidechain threads idle for more than [`HORIZON`] lines with no call pending,
+    /// as if their stream had ended (their open turn is closed): memory stays flat however many
+    /// subagents a file holds.
+    fn sweep(&mut self, line: u64, out: &mut impl FnMut(Output)) {
+        let busy: Set<u64> = self.pending.values().map(|p| p.thread).collect();
+        let horizon = self.horizon;
+        let mut idle: Vec<(u64, u64)> = self.side.iter().filter(|(t, l)| l.last + horizon < line && !busy.contains(t)).map(|(t, l)| (l.last, *t)).collect();
+        idle.sort_unstable();
+        for (_, t) in idle {
+            self.close_turn(t, out);
+            self.side.remove(&t);
+        }
+    }
+
+    /// Ends the stream: closes the last turn and reports calls still pending as orphans.
+    pub fn finish(mut self, out: &mut impl FnMut(Output)) {
+        self.end(out);
+    }
+
+    /// [`Validator::finish`] without giving the validator up: the calls still pending stay
+    /// readable ([`Validator::pending`]) for the stages that read them after the end. Once.
+    pub fn end(&mut self, out: &mut impl FnMut(Output)) {
+        self.close_turn(MAIN_THREAD, out);
+        let mut side: Vec<(u64, u64)> = self.side.iter().map(|(t, l)| (l.last, *t)).collect();
+        side.sort_unstable();
+        for (_, t) in side {
+            self.close_turn(t, out);
+        }
+        let pending: Vec<Pending> = self.pending().into_iter().cloned().collect();
+        for p in pending {
+            let f = orphan(&p);
+            self.emit(f, p.node, out);
+        }
+    }
+
+    /// Lets go of the capacity of empty tables (calls pending, answered in a thread): a stream
+    /// that is idle with every call answered keeps no buckets for them.
+    pub fn shrink(&mut self) {
+        fn release<T: Default>(t: &mut T, empty: impl Fn(&T) -> bool) {
+            if empty(t) {
+                *t = T::default();
+            }
+        }
+        release(&mut self.pending, |m| m.is_empty());
+        release(&mut self.main.answered, |s| s.is_empty());
+        for lane in self.side.values_mut() {
+            release(&mut lane.answered, |s| s.is_empty());
+        }
+        release(&mut self.emitted, |v| v.is_empty());
+    }
+
+    /// What [`Validator::finish`] would report if the stream ended now, without ending it: the
+    /// open turns that are empty, then calls still pending as `orphan_call`. The daemon reports
+    /// these once a file has been quiet for the grace period.
+    pub fn tail(&self) -> Vec<Finding> {
+        let mut v = Vec::new();
+        let mut side: Vec<(u64, u64)> = self.side.iter().map(|(t, l)| (l.last, *t)).collect();
+        side.sort_unstable();
+        let lanes = std::iter::once((MAIN_THREAD, &self.main)).chain(side.iter().map(|(_, t)| (*t, &self.side[t])));
+        for (t, lane) in lanes {
+            if let Some(turn) = lane.turn.as_ref().filter(|t| !t.has_content) {
+                v.push(empty_turn(turn.line, t));
+            }
+        }
+        for p in self.pending() {
+            v.push(orphan(p));
+        }
+        v
+    }
+
+    fn assistant(&mut self, line: u64, t: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
+        let key = m.turn;
+        let same_turn = key.is_some() && self.lane(t).turn.as_ref().is_some_and(|turn| turn.key == key);
+        if !same_turn {
+            self.close_turn(t, out);
+            if !self.format.prompt_ends_turn() {
+                if self.lane(t).assistant_since_user() {
+                    self.emit(consecutive_assistant(line).in_thread(t), node, out);
+                }
+                self.moved_on(line, t, out);
+            }
+            self.lane(t).turn = Some(Turn { key, line, node, last: node, has_content: false });
+        }
+        let lane = self.lane(t);
+        if let Some(turn) = lane.turn.as_mut() {
+            turn.has_content |= m.has_content;
+            // A line with no node leaves the turn where no branch can take it back, for good.
+            turn.last = turn.last.and(node);
+        }
+        if same_turn {
+            lane.turn_goes_on(node);
+        } else {
+            lane.assistant_turn(node);
+        }
+        for c in &m.calls {
+            self.call(line, t, c, node, out);
+        }
+        if m.turn.is_none() {
+            self.close_turn(t, out);
+        }
+    }
+
+    fn call(&mut self, line: u64, t: u64, c: &Call<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
+        if let Some(f) = invalid_arguments(line, c) {
+            self.emit(f.in_thread(t), node, out);
+        }
+        if self.pending.contains_key(c.id.as_ref()) || self.lane(t).answered.contains(c.id.as_ref()) {
+            self.emit(duplicate_call_id(line, c).in_thread(t), node, out);
+            return;
+        }
+        let p = Pending { id: c.id.to_string(), name: c.name.to_string(), line, node, thread: t };
+        self.pending.insert(p.id.clone(), p);
+    }
+
+    fn results(&mut self, line: u64, t: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
+        for r in &m.results {
+            match self.pending.remove(r.id.as_ref()) {
+                Some(p) if p.thread == t => {
+                    self.lane(t).answered.insert(p.id);
+                    continue;
+                }
+                // A call of another thread: still pending there.
+                Some(p) => drop(self.pending.insert(p.id.clone(), p)),
+                None => {}
+            }
+            let f = unmatched_result(line, &r.id, self.lane(t).answered.contains(r.id.as_ref()));
+            self.emit(f.in_thread(t), node, out);
+        }
+    }
+
+    /// Thread `t` moved on at `line`: its calls still pending there are unanswered.
+    pub fn moved_on(&mut self, line: u64, t: u64, out: &mut impl FnMut(Output)) {
+        if self.pending.is_empty() {
+            // (The common case: every call was answered. Nothing to collect or sort.)
+            self.lane(t).answered.clear();
+            return;
+        }
+        let pending: Vec<Pending> = self.pending().into_iter().filter(|p| p.thread == t).cloned().collect();
+        for p in pending {
+            self.pending.remove(&p.id);
+            self.emit(unanswered_call(p.line, &p.id, &p.name, line).in_thread(t), p.node, out);
+        }
+        self.lane(t).answered.clear();
+    }
+
+    fn compaction(&mut self, line: u64, t: u64, carried: &[Call<'_>], out: &mut impl FnMut(Output)) {
+        self.close_turn(t, out);
+        let pending: Vec<Pending> = self.pending().into_iter().filter(|p| p.thread == t).cloned().collect();
+        for p in &pending {
+            self.pending.remove(&p.id);
+        }
+        for p in pending.into_iter().filter(|p| !carried.iter().any(|c| c.id == p.id)) {
+            let mut f = Finding::new(
+                p.line,
+                Kind::UnansweredCall,
+                format!("call to {} was still pending when the history was compacted at line {line}", tool_name(&p.name)),
+            )
+            .with_call(&p.id, Some(&p.name))
+            .in_thread(t);
+            // The call itself is no longer sent; a result after the boundary is the error.
+            f.severity = Severity::Warning;
+            self.emit(f, p.node, out);
+        }
+        let lane = self.lane(t);
+        lane.answered.clear();
+        lane.user_turn();
+        for c in carried {
+            self.pending.insert(c.id.to_string(), Pending { id: c.id.to_string(), name: c.name.to_string(), line, node: None, thread: t });
+        }
+    }
+
+    /// The branch rooted at `root` left the conversation at `line` (a rewind, a retry): its
+    /// findings are demoted, its pending calls no longer wait, and its open turn is not judged.
+    fn abandon(&mut self, root: u64, line: u64, cause: Cause, out: &mut impl FnMut(Output)) {
+        let Some(b) = self.branches.as_ref() else { return };
+        let why = cause.why(line);
+        // The thread's turns on the branch no longer count: the next answer follows what
+        // came before them.
+        for lane in std::iter::once(&mut self.main).chain(self.side.values_mut()) {
+            if lane.answer_tracked && lane.answers.last().is_some_and(|&n| b.is_under(n, root)) {
+                lane.answer_tracked = false;
+            }
+            lane.answers.retain(|n| !b.is_under(*n, root));
+            if lane.turn.as_ref().and_then(|turn| turn.last).is_some_and(|n| b.is_under(n, root)) {
+                lane.turn = None;
+            }
+        }
+        let mut gone: Vec<Pending> = self.pending.values().filter(|p| p.node.is_some_and(|n| b.is_under(n, root))).cloned().collect();
+        gone.sort_by_key(|p| p.line);
+        for e in self.emitted.iter_mut().filter(|e| !e.demoted) {
+            if b.is_under(e.node, root) {
+                e.demoted = true;
+                out(Output::Demoted { line: e.line, kind: e.kind, call_id: e.call_id.clone(), reason: why.clone() });
+            }
+        }
+        for p in gone {
+            self.pending.remove(&p.id);
+            let mut f = Finding::new(p.line, Kind::UnansweredCall, format!("call to {} has no result", tool_name(&p.name)))
+                .with_call(&p.id, Some(&p.name))
+                .in_thread(p.thread);
+            f.demote(&why);
+            out(Output::Finding(f));
+        }
+    }
+
+    fn close_turn(&mut self, t: u64, out: &mut impl FnMut(Output)) {
+        if let Some(turn) = self.lane(t).turn.take() {
+            if !turn.has_content {
+                // Remembered with its node: a later rewind or retry may take it back.
+                self.emit(empty_turn(turn.line, t), turn.node, out);
+            }
+        }
+    }
+
+    fn emit(&mut self, f: Finding, node: Option<u64>, out: &mut impl FnMut(Output)) {
+        if let (Some(_), Some(node), Severity::Error) = (&self.branches, node, f.severity) {
+            self.emitted.push(Emitted { line: f.line, kind: f.kind, call_id: f.call_id.clone(), node, demoted: false });
+        }
+        out(Output::Finding(f));
+    }
+}
+
+fn empty_turn(line: u64, thread: u64) -> Finding {
+    Finding::new(line, Kind::EmptyAssistantTurn, "assistant turn whose parts are all blank; it must not enter the history").in_thread(thread)
+}
+
+pub(crate) fn orphan(p: &Pending) -> Finding {
+    orphan_call(p.line, &p.id, &p.name).in_thread(p.thread)
+}
+
+// The findings of the pairing rules, shared with the dataset stage's own pairing of one
+// conversation (`dataset::pairing`), so that both say the same.
+
+/// A call still pending at the end of the stream.
+pub(crate) fn orphan_call(line: u64, id: &str, name: &str) -> Finding {
+    Finding::new(line, Kind::OrphanCall, format!("call to {} has no result at the end of the transcript", tool_name(name))).with_call(id, Some(name))
+}
+
+/// An assistant turn right after another.
+pub(crate) fn consecutive_assistant(line: u64) -> Finding {
+    Finding::new(line, Kind::ConsecutiveAssistant, "assistant turn follows another assistant turn with no user turn between them")
+}
+
+/// A call whose arguments are not a JSON object, if `c` is one.
+pub(crate) fn invalid_arguments(line: u64, c: &Call<'_>) -> Option<Finding> {
+    let what = match c.args {
+        Args::Object => return None,
+        Args::NotObject => "are JSON but not an object",
+        Args::Unparseable => "are not valid JSON",
+    };
+    Some(Finding::new(line, Kind::InvalidArguments, format!("arguments of the call to {} {what}", tool_name(&c.name))).with_call(&c.id, Some(&c.name)))
+}
+
+/// A second call with a pending or answered id.
+pub(crate) fn duplicate_call_id(line: u64, c: &Call<'_>) -> Finding {
+    Finding::new(line, Kind::DuplicateCallId, "a second call with this id; it is treated as the same pending call").with_call(&c.id, Some(&c.name))
+}
+
+/// A result that answers no pending call: a second one when the call was `answered`.
+pub(crate) fn unmatched_result(line: u64, id: &str, answered: bool) -> Finding {
+    if answered {
+        Finding::new(line, Kind::DuplicateResult, "a second result for a call that already has one").with_call(id, None)
+    } else {
+        Finding::new(line, Kind::OrphanResult, "result for a call that is not pending in this part of the conversation").with_call(id, None)
+    }
+}
+
+/// A call (at `call_line`) left without a result when the conversation moved on at `line`.
+pub(crate) fn unanswered_call(call_line: u64, id: &str, name: &str, line: u64) -> Finding {
+    Finding::new(call_line, Kind::UnansweredCall, format!("call to {} has no result, and the conversation moved on at line {line}", tool_name(name)))
+        .with_call(id, Some(name))
+}
+
+fn tool_name(name: &str) -> String {
+    if name.is_empty() {
+        "a tool".to_owned()
+    } else {
+        format!("`{name}`")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::model::{Message, Node};
+
+    fn line(id: u64, parent: Option<u64>, sidechain: bool, role: Role, content: bool) -> Parsed<'static> {
+        let mut m = Message::new(role);
+        m.has_content = content;
+        m.prompt = role == Role::User;
+        Parsed { node: Some(Node { id, parent, sidechain }), ..Parsed::of(Entry::Message(m)) }
+    }
+
+    /// Once every call is answered, `shrink` leaves the pending table without buckets; the
+    /// pairing goes on as before.
+    #[test]
+    fn shrink_lets_go_of_empty_tables_only() {
+        use crate::transcript::model::{Call, ToolResult};
+        let mut a = Message::new(Role::Assistant);
+        a.has_content = true;
+        a.calls.push(Call { id: "c1".into(), name: "Bash".into(), args: Args::Object, item: None });
+        let mut u = Message::new(Role::User);
+        u.results.push(ToolResult { id: "c1".into() });
+        let mut v = Validator::new(Format::OpenAiChat);
+        let mut out = Vec::new();
+        v.push(1, &Parsed::of(Entry::Message(a.clone())), &mut |o| out.push(o));
+        v.shrink();
+        assert_eq!(v.pending_count(), 1, "a pending call is kept");
+        v.push(2, &Parsed::of(Entry::Message(u.clone())), &mut |o| out.push(o));
+        assert!(v.pending.capacity() > 0);
+        v.shrink();
+        assert_eq!(v.pending.capacity(), 0);
+        assert!(out.is_empty(), "{out:?}");
+        // The answered call is still known to the turn: a second result for it is a duplicate.
+        v.push(3, &Parsed::of(Entry::Message(u)), &mut |o| out.push(o));
+        let kinds: Vec<Kind> = out.iter().filter_map(|o| if let Output::Finding(f) = o { Some(f.kind) } else { None }).collect();
+        assert_eq!(kinds, [Kind::DuplicateResult]);
+    }
+
+    /// A file with a subagent every few lines (each a prompt and an answer) keeps the state of
+    /// the recent ones only; a thread let go closes its turn as the end of the file would.
+    #[test]
+    fn idle_sidechain_threads_are_let_go() {
+        let horizon = 64;
+        let mut v = Validator { horizon, next_sweep: horizon, ..Validator::new(Format::ClaudeCode) };
+        let mut out = Vec::new();
+        let mut most = 0;
+        let threads = 3 * horizon;
+        for t in 0..threads {
+            let root = 10 * t + 1_000_000;
+            let n = 4 * t + 1;
+            v.push(n, &line(root, None, true, Role::User, true), &mut |o| out.push(o));
+            // The first subagent's answer is blank: an empty turn, reported when it is let go.
+            v.push(n + 1, &line(root + 1, Some(root), true, Role::Assistant, t != 0), &mut |o| out.push(o));
+            v.push(n + 2, &line(t + 1, Some(t), false, Role::User, true), &mut |o| out.push(o));
+            v.push(n + 3, &line(t + 2, Some(t + 1), false, Role::Assistant, true), &mut |o| out.push(o));
+            most = most.max(v.side.len());
+        }
+        assert!(most as u64 <= (horizon + horizon / 4) / 4 + 2, "{most} sidechain threads kept");
+        assert!(v.side.len() < threads as usize);
+        let empty: Vec<&Finding> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Finding(f) if f.kind == Kind::EmptyAssistantTurn => Some(f),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(empty.iter().map(|f| f.line).collect::<Vec<_>>(), [2], "{out:?}");
+        let mut rest = Vec::new();
+        v.finish(&mut |o| rest.push(o));
+        assert!(rest.is_empty(), "{rest:?}");
+    }
+}
