@@ -486,6 +486,23 @@ def claude_session_id(transcript):
     return stem if re.fullmatch(r"[0-9a-f-]{36}", stem) else None
 
 
+def last_claude_model(transcript):
+    """The model of the transcript's last assistant message: the session goes on with it (an
+    agent drops the thinking blocks another model signed)."""
+    model = None
+    with open(transcript, "rb") as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            m = d.get("message") if isinstance(d, dict) else None
+            if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("model"), str) \
+                    and m["model"].startswith("claude"):
+                model = m["model"]
+    return model
+
+
 def codex_session(transcript):
     d = first_line(transcript)
     if d.get("type") == "session_meta":
@@ -541,7 +558,11 @@ def cmd_resume(args):
             proj = home / ".claude" / "projects" / encode_cwd(cwd)
             proj.mkdir(parents=True)
             shutil.copyfile(transcript, proj / f"{sid}.jsonl")
-            cmd = claude_cmd(binary) + ["-p", "--resume", sid, "--output-format", "json", "continue"]
+            cmd = claude_cmd(binary) + ["-p", "--resume", sid, "--output-format", "json"]
+            model = args.model or last_claude_model(transcript)
+            if model and model != "none":
+                cmd += ["--model", model]
+            cmd.append("continue")
         else:
             sid, ts = codex_session(transcript)
             if not sid:
@@ -643,6 +664,208 @@ def cmd_record(args):
             sys.stderr.write(f"kept {work}\n")
 
 
+# ---------------------------------------------------------------------------------------------
+# The comparison: the request the agent sent against what `transcriptd context -o json` printed.
+#
+# The equivalence (API semantics), written down:
+#
+# Claude Code (Anthropic Messages):
+#   * context side: each record {role, content}; a string content is one text block.
+#   * both sides: `cache_control` is removed from every block (the agent marks cache points);
+#     then consecutive messages of the same role are merged into one (the Messages API combines
+#     consecutive same-role turns).
+#   * both sides: a message with no content blocks is removed (2.1.332 sends an empty
+#     `{"role":"system","content":[]}` after the first user message).
+#   * agent side: the new turn is removed: the trailing system messages (the environment, which
+#     2.1.332 sends as a system message after the prompt); then from the last user message, the text blocks that are
+#     the prompt ("continue") or begin with "<system-reminder>" (environment, model, deferred
+#     tools, ... that the agent injects); the message goes if nothing is left. The system
+#     prompt, tools, metadata and the other top-level fields are not compared.
+#   * nothing else is ignored: block order, whitespace-only text blocks, thinking blocks and
+#     their signatures, a tool_result's content as a string or as blocks, `is_error`, `caller`.
+#
+# Codex (OpenAI Responses `input`):
+#   * context side: the payload of each `response_item` record; a `compacted` record with a
+#     `replacement_history` replaces the items before it by that history; other records
+#     (session_meta, turn_context, event_msg) are not items.
+#   * both sides: the keys `id` (Codex numbers the items it sends) and
+#     `internal_chat_message_metadata_passthrough` (client metadata) are removed.
+#   * agent side: a leading developer message that is the session's `base_instructions` is
+#     removed, and so are the trailing developer/user messages after the last item that matches
+#     the context, when the very last is the prompt ("continue"): those are the new turn's
+#     context (permissions, AGENTS.md, environment, model switch, skills) and the prompt.
+
+
+def _strip_cache_control(block):
+    if isinstance(block, dict):
+        block = {k: v for k, v in block.items() if k != "cache_control"}
+        if isinstance(block.get("content"), list):
+            block["content"] = [_strip_cache_control(b) for b in block["content"]]
+    return block
+
+
+def _claude_messages(msgs):
+    out = []
+    for m in msgs:
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        blocks = [_strip_cache_control(b) for b in blocks]
+        if out and out[-1]["role"] == m.get("role"):
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": m.get("role"), "content": blocks})
+    # A message with no content says nothing (the agent sends an empty system message).
+    return [m for m in out if m["content"]]
+
+
+def _drop_new_turn_claude(msgs, prompt):
+    msgs = [dict(m) for m in msgs]
+    # The environment the agent adds after the prompt, as a system message.
+    while msgs and msgs[-1]["role"] == "system":
+        msgs.pop()
+    if msgs and msgs[-1]["role"] == "user":
+        kept = [b for b in msgs[-1]["content"] if not (isinstance(b, dict) and b.get("type") == "text" and
+                (b.get("text", "").strip() == prompt or b.get("text", "").startswith("<system-reminder>")))]
+        if kept:
+            msgs[-1] = {"role": "user", "content": kept}
+        else:
+            msgs.pop()
+    return msgs
+
+
+_CODEX_DROP = {"id", "internal_chat_message_metadata_passthrough"}
+
+
+def _codex_item(item):
+    return {k: v for k, v in item.items() if k not in _CODEX_DROP} if isinstance(item, dict) else item
+
+
+def _codex_context_items(records):
+    items, meta = [], {}
+    for r in records:
+        t = r.get("type")
+        if t == "session_meta":
+            meta = r.get("payload") or {}
+        elif t == "response_item":
+            items.append(r.get("payload"))
+        elif t == "compacted" and isinstance((r.get("payload") or {}).get("replacement_history"), list):
+            items = list(r["payload"]["replacement_history"])
+    return [_codex_item(i) for i in items], meta
+
+
+def _preview(x, n=240):
+    s = json.dumps(x, ensure_ascii=False)
+    return s if len(s) <= n else s[: n - 20] + " ... " + s[-15:]
+
+
+def _describe(a, t):
+    """The differences between two lists of messages/items, as aligned regions."""
+    import difflib
+    ka = [json.dumps(x, sort_keys=True) for x in a]
+    kt = [json.dumps(x, sort_keys=True) for x in t]
+    diffs = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kt, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        d = {"op": op, "agent": [i1, i2], "context": [j1, j2]}
+        if op == "replace" and i2 - i1 == j2 - j1:
+            d["detail"] = [_detail(x, y) for x, y in zip(a[i1:i2], t[j1:j2])]
+        diffs.append(d)
+        d.update({
+                      "agent_sent": [_preview(x) for x in a[i1:i2][:3]],
+                      "context_printed": [_preview(x) for x in t[j1:j2][:3]]})
+    return diffs
+
+
+def _detail(x, y, where=""):
+    """Where two JSON values first differ, in words."""
+    if type(x) is not type(y):
+        return f"{where or 'value'}: agent has {type(x).__name__} {_preview(x, 120)}, context has {type(y).__name__} {_preview(y, 120)}"
+    if isinstance(x, dict):
+        for k in sorted(set(x) | set(y)):
+            if k not in y:
+                return f"{where}.{k}: only the agent sends it: {_preview(x[k], 120)}"
+            if k not in x:
+                return f"{where}.{k}: only context prints it: {_preview(y[k], 120)}"
+            if x[k] != y[k]:
+                return _detail(x[k], y[k], f"{where}.{k}")
+    if isinstance(x, list):
+        if len(x) != len(y):
+            return f"{where}: agent has {len(x)} entries, context {len(y)}: agent {_preview(x, 300)} / context {_preview(y, 300)}"
+        for i, (u, v) in enumerate(zip(x, y)):
+            if u != v:
+                return _detail(u, v, f"{where}[{i}]")
+    if isinstance(x, str):
+        i = next((k for k, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+        return f"{where}: strings differ at char {i} (agent {len(x)} chars, context {len(y)}): agent ...{x[max(0, i-40):i+80]!r} / context ...{y[max(0, i-40):i+80]!r}"
+    return f"{where}: agent {_preview(x, 120)} / context {_preview(y, 120)}"
+
+
+def compare(agent, request, records, prompt="continue"):
+    body = request.get("body", request)
+    if agent == "claude":
+        a = _drop_new_turn_claude(_claude_messages(body.get("messages") or []), prompt)
+        t = _claude_messages([r for r in records if r.get("role") in ("user", "assistant")])
+    else:
+        t, meta = _codex_context_items(records)
+        a = [_codex_item(i) for i in body.get("input") or []]
+        base = ((meta.get("base_instructions") or {}).get("text")) if isinstance(meta.get("base_instructions"), dict) else None
+        if a and base and a[0].get("type") == "message" and a[0].get("role") == "developer" and \
+                texts_of(a[0].get("content")) == [base]:
+            a = a[1:]
+        # The new turn: trailing developer/user messages ending with the prompt, beyond the
+        # longest common prefix with the context.
+        common = 0
+        while common < min(len(a), len(t)) and a[common] == t[common]:
+            common += 1
+        if a and a[-1].get("type") == "message" and a[-1].get("role") == "user" and \
+                any(x.strip() == prompt for x in texts_of(a[-1].get("content"))):
+            k = len(a) - 1
+            while k > common and a[k - 1].get("type") == "message" and a[k - 1].get("role") in ("developer", "user"):
+                k -= 1
+            a = a[:k]
+    diffs = _describe(a, t)
+    return {"match": not diffs, "agent_items": len(a), "context_items": len(t), "differences": diffs}
+
+
+def cmd_compare(args):
+    request = json.loads(Path(args.request).read_text())
+    records = [json.loads(l) for l in Path(args.context).read_text().splitlines() if l.strip()]
+    result = compare(args.agent, request, records)
+    print(json.dumps(result, indent=1, ensure_ascii=False))
+    return 0 if result["match"] else 1
+
+
+def cmd_table(args):
+    """Resumes each transcript with the agent, prints `transcriptd context -o json` for it, and
+    compares: one JSON line per file with the verdict and the differences."""
+    from concurrent.futures import ThreadPoolExecutor
+    me = Path(__file__).resolve()
+
+    def one(f):
+        with tempfile.TemporaryDirectory(prefix="oracle-table-") as d:
+            req = Path(d) / "req.json"
+            cmd = [sys.executable, str(me), "resume", f, "--agent", args.agent, "--out", str(req), "--timeout", str(args.timeout)]
+            if args.bin:
+                cmd += ["--bin", args.bin]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            row = {"file": f, "agent": args.agent}
+            if r.returncode != 0:
+                row.update({"resumed": False, "match": False, "why": (r.stderr.strip().splitlines() or ["?"])[0][:300],
+                            "stderr": r.stderr[-1500:]})
+                return row
+            c = subprocess.run([args.transcriptd, "context", "-o", "json", f], capture_output=True, text=True)
+            records = [json.loads(l) for l in c.stdout.splitlines() if l.strip()]
+            res = compare(args.agent, json.loads(req.read_text()), records)
+            row.update({"resumed": True, **res})
+            return row
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for row in pool.map(one, args.files):
+            print(json.dumps(row, ensure_ascii=False), flush=True)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -653,6 +876,7 @@ def main():
     r.add_argument("--out", required=True)
     r.add_argument("--timeout", type=float, default=90)
     r.add_argument("--keep", action="store_true")
+    r.add_argument("--model", help="Claude Code: the model to resume with (default: the transcript's last; 'none': the agent's default)")
     w = sub.add_parser("record")
     w.add_argument("--agent", choices=["claude", "codex"], required=True)
     w.add_argument("--bin")
@@ -661,8 +885,19 @@ def main():
     w.add_argument("--out", required=True)
     w.add_argument("--timeout", type=float, default=90)
     w.add_argument("--keep", action="store_true")
+    c = sub.add_parser("compare")
+    c.add_argument("--agent", choices=["claude", "codex"], required=True)
+    c.add_argument("request")
+    c.add_argument("context")
+    t = sub.add_parser("table")
+    t.add_argument("--agent", choices=["claude", "codex"], required=True)
+    t.add_argument("--bin")
+    t.add_argument("--transcriptd", required=True)
+    t.add_argument("--jobs", type=int, default=3)
+    t.add_argument("--timeout", type=float, default=90)
+    t.add_argument("files", nargs="+")
     args = ap.parse_args()
-    sys.exit(cmd_resume(args) if args.cmd == "resume" else cmd_record(args))
+    sys.exit({"resume": cmd_resume, "record": cmd_record, "compare": cmd_compare, "table": cmd_table}[args.cmd](args))
 
 
 if __name__ == "__main__":
