@@ -198,7 +198,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # -- Anthropic Messages ------------------------------------------------------------------
 
     def anthropic(self, n, body):
-        side = not body.get("tools")
+        # 2.0.x warms its subagents up with a "Warmup" prompt, tools and all.
+        side = not body.get("tools") or carries_prompt(body, "Warmup")
         compaction = is_compaction_request(body)
         if compaction and self.provider.stall_on_compaction:
             self.provider.note("compaction", n)
@@ -538,6 +539,36 @@ def is_main_request(event, prompt="continue"):
     return event[0] == "request" and carries_prompt(event[3], prompt)
 
 
+def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()):
+    """Puts the transcript where the agent looks for it in the throwaway HOME; returns the
+    environment and the command that resumes it with `prompt`."""
+    if agent == "claude":
+        sid = claude_session_id(transcript)
+        if not sid:
+            sys.exit("agent_oracle: no session id in the transcript")
+        env = claude_home(home, port)
+        proj = Path(home) / ".claude" / "projects" / encode_cwd(cwd)
+        proj.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(transcript, proj / f"{sid}.jsonl")
+        cmd = claude_cmd(binary) + ["-p", "--resume", sid, "--output-format", "json", *extra]
+        model = model or last_claude_model(transcript)
+        if model and model != "none":
+            cmd += ["--model", model]
+        return env, cmd + [prompt]
+    sid, ts = codex_session(transcript)
+    if not sid:
+        sys.exit("agent_oracle: no session id in the rollout")
+    meta = first_line(transcript).get("payload", {})
+    env = codex_home(home, port, meta.get("model_provider") or "openai")
+    day = (ts or "2026-01-01")[:10].split("-")
+    d = Path(home) / ".codex" / "sessions" / day[0] / day[1] / day[2]
+    d.mkdir(parents=True, exist_ok=True)
+    name = transcript.name if transcript.name.startswith("rollout-") and transcript.name.endswith(f"{sid}.jsonl") \
+        else f"rollout-{day[0]}-{day[1]}-{day[2]}T00-00-00-{sid}.jsonl"
+    shutil.copyfile(transcript, d / name)
+    return env, [binary, "exec", "--skip-git-repo-check", *extra, "resume", sid, prompt]
+
+
 def cmd_resume(args):
     in_netns()
     check_isolated()
@@ -550,32 +581,7 @@ def cmd_resume(args):
         cwd.mkdir(parents=True)
         provider = Provider(work / "requests")
         srv, port = serve(provider)
-        if args.agent == "claude":
-            sid = claude_session_id(transcript)
-            if not sid:
-                sys.exit("agent_oracle: no session id in the transcript")
-            env = claude_home(home, port)
-            proj = home / ".claude" / "projects" / encode_cwd(cwd)
-            proj.mkdir(parents=True)
-            shutil.copyfile(transcript, proj / f"{sid}.jsonl")
-            cmd = claude_cmd(binary) + ["-p", "--resume", sid, "--output-format", "json"]
-            model = args.model or last_claude_model(transcript)
-            if model and model != "none":
-                cmd += ["--model", model]
-            cmd.append("continue")
-        else:
-            sid, ts = codex_session(transcript)
-            if not sid:
-                sys.exit("agent_oracle: no session id in the rollout")
-            meta = first_line(transcript).get("payload", {})
-            env = codex_home(home, port, meta.get("model_provider") or "openai")
-            day = (ts or "2026-01-01")[:10].split("-")
-            d = home / ".codex" / "sessions" / day[0] / day[1] / day[2]
-            d.mkdir(parents=True)
-            name = transcript.name if transcript.name.startswith("rollout-") and transcript.name.endswith(f"{sid}.jsonl") \
-                else f"rollout-{day[0]}-{day[1]}-{day[2]}T00-00-00-{sid}.jsonl"
-            shutil.copyfile(transcript, d / name)
-            cmd = [binary, "exec", "--skip-git-repo-check", "resume", sid, "continue"]
+        env, cmd = lay_down(args.agent, binary, transcript, home, cwd, port, args.model, "continue")
 
         def captured():
             return "captured" if provider.wait_for(is_main_request, 0) else None
@@ -612,15 +618,16 @@ def cmd_record(args):
         cwd.mkdir(parents=True)
         provider = Provider(out_dir / "requests", script.get("steps"), stall_on_compaction=args.kill_at == "compaction")
         srv, port = serve(provider)
-        prompt = script.get("prompt", "Run the scripted command.")
-        if args.agent == "claude":
+        prompt = args.prompt or script.get("prompt", "Run the scripted command.")
+        if args.resume:
+            # A further turn on a session given (one a killed agent left, say): the agent resumes
+            # it and writes on in the same file.
+            extra = ["--permission-mode", "bypassPermissions"] if args.agent == "claude" else []
+            env, cmd = lay_down(args.agent, binary, Path(args.resume).resolve(), home, cwd, port, None, prompt, extra)
+        elif args.agent == "claude":
             env = claude_home(home, port)
             sid = str(uuid.uuid4())
-            cmd = claude_cmd(binary) + ["-p", "--session-id", sid, "--permission-mode", "bypassPermissions", "--output-format", "json"]
-            if script.get("resume"):
-                # A second turn on a session made by a first run: not used by the tests yet.
-                pass
-            cmd.append(prompt)
+            cmd = claude_cmd(binary) + ["-p", "--session-id", sid, "--permission-mode", "bypassPermissions", "--output-format", "json", prompt]
         else:
             env = codex_home(home, port)
             cmd = [binary, "exec", "--skip-git-repo-check", prompt]
@@ -643,9 +650,12 @@ def cmd_record(args):
         rc, out, err, killed = run_agent(cmd, env, cwd, provider, kill_when=kill_when if args.kill_at else None, timeout=args.timeout)
         srv.shutdown()
         if args.agent == "claude":
-            found = sorted((home / ".claude" / "projects").glob("*/*.jsonl"))
+            found = [p for p in (home / ".claude" / "projects").glob("*/*.jsonl") if not p.name.startswith("agent-")]
         else:
-            found = sorted((home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl"))
+            found = list((home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl"))
+        # The session written last: a resumed 2.0.x session goes on in a new file (a copy of the
+        # history under a new session id).
+        found.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
         result = {"agent": args.agent, "exit": rc, "killed": killed, "sessions": [str(p.relative_to(home)) for p in found],
                   "stdout": out[-4000:], "stderr": err[-4000:], "requests": provider.count,
                   "scratch": sorted(p.name for p in cwd.iterdir())}
@@ -883,6 +893,8 @@ def main():
     w.add_argument("--script", required=True)
     w.add_argument("--kill-at", choices=["mid-tool", "mid-stream", "compaction"])
     w.add_argument("--out", required=True)
+    w.add_argument("--prompt", help="the prompt (default: the script's)")
+    w.add_argument("--resume", help="a session to resume (its file is laid down as for `resume`) instead of a new one")
     w.add_argument("--timeout", type=float, default=90)
     w.add_argument("--keep", action="store_true")
     c = sub.add_parser("compare")
