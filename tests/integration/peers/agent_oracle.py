@@ -544,8 +544,9 @@ def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()
     environment and the command that resumes it with `prompt`."""
     if agent == "claude":
         sid = claude_session_id(transcript)
-        if not sid:
-            sys.exit("agent_oracle: no session id in the transcript")
+        if not re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
+            sys.stderr.write(f"agent_oracle: not resumable: the session id {sid!r} is not a UUID (Claude Code resumes by UUID)\n")
+            sys.exit(4)
         env = claude_home(home, port)
         proj = Path(home) / ".claude" / "projects" / encode_cwd(cwd)
         proj.mkdir(parents=True, exist_ok=True)
@@ -556,8 +557,10 @@ def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()
             cmd += ["--model", model]
         return env, cmd + [prompt]
     sid, ts = codex_session(transcript)
-    if not sid:
-        sys.exit("agent_oracle: no session id in the rollout")
+    if not re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
+        # Codex takes anything else for a thread name, finds none, and starts a new thread.
+        sys.stderr.write(f"agent_oracle: not resumable: the session id {sid!r} is not a UUID (Codex resumes by UUID)\n")
+        sys.exit(4)
     meta = first_line(transcript).get("payload", {})
     env = codex_home(home, port, meta.get("model_provider") or "openai")
     day = (ts or "2026-01-01")[:10].split("-")
@@ -700,8 +703,9 @@ def cmd_record(args):
 #     (session_meta, turn_context, event_msg) are not items.
 #   * both sides: the keys `id` (Codex numbers the items it sends) and
 #     `internal_chat_message_metadata_passthrough` (client metadata) are removed.
-#   * agent side: a leading developer message that is the session's `base_instructions` is
-#     removed, and so are the trailing developer/user messages after the last item that matches
+#   * agent side: a leading developer message that is not the context's first item is removed:
+#     the agent's instructions (rebuilt from session_meta's `base_instructions`, which 0.171.0
+#     does not send verbatim, or its own when there are none), and so are the trailing developer/user messages after the last item that matches
 #     the context, when the very last is the prompt ("continue"): those are the new turn's
 #     context (permissions, AGENTS.md, environment, model switch, skills) and the prompt.
 
@@ -819,9 +823,9 @@ def compare(agent, request, records, prompt="continue"):
     else:
         t, meta = _codex_context_items(records)
         a = [_codex_item(i) for i in body.get("input") or []]
-        base = ((meta.get("base_instructions") or {}).get("text")) if isinstance(meta.get("base_instructions"), dict) else None
-        if a and base and a[0].get("type") == "message" and a[0].get("role") == "developer" and \
-                texts_of(a[0].get("content")) == [base]:
+        if a and a[0].get("type") == "message" and a[0].get("role") == "developer" and (not t or a[0] != t[0]):
+            # The agent's instructions: rebuilt from the session's base_instructions (0.171.0
+            # leaves sections out), or its own when session_meta has none.
             a = a[1:]
         # The new turn: trailing developer/user messages ending with the prompt, beyond the
         # longest common prefix with the context.
@@ -835,7 +839,105 @@ def compare(agent, request, records, prompt="continue"):
                 k -= 1
             a = a[:k]
     diffs = _describe(a, t)
-    return {"match": not diffs, "agent_items": len(a), "context_items": len(t), "differences": diffs}
+    return {"match": not diffs, "agent_items": len(a), "context_items": len(t), "differences": diffs,
+            "open_calls": {"context": open_calls(agent, t), "agent": open_calls(agent, a),
+                           "agent_answers": answers_for(agent, a, open_calls(agent, t))}}
+
+
+def _calls(agent, items):
+    calls, results = [], {}
+    if agent == "claude":
+        for m in items:
+            for b in m.get("content") or []:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    calls.append(b.get("id"))
+                elif isinstance(b, dict) and b.get("type") == "tool_result":
+                    results[b.get("tool_use_id")] = b.get("content")
+    else:
+        for i in items:
+            if not isinstance(i, dict):
+                continue
+            if i.get("type") in ("function_call", "custom_tool_call", "local_shell_call", "tool_search_call") and i.get("call_id"):
+                calls.append(i["call_id"])
+            elif str(i.get("type", "")).endswith("_output") and i.get("call_id"):
+                results[i["call_id"]] = i.get("output")
+    return calls, results
+
+
+def open_calls(agent, items):
+    """The calls without a result."""
+    calls, results = _calls(agent, items)
+    return [c for c in calls if c not in results]
+
+
+def answers_for(agent, items, ids):
+    """What the agent sends for each call the context leaves open: its result, or "dropped"
+    when the call itself is not sent."""
+    calls, results = _calls(agent, items)
+    return {c: (results[c] if c in results else ("open" if c in calls else "dropped")) for c in ids}
+
+
+
+def _texts_in(previews):
+    return " ".join(previews)
+
+
+def classify(diff):
+    """A difference in words: one of the kinds TRUTH.md lists, else the detail itself."""
+    a = _texts_in(diff.get("agent_sent", []))
+    t = _texts_in(diff.get("context_printed", []))
+    details = diff.get("detail") or []
+    kinds = []
+    if "[Tool call interrupted" in a and "[Tool call interrupted" not in t:
+        kinds.append("agent answers an open call with its own interrupted result")
+    if '"output": "aborted"' in a and '"output": "aborted"' not in t:
+        kinds.append("agent answers an open call with output \"aborted\"")
+    if "No response requested." in a and "No response requested." not in t:
+        kinds.append("agent adds an assistant \"No response requested.\" after a trailing user message")
+    if "<command-name>" in a and "<command-name>" not in t:
+        kinds.append("agent sends system/local_command lines as user text")
+    if ('"role": "system"' in a or "<system-reminder>\\nAttribution" in a) and diff["op"] != "equal" and \
+            "<system-reminder>\\nAttribution" not in t:
+        kinds.append("agent rebuilds a turn from its api-request-blob lines (system-reminders, an environment system message)")
+    if "# Environment update" in a:
+        kinds.append("agent inserts a system message \"# Environment update\" when the working directory changed")
+    if '"text": "(no content)"' in a:
+        kinds.append("agent sends a user \"(no content)\" text")
+    if "chars truncated" in " ".join(details) or "chars truncated" in a:
+        kinds.append("agent truncates a long function_call_output in the middle (\"…N chars truncated…\")")
+    for d in details:
+        if "'Agent' / context ...'Task'" in d:
+            kinds.append("agent renames tool_use name Task to Agent")
+        elif "strings differ" in d and "/ context" in d and re.search(r"agent \d+ chars, context \d+\)", d):
+            m = re.search(r"agent (\d+) chars, context (\d+)\)", d)
+            if int(m.group(1)) == int(m.group(2)) + 1 and "\\n'" in d.split(" / context")[0][-4:]:
+                kinds.append("agent ends a user text with a newline that context strips")
+            elif "truncated" not in d:
+                kinds.append("text differs: " + d[:200])
+        elif "agent has" in d and "entries, context" in d:
+            m = re.search(r"agent has (\d+) entries, context (\d+)", d)
+            ctx = d.split("/ context", 1)[-1]
+            if '"type": "thinking"' in ctx and '"type": "thinking"' not in d.split("/ context", 1)[0]:
+                kinds.append("agent drops thinking blocks")
+            elif '"text": "\\n\\n"' in ctx:
+                kinds.append("agent drops whitespace-only text blocks")
+            elif '"type": "tool_use"' in ctx and '"type": "tool_use"' not in d.split("/ context", 1)[0]:
+                kinds.append("agent drops an open tool_use block (keeps the rest of the message)")
+            elif m and int(m.group(1)) > int(m.group(2)):
+                kinds.append("agent sends more blocks in a message: " + d[:160])
+            else:
+                kinds.append("blocks differ: " + d[:200])
+        elif "only the agent sends it" in d or "only context prints it" in d:
+            kinds.append(d[:200])
+        elif "type" in d:
+            kinds.append(d[:200])
+    if not kinds and diff["op"] == "delete":
+        kinds.append("agent sends messages context does not print: " + a[:160])
+    if not kinds and diff["op"] == "insert":
+        kinds.append("context prints messages the agent does not send: " + t[:160])
+    if not kinds:
+        kinds.append(f"{diff['op']}: agent {a[:120]} / context {t[:120]}")
+    return sorted(set(kinds))
 
 
 def cmd_compare(args):
@@ -861,13 +963,18 @@ def cmd_table(args):
             r = subprocess.run(cmd, capture_output=True, text=True)
             row = {"file": f, "agent": args.agent}
             if r.returncode != 0:
-                row.update({"resumed": False, "match": False, "why": (r.stderr.strip().splitlines() or ["?"])[0][:300],
+                row.update({"resumed": False, "not_resumable": r.returncode == 4,
+                            "kinds": ["not resumed: " + (r.stderr.strip().splitlines() or ["?"])[0][:200]], "match": False, "why": (r.stderr.strip().splitlines() or ["?"])[0][:300],
                             "stderr": r.stderr[-1500:]})
                 return row
+            k = subprocess.run([args.transcriptd, "check", "-o", "json", f], capture_output=True, text=True)
+            kinds = sorted({json.loads(l).get("kind") for l in k.stdout.splitlines() if l.strip().startswith("{")} - {None})
+            row["check"] = kinds
             c = subprocess.run([args.transcriptd, "context", "-o", "json", f], capture_output=True, text=True)
             records = [json.loads(l) for l in c.stdout.splitlines() if l.strip()]
             res = compare(args.agent, json.loads(req.read_text()), records)
             row.update({"resumed": True, **res})
+            row["kinds"] = sorted({k for d in res["differences"] for k in classify(d)})
             return row
 
     with ThreadPoolExecutor(args.jobs) as pool:
