@@ -78,6 +78,9 @@ class Provider:
         self.events = []  # ("request", n, path) / ("stalled", n)
         self.cond = threading.Condition(self.lock)
         self.stop = threading.Event()
+        # Ids unique across runs: a session resumed after a kill must not see its open call's id
+        # again on a new call.
+        self.run = uuid.uuid4().hex[:8]
 
     def record(self, path, body):
         with self.lock:
@@ -211,12 +214,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             step = self.provider.next_step()
         model = body.get("model", "claude-test")
-        msg_id = f"msg_oracle{n:04}"
+        msg_id = f"msg_oracle{self.provider.run}{n:04}"
         blocks = []
         if step.get("text"):
             blocks.append({"type": "text", "text": step["text"]})
         if step.get("tool"):
-            blocks.append({"type": "tool_use", "id": f"toolu_oracle{n:04}", "name": step["tool"], "input": step.get("input", {})})
+            blocks.append({"type": "tool_use", "id": f"toolu_oracle{self.provider.run}{n:04}", "name": step["tool"], "input": step.get("input", {})})
         stop = "tool_use" if step.get("tool") else "end_turn"
         usage = {"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
         if not body.get("stream"):
@@ -254,15 +257,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def openai_responses(self, n, body):
         side = not body.get("tools")
         step = {"text": "Scripted session"} if side else self.provider.next_step()
-        resp_id = f"resp_oracle{n:04}"
+        resp_id = f"resp_oracle{self.provider.run}{n:04}"
         self._sse_start()
         self._event("response.created", {"type": "response.created", "response": {"id": resp_id}})
         items = []
         if step.get("text"):
-            items.append({"type": "message", "role": "assistant", "id": f"msg_oracle{n:04}",
+            items.append({"type": "message", "role": "assistant", "id": f"msg_oracle{self.provider.run}{n:04}",
                           "content": [{"type": "output_text", "text": step["text"]}]})
         if step.get("tool"):
-            items.append({"type": "function_call", "id": f"fc_oracle{n:04}", "call_id": f"call_oracle{n:04}",
+            items.append({"type": "function_call", "id": f"fc_oracle{self.provider.run}{n:04}", "call_id": f"call_oracle{self.provider.run}{n:04}",
                           "name": step["tool"], "arguments": json.dumps(step.get("input", {}))})
         for i, item in enumerate(items):
             self._event("response.output_item.added", {"type": "response.output_item.added", "output_index": i, "item": item})
