@@ -452,10 +452,6 @@ def run_agent(cmd, env, cwd, provider, kill_when=None, timeout=120):
     return p.returncode, out.read(), err.read(), killed
 
 
-def claude_version(binary):
-    return subprocess.run([binary, "--version"], capture_output=True, text=True, env={"HOME": "/nonexistent", "PATH": "/usr/bin:/bin"}).stdout.strip()
-
-
 def claude_cmd(binary):
     # A JavaScript release (2.0.x, cli.js) runs under node; a native binary runs as is.
     if binary.endswith(".js"):
