@@ -22,6 +22,7 @@ mod http_sink;
 mod invariants;
 mod mutate;
 mod mutation;
+mod oracle;
 mod orphans;
 mod pipeline;
 mod read_ahead;

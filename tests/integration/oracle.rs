@@ -1,0 +1,181 @@
+//! The real agents as the oracle for `context` and `check`: Claude Code (2.1.332, and 2.0.77,
+//! the last 2.0.x) and Codex (0.171.0), installed from the npm registry by `.ci/run`, each run
+//! by `tests/integration/peers/agent_oracle.py` in its own network namespace (`unshare --net`,
+//! loopback only) with a throwaway HOME, against a local server that speaks its provider's API
+//! (Anthropic Messages / OpenAI Responses, streamed).
+//!
+//! * The harness works: a scripted session (a shell tool call that writes a file in the scratch
+//!   directory) recorded by the real agent checks clean, and the file is there; the agent killed
+//!   (SIGKILL) while the tool runs leaves a session `check` finds an orphan call in.
+//! * The agreement as measured: each agent resumes each fixture (`tests/data/real`,
+//!   `tests/data/context`, and the sessions the agents wrote, `tests/data/agents/sessions`), the
+//!   request it sends is compared with `transcriptd context -o json` under the equivalence
+//!   written down in the oracle (`compare`), and the verdicts must be those recorded in
+//!   `tests/data/agents/agreement.json`: a file that agrees must still agree; one that differs
+//!   must differ in the same kinds of ways (a file that starts to agree fails too, so that the
+//!   list, and TRUTH.md, are updated with the better figure). `check`'s findings and what the
+//!   agent sends for each call the context leaves open are recorded there as well.
+//!
+//! Without the agents (or without network namespaces) the tests say `skipped: <why>` and pass,
+//! unless `TRANSCRIPTD_REQUIRE_AGENTS` is set. The binaries: `$TRANSCRIPTD_CLAUDE`,
+//! `$TRANSCRIPTD_CLAUDE_2_0`, `$TRANSCRIPTD_CODEX`, else where `.ci/run` installs them under
+//! `$TRANSCRIPTD_PEER_DIR` (`target/peer`).
+
+use super::support::{root, transcriptd};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ORACLE: &str = "tests/integration/peers/agent_oracle.py";
+
+/// The agents under test: name (as in agreement.json), oracle `--agent`, binary.
+struct Agent {
+    name: &'static str,
+    kind: &'static str,
+    bin: PathBuf,
+}
+
+fn peer_dir() -> PathBuf {
+    std::env::var_os("TRANSCRIPTD_PEER_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target/peer"))
+}
+
+fn skip(why: &str) -> Option<Vec<Agent>> {
+    assert!(std::env::var_os("TRANSCRIPTD_REQUIRE_AGENTS").is_none(), "{why}");
+    eprintln!("skipped: {why}");
+    None
+}
+
+/// The installed agents, or `None` after saying why the test skips.
+fn agents_or_skip() -> Option<Vec<Agent>> {
+    let peer = peer_dir();
+    let wanted: [(&str, &str, &str, &str); 3] = [
+        ("claude-2.1.332", "claude", "TRANSCRIPTD_CLAUDE", "claude-code-2.1.332/node_modules/@anthropic-ai/claude-code-linux-x64/claude"),
+        ("claude-2.0.77", "claude", "TRANSCRIPTD_CLAUDE_2_0", "claude-code-2.0.77/node_modules/@anthropic-ai/claude-code/cli.js"),
+        ("codex-0.171.0", "codex", "TRANSCRIPTD_CODEX", "codex-0.171.0/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"),
+    ];
+    let mut agents = Vec::new();
+    for (name, kind, env, rel) in wanted {
+        let bin = std::env::var_os(env).map(PathBuf::from).unwrap_or_else(|| peer.join(rel));
+        if !bin.is_file() {
+            return skip(&format!("no {name} (${env} or $TRANSCRIPTD_PEER_DIR/{rel}; .ci/run installs it)"));
+        }
+        agents.push(Agent { name, kind, bin });
+    }
+    let ns = Command::new("unshare").args(["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]).output();
+    let ns_root = Command::new("unshare").args(["--net", "sh", "-c", "ip link set lo up"]).output();
+    let ok = |o: &std::io::Result<std::process::Output>| o.as_ref().is_ok_and(|o| o.status.success());
+    if !ok(&ns) && !ok(&ns_root) {
+        return skip("cannot make a network namespace with loopback up (unshare --net, ip from iproute2)");
+    }
+    Some(agents)
+}
+
+fn oracle(args: &[&str]) -> std::process::Output {
+    Command::new("python3").arg(ORACLE).args(args).current_dir(root()).output().expect("run python3")
+}
+
+fn record(agent: &Agent, script: &str, kill_at: Option<&str>, out: &Path) -> Value {
+    let mut args = vec!["record", "--agent", agent.kind, "--bin", agent.bin.to_str().unwrap(), "--script", script, "--out", out.to_str().unwrap()];
+    if let Some(k) = kill_at {
+        args.extend(["--kill-at", k]);
+    }
+    let o = oracle(&args);
+    assert!(o.status.success(), "{}: record {script}: {}", agent.name, String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap()
+}
+
+fn check_kinds(file: &Path) -> (Option<i32>, Vec<String>) {
+    let o = transcriptd(&["check", "-o", "json", file.to_str().unwrap()]);
+    let kinds = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["kind"].as_str().map(str::to_owned))
+        .collect();
+    (o.status.code(), kinds)
+}
+
+#[test]
+fn a_session_the_real_agent_writes_checks_clean_and_one_killed_mid_tool_has_an_orphan_call() {
+    let Some(agents) = agents_or_skip() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for agent in agents.iter().filter(|a| a.name != "claude-2.0.77") {
+        let (echo, sleep) = match agent.kind {
+            "claude" => ("tests/data/agents/scripts/echo.json", "tests/data/agents/scripts/sleep.json"),
+            _ => ("tests/data/agents/scripts/codex-echo.json", "tests/data/agents/scripts/codex-sleep.json"),
+        };
+        let out = tmp.path().join(format!("{}-echo", agent.name));
+        let r = record(agent, echo, None, &out);
+        assert_eq!(r["exit"], 0, "{}: {r}", agent.name);
+        // The agent ran the tool for real: the file is in its scratch directory.
+        assert!(r["scratch"].as_array().unwrap().iter().any(|f| f == "out.txt"), "{}: {r}", agent.name);
+        let (code, kinds) = check_kinds(&out.join("session.jsonl"));
+        assert_eq!((code, kinds), (Some(0), vec![]), "{}: the session it wrote", agent.name);
+
+        let out = tmp.path().join(format!("{}-sleep", agent.name));
+        let r = record(agent, sleep, Some("mid-tool"), &out);
+        assert_eq!(r["killed"], "mid-tool", "{}: {r}", agent.name);
+        let (code, kinds) = check_kinds(&out.join("session.jsonl"));
+        assert_eq!((code, kinds), (Some(1), vec!["orphan_call".to_owned()]), "{}: the session the killed agent left", agent.name);
+    }
+}
+
+/// What is compared for one file (the fields of agreement.json's rows).
+fn verdict(row: &Value) -> Value {
+    let answers: BTreeMap<String, String> = row["open_calls"]["agent_answers"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let s = match v.as_str() {
+                        Some(s @ ("dropped" | "open" | "aborted")) => s.to_owned(),
+                        Some(s) if s.starts_with("[Tool call interrupted") => "interrupted".to_owned(),
+                        _ => format!("result {}", v.to_string().chars().take(60).collect::<String>()),
+                    };
+                    (k.clone(), s)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    serde_json::json!({
+        "file": row["file"],
+        "resumed": row["resumed"],
+        "match": row["match"],
+        "kinds": row["kinds"],
+        "check": row.get("check").cloned().unwrap_or(Value::Null),
+        "open_call_answers": answers,
+    })
+}
+
+#[test]
+fn the_agents_resume_requests_agree_with_context_as_measured() {
+    let Some(agents) = agents_or_skip() else { return };
+    let path = root().join("tests/data/agents/agreement.json");
+    let expected: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut failures = Vec::new();
+    for agent in &agents {
+        let rows = expected["runs"][agent.name].as_array().unwrap_or_else(|| panic!("agreement.json has no runs for {}", agent.name));
+        let files: Vec<&str> = rows.iter().map(|r| r["file"].as_str().unwrap()).collect();
+        let mut args =
+            vec!["table", "--agent", agent.kind, "--bin", agent.bin.to_str().unwrap(), "--transcriptd", env!("CARGO_BIN_EXE_transcriptd"), "--jobs", "3"];
+        args.extend(&files);
+        let o = oracle(&args);
+        assert!(o.status.success(), "{}: table: {}", agent.name, String::from_utf8_lossy(&o.stderr));
+        let got: Vec<Value> = String::from_utf8_lossy(&o.stdout).lines().map(|l| verdict(&serde_json::from_str(l).unwrap())).collect();
+        assert_eq!(got.len(), rows.len(), "{}", agent.name);
+        let agree = got.iter().filter(|g| g["match"] == true).count();
+        let agreed = rows.iter().filter(|r| r["match"] == true).count();
+        eprintln!("{}: {agree} of {} files agree with context (agreement.json: {agreed})", agent.name, got.len());
+        for (want, got) in rows.iter().zip(&got) {
+            if want != got {
+                let how = match (want["match"].as_bool(), got["match"].as_bool()) {
+                    (Some(true), Some(false)) => "agreed, now differs",
+                    (Some(false), Some(true)) => "now agrees: record the better figure in agreement.json and TRUTH.md",
+                    _ => "differs in other ways than recorded",
+                };
+                failures.push(format!("{} {}: {how}\n  recorded: {want}\n  measured: {got}", agent.name, want["file"]));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} verdict(s) changed:\n{}", failures.len(), failures.join("\n"));
+}

@@ -1,0 +1,1022 @@
+#!/usr/bin/env python3
+"""The real agents as the oracle: Claude Code and Codex run against a local fake provider.
+
+Every agent runs in its own network namespace (`unshare --net`, loopback only: nothing can leave
+the machine), with a throwaway HOME, against a server in this process that speaks the provider's
+API: Anthropic Messages (streamed, SSE) for Claude Code, OpenAI Responses (streamed, SSE) for
+Codex, through a model provider with a local `base_url`. The server records every request body
+as JSON, and answers from a script.
+
+Commands:
+
+  resume TRANSCRIPT --agent claude|codex [--bin PATH] --out REQ.json
+      Lays the transcript where the agent looks for it in a throwaway HOME (Claude Code:
+      `~/.claude/projects/<encoded cwd>/<session-id>.jsonl`; Codex:
+      `~/.codex/sessions/YYYY/MM/DD/rollout-....jsonl`), runs `claude -p --resume <id> continue`
+      / `codex exec resume <id> continue`, and writes the first model request the agent sends
+      (the one that carries the prompt "continue") to REQ.json. The agent is killed once it is
+      recorded. Exit 0 when a request was captured, 3 when the agent sent none (its stderr is
+      printed).
+
+  record --agent claude|codex [--bin PATH] --script S.json [--kill-at MOMENT] --out DIR
+      Makes the agent write a real session in a scratch directory: the prompt is the script's
+      "prompt", and each model request is answered by the next step of its "steps" (see below).
+      With --kill-at, the agent is killed (SIGKILL, its process group) at that moment:
+        mid-tool    once the scripted tool call is running (its command must create the file
+                    `started` in its working directory; the harness waits for that file)
+        mid-stream  when the server reaches a step {"stall": true}: it has sent part of the
+                    answer and waits; the agent is killed 1 s later
+        compaction  when the request that asks for a compaction summary arrives (the server
+                    stalls on it); the script's prompt should be `/compact`
+      The session file is copied to DIR/session.jsonl; the requests to DIR/requests/NNN.json;
+      DIR/result.json says how the agent ended.
+
+  A script step: {"text": "..."} answers with text; {"tool": NAME, "input": {...}} answers with a
+  call of that tool (Claude: a tool_use block; Codex: a function_call, input as its arguments),
+  optionally after {"text": ...} in the same step; {"stall": true, "text": "..."} sends the
+  start of the answer and part of the text, then waits forever. Requests that offer no tools
+  (side requests: titles, summaries) are answered with text and do not take a step.
+
+Environment: the agent binaries come from --bin, else $TRANSCRIPTD_CLAUDE / $TRANSCRIPTD_CODEX.
+Python 3.11, standard library only. Needs `unshare` (util-linux) and `ip` (iproute2), and root
+or unprivileged user namespaces.
+"""
+
+import argparse
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+NETNS_MARK = "TRANSCRIPTD_ORACLE_IN_NETNS"
+
+
+# ---------------------------------------------------------------------------------------------
+# The fake provider.
+
+
+class Provider:
+    """What the server knows: where to record, the script, and what happened."""
+
+    def __init__(self, record_dir, steps=None, stall_on_compaction=False):
+        self.record_dir = Path(record_dir)
+        self.record_dir.mkdir(parents=True, exist_ok=True)
+        self.steps = list(steps or [])
+        self.stall_on_compaction = stall_on_compaction
+        self.lock = threading.Lock()
+        self.count = 0
+        self.events = []  # ("request", n, path) / ("stalled", n)
+        self.cond = threading.Condition(self.lock)
+        self.stop = threading.Event()
+        # Ids unique across runs: a session resumed after a kill must not see its open call's id
+        # again on a new call.
+        self.run = uuid.uuid4().hex[:8]
+
+    def record(self, path, body):
+        with self.lock:
+            self.count += 1
+            n = self.count
+            doc = {"path": path, "body": body}
+            (self.record_dir / f"{n:03}.json").write_text(json.dumps(doc, indent=1))
+            self.events.append(("request", n, path, body))
+            self.cond.notify_all()
+            return n
+
+    def note(self, *event):
+        with self.lock:
+            self.events.append(event)
+            self.cond.notify_all()
+
+    def next_step(self):
+        with self.lock:
+            if self.steps:
+                return self.steps.pop(0)
+            return {"text": "Done."}
+
+    def wait_for(self, pred, timeout):
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while True:
+                for e in self.events:
+                    if pred(e):
+                        return e
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(min(left, 0.2))
+
+
+def is_compaction_request(body):
+    """A Claude Code compaction: the last user message asks for a summary of the conversation."""
+    msgs = body.get("messages") or []
+    if not msgs:
+        return False
+    last = msgs[-1]
+    content = last.get("content")
+    texts = [content] if isinstance(content, str) else [b.get("text", "") for b in content or [] if isinstance(b, dict)]
+    return any("create a detailed summary of the conversation" in t for t in texts)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "oracle/1"
+
+    def log_message(self, fmt, *args):
+        if os.environ.get("ORACLE_DEBUG"):
+            sys.stderr.write("oracle: " + (fmt % args) + "\n")
+
+    @property
+    def provider(self):
+        return self.server.provider
+
+    def _body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        if self.headers.get("Content-Encoding") == "zstd":
+            raise ValueError("zstd request bodies are not supported")
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return {"_raw": raw.decode("utf-8", "replace")}
+
+    def _json(self, code, doc):
+        data = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _sse_start(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def _event(self, name, doc):
+        self.wfile.write(f"event: {name}\ndata: {json.dumps(doc)}\n\n".encode())
+        self.wfile.flush()
+
+    def _stall(self, n):
+        self.provider.note("stalled", n)
+        while not self.provider.stop.is_set():
+            time.sleep(0.1)
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        self.provider.record("GET " + self.path, None)
+        if path.endswith("/models"):
+            return self._json(200, {"data": [], "models": []})
+        return self._json(404, {"error": {"type": "not_found_error", "message": "not here"}})
+
+    def do_POST(self):
+        path = self.path.split("?")[0]
+        body = self._body()
+        n = self.provider.record(self.path, body)
+        if path.endswith("/v1/messages/count_tokens"):
+            return self._json(200, {"input_tokens": 100})
+        if path.endswith("/v1/messages"):
+            return self.anthropic(n, body or {})
+        if path.endswith("/responses"):
+            return self.openai_responses(n, body or {})
+        return self._json(404, {"error": {"type": "not_found_error", "message": "not here"}})
+
+    # -- Anthropic Messages ------------------------------------------------------------------
+
+    def anthropic(self, n, body):
+        # 2.0.x warms its subagents up with a "Warmup" prompt, tools and all.
+        side = not body.get("tools") or carries_prompt(body, "Warmup")
+        compaction = is_compaction_request(body)
+        if compaction and self.provider.stall_on_compaction:
+            self.provider.note("compaction", n)
+            step = {"stall": True, "text": "<analysis>"}
+        elif compaction:
+            step = {"text": "<summary>The user asked for a scripted session.</summary>"}
+        elif side:
+            step = {"text": "Scripted session"}
+        else:
+            step = self.provider.next_step()
+        model = body.get("model", "claude-test")
+        msg_id = f"msg_oracle{self.provider.run}{n:04}"
+        blocks = []
+        if step.get("text"):
+            blocks.append({"type": "text", "text": step["text"]})
+        if step.get("tool"):
+            blocks.append({"type": "tool_use", "id": f"toolu_oracle{self.provider.run}{n:04}", "name": step["tool"], "input": step.get("input", {})})
+        stop = "tool_use" if step.get("tool") else "end_turn"
+        usage = {"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        if not body.get("stream"):
+            return self._json(200, {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": blocks,
+                                    "stop_reason": stop, "stop_sequence": None, "usage": usage})
+        self._sse_start()
+        self._event("message_start", {"type": "message_start", "message": {
+            "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": dict(usage, output_tokens=1)}})
+        for i, b in enumerate(blocks):
+            if b["type"] == "text":
+                self._event("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
+                text = b["text"]
+                half = len(text) // 2
+                pieces = [text[:half], text[half:]] if half else [text]
+                for k, piece in enumerate(pieces):
+                    self._event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": piece}})
+                    if step.get("stall") and k == 0:
+                        return self._stall(n)
+                self._event("content_block_stop", {"type": "content_block_stop", "index": i})
+            else:
+                self._event("content_block_start", {"type": "content_block_start", "index": i, "content_block": {
+                    "type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}})
+                self._event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {
+                    "type": "input_json_delta", "partial_json": json.dumps(b["input"])}})
+                self._event("content_block_stop", {"type": "content_block_stop", "index": i})
+        if step.get("stall"):
+            return self._stall(n)
+        self._event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                      "usage": {"output_tokens": 10}})
+        self._event("message_stop", {"type": "message_stop"})
+
+    # -- OpenAI Responses --------------------------------------------------------------------
+
+    def openai_responses(self, n, body):
+        side = not body.get("tools")
+        step = {"text": "Scripted session"} if side else self.provider.next_step()
+        resp_id = f"resp_oracle{self.provider.run}{n:04}"
+        self._sse_start()
+        self._event("response.created", {"type": "response.created", "response": {"id": resp_id}})
+        items = []
+        if step.get("text"):
+            items.append({"type": "message", "role": "assistant", "id": f"msg_oracle{self.provider.run}{n:04}",
+                          "content": [{"type": "output_text", "text": step["text"]}]})
+        if step.get("tool"):
+            items.append({"type": "function_call", "id": f"fc_oracle{self.provider.run}{n:04}", "call_id": f"call_oracle{self.provider.run}{n:04}",
+                          "name": step["tool"], "arguments": json.dumps(step.get("input", {}))})
+        for i, item in enumerate(items):
+            self._event("response.output_item.added", {"type": "response.output_item.added", "output_index": i, "item": item})
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                half = len(text) // 2
+                self._event("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
+                                                           "output_index": i, "content_index": 0, "delta": text[:half]})
+                if step.get("stall"):
+                    return self._stall(n)
+                self._event("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
+                                                           "output_index": i, "content_index": 0, "delta": text[half:]})
+            self._event("response.output_item.done", {"type": "response.output_item.done", "output_index": i, "item": item})
+        if step.get("stall"):
+            return self._stall(n)
+        self._event("response.completed", {"type": "response.completed", "response": {
+            "id": resp_id, "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+                                     "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
+                                     "total_tokens": 110}}})
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        # An agent killed (or done) mid-connection resets it: not an error of the oracle.
+        if not isinstance(sys.exc_info()[1], (ConnectionError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
+
+def serve(provider):
+    srv = Server(("127.0.0.1", 0), Handler)
+    srv.provider = provider
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, srv.server_address[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The agents.
+
+
+def encode_cwd(cwd):
+    """Claude Code's project directory name for a working directory: every character that is not
+    an ASCII letter or digit becomes '-'."""
+    return re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
+
+
+def agent_bin(agent, given):
+    if given:
+        return given
+    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX"}[agent]
+    b = os.environ.get(env)
+    if not b:
+        sys.exit(f"agent_oracle: no {agent} binary: give --bin or ${env}")
+    return b
+
+
+def base_env(home):
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "TMPDIR": str(Path(home) / "tmp"),
+        "USER": "oracle",
+    }
+    (Path(home) / "tmp").mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def claude_home(home, port):
+    home = Path(home)
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    key = "sk-ant-oracle-test-key-000000000000"
+    # The onboarding and the "use this custom API key?" question are answered in advance:
+    # customApiKeyResponses holds the key's last 20 characters.
+    (home / ".claude.json").write_text(json.dumps({
+        "hasCompletedOnboarding": True,
+        "lastOnboardingVersion": "9.9.9",
+        "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+        "bypassPermissionsModeAccepted": True,
+        "autoUpdates": False,
+    }))
+    (home / ".claude" / "settings.json").write_text(json.dumps({"autoUpdates": False}))
+    env = base_env(home)
+    env.update({
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "ANTHROPIC_API_KEY": key,
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_BUG_COMMAND": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "0",
+        "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+        "IS_SANDBOX": "1",
+        "API_TIMEOUT_MS": "600000",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+    })
+    return env
+
+
+def codex_home(home, port, provider_id="oracle"):
+    """A Codex home whose model provider is the local server. A rollout is resumed with the
+    provider it was made with (Codex refuses to change it on resume); the built-in `openai`
+    provider is pointed at the server with `openai_base_url`."""
+    home = Path(home)
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    base = f"http://127.0.0.1:{port}/v1"
+    if provider_id == "openai":
+        provider = f'openai_base_url = "{base}"\n'
+    else:
+        provider = f"""
+[model_providers.{provider_id}]
+name = "{provider_id}"
+base_url = "{base}"
+wire_api = "responses"
+env_key = "ORACLE_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+"""
+    (home / ".codex" / "config.toml").write_text(f"""model = "gpt-5-codex"
+model_provider = "{provider_id}"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+{provider if provider_id == "openai" else ""}
+[analytics]
+enabled = false
+{provider if provider_id != "openai" else ""}""")
+    env = base_env(home)
+    env.update({"ORACLE_API_KEY": "sk-oracle-test", "OPENAI_API_KEY": "sk-oracle-test", "CODEX_API_KEY": "sk-oracle-test",
+                "CODEX_HOME": str(home / ".codex"), "RUST_LOG": "error"})
+    return env
+
+
+def in_netns():
+    """Re-runs this program inside a new network namespace with only loopback up, unless it is
+    already there."""
+    if os.environ.get(NETNS_MARK) == str(os.getpid()):
+        return
+    if os.environ.get(NETNS_MARK) is None:
+        cmd = ["unshare", "--net"]
+        if os.geteuid() != 0:
+            cmd.append("--map-root-user")
+        script = 'ip link set lo up && export %s=$$ && exec "$@"' % NETNS_MARK
+        os.execvp(cmd[0], cmd + ["sh", "-c", script, "sh", sys.executable, *sys.argv])
+    # The marker is set but not for this pid: a child of the namespaced process: fine.
+
+
+def check_isolated():
+    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    links = [l.split(":")[1].strip() for l in out.splitlines() if l.strip()]
+    if links != ["lo"]:
+        sys.exit(f"agent_oracle: refusing to run: the network namespace has links {links}, not only lo")
+
+
+def run_agent(cmd, env, cwd, provider, kill_when=None, timeout=120):
+    """Runs the agent in its own process group; kills it (SIGKILL) when kill_when() says so.
+    Returns (returncode, stdout, stderr, killed)."""
+    out = open(Path(env["HOME"]) / "agent.stdout", "w+")
+    err = open(Path(env["HOME"]) / "agent.stderr", "w+")
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+    killed = None
+    deadline = time.monotonic() + timeout
+    while p.poll() is None:
+        if kill_when:
+            why = kill_when()
+            if why:
+                os.killpg(p.pid, signal.SIGKILL)
+                killed = why
+                p.wait()
+                break
+        if time.monotonic() > deadline:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            killed = "timeout"
+            break
+        time.sleep(0.05)
+    provider.stop.set()
+    out.seek(0)
+    err.seek(0)
+    return p.returncode, out.read(), err.read(), killed
+
+
+def claude_cmd(binary):
+    # A JavaScript release (2.0.x, cli.js) runs under node; a native binary runs as is.
+    if binary.endswith(".js"):
+        node = os.environ.get("TRANSCRIPTD_NODE") or shutil.which("node") or "node"
+        return [node, binary]
+    return [binary]
+
+
+def first_line(path):
+    with open(path, "rb") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue
+    return {}
+
+
+def claude_session_id(transcript):
+    """The session id: the one the lines carry (the file is named by it), else the file name."""
+    with open(transcript, "rb") as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict) and d.get("sessionId") and not d.get("isSidechain"):
+                return d["sessionId"]
+    stem = Path(transcript).stem
+    return stem if re.fullmatch(r"[0-9a-f-]{36}", stem) else None
+
+
+def last_claude_model(transcript):
+    """The model of the transcript's last assistant message: the session goes on with it (an
+    agent drops the thinking blocks another model signed)."""
+    model = None
+    with open(transcript, "rb") as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            m = d.get("message") if isinstance(d, dict) else None
+            if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("model"), str) \
+                    and m["model"].startswith("claude"):
+                model = m["model"]
+    return model
+
+
+def codex_session(transcript):
+    d = first_line(transcript)
+    if d.get("type") == "session_meta":
+        p = d.get("payload", {})
+        return p.get("id"), p.get("timestamp") or d.get("timestamp")
+    m = re.search(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$", str(transcript))
+    return (m.group(1) if m else None), None
+
+
+def texts_of(content):
+    if isinstance(content, str):
+        return [content]
+    out = []
+    for b in content or []:
+        if isinstance(b, dict) and isinstance(b.get("text"), str):
+            out.append(b["text"])
+    return out
+
+
+def carries_prompt(body, prompt):
+    """Whether a model request carries the new prompt in its last user message (Anthropic
+    `messages`, or Responses `input`). Warmups and side requests do not."""
+    if not isinstance(body, dict):
+        return False
+    items = body.get("messages") or body.get("input") or []
+    if not isinstance(items, list):
+        return False
+    users = [m for m in items if isinstance(m, dict) and m.get("role") == "user"]
+    return bool(users) and any(t.strip() == prompt for t in texts_of(users[-1].get("content")))
+
+
+def is_main_request(event, prompt="continue"):
+    return event[0] == "request" and carries_prompt(event[3], prompt)
+
+
+def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()):
+    """Puts the transcript where the agent looks for it in the throwaway HOME; returns the
+    environment and the command that resumes it with `prompt`."""
+    if agent == "claude":
+        sid = claude_session_id(transcript)
+        if not re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
+            sys.stderr.write(f"agent_oracle: not resumable: the session id {sid!r} is not a UUID (Claude Code resumes by UUID)\n")
+            sys.exit(4)
+        env = claude_home(home, port)
+        proj = Path(home) / ".claude" / "projects" / encode_cwd(cwd)
+        proj.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(transcript, proj / f"{sid}.jsonl")
+        cmd = claude_cmd(binary) + ["-p", "--resume", sid, "--output-format", "json", *extra]
+        model = model or last_claude_model(transcript)
+        if model and model != "none":
+            cmd += ["--model", model]
+        return env, cmd + [prompt]
+    sid, ts = codex_session(transcript)
+    if not re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
+        # Codex takes anything else for a thread name, finds none, and starts a new thread.
+        sys.stderr.write(f"agent_oracle: not resumable: the session id {sid!r} is not a UUID (Codex resumes by UUID)\n")
+        sys.exit(4)
+    meta = first_line(transcript).get("payload", {})
+    env = codex_home(home, port, meta.get("model_provider") or "openai")
+    day = (ts or "2026-01-01")[:10].split("-")
+    d = Path(home) / ".codex" / "sessions" / day[0] / day[1] / day[2]
+    d.mkdir(parents=True, exist_ok=True)
+    name = transcript.name if transcript.name.startswith("rollout-") and transcript.name.endswith(f"{sid}.jsonl") \
+        else f"rollout-{day[0]}-{day[1]}-{day[2]}T00-00-00-{sid}.jsonl"
+    shutil.copyfile(transcript, d / name)
+    return env, [binary, "exec", "--skip-git-repo-check", *extra, "resume", sid, prompt]
+
+
+def cmd_resume(args):
+    in_netns()
+    check_isolated()
+    binary = agent_bin(args.agent, args.bin)
+    transcript = Path(args.transcript).resolve()
+    work = Path(tempfile.mkdtemp(prefix="oracle-resume-"))
+    try:
+        home = work / "home"
+        cwd = work / "project"
+        cwd.mkdir(parents=True)
+        provider = Provider(work / "requests")
+        srv, port = serve(provider)
+        env, cmd = lay_down(args.agent, binary, transcript, home, cwd, port, args.model, "continue")
+
+        def captured():
+            return "captured" if provider.wait_for(is_main_request, 0) else None
+
+        rc, out, err, killed = run_agent(cmd, env, cwd, provider, kill_when=captured, timeout=args.timeout)
+        ev = provider.wait_for(is_main_request, 0)
+        if not ev:
+            sys.stderr.write(f"agent_oracle: {args.agent} sent no model request (exit {rc}, {killed or 'not killed'})\n")
+            sys.stderr.write("stdout: " + out[-2000:] + "\nstderr: " + err[-4000:] + "\n")
+            others = [e[2] for e in provider.events if e[0] == "request"]
+            sys.stderr.write(f"other requests: {others}\n")
+            return 3
+        Path(args.out).write_text(json.dumps({"path": ev[2], "body": ev[3]}, indent=1))
+        srv.shutdown()
+        return 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            sys.stderr.write(f"kept {work}\n")
+
+
+def cmd_record(args):
+    in_netns()
+    check_isolated()
+    binary = agent_bin(args.agent, args.bin)
+    script = json.loads(Path(args.script).read_text())
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="oracle-record-"))
+    try:
+        home = work / "home"
+        cwd = work / "scratch"
+        cwd.mkdir(parents=True)
+        provider = Provider(out_dir / "requests", script.get("steps"), stall_on_compaction=args.kill_at == "compaction")
+        srv, port = serve(provider)
+        prompt = args.prompt or script.get("prompt", "Run the scripted command.")
+        if args.resume:
+            # A further turn on a session given (one a killed agent left, say): the agent resumes
+            # it and writes on in the same file.
+            extra = ["--permission-mode", "bypassPermissions"] if args.agent == "claude" else []
+            env, cmd = lay_down(args.agent, binary, Path(args.resume).resolve(), home, cwd, port, None, prompt, extra)
+        elif args.agent == "claude":
+            env = claude_home(home, port)
+            sid = str(uuid.uuid4())
+            cmd = claude_cmd(binary) + ["-p", "--session-id", sid, "--permission-mode", "bypassPermissions", "--output-format", "json", prompt]
+        else:
+            env = codex_home(home, port)
+            cmd = [binary, "exec", "--skip-git-repo-check", prompt]
+
+        stalled_at = {}
+
+        def kill_when():
+            if args.kill_at == "mid-tool":
+                if (cwd / "started").exists():
+                    stalled_at.setdefault("t", time.monotonic())
+                    if time.monotonic() - stalled_at["t"] > 1.0:
+                        return "mid-tool"
+            elif args.kill_at in ("mid-stream", "compaction"):
+                if provider.wait_for(lambda e: e[0] == "stalled", 0):
+                    stalled_at.setdefault("t", time.monotonic())
+                    if time.monotonic() - stalled_at["t"] > 1.0:
+                        return args.kill_at
+            return None
+
+        rc, out, err, killed = run_agent(cmd, env, cwd, provider, kill_when=kill_when if args.kill_at else None, timeout=args.timeout)
+        srv.shutdown()
+        if args.agent == "claude":
+            found = [p for p in (home / ".claude" / "projects").glob("*/*.jsonl") if not p.name.startswith("agent-")]
+        else:
+            found = list((home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl"))
+        # The session written last: a resumed 2.0.x session goes on in a new file (a copy of the
+        # history under a new session id).
+        found.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        result = {"agent": args.agent, "exit": rc, "killed": killed, "sessions": [str(p.relative_to(home)) for p in found],
+                  "stdout": out[-4000:], "stderr": err[-4000:], "requests": provider.count,
+                  "scratch": sorted(p.name for p in cwd.iterdir())}
+        if found:
+            shutil.copyfile(found[0], out_dir / "session.jsonl")
+            result["session_name"] = found[0].name
+        (out_dir / "result.json").write_text(json.dumps(result, indent=1))
+        if not found:
+            sys.stderr.write(f"agent_oracle: {args.agent} wrote no session (exit {rc}, {killed})\n{err[-3000:]}\n")
+            return 3
+        return 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            sys.stderr.write(f"kept {work}\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparison: the request the agent sent against what `transcriptd context -o json` printed.
+#
+# The equivalence (API semantics), written down:
+#
+# Claude Code (Anthropic Messages):
+#   * context side: each record {role, content}; a string content is one text block.
+#   * both sides: `cache_control` is removed from every block (the agent marks cache points);
+#     then consecutive messages of the same role are merged into one (the Messages API combines
+#     consecutive same-role turns).
+#   * both sides: a message with no content blocks is removed (2.1.332 sends an empty
+#     `{"role":"system","content":[]}` after the first user message).
+#   * agent side: the new turn is removed: the trailing system messages (the environment, which
+#     2.1.332 sends as a system message after the prompt); then from the last user message, the text blocks that are
+#     the prompt ("continue") or begin with "<system-reminder>" (environment, model, deferred
+#     tools, ... that the agent injects); the message goes if nothing is left. The system
+#     prompt, tools, metadata and the other top-level fields are not compared.
+#   * nothing else is ignored: block order, whitespace-only text blocks, thinking blocks and
+#     their signatures, a tool_result's content as a string or as blocks, `is_error`, `caller`.
+#
+# Codex (OpenAI Responses `input`):
+#   * context side: the payload of each `response_item` record; a `compacted` record with a
+#     `replacement_history` replaces the items before it by that history; other records
+#     (session_meta, turn_context, event_msg) are not items.
+#   * both sides: the keys `id` (Codex numbers the items it sends) and
+#     `internal_chat_message_metadata_passthrough` (client metadata) are removed.
+#   * agent side: a leading developer message that is not the context's first item is removed:
+#     the agent's instructions (rebuilt from session_meta's `base_instructions`, which 0.171.0
+#     does not send verbatim, or its own when there are none), and so are the trailing developer/user messages after the last item that matches
+#     the context, when the very last is the prompt ("continue"): those are the new turn's
+#     context (permissions, AGENTS.md, environment, model switch, skills) and the prompt.
+
+
+def _strip_cache_control(block):
+    if isinstance(block, dict):
+        block = {k: v for k, v in block.items() if k != "cache_control"}
+        if isinstance(block.get("content"), list):
+            block["content"] = [_strip_cache_control(b) for b in block["content"]]
+    return block
+
+
+def _claude_messages(msgs):
+    out = []
+    for m in msgs:
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        blocks = [_strip_cache_control(b) for b in blocks]
+        if out and out[-1]["role"] == m.get("role"):
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": m.get("role"), "content": blocks})
+    # A message with no content says nothing (the agent sends an empty system message).
+    return [m for m in out if m["content"]]
+
+
+def _drop_new_turn_claude(msgs, prompt):
+    msgs = [dict(m) for m in msgs]
+    # The environment the agent adds after the prompt, as a system message.
+    while msgs and msgs[-1]["role"] == "system":
+        msgs.pop()
+    if msgs and msgs[-1]["role"] == "user":
+        kept = [b for b in msgs[-1]["content"] if not (isinstance(b, dict) and b.get("type") == "text" and
+                (b.get("text", "").strip() == prompt or b.get("text", "").startswith("<system-reminder>")))]
+        if kept:
+            msgs[-1] = {"role": "user", "content": kept}
+        else:
+            msgs.pop()
+    return msgs
+
+
+_CODEX_DROP = {"id", "internal_chat_message_metadata_passthrough"}
+
+
+def _codex_item(item):
+    return {k: v for k, v in item.items() if k not in _CODEX_DROP} if isinstance(item, dict) else item
+
+
+def _codex_context_items(records):
+    items, meta = [], {}
+    for r in records:
+        t = r.get("type")
+        if t == "session_meta":
+            meta = r.get("payload") or {}
+        elif t == "response_item":
+            items.append(r.get("payload"))
+        elif t == "compacted" and isinstance((r.get("payload") or {}).get("replacement_history"), list):
+            items = list(r["payload"]["replacement_history"])
+    return [_codex_item(i) for i in items], meta
+
+
+def _preview(x, n=240):
+    s = json.dumps(x, ensure_ascii=False)
+    return s if len(s) <= n else s[: n - 20] + " ... " + s[-15:]
+
+
+def _describe(a, t):
+    """The differences between two lists of messages/items, as aligned regions."""
+    import difflib
+    ka = [json.dumps(x, sort_keys=True) for x in a]
+    kt = [json.dumps(x, sort_keys=True) for x in t]
+    diffs = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kt, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        d = {"op": op, "agent": [i1, i2], "context": [j1, j2]}
+        if op == "replace" and i2 - i1 == j2 - j1:
+            d["detail"] = [_detail(x, y) for x, y in zip(a[i1:i2], t[j1:j2])]
+        diffs.append(d)
+        d.update({
+                      "agent_sent": [_preview(x) for x in a[i1:i2][:3]],
+                      "context_printed": [_preview(x) for x in t[j1:j2][:3]]})
+    return diffs
+
+
+def _detail(x, y, where=""):
+    """Where two JSON values first differ, in words."""
+    if type(x) is not type(y):
+        return f"{where or 'value'}: agent has {type(x).__name__} {_preview(x, 120)}, context has {type(y).__name__} {_preview(y, 120)}"
+    if isinstance(x, dict):
+        for k in sorted(set(x) | set(y)):
+            if k not in y:
+                return f"{where}.{k}: only the agent sends it: {_preview(x[k], 120)}"
+            if k not in x:
+                return f"{where}.{k}: only context prints it: {_preview(y[k], 120)}"
+            if x[k] != y[k]:
+                return _detail(x[k], y[k], f"{where}.{k}")
+    if isinstance(x, list):
+        if len(x) != len(y):
+            return f"{where}: agent has {len(x)} entries, context {len(y)}: agent {_preview(x, 300)} / context {_preview(y, 300)}"
+        for i, (u, v) in enumerate(zip(x, y)):
+            if u != v:
+                return _detail(u, v, f"{where}[{i}]")
+    if isinstance(x, str):
+        i = next((k for k, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+        return f"{where}: strings differ at char {i} (agent {len(x)} chars, context {len(y)}): agent ...{x[max(0, i-40):i+80]!r} / context ...{y[max(0, i-40):i+80]!r}"
+    return f"{where}: agent {_preview(x, 120)} / context {_preview(y, 120)}"
+
+
+def compare(agent, request, records, prompt="continue"):
+    body = request.get("body", request)
+    if agent == "claude":
+        a = _drop_new_turn_claude(_claude_messages(body.get("messages") or []), prompt)
+        t = _claude_messages([r for r in records if r.get("role") in ("user", "assistant")])
+    else:
+        t, meta = _codex_context_items(records)
+        a = [_codex_item(i) for i in body.get("input") or []]
+        if a and a[0].get("type") == "message" and a[0].get("role") == "developer" and (not t or a[0] != t[0]):
+            # The agent's instructions: rebuilt from the session's base_instructions (0.171.0
+            # leaves sections out), or its own when session_meta has none.
+            a = a[1:]
+        # The new turn: trailing developer/user messages ending with the prompt, beyond the
+        # longest common prefix with the context.
+        common = 0
+        while common < min(len(a), len(t)) and a[common] == t[common]:
+            common += 1
+        if a and a[-1].get("type") == "message" and a[-1].get("role") == "user" and \
+                any(x.strip() == prompt for x in texts_of(a[-1].get("content"))):
+            k = len(a) - 1
+            while k > common and a[k - 1].get("type") == "message" and a[k - 1].get("role") in ("developer", "user"):
+                k -= 1
+            a = a[:k]
+    diffs = _describe(a, t)
+    return {"match": not diffs, "agent_items": len(a), "context_items": len(t), "differences": diffs,
+            "open_calls": {"context": open_calls(agent, t), "agent": open_calls(agent, a),
+                           "agent_answers": answers_for(agent, a, open_calls(agent, t))}}
+
+
+def _calls(agent, items):
+    calls, results = [], {}
+    if agent == "claude":
+        for m in items:
+            for b in m.get("content") or []:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    calls.append(b.get("id"))
+                elif isinstance(b, dict) and b.get("type") == "tool_result":
+                    results[b.get("tool_use_id")] = b.get("content")
+    else:
+        for i in items:
+            if not isinstance(i, dict):
+                continue
+            if i.get("type") in ("function_call", "custom_tool_call", "local_shell_call", "tool_search_call") and i.get("call_id"):
+                calls.append(i["call_id"])
+            elif str(i.get("type", "")).endswith("_output") and i.get("call_id"):
+                results[i["call_id"]] = i.get("output")
+    return calls, results
+
+
+def open_calls(agent, items):
+    """The calls without a result."""
+    calls, results = _calls(agent, items)
+    return [c for c in calls if c not in results]
+
+
+def answers_for(agent, items, ids):
+    """What the agent sends for each call the context leaves open: its result, or "dropped"
+    when the call itself is not sent."""
+    calls, results = _calls(agent, items)
+    return {c: (results[c] if c in results else ("open" if c in calls else "dropped")) for c in ids}
+
+
+
+def _texts_in(previews):
+    return " ".join(previews)
+
+
+def classify(diff):
+    """A difference in words: one of the kinds TRUTH.md lists, else the detail itself."""
+    a = _texts_in(diff.get("agent_sent", []))
+    t = _texts_in(diff.get("context_printed", []))
+    details = diff.get("detail") or []
+    kinds = []
+    if "[Tool call interrupted" in a and "[Tool call interrupted" not in t:
+        kinds.append("agent answers an open call with its own interrupted result")
+    if '"output": "aborted"' in a and '"output": "aborted"' not in t:
+        kinds.append("agent answers an open call with output \"aborted\"")
+    if "No response requested." in a and "No response requested." not in t:
+        kinds.append("agent adds an assistant \"No response requested.\" after a trailing user message")
+    if "<command-name>" in a and "<command-name>" not in t:
+        kinds.append("agent sends system/local_command lines as user text")
+    if ('"role": "system"' in a or "<system-reminder>\\nAttribution" in a) and diff["op"] != "equal" and \
+            "<system-reminder>\\nAttribution" not in t:
+        kinds.append("agent rebuilds a turn from its api-request-blob lines (system-reminders, an environment system message)")
+    if "# Environment update" in a:
+        kinds.append("agent inserts a system message \"# Environment update\" when the working directory changed")
+    if '"text": "(no content)"' in a:
+        kinds.append("agent sends a user \"(no content)\" text")
+    if "chars truncated" in " ".join(details) or "chars truncated" in a:
+        kinds.append("agent truncates a long function_call_output in the middle (\"…N chars truncated…\")")
+    for d in details:
+        if "'Agent' / context ...'Task'" in d:
+            kinds.append("agent renames tool_use name Task to Agent")
+        elif "strings differ" in d and "/ context" in d and re.search(r"agent \d+ chars, context \d+\)", d):
+            m = re.search(r"agent (\d+) chars, context (\d+)\)", d)
+            if int(m.group(1)) == int(m.group(2)) + 1 and "\\n'" in d.split(" / context")[0][-4:]:
+                kinds.append("agent ends a user text with a newline that context strips")
+            elif "truncated" not in d:
+                kinds.append("text differs: " + d[:200])
+        elif "agent has" in d and "entries, context" in d:
+            m = re.search(r"agent has (\d+) entries, context (\d+)", d)
+            ctx = d.split("/ context", 1)[-1]
+            if '"type": "thinking"' in ctx and '"type": "thinking"' not in d.split("/ context", 1)[0]:
+                kinds.append("agent drops thinking blocks")
+            elif '"text": "\\n\\n"' in ctx:
+                kinds.append("agent drops whitespace-only text blocks")
+            elif '"type": "tool_use"' in ctx and '"type": "tool_use"' not in d.split("/ context", 1)[0]:
+                kinds.append("agent drops an open tool_use block (keeps the rest of the message)")
+            elif m and int(m.group(1)) > int(m.group(2)):
+                kinds.append("agent sends more blocks in a message: " + d[:160])
+            else:
+                kinds.append("blocks differ: " + d[:200])
+        elif "only the agent sends it" in d or "only context prints it" in d:
+            kinds.append(d[:200])
+        elif "type" in d:
+            kinds.append(d[:200])
+    if not kinds and diff["op"] == "delete":
+        kinds.append("agent sends messages context does not print: " + a[:160])
+    if not kinds and diff["op"] == "insert":
+        kinds.append("context prints messages the agent does not send: " + t[:160])
+    if not kinds:
+        kinds.append(f"{diff['op']}: agent {a[:120]} / context {t[:120]}")
+    return sorted(set(kinds))
+
+
+def cmd_compare(args):
+    request = json.loads(Path(args.request).read_text())
+    records = [json.loads(l) for l in Path(args.context).read_text().splitlines() if l.strip()]
+    result = compare(args.agent, request, records)
+    print(json.dumps(result, indent=1, ensure_ascii=False))
+    return 0 if result["match"] else 1
+
+
+def cmd_table(args):
+    """Resumes each transcript with the agent, prints `transcriptd context -o json` for it, and
+    compares: one JSON line per file with the verdict and the differences."""
+    from concurrent.futures import ThreadPoolExecutor
+    me = Path(__file__).resolve()
+
+    def one(f):
+        with tempfile.TemporaryDirectory(prefix="oracle-table-") as d:
+            req = Path(d) / "req.json"
+            cmd = [sys.executable, str(me), "resume", f, "--agent", args.agent, "--out", str(req), "--timeout", str(args.timeout)]
+            if args.bin:
+                cmd += ["--bin", args.bin]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            row = {"file": f, "agent": args.agent}
+            if r.returncode != 0:
+                row.update({"resumed": False, "not_resumable": r.returncode == 4,
+                            "kinds": ["not resumed: " + (r.stderr.strip().splitlines() or ["?"])[0][:200]], "match": False, "why": (r.stderr.strip().splitlines() or ["?"])[0][:300],
+                            "stderr": r.stderr[-1500:]})
+                return row
+            k = subprocess.run([args.transcriptd, "check", "-o", "json", f], capture_output=True, text=True)
+            kinds = sorted({json.loads(l).get("kind") for l in k.stdout.splitlines() if l.strip().startswith("{")} - {None})
+            row["check"] = kinds
+            c = subprocess.run([args.transcriptd, "context", "-o", "json", f], capture_output=True, text=True)
+            records = [json.loads(l) for l in c.stdout.splitlines() if l.strip()]
+            res = compare(args.agent, json.loads(req.read_text()), records)
+            row.update({"resumed": True, **res})
+            row["kinds"] = sorted({k for d in res["differences"] for k in classify(d)})
+            return row
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for row in pool.map(one, args.files):
+            print(json.dumps(row, ensure_ascii=False), flush=True)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("resume")
+    r.add_argument("transcript")
+    r.add_argument("--agent", choices=["claude", "codex"], required=True)
+    r.add_argument("--bin")
+    r.add_argument("--out", required=True)
+    r.add_argument("--timeout", type=float, default=90)
+    r.add_argument("--keep", action="store_true")
+    r.add_argument("--model", help="Claude Code: the model to resume with (default: the transcript's last; 'none': the agent's default)")
+    w = sub.add_parser("record")
+    w.add_argument("--agent", choices=["claude", "codex"], required=True)
+    w.add_argument("--bin")
+    w.add_argument("--script", required=True)
+    w.add_argument("--kill-at", choices=["mid-tool", "mid-stream", "compaction"])
+    w.add_argument("--out", required=True)
+    w.add_argument("--prompt", help="the prompt (default: the script's)")
+    w.add_argument("--resume", help="a session to resume (its file is laid down as for `resume`) instead of a new one")
+    w.add_argument("--timeout", type=float, default=90)
+    w.add_argument("--keep", action="store_true")
+    c = sub.add_parser("compare")
+    c.add_argument("--agent", choices=["claude", "codex"], required=True)
+    c.add_argument("request")
+    c.add_argument("context")
+    t = sub.add_parser("table")
+    t.add_argument("--agent", choices=["claude", "codex"], required=True)
+    t.add_argument("--bin")
+    t.add_argument("--transcriptd", required=True)
+    t.add_argument("--jobs", type=int, default=3)
+    t.add_argument("--timeout", type=float, default=90)
+    t.add_argument("files", nargs="+")
+    args = ap.parse_args()
+    sys.exit({"resume": cmd_resume, "record": cmd_record, "compare": cmd_compare, "table": cmd_table}[args.cmd](args))
+
+
+if __name__ == "__main__":
+    main()
