@@ -29,17 +29,32 @@ pub async fn get(addr: &str, path: &str) -> anyhow::Result<hyper::Response<hyper
     let resp = send.send_request(req).await.with_context(|| format!("GET {path} from {host}"))?;
     if !resp.status().is_success() {
         let status = resp.status();
-        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let body = http_body_util::Limited::new(resp.into_body(), 64 << 10).collect().await.map(|b| b.to_bytes()).unwrap_or_default();
         anyhow::bail!("GET {path} from {host}: {status}: {}", String::from_utf8_lossy(&body).trim());
     }
     Ok(resp)
 }
 
-/// The whole body of `GET path`, within `timeout`.
+/// The longest body [`get_text`] reads: the daemon's `/metrics` and `/stats` are KiB; a peer
+/// that sends more is not the daemon.
+pub const MAX_BODY_BYTES: usize = 16 << 20;
+
+/// The whole body of `GET path`, within `timeout` and [`MAX_BODY_BYTES`].
 pub async fn get_text(addr: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
     let fetch = async {
         let resp = get(addr, path).await?;
-        let body = resp.into_body().collect().await.context("reading the answer")?.to_bytes();
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_BODY_BYTES);
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    anyhow::anyhow!("an answer of over {} MiB: not the daemon's", MAX_BODY_BYTES >> 20)
+                } else {
+                    anyhow::anyhow!("reading the answer: {e}")
+                }
+            })?
+            .to_bytes();
         Ok::<_, anyhow::Error>(String::from_utf8_lossy(&body).into_owned())
     };
     tokio::time::timeout(timeout, fetch).await.with_context(|| format!("GET {path} from {}: no answer within {timeout:?}", authority(addr)))?
@@ -54,11 +69,23 @@ pub struct Event {
     pub data: String,
 }
 
+/// The longest event [`SseParser`] holds: a longer one (no blank line ends it) is skipped, its
+/// bytes let go as they come, and counted in [`SseParser::skipped`]. The daemon's records are
+/// a few KiB; only a hostile or broken peer sends more.
+pub const MAX_EVENT_BYTES: usize = 1 << 20;
+
 /// Splits a stream of Server-Sent Events: bytes in, whole events out (comments and
-/// heartbeats skipped).
+/// heartbeats skipped). Holds at most [`MAX_EVENT_BYTES`] (and a chunk) of an unfinished
+/// event, and looks for its end only in the bytes that came since it last looked.
 #[derive(Debug, Default)]
 pub struct SseParser {
     buf: Vec<u8>,
+    /// How much of `buf` holds no event end (`\n\n`), but for its last byte.
+    searched: usize,
+    /// Inside an over-long event: its bytes are dropped until its end.
+    skipping: bool,
+    /// Over-long events skipped.
+    pub skipped: u64,
 }
 
 impl SseParser {
@@ -66,29 +93,56 @@ impl SseParser {
     pub fn push(&mut self, chunk: &[u8]) -> Vec<Event> {
         self.buf.extend_from_slice(chunk);
         let mut out = Vec::new();
-        while let Some(end) = memchr::memmem::find(&self.buf, b"\n\n") {
-            let block: Vec<u8> = self.buf.drain(..end + 2).collect();
-            let (mut kind, mut data): (Option<String>, Option<String>) = (None, None);
-            for line in String::from_utf8_lossy(&block[..end]).lines() {
-                let (field, value) = line.split_once(':').map_or((line, ""), |(f, v)| (f, v.strip_prefix(' ').unwrap_or(v)));
-                match field {
-                    "event" => kind = Some(value.to_owned()),
-                    "data" => match &mut data {
-                        Some(d) => {
-                            d.push('\n');
-                            d.push_str(value);
-                        }
-                        None => data = Some(value.to_owned()),
-                    },
-                    _ => {}
-                }
+        let mut start = 0;
+        loop {
+            // An end may straddle the chunks: look again from the last byte looked at.
+            let from = self.searched.saturating_sub(1).max(start);
+            let Some(i) = memchr::memmem::find(&self.buf[from..], b"\n\n") else { break };
+            let end = from + i;
+            let block = &self.buf[start..end];
+            start = end + 2;
+            self.searched = start;
+            if std::mem::take(&mut self.skipping) {
+                continue;
             }
-            if let Some(data) = data {
-                out.push(Event { kind: kind.unwrap_or_else(|| "message".into()), data });
+            if let Some(e) = parse_event(block) {
+                out.push(e);
             }
+        }
+        self.buf.drain(..start);
+        self.searched = self.buf.len();
+        if self.buf.len() > MAX_EVENT_BYTES && !self.skipping {
+            self.skipping = true;
+            self.skipped += 1;
+        }
+        if self.skipping && self.buf.len() > 1 {
+            // Only the last byte matters: it may be the first `\n` of the end.
+            let last = self.buf[self.buf.len() - 1];
+            self.buf.clear();
+            self.buf.push(last);
+            self.searched = 1;
         }
         out
     }
+}
+
+fn parse_event(block: &[u8]) -> Option<Event> {
+    let (mut kind, mut data): (Option<String>, Option<String>) = (None, None);
+    for line in String::from_utf8_lossy(block).lines() {
+        let (field, value) = line.split_once(':').map_or((line, ""), |(f, v)| (f, v.strip_prefix(' ').unwrap_or(v)));
+        match field {
+            "event" => kind = Some(value.to_owned()),
+            "data" => match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => data = Some(value.to_owned()),
+            },
+            _ => {}
+        }
+    }
+    data.map(|data| Event { kind: kind.unwrap_or_else(|| "message".into()), data })
 }
 
 #[cfg(test)]
@@ -102,5 +156,25 @@ mod tests {
         let e = p.push(b":1}\n\nevent: missed\ndata: {\"missed\":3}\n\n:\n\n");
         assert_eq!(e, vec![Event { kind: "message".into(), data: "{\"a\":1}".into() }, Event { kind: "missed".into(), data: "{\"missed\":3}".into() }]);
         assert_eq!(authority("http://127.0.0.1:9464/"), "127.0.0.1:9464");
+    }
+
+    #[test]
+    fn an_endless_event_is_skipped_and_the_next_one_read() {
+        let mut p = SseParser::default();
+        let big = vec![b'x'; 64 * 1024];
+        assert!(p.push(b"data: ").is_empty());
+        for _ in 0..40 {
+            assert!(p.push(&big).is_empty());
+            assert!(p.buf.len() <= MAX_EVENT_BYTES + big.len());
+        }
+        assert_eq!(p.skipped, 1);
+        // Its end straddles two chunks; the next event is read.
+        assert!(p.push(b"x\n").is_empty());
+        assert_eq!(p.push(b"\ndata: 1\n\n"), vec![Event { kind: "message".into(), data: "1".into() }]);
+        assert_eq!(p.skipped, 1);
+        // Byte by byte, ends are found too.
+        let mut q = SseParser::default();
+        let events: Vec<Event> = b"data: a\n\ndata: b\n\n".iter().flat_map(|b| q.push(&[*b])).collect();
+        assert_eq!(events.len(), 2);
     }
 }

@@ -15,6 +15,7 @@ pub mod repair;
 pub mod repair_stdin;
 pub mod report;
 pub mod run;
+pub mod safe;
 pub mod sessions;
 pub mod show;
 pub mod stats;
@@ -154,7 +155,7 @@ pub use crate::error::chain;
 fn init_tracing(format: LogFormat) {
     // ANSI codes only where a person reads them: never into a file, the journal or a container
     // log (stderr is no terminal there), nor when NO_COLOR or --color never says so.
-    crate::telemetry::init_tracing(format == LogFormat::Json, style::stderr().on);
+    crate::telemetry::init_tracing(format == LogFormat::Json, style::stderr().on, safe::line);
 }
 
 pub use crate::config::parse_size;

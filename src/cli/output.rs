@@ -58,9 +58,9 @@ pub fn report_skipped(out: &mut impl Write, args: &OutputArgs, skipped: &[Skippe
     for s in skipped {
         let record = SkipRecord::new(s);
         if s.error {
-            super::style::error(format_args!("{}: {}", record.file, s.message));
+            super::style::error(format_args!("{}: {}", super::safe::Safe(&record.file), s.message));
         } else if !args.quiet {
-            super::style::warning(format_args!("{}: {}", record.file, s.message));
+            super::style::warning(format_args!("{}: {}", super::safe::Safe(&record.file), s.message));
         }
         if args.format() == OutputFormat::Json {
             serde_json::to_writer(&mut *out, &record)?;
@@ -76,7 +76,7 @@ pub fn warn_empty_dirs(args: &OutputArgs, dirs: &[std::path::PathBuf]) {
         return;
     }
     for d in dirs {
-        super::style::warning(format_args!("{}: no *.jsonl file in this directory or below it: nothing was read from it", d.display()));
+        super::style::warning(format_args!("{}: no *.jsonl file in this directory or below it: nothing was read from it", super::safe::Safe(d.display())));
     }
 }
 

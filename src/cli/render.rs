@@ -2,6 +2,7 @@
 //! -o text` print one block per line (`line  role  text`), tool calls and results named, and
 //! each compaction marked where it happened.
 
+use super::safe;
 use crate::transcript::model::Role;
 use crate::transcript::Format;
 use serde_json::Value;
@@ -25,7 +26,7 @@ pub fn canonical(out: &mut dyn Write, record: &[u8], format: Format) -> io::Resu
         // The others are API messages: `{"role", "content"}`.
         Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => (Format::Anthropic, v["role"].as_str().unwrap_or("")),
     };
-    parts(out, &format!("{:>6}", ""), role, &render_parts(&v, shape))
+    parts(out, &format!("{:>6}", ""), &safe::line(role), &render_parts(&v, shape))
 }
 
 /// Writes a compaction marker at `line`.
@@ -42,9 +43,10 @@ fn parts(out: &mut dyn Write, head: &str, role: &str, parts: &[String]) -> io::R
     Ok(())
 }
 
-/// Continuation lines of a multi-line text, indented under the first.
+/// Continuation lines of a multi-line text, indented under the first; its other controls
+/// escaped ([`safe::text`]).
 fn indent(text: &str) -> String {
-    text.replace('\n', &format!("\n{:19}", ""))
+    safe::text(text).replace('\n', &format!("\n{:19}", ""))
 }
 
 /// The readable parts of one conversation line: text, tool calls with their arguments, tool
@@ -56,14 +58,14 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
     };
     let mut parts = Vec::new();
-    let call_id = |m: &Value| m.get("call_id").or_else(|| m.get("id")).and_then(Value::as_str).unwrap_or("").to_owned();
+    let call_id = |m: &Value| safe::line(m.get("call_id").or_else(|| m.get("id")).and_then(Value::as_str).unwrap_or("")).into_owned();
     match msg.get("type").and_then(Value::as_str) {
         Some(t) if t.ends_with("_output") => {
             let out = msg.get("output").or_else(|| msg.get("tools")).map(text_of).unwrap_or_default();
-            parts.push(format!("[{t} {}] {out}", call_id(msg)));
+            parts.push(format!("[{} {}] {out}", safe::line(t), call_id(msg)));
         }
         Some(t) if t.ends_with("_call") => {
-            let name = msg.get("name").and_then(Value::as_str).unwrap_or(t);
+            let name = safe::line(msg.get("name").and_then(Value::as_str).unwrap_or(t));
             let args = msg.get("arguments").or_else(|| msg.get("input")).or_else(|| msg.get("action")).map(text_of).unwrap_or_default();
             parts.push(format!("[call {name} {}] {args}", call_id(msg)));
         }
@@ -77,10 +79,10 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
     }
     for call in msg.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
         let f = &call["function"];
-        parts.push(format!("[call {} {}] {}", f["name"].as_str().unwrap_or("?"), call_id(call), text_of(&f["arguments"])));
+        parts.push(format!("[call {} {}] {}", safe::line(f["name"].as_str().unwrap_or("?")), call_id(call), text_of(&f["arguments"])));
     }
     if let Some(id) = msg.get("tool_call_id").and_then(Value::as_str) {
-        parts.insert(0, format!("[result {id}]"));
+        parts.insert(0, format!("[result {}]", safe::line(id)));
     }
     if parts.is_empty() {
         parts.push(String::new());
@@ -95,11 +97,11 @@ fn render_block(b: &Value) -> String {
         "text" | "input_text" | "output_text" => b["text"].as_str().unwrap_or("").to_owned(),
         "thinking" => format!("[thinking] {}", b["thinking"].as_str().unwrap_or("")),
         "tool_use" | "server_tool_use" => {
-            format!("[call {} {}] {}", b["name"].as_str().unwrap_or("?"), b["id"].as_str().unwrap_or(""), text_of(&b["input"]))
+            format!("[call {} {}] {}", safe::line(b["name"].as_str().unwrap_or("?")), safe::line(b["id"].as_str().unwrap_or("")), text_of(&b["input"]))
         }
-        "tool_result" => format!("[result {}] {}", b["tool_use_id"].as_str().unwrap_or(""), text_of(&b["content"])),
+        "tool_result" => format!("[result {}] {}", safe::line(b["tool_use_id"].as_str().unwrap_or("")), text_of(&b["content"])),
         "" => text_of(b),
-        other => format!("[{other}]"),
+        other => format!("[{}]", safe::line(other)),
     }
 }
 

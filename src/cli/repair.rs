@@ -229,10 +229,10 @@ pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_
                 writeln!(out, "{}", paint.at(&r.file, u.line, "error", u.kind.as_str(), &format!("not repaired: {}", u.why)))?;
             }
             if let Some(b) = &r.backup {
-                writeln!(out, "{} backup: {b}", paint.location(&format!("{}:", r.file)))?;
+                writeln!(out, "{} backup: {}", paint.location(&format!("{}:", r.file)), super::safe::Safe(b))?;
             }
             for n in &r.notes {
-                writeln!(out, "{} {}: {n}", paint.location(&format!("{}:", r.file)), paint.severity("note"))?;
+                writeln!(out, "{} {}: {}", paint.location(&format!("{}:", r.file)), paint.severity("note"), super::safe::Safe(n))?;
             }
         }
         Status::Skipped => {
@@ -241,7 +241,7 @@ pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_
                 "{} {}: {}",
                 paint.location(&format!("{}:", r.file)),
                 paint.severity("warning"),
-                format_args!("skipped: {}", r.message.as_deref().unwrap_or(""))
+                format_args!("skipped: {}", super::safe::Safe(r.message.as_deref().unwrap_or("")))
             )?;
         }
     }

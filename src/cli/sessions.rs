@@ -2,6 +2,7 @@
 
 use super::args::OutputArgs;
 use super::output::{human_bytes, plural};
+use super::safe::{self, Safe};
 use super::{Exit, OutputFormat};
 use crate::sessions::info::{self, Row};
 use crate::sessions::{discover, Error};
@@ -97,7 +98,8 @@ fn list(args: ListArgs) -> anyhow::Result<Exit> {
 }
 
 fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
-    let id_width = rows.iter().map(|r| r.id.chars().count()).max().unwrap_or(0).max(2);
+    // Ids and paths are file names: their controls escaped (`safe`).
+    let id_width = rows.iter().map(|r| safe::line(&r.id).chars().count()).max().unwrap_or(0).max(2);
     writeln!(out, "{:<24}  {:<11}  {:>8}  {:>10}  {:>9}  {:<id_width$}  PATH", "UPDATED", "FORMAT", "LINES", "SIZE", "SUBAGENTS", "ID")?;
     for r in rows {
         let format = r.format.map_or("-", |f| f.as_str());
@@ -109,8 +111,8 @@ fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
             r.lines,
             human_bytes(r.size),
             r.subagents,
-            r.id,
-            r.path.display()
+            safe::line(&r.id),
+            Safe(r.path.display())
         )?;
     }
     Ok(())

@@ -5,6 +5,7 @@ use super::args::{OutputArgs, ReadArgs};
 use super::check::{check_input, READ_CHUNK};
 use super::output::{human_bytes, plural};
 use super::render;
+use super::safe::{self, Safe};
 use super::sessions::roots_or_default;
 use super::{Exit, OutputFormat};
 use crate::sessions::history::{full_history, HistoryItem};
@@ -146,15 +147,15 @@ fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
         UpdatedFrom::Transcript => "last timestamp in the transcript",
         UpdatedFrom::Mtime => "transcript modification time",
     };
-    writeln!(out, "id           {}", s.id)?;
-    writeln!(out, "path         {}", s.path.display())?;
+    writeln!(out, "id           {}", Safe(&s.id))?;
+    writeln!(out, "path         {}", Safe(s.path.display()))?;
     writeln!(out, "layout       {}", s.layout.as_str())?;
     writeln!(out, "format       {}", s.format.map_or("unknown", |f| f.as_str()))?;
     writeln!(out, "updated      {} ({from})", s.updated)?;
     writeln!(out, "size         {} in {} lines", human_bytes(s.size), s.lines)?;
     writeln!(out, "subagents    {}", s.subagents.len())?;
     for p in &s.subagents {
-        writeln!(out, "  {}", p.display())?;
+        writeln!(out, "  {}", Safe(p.display()))?;
     }
     match &s.meta {
         None => writeln!(out, "meta         none")?,
@@ -162,7 +163,7 @@ fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
             writeln!(out, "meta")?;
             let pretty = serde_json::to_string_pretty(m).map_err(io::Error::other)?;
             for l in pretty.lines() {
-                writeln!(out, "  {l}")?;
+                writeln!(out, "  {}", Safe(l))?;
             }
         }
     }
@@ -214,10 +215,10 @@ fn print_uuid(out: &mut impl Write, session: &Session, uuid: &str, output: Outpu
             out.write_all(b"\n")?;
         }
         OutputFormat::Text => {
-            writeln!(out, "{}:{}", session.transcript.display(), span.line)?;
+            writeln!(out, "{}:{}", Safe(session.transcript.display()), span.line)?;
             match serde_json::from_slice::<Value>(&bytes) {
-                Ok(v) => writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?,
-                Err(_) => out.write_all(&bytes).and_then(|_| out.write_all(b"\n"))?,
+                Ok(v) => writeln!(out, "{}", safe::text(&serde_json::to_string_pretty(&v)?))?,
+                Err(_) => writeln!(out, "{}", Safe(String::from_utf8_lossy(&bytes)))?,
             }
         }
     }

@@ -184,7 +184,7 @@ impl Counting<'_> {
             }
             OutputFormat::Text => {
                 let tokens = rec.tokens.map(|t| format!(", {t} tokens")).unwrap_or_default();
-                writeln!(out, "{}:{line}: {} messages{tokens}", self.name, rec.messages)?;
+                writeln!(out, "{}:{line}: {} messages{tokens}", super::safe::Safe(&self.name), rec.messages)?;
             }
         }
         Ok(())
@@ -262,11 +262,11 @@ fn dist(d: &Option<Distribution>) -> String {
 fn counts(m: &std::collections::BTreeMap<String, u64>) -> String {
     let mut v: Vec<(&String, &u64)> = m.iter().collect();
     v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    v.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+    v.iter().map(|(k, n)| format!("{} {n}", super::safe::Safe(k))).collect::<Vec<_>>().join(", ")
 }
 
 fn write_text(out: &mut impl Write, name: &str, format: Format, r: &Report) -> anyhow::Result<()> {
-    writeln!(out, "{name} ({format})")?;
+    writeln!(out, "{} ({format})", super::safe::Safe(name))?;
     writeln!(out, "  conversations        {} in {} line{}", r.conversations, r.lines, plural(r.lines))?;
     writeln!(out, "  messages             {}: {}", r.messages, counts(&r.messages_per_role))?;
     writeln!(out, "  tool calls           {}{}{}", r.tool_calls, if r.tool_calls > 0 { ": " } else { "" }, counts(&r.tool_calls_per_tool))?;

@@ -83,9 +83,9 @@ impl Paint {
         self.wrap(code, severity)
     }
 
-    /// A location (`path:line:`), bold.
+    /// A location (`path:line:`), bold; controls in it escaped ([`super::safe`]).
     pub fn location(self, text: &str) -> String {
-        self.wrap("1", text)
+        self.wrap("1", &super::safe::line(text))
     }
 
     /// `path:line: severity: kind: message` — the line left out when it is 0 (the whole file).
@@ -94,21 +94,23 @@ impl Paint {
     }
 
     /// `path:line: severity: message`, for what is no finding (and so has no kind); the line left
-    /// out when it is 0.
+    /// out when it is 0. Path and message come from transcripts and file names: their controls
+    /// are escaped ([`super::safe::line`]) before colour is added.
     pub fn note(self, path: &str, line: u64, severity: &str, message: &str) -> String {
         let place = if line == 0 { format!("{path}:") } else { format!("{path}:{line}:") };
-        format!("{} {}: {message}", self.location(&place), self.severity(severity))
+        format!("{} {}: {}", self.location(&place), self.severity(severity), super::safe::line(message))
     }
 }
 
-/// Prints `transcriptd: error: MESSAGE` on stderr (what makes a verb exit 2).
+/// Prints `transcriptd: error: MESSAGE` on stderr (what makes a verb exit 2); controls in the
+/// message escaped, lines after the first indented ([`super::safe::message`]).
 pub fn error(message: impl std::fmt::Display) {
-    eprintln!("transcriptd: {}: {message}", stderr().severity("error"));
+    eprintln!("transcriptd: {}: {}", stderr().severity("error"), super::safe::message(&message.to_string()));
 }
 
-/// Prints `transcriptd: warning: MESSAGE` on stderr.
+/// Prints `transcriptd: warning: MESSAGE` on stderr, as [`error`] does.
 pub fn warning(message: impl std::fmt::Display) {
-    eprintln!("transcriptd: {}: {message}", stderr().severity("warning"));
+    eprintln!("transcriptd: {}: {}", stderr().severity("warning"), super::safe::message(&message.to_string()));
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use super::args::{FilterArgs, OutputArgs};
 use super::client::{self, SseParser};
+use super::safe;
 use super::{Exit, OutputFormat};
 use anyhow::Context;
 use http_body_util::BodyExt;
@@ -70,7 +71,7 @@ pub fn text_line(v: &serde_json::Value, paint: super::style::Paint) -> String {
     let rest = match ty {
         "finding" => {
             let at = paint.at(file, line.unwrap_or(0), s("severity"), s("kind"), s("message"));
-            return format!("{time} {at}");
+            return format!("{} {at}", safe::line(time));
         }
         "finding_demoted" | "finding_retracted" => format!("{}: {}", s("kind"), s("reason")),
         "file_opened" => format!("format {} from offset {}", s("format"), v.get("offset").and_then(serde_json::Value::as_u64).unwrap_or(0)),
@@ -86,11 +87,10 @@ pub fn text_line(v: &serde_json::Value, paint: super::style::Paint) -> String {
         Some(l) => format!("{file}:{l}"),
         None => file.to_owned(),
     };
-    if rest.is_empty() {
-        format!("{time} {ty} {place}")
-    } else {
-        format!("{time} {ty} {place}: {rest}")
-    }
+    // Everything here but the words above came from the daemon, and from transcripts before
+    // that: controls escaped ([`safe`]).
+    let text = if rest.is_empty() { format!("{time} {ty} {place}") } else { format!("{time} {ty} {place}: {rest}") };
+    safe::line(&text).into_owned()
 }
 
 /// Runs `transcriptd tap`: until the daemon closes the stream, `--count` records, or a broken
@@ -113,7 +113,16 @@ async fn follow(args: Args) -> anyhow::Result<Exit> {
     while let Some(frame) = body.frame().await {
         let frame = frame.context("reading the tap")?;
         let Some(data) = frame.data_ref() else { continue };
-        for e in parser.push(data) {
+        let skipped = parser.skipped;
+        let events = parser.push(data);
+        if parser.skipped > skipped && !args.out.quiet {
+            out.flush()?;
+            super::style::warning(format!(
+                "an event of over {} MiB without its end was skipped: the peer is not a transcriptd daemon, or a broken one",
+                client::MAX_EVENT_BYTES >> 20
+            ));
+        }
+        for e in events {
             match e.kind.as_str() {
                 "missed" => {
                     let m = serde_json::from_str::<serde_json::Value>(&e.data).ok().and_then(|v| v["missed"].as_u64()).unwrap_or(0);

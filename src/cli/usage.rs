@@ -5,6 +5,7 @@
 use super::args::{OutputArgs, ReadArgs};
 use super::check::check_all;
 use super::output::plural;
+use super::safe::{self, Safe};
 use super::{Exit, OutputFormat};
 use crate::sources::batch;
 use crate::transcript::model::Usage;
@@ -65,7 +66,7 @@ impl<'a> UsageRecord<'a> {
             output_tokens: u.output,
             cache_creation_input_tokens: u.cache_creation,
             cache_read_input_tokens: u.cache_read,
-            total_tokens: u.input + u.output + u.cache_creation + u.cache_read,
+            total_tokens: u.total(),
         }
     }
 }
@@ -95,10 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 records.push((Some(r.input.display().to_string()), r.format, model.clone(), *u));
             }
             let t = totals.entry(model.clone()).or_default();
-            t.input += u.input;
-            t.output += u.output;
-            t.cache_read += u.cache_read;
-            t.cache_creation += u.cache_creation;
+            t.add(u);
         }
     }
     if !args.per_file {
@@ -116,17 +114,23 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
         OutputFormat::Text => {
             // The model column fits the longest name (Bedrock's run long), so columns line up.
-            let w = records.iter().map(|(_, _, m, _)| m.chars().count()).max().unwrap_or(0).max(32);
+            // Names and file names come from transcripts: their controls escaped.
+            let w = records.iter().map(|(_, _, m, _)| safe::line(m).chars().count()).max().unwrap_or(0).max(32);
             writeln!(out, "{:<w$} {:>14} {:>14} {:>16} {:>16} {:>16}", "model", "input", "output", "cache write", "cache read", "total")?;
             for (file, _, model, u) in &records {
                 if let Some(f) = file {
-                    writeln!(out, "{f}")?;
+                    writeln!(out, "{}", Safe(f))?;
                 }
                 let r = UsageRecord::new(None, None, model, u);
                 writeln!(
                     out,
                     "{:<w$} {:>14} {:>14} {:>16} {:>16} {:>16}",
-                    model, r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens, r.total_tokens
+                    safe::line(model),
+                    r.input_tokens,
+                    r.output_tokens,
+                    r.cache_creation_input_tokens,
+                    r.cache_read_input_tokens,
+                    r.total_tokens
                 )?;
             }
         }

@@ -100,13 +100,29 @@ fn describe() {
 }
 
 /// Sets up logging on stderr: human-readable or JSON lines, filtered by `TRANSCRIPTD_LOG`, with
-/// ANSI colour codes only when `ansi` (the caller decides: a terminal, and no `NO_COLOR`).
-pub fn init_tracing(json: bool, ansi: bool) {
+/// ANSI colour codes only when `ansi` (the caller decides: a terminal, and no `NO_COLOR`). In
+/// text, each field's value is written through `escape` (the CLI's: controls as visible
+/// escapes — a path or transcript text in a log line cannot drive the terminal, nor start a
+/// line of its own); JSON escapes them itself.
+pub fn init_tracing(json: bool, ansi: bool, escape: fn(&str) -> std::borrow::Cow<'_, str>) {
+    use tracing_subscriber::field::MakeExt;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("TRANSCRIPTD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     // A log that cannot be written is dropped: with internal error logging on, the subscriber
     // reports the failure with `eprintln!`, which panics when stderr is a closed pipe (a
     // daemon whose log reader went away exited 101 at its next log line).
     let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).log_internal_errors(false);
-    let _ = if json { b.json().try_init() } else { b.try_init() };
+    let _ = if json {
+        b.json().try_init()
+    } else {
+        let fields = tracing_subscriber::fmt::format::debug_fn(move |w, field, value| {
+            let value = format!("{value:?}");
+            match field.name() {
+                "message" => write!(w, "{}", escape(&value)),
+                name => write!(w, "{name}={}", escape(&value)),
+            }
+        })
+        .delimited(" ");
+        b.fmt_fields(fields).try_init()
+    };
 }

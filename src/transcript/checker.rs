@@ -193,6 +193,9 @@ pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) 
     if let Some(d) = format.and_then(Format::dataset) {
         return match dataset::check_line(d, number, bytes) {
             Ok(r) => Outcome::Dataset(number, Box::new(r)),
+            // A dataset line is a conversation for an API to take: one that cannot be checked
+            // stays a `malformed_line` (removed by repair), its message naming the limit.
+            Err(_) if too_deep(bytes) => Outcome::Fault(Finding::new(number, Kind::MalformedLine, format!("{TOO_DEEP}: the conversation cannot be checked"))),
             Err(_) => Outcome::Fault(malformed(number, bytes)),
         };
     }
@@ -203,8 +206,22 @@ pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) 
     match parsed {
         Ok(_) if format.is_none() => Outcome::Undetected(number),
         Ok(p) => Outcome::Parsed(number, p),
+        // A transcript line nested too deep is still a valid JSON record the agent reads back:
+        // said (a warning), not read, and kept by repair.
+        Err(_) if too_deep(bytes) => {
+            Outcome::Fault(Finding::new(number, Kind::NestedTooDeep, format!("{TOO_DEEP}: the line was not read, and is kept as it is")))
+        }
         Err(_) => Outcome::Fault(malformed(number, bytes)),
     }
+}
+
+const TOO_DEEP: &str = "a JSON object nested deeper than 128 levels (the depth limit)";
+
+/// Whether `bytes`, which the scanner rejected, are a JSON object that is valid but nested
+/// deeper than [`scan::MAX_DEPTH`]: serde_json's ignoring reader has no depth limit.
+fn too_deep(bytes: &[u8]) -> bool {
+    let text = bytes.trim_ascii_start();
+    text.first() == Some(&b'{') && scan::nesting_depth(text) > scan::MAX_DEPTH as usize && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
 }
 
 /// Reads a framed line: [`read_line`], with the line limit counting a byte-order mark that
@@ -619,10 +636,12 @@ impl<O: Observer> Checker<O> {
             };
             let t = self.stats.tokens.entry(model);
             let old = counted.unwrap_or_default();
-            t.input = (t.input + u.input).saturating_sub(old.input);
-            t.output = (t.output + u.output).saturating_sub(old.output);
-            t.cache_read = (t.cache_read + u.cache_read).saturating_sub(old.cache_read);
-            t.cache_creation = (t.cache_creation + u.cache_creation).saturating_sub(old.cache_creation);
+            // Saturating: a count is what a transcript says (`1e85` reads as `u64::MAX`), and a
+            // sum that wrapped would report a handful of tokens (or panic in a debug build).
+            t.input = t.input.saturating_add(u.input).saturating_sub(old.input);
+            t.output = t.output.saturating_add(u.output).saturating_sub(old.output);
+            t.cache_read = t.cache_read.saturating_add(u.cache_read).saturating_sub(old.cache_read);
+            t.cache_creation = t.cache_creation.saturating_add(u.cache_creation).saturating_sub(old.cache_creation);
         }
     }
 
@@ -671,7 +690,7 @@ const RECENT_MESSAGES: usize = 16;
 
 /// All the tokens of a usage report.
 fn total(u: &Usage) -> u64 {
-    u.input + u.output + u.cache_read + u.cache_creation
+    u.total()
 }
 
 /// Checks a whole in-memory transcript: the findings (demotions applied, sorted by line), the

@@ -39,6 +39,9 @@ pub enum Kind {
     LineTooLong,
     /// The last line has no newline: an interrupted write.
     TornLine,
+    /// A JSON object nested deeper than [`crate::transcript::scan::MAX_DEPTH`] levels: valid
+    /// JSON (the agent reads it back), but not read here; kept by repair.
+    NestedTooDeep,
     /// A call whose result is missing although the conversation moved on.
     UnansweredCall,
     /// A call still without a result at the end of the transcript.
@@ -82,11 +85,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 23] = [
+    pub const ALL: [Kind; 24] = [
         Kind::MalformedLine,
         Kind::InvalidUtf8,
         Kind::LineTooLong,
         Kind::TornLine,
+        Kind::NestedTooDeep,
         Kind::UnansweredCall,
         Kind::OrphanCall,
         Kind::OrphanResult,
@@ -115,6 +119,7 @@ impl Kind {
             Kind::InvalidUtf8 => "invalid_utf8",
             Kind::LineTooLong => "line_too_long",
             Kind::TornLine => "torn_line",
+            Kind::NestedTooDeep => "nested_too_deep",
             Kind::UnansweredCall => "unanswered_call",
             Kind::OrphanCall => "orphan_call",
             Kind::OrphanResult => "orphan_result",
@@ -140,12 +145,16 @@ impl Kind {
     /// The severity a finding of this kind has unless a rule lowers it (an abandoned branch).
     pub fn default_severity(self) -> Severity {
         match self {
-            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId | Kind::MisplacedSystem | Kind::UnknownFormat => Severity::Warning,
+            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId | Kind::MisplacedSystem | Kind::UnknownFormat | Kind::NestedTooDeep => {
+                Severity::Warning
+            }
             _ => Severity::Error,
         }
     }
 
-    /// Whether the kind is about framing (the line could not be read at all).
+    /// Whether the kind is about framing (the line could not be read at all), and so repair
+    /// removes the line. `nested_too_deep` is not: the line was not read either, but it is a
+    /// valid JSON record, which repair keeps.
     pub fn is_framing(self) -> bool {
         matches!(self, Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine)
     }

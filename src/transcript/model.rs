@@ -84,6 +84,22 @@ pub struct Usage {
     pub cache_creation: u64,
 }
 
+impl Usage {
+    /// All four counts. Counts are what a transcript says (`1e85` reads as `u64::MAX`): the
+    /// sum saturates, never wraps.
+    pub fn total(&self) -> u64 {
+        self.input.saturating_add(self.output).saturating_add(self.cache_read).saturating_add(self.cache_creation)
+    }
+
+    /// Adds `o`'s counts to these, saturating.
+    pub fn add(&mut self, o: &Usage) {
+        self.input = self.input.saturating_add(o.input);
+        self.output = self.output.saturating_add(o.output);
+        self.cache_read = self.cache_read.saturating_add(o.cache_read);
+        self.cache_creation = self.cache_creation.saturating_add(o.cache_creation);
+    }
+}
+
 /// Where a Claude Code line sits in the session's uuid tree. Uuids are kept as 64-bit hashes:
 /// the tree is only asked "is this an ancestor of that".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

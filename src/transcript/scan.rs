@@ -21,6 +21,33 @@ use std::borrow::Cow;
 /// Nesting deeper than this is rejected (serde_json's limit is 128).
 pub const MAX_DEPTH: u32 = 128;
 
+/// The deepest nesting of objects and arrays in `b` (strings skipped), for saying why a line
+/// was rejected; it does not validate.
+pub fn nesting_depth(b: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &c in b {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 /// The input is not valid JSON. Carries only where; serde_json says what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Invalid {

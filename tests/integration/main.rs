@@ -18,6 +18,7 @@ mod deploy;
 mod framing;
 mod generated;
 mod harness;
+mod hostile;
 mod http_sink;
 mod invariants;
 mod mutate;

@@ -21,6 +21,7 @@ pub mod svg;
 use super::args::{FindingArgs, OutputArgs};
 use super::check::{self, FileReport};
 use super::output::{human_bytes, plural};
+use super::safe::Safe;
 use super::{Exit, OutputFormat};
 use crate::config::tools::ToolRegistry;
 use crate::repair::{self, Job, Settings};
@@ -220,7 +221,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             plural(t.errors),
             t.warnings,
             plural(t.warnings),
-            args.html.as_ref().map(|h| format!("; page written to {}", h.display())).unwrap_or_default(),
+            args.html.as_ref().map(|h| format!("; page written to {}", Safe(h.display()))).unwrap_or_default(),
         );
     }
     let failed = t.could_not_be_checked as usize + unreadable;
@@ -263,7 +264,12 @@ fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         writeln!(
             out,
             "tokens       {}: {} ({} in, {} out, {} cache read, {} cache write)",
-            m.model, m.total, m.tokens.input, m.tokens.output, m.tokens.cache_read, m.tokens.cache_creation
+            Safe(&m.model),
+            m.total,
+            m.tokens.input,
+            m.tokens.output,
+            m.tokens.cache_read,
+            m.tokens.cache_creation
         )?;
     }
     if let Some(p) = &r.plan {
@@ -274,7 +280,7 @@ fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         )?;
     }
     for s in &r.worst.by_errors {
-        writeln!(out, "worst        {}  {}{}", n(s.errors, "error"), s.file, s.open.as_deref().map(|c| format!("  ({c})")).unwrap_or_default())?;
+        writeln!(out, "worst        {}  {}{}", n(s.errors, "error"), Safe(&s.file), s.open.as_deref().map(|c| format!("  ({})", Safe(c))).unwrap_or_default())?;
     }
     Ok(())
 }

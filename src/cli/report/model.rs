@@ -54,16 +54,17 @@ pub struct Tokens {
 }
 
 impl Tokens {
+    // Counts come from transcripts (`1e85` reads as `u64::MAX`): sums saturate, never wrap.
     fn add(&mut self, o: &Tokens) {
-        self.input += o.input;
-        self.output += o.output;
-        self.cache_read += o.cache_read;
-        self.cache_creation += o.cache_creation;
+        self.input = self.input.saturating_add(o.input);
+        self.output = self.output.saturating_add(o.output);
+        self.cache_read = self.cache_read.saturating_add(o.cache_read);
+        self.cache_creation = self.cache_creation.saturating_add(o.cache_creation);
     }
 
-    /// All four counts.
+    /// All four counts (saturating).
     pub fn total(&self) -> u64 {
-        self.input + self.output + self.cache_read + self.cache_creation
+        self.input.saturating_add(self.output).saturating_add(self.cache_read).saturating_add(self.cache_creation)
     }
 }
 

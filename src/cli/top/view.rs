@@ -4,6 +4,7 @@
 
 use super::model::{SortBy, View};
 use crate::cli::output::human_bytes;
+use crate::cli::safe;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
@@ -44,7 +45,7 @@ pub fn draw(frame: &mut Frame, view: &View, screen: &Screen) {
         .split(area);
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let title = match &screen.error {
-        Some(e) => format!("transcriptd top - {} - {e}", screen.addr),
+        Some(e) => format!("transcriptd top - {} - {}", screen.addr, safe::line(e)),
         None => format!("transcriptd top - {}", screen.addr),
     };
     frame.render_widget(Paragraph::new(Line::styled(title, bold)), rows[0]);
@@ -59,7 +60,7 @@ pub fn draw(frame: &mut Frame, view: &View, screen: &Screen) {
         Line::from(format!("orphan calls  {:>8}", view.orphan_calls)),
     ];
     frame.render_widget(Paragraph::new(daemon).block(Block::default().borders(Borders::ALL).title("daemon")), top[0]);
-    let kinds: Vec<Row> = view.findings.iter().map(|(k, r, n)| Row::new(vec![k.clone(), num(*r), n.to_string()])).collect();
+    let kinds: Vec<Row> = view.findings.iter().map(|(k, r, n)| Row::new(vec![safe::line(k).into_owned(), num(*r), n.to_string()])).collect();
     let kinds = Table::new(kinds, [Constraint::Min(14), Constraint::Length(8), Constraint::Length(8)])
         .header(Row::new(vec!["kind", "/s", "total"]).style(bold))
         .block(Block::default().borders(Borders::ALL).title("findings"));
@@ -68,7 +69,7 @@ pub fn draw(frame: &mut Frame, view: &View, screen: &Screen) {
     let mid = Layout::default().direction(Direction::Horizontal).constraints([Constraint::Percentage(45), Constraint::Percentage(55)]).split(rows[2]);
     let comp = vec![Line::from(format!("total {:>8}", view.compactions)), Line::from(format!("/min  {:>8}", num(view.compactions_per_min)))];
     frame.render_widget(Paragraph::new(comp).block(Block::default().borders(Borders::ALL).title("compactions")), mid[0]);
-    let tokens: Vec<Row> = view.tokens_per_min.iter().map(|(m, r)| Row::new(vec![m.clone(), num(*r)])).collect();
+    let tokens: Vec<Row> = view.tokens_per_min.iter().map(|(m, r)| Row::new(vec![safe::line(m).into_owned(), num(*r)])).collect();
     let tokens = Table::new(tokens, [Constraint::Min(14), Constraint::Length(12)]).block(Block::default().borders(Borders::ALL).title("tokens/min by model"));
     frame.render_widget(tokens, mid[1]);
 
@@ -79,7 +80,7 @@ pub fn draw(frame: &mut Frame, view: &View, screen: &Screen) {
         None => format!(
             "q quit  s sort ({})  / filter{}",
             screen.sort.name(),
-            if screen.filter.is_empty() { String::new() } else { format!(" ({})", screen.filter) }
+            if screen.filter.is_empty() { String::new() } else { format!(" ({})", safe::line(&screen.filter)) }
         ),
     };
     frame.render_widget(Paragraph::new(Line::styled(keys, Style::default().add_modifier(Modifier::REVERSED))), rows[4]);
@@ -90,7 +91,15 @@ fn draw_files(frame: &mut Frame, area: Rect, view: &View, screen: &Screen) {
     let rows: Vec<Row> = view
         .files
         .iter()
-        .map(|f| Row::new(vec![f.name.clone(), format!("{}/s", human_bytes(f.rate as u64)), human_bytes(f.lag), f.pending.to_string(), f.findings.to_string()]))
+        .map(|f| {
+            Row::new(vec![
+                safe::line(&f.name).into_owned(),
+                format!("{}/s", human_bytes(f.rate as u64)),
+                human_bytes(f.lag),
+                f.pending.to_string(),
+                f.findings.to_string(),
+            ])
+        })
         .collect();
     let hidden = if view.hidden > 0 { format!(", {} hidden", view.hidden) } else { String::new() };
     let title = format!("files by {} ({} shown{hidden})", screen.sort.name(), view.files.len());
