@@ -15,8 +15,18 @@ pub fn authority(addr: &str) -> &str {
     addr.strip_prefix("http://").unwrap_or(addr).trim_end_matches('/')
 }
 
-/// Sends `GET path` to `addr` and returns the response (its body unread).
-pub async fn get(addr: &str, path: &str) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
+/// The bearer token in `file` (its first line), for a listener with a `token_file`.
+pub fn read_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let Some(file) = file else { return Ok(None) };
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading the token file {}", file.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_owned();
+    anyhow::ensure!(!token.is_empty(), "the token file {} is empty", file.display());
+    Ok(Some(token))
+}
+
+/// Sends `GET path` to `addr` (with `Authorization: Bearer <token>` when given) and returns the
+/// response (its body unread).
+pub async fn get(addr: &str, path: &str, token: Option<&str>) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
     let host = authority(addr);
     let stream = tokio::net::TcpStream::connect(host)
         .await
@@ -25,7 +35,11 @@ pub async fn get(addr: &str, path: &str) -> anyhow::Result<hyper::Response<hyper
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    let req = hyper::Request::get(path).header(hyper::header::HOST, host).body(http_body_util::Empty::<Bytes>::new())?;
+    let mut req = hyper::Request::get(path).header(hyper::header::HOST, host);
+    if let Some(t) = token {
+        req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req.body(http_body_util::Empty::<Bytes>::new())?;
     let resp = send.send_request(req).await.with_context(|| format!("GET {path} from {host}"))?;
     if !resp.status().is_success() {
         let status = resp.status();
@@ -40,9 +54,9 @@ pub async fn get(addr: &str, path: &str) -> anyhow::Result<hyper::Response<hyper
 pub const MAX_BODY_BYTES: usize = 16 << 20;
 
 /// The whole body of `GET path`, within `timeout` and [`MAX_BODY_BYTES`].
-pub async fn get_text(addr: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
+pub async fn get_text(addr: &str, path: &str, token: Option<&str>, timeout: Duration) -> anyhow::Result<String> {
     let fetch = async {
-        let resp = get(addr, path).await?;
+        let resp = get(addr, path, token).await?;
         let body = http_body_util::Limited::new(resp.into_body(), MAX_BODY_BYTES);
         let body = body
             .collect()

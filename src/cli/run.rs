@@ -175,11 +175,13 @@ enum Listener {
 
 /// Binds the listener `cfg` asks for, unless the running one has its address.
 fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>, tap: &Arc<Tap>) -> anyhow::Result<Listener> {
-    let Some(m) = cfg.metrics else { return Ok(if running.is_some() { Listener::Stop } else { Listener::Keep }) };
+    let Some(m) = &cfg.metrics else { return Ok(if running.is_some() { Listener::Stop } else { Listener::Keep }) };
+    // The token file is read here, so that one that cannot be read stops a start or a reload.
+    let limits = limits(cfg)?;
     if running.is_some_and(|s| s.configured() == m.addr) {
         return Ok(Listener::Keep);
     }
-    match MetricsServer::bind(m.addr, limits(cfg), health.clone(), metrics.clone(), tap.clone()) {
+    match MetricsServer::bind(m.addr, limits, health.clone(), metrics.clone(), tap.clone()) {
         Ok(server) => Ok(Listener::New(server)),
         // 127.0.0.1:9464 -> 0.0.0.0:9464: the running listener holds the port itself.
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && running.is_some_and(|s| s.local().port() == m.addr.port()) => Ok(Listener::Rebind(m.addr)),
@@ -189,16 +191,20 @@ fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &Prometheu
 
 /// The listener's limits: metrics connections and `/tap` clients at once as configured, within
 /// the descriptor budget (taps first served from what is left to scrapes).
-fn limits(cfg: &Resolved) -> ServerLimits {
-    let (m, taps) = cfg.metrics.map_or((1, 0), |m| (m.max_connections, m.tap_clients));
-    let budget = crate::daemon::fds::budget(crate::daemon::fds::limit(), cfg.config.daemon.max_open_files, m + taps).connections;
+/// The bearer token is read from its file here.
+fn limits(cfg: &Resolved) -> anyhow::Result<ServerLimits> {
+    let m = cfg.metrics.as_ref();
+    let (conns, taps) = m.map_or((1, 0), |m| (m.max_connections, m.tap_clients));
+    let budget = crate::daemon::fds::budget(crate::daemon::fds::limit(), cfg.config.daemon.max_open_files, conns + taps).connections;
     let tap_clients = taps.min(budget / 2);
-    ServerLimits {
+    let token = crate::cli::client::read_token(m.and_then(|m| m.token_file.as_deref())).context("the prometheus sink's token_file")?;
+    Ok(ServerLimits {
         max_connections: budget.saturating_sub(tap_clients).max(1),
-        request_timeout: cfg.metrics.map_or(Duration::from_secs(5), |m| m.request_timeout),
+        request_timeout: m.map_or(Duration::from_secs(5), |m| m.request_timeout),
         tap_clients,
-        tap_buffer: cfg.metrics.map_or(1, |m| m.tap_buffer),
-    }
+        tap_buffer: m.map_or(1, |m| m.tap_buffer),
+        token: token.map(Into::into),
+    })
 }
 
 /// A reload, checked: the configuration loads, validates and can start (state directory,
@@ -259,17 +265,22 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
                     Listener::Stop => server = None,
                     Listener::Rebind(addr) => {
                         let old = server.take().map(|s| s.configured());
-                        server = match MetricsServer::bind(addr, limits(&new), health.clone(), metrics.clone(), tap.clone()) {
+                        let bound = limits(&new).and_then(|l| Ok(MetricsServer::bind(addr, l, health.clone(), metrics.clone(), tap.clone())?));
+                        server = match bound {
                             Ok(s) => Some(s),
                             Err(e) => {
-                                error!(error = %e, %addr, "cannot listen on the new address; listening on the old one again");
-                                old.and_then(|a| MetricsServer::bind(a, limits(&cfg), health.clone(), metrics.clone(), tap.clone()).ok())
+                                error!(error = %format!("{e:#}"), %addr, "cannot listen on the new address; listening on the old one again");
+                                old.and_then(|a| MetricsServer::bind(a, limits(&cfg).ok()?, health.clone(), metrics.clone(), tap.clone()).ok())
                             }
                         };
                     }
                 }
-                if let (Some(s), Some(_)) = (server.as_ref(), new.metrics) {
-                    s.set_limits(limits(&new));
+                if let (Some(s), Some(_)) = (server.as_ref(), new.metrics.as_ref()) {
+                    match limits(&new) {
+                        Ok(l) => s.set_limits(l),
+                        // Read when the reload was checked; gone since: the old token stays.
+                        Err(e) => error!(error = %format!("{e:#}"), "keeping the listener's limits and token"),
+                    }
                 }
                 health.set_stall_after(new.config.daemon.stall_timeout);
                 cfg = new;

@@ -16,6 +16,10 @@ pub struct Args {
     /// The daemon's listener (the prometheus sink's address).
     #[arg(long, value_name = "ADDR", default_value = client::DEFAULT_ADDR)]
     pub addr: String,
+    /// A file whose first line is the bearer token the listener asks for (the prometheus
+    /// sink's `token_file`).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
     /// Which findings (other records pass, unless --type leaves them out).
     #[command(flatten)]
     pub filter: FilterArgs,
@@ -102,7 +106,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
 
 async fn follow(args: Args) -> anyhow::Result<Exit> {
     let path = query(&args);
-    let resp = client::get(&args.addr, &path).await?;
+    let token = client::read_token(args.token_file.as_deref())?;
+    let resp = client::get(&args.addr, &path, token.as_deref()).await?;
     let mut body = resp.into_body();
     let mut out = args.out.stdout();
     let json = args.out.format() == OutputFormat::Json;

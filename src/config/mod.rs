@@ -241,6 +241,13 @@ pub enum SinkConfig {
         /// and counted (it gets a `missed` event).
         #[serde(default = "default_tap_buffer")]
         tap_buffer: usize,
+        /// A file whose first line is a bearer token. When set, `/metrics`, `/stats` and `/tap`
+        /// answer 401 to a request without `Authorization: Bearer <token>` (`/health` stays open
+        /// for probes); `tap` and `top` take `--token-file`. For hosts shared with other users:
+        /// `/stats` and `/tap` name every watched path, tool and call id. Read at start and on
+        /// each reload.
+        #[serde(default)]
+        token_file: Option<PathBuf>,
     },
     /// The records as newline-delimited JSON, POSTed in batches to a collector (Vector's
     /// `http_server` source, Fluent Bit's `http` input). Spooled in the state directory and
@@ -564,7 +571,7 @@ pub struct Resolved {
 }
 
 /// The Prometheus sink, resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsSettings {
     /// Listen address.
     pub addr: SocketAddr,
@@ -577,6 +584,8 @@ pub struct MetricsSettings {
     pub tap_clients: usize,
     /// Records a `/tap` client's queue holds.
     pub tap_buffer: usize,
+    /// The file holding the bearer token every path but `/health` asks for.
+    pub token_file: Option<PathBuf>,
 }
 
 /// Where a problem is: a section (`daemon`, `sources`, `stages`, `sinks`), the element of an
@@ -843,7 +852,7 @@ impl Config {
                 bad(Place::element("sinks", i), format!("a second `{}` sink (sinks[{j}] is one): each sink may appear once", s.type_name()));
             }
             match s {
-                SinkConfig::Prometheus { address, max_connections, request_timeout, tap_clients, tap_buffer } => {
+                SinkConfig::Prometheus { address, max_connections, request_timeout, tap_clients, tap_buffer, token_file } => {
                     if *max_connections == 0 {
                         bad(Place::key("sinks", Some(i), "max_connections"), "must be at least 1".into());
                     }
@@ -861,6 +870,7 @@ impl Config {
                                 request_timeout: *request_timeout,
                                 tap_clients: *tap_clients,
                                 tap_buffer: *tap_buffer,
+                                token_file: token_file.clone(),
                             })
                         }
                         Err(e) => bad(Place::key("sinks", Some(i), "address"), format!("{address}: {e}")),
@@ -886,7 +896,7 @@ impl Config {
             return (None, problems);
         }
         let max_line_bytes = max_line_bytes.expect("no problem: the size parsed");
-        (Some(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr: metrics.map(|m| m.addr), metrics }), problems)
+        (Some(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr: metrics.as_ref().map(|m| m.addr), metrics }), problems)
     }
 
     /// The configuration of `transcriptd run` without a file: watch `dirs` for `*.jsonl`,
@@ -900,6 +910,7 @@ impl Config {
                 request_timeout: default_request_timeout(),
                 tap_clients: default_tap_clients(),
                 tap_buffer: default_tap_buffer(),
+                token_file: None,
             });
         }
         Config {

@@ -42,10 +42,11 @@ struct Limits {
     request_timeout_ms: AtomicU64,
     tap_clients: AtomicUsize,
     tap_buffer: AtomicUsize,
+    token: Mutex<Option<Arc<str>>>,
 }
 
 /// The limits of a listener (`[[sinks]] type = "prometheus"`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServerLimits {
     /// Connections at once, `/tap` clients aside; one more closes the oldest.
     pub max_connections: usize,
@@ -55,14 +56,30 @@ pub struct ServerLimits {
     pub tap_clients: usize,
     /// Records a `/tap` client's queue holds.
     pub tap_buffer: usize,
+    /// The bearer token every path but `/health` asks for, if any.
+    pub token: Option<Arc<str>>,
 }
 
 impl Limits {
-    fn store(&self, l: ServerLimits) {
+    fn store(&self, l: &ServerLimits) {
         self.max_connections.store(l.max_connections.max(1), Ordering::Relaxed);
         self.request_timeout_ms.store(l.request_timeout.as_millis() as u64, Ordering::Relaxed);
         self.tap_clients.store(l.tap_clients, Ordering::Relaxed);
         self.tap_buffer.store(l.tap_buffer.max(1), Ordering::Relaxed);
+        *self.token.lock().unwrap_or_else(|e| e.into_inner()) = l.token.clone();
+    }
+
+    /// Whether `req` may see what is behind the token: no token is set, or it carries it.
+    fn admits(&self, req: &Request<Incoming>) -> bool {
+        let Some(token) = self.token.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return true };
+        let given = req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+        // The same time whatever the guess: every byte compared, lengths included.
+        let (a, b) = (given.as_bytes(), token.as_bytes());
+        let mut diff = a.len() ^ b.len();
+        for i in 0..a.len().max(b.len()) {
+            diff |= usize::from(a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0));
+        }
+        diff == 0
     }
 }
 
@@ -90,8 +107,9 @@ impl MetricsServer {
             request_timeout_ms: AtomicU64::new(0),
             tap_clients: AtomicUsize::new(0),
             tap_buffer: AtomicUsize::new(0),
+            token: Mutex::new(None),
         });
-        limits.store(l);
+        limits.store(&l);
         let stop = CancellationToken::new();
         let thread = {
             let (limits, stop) = (limits.clone(), stop.clone());
@@ -103,7 +121,7 @@ impl MetricsServer {
                 rt.block_on(serve(listener, limits, health, handle, tap, stop));
             })?
         };
-        info!(addr = %local, max_connections = l.max_connections, request_timeout = ?l.request_timeout, tap_clients = l.tap_clients, "serving /metrics and /health, /stats and /tap");
+        info!(addr = %local, max_connections = l.max_connections, request_timeout = ?l.request_timeout, tap_clients = l.tap_clients, token = l.token.is_some(), "serving /metrics and /health, /stats and /tap");
         Ok(MetricsServer { configured: addr, local, limits, stop, thread: Some(thread) })
     }
 
@@ -119,7 +137,7 @@ impl MetricsServer {
 
     /// New limits for the connections accepted from now on.
     pub fn set_limits(&self, l: ServerLimits) {
-        self.limits.store(l);
+        self.limits.store(&l);
     }
 }
 
@@ -398,7 +416,13 @@ fn respond(req: &Request<Incoming>, shared: &Shared, id: u64, token: &Cancellati
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "GET only\n".into());
     }
-    match req.uri().path() {
+    let path = req.uri().path();
+    if path != "/health" && !shared.limits.admits(req) {
+        let mut r = reply(StatusCode::UNAUTHORIZED, TEXT, "a bearer token is needed (the prometheus sink's token_file; tap and top: --token-file)\n".into());
+        r.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, hyper::header::HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    match path {
         "/metrics" => reply(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", shared.handle.render()),
         "/health" => match shared.health.status() {
             Ok(()) => reply(StatusCode::OK, TEXT, "ok\n".into()),

@@ -22,6 +22,10 @@ pub struct Args {
     /// The daemon's listener (the prometheus sink's address).
     #[arg(long, value_name = "ADDR", default_value = client::DEFAULT_ADDR)]
     pub addr: String,
+    /// A file whose first line is the bearer token the listener asks for (the prometheus
+    /// sink's `token_file`).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
     /// Time between two readings (rates are over it).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
     pub interval: Duration,
@@ -82,10 +86,10 @@ impl Drop for Restore {
     }
 }
 
-async fn read(addr: &str, at: Instant, start: Instant) -> anyhow::Result<Reading> {
+async fn read(addr: &str, token: Option<&str>, at: Instant, start: Instant) -> anyhow::Result<Reading> {
     let timeout = Duration::from_secs(3);
-    let metrics = client::get_text(addr, "/metrics", timeout).await?;
-    let stats = client::get_text(addr, "/stats", timeout).await?;
+    let metrics = client::get_text(addr, "/metrics", token, timeout).await?;
+    let stats = client::get_text(addr, "/stats", token, timeout).await?;
     Ok(Reading {
         at: (at - start).as_secs_f64(),
         metrics: Metrics::parse(&metrics),
@@ -98,10 +102,11 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if !std::io::stdout().is_terminal() {
         anyhow::bail!("top needs a terminal; for a pipe, `transcriptd tap` gives the records and /metrics the figures");
     }
+    let token = client::read_token(args.token_file.as_deref())?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
     let start = Instant::now();
     // A first reading before the screen changes: a daemon that is not there is said plainly.
-    let mut now = rt.block_on(read(&args.addr, Instant::now(), start))?;
+    let mut now = rt.block_on(read(&args.addr, token.as_deref(), Instant::now(), start))?;
     let mut before: Option<Reading> = None;
     let mut screen = view::Screen { addr: client::authority(&args.addr).to_owned(), ..view::Screen::default() };
     terminal::enable_raw_mode().context("raw mode")?;
@@ -132,7 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
         if Instant::now() >= next {
             next = Instant::now() + args.interval;
-            match rt.block_on(read(&args.addr, Instant::now(), start)) {
+            match rt.block_on(read(&args.addr, token.as_deref(), Instant::now(), start)) {
                 Ok(r) => {
                     screen.error = None;
                     before = Some(std::mem::replace(&mut now, r));
