@@ -334,6 +334,25 @@ fn plan_reader(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Re
     finish_plan(p).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// The error findings of what `r` reads (demotions applied), counted by kind.
+fn error_kinds(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<std::collections::BTreeMap<crate::transcript::Kind, usize>> {
+    let mut c = crate::transcript::Checker::new(Options { strict: false, jobs: 1, ..s.check.clone() });
+    let mut fed = Ok(());
+    batch::read_to_end(r, buf, |chunk| {
+        fed = c.feed(chunk);
+        fed.is_ok()
+    })?;
+    fed.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let done = c.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut kinds = std::collections::BTreeMap::new();
+    for f in crate::transcript::checker::collect(done.outputs) {
+        if f.severity == crate::transcript::Severity::Error {
+            *kinds.entry(f.kind).or_default() += 1;
+        }
+    }
+    Ok(kinds)
+}
+
 /// Rewrites what `src` reads with `plan` into `dest`; rejects are added to `rejects` (none are
 /// written without it).
 fn rewrite(
@@ -798,6 +817,30 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         let log = rewrite(&mut out.read_back()?, &again, s, &mut next, None, buf)?;
         rounds.record(&again, log);
         out = next;
+    }
+    // The verdict holds only if the output checks no worse than the input: an error the input
+    // did not have (or more of one kind) means an edit went wrong, whatever the plan says. The
+    // file is then not replaced, nor is a copy written.
+    let after = error_kinds(&mut out.read_back()?, s, buf)?;
+    if !after.is_empty() {
+        let before = error_kinds(&mut ReadAt::new(&file, 0, Some(covered)), s, buf).with_context(|| format!("reading {}", path.display()))?;
+        let worse: Vec<String> = after
+            .iter()
+            .filter(|(k, n)| before.get(*k).copied().unwrap_or(0) < **n)
+            .map(|(k, n)| format!("{n} {} (the input had {})", k.as_str(), before.get(k).copied().unwrap_or(0)))
+            .collect();
+        if !worse.is_empty() {
+            let mut r = Report::new(job, Status::Failed);
+            r.format = report.format;
+            r.edits = rounds.edits().len() + report.dataset_actions.len();
+            r.rounds = rounds.rounds();
+            r.message = Some(format!(
+                "the repaired output checks worse than the input: {}; not {} (a defect of repair: please report it with the file)",
+                worse.join(", "),
+                if s.in_place { "replaced" } else { "written" }
+            ));
+            return done(r);
+        }
     }
     if let Some(mut w) = rounds.rejects_writer(s.check.max_line_bytes).filter(|_| !s.dry_run) {
         // Later rounds changed lines too: the rejects are written again from the input (the
