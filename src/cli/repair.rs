@@ -65,6 +65,11 @@ pub struct Args {
     /// during the repair are carried into the repaired one; the old file is kept if it grew.
     #[arg(long)]
     pub force: bool,
+    /// Also repair files a directory's walk reaches through symbolic links that resolve outside
+    /// the paths given (by default they are skipped and said so). A file whose owner is not
+    /// the owner of a link on its way is never repaired through it.
+    #[arg(long)]
+    pub follow_links_outside: bool,
     /// Process only the files whose path hashes to shard I of N (e.g. 0/4), for Kubernetes
     /// Indexed Jobs: N pods cover every file exactly once.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
@@ -104,7 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         anyhow::bail!("--rejects names the rejects file of a repair of `-` (standard input); a file's rejects go beside it as <name>.rejects.jsonl");
     }
     let jobs_n = args.read.jobs();
-    let Jobs { jobs, skipped, empty_dirs } = jobs(&args.paths, args.out.as_deref(), args.shard)?;
+    let Jobs { jobs, skipped, empty_dirs } = jobs(&args.paths, args.out.as_deref(), args.shard, args.follow_links_outside)?;
     super::output::warn_empty_dirs(&args.out_args, &empty_dirs);
     let settings = Settings {
         check: Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs: 1 },

@@ -39,7 +39,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
     let mut copy = std::fs::OpenOptions::new().write(true).create_new(true).open(&input).with_context(|| format!("creating {}", input.display()))?;
     std::io::copy(&mut std::io::stdin().lock(), &mut copy).context("reading standard input")?;
     drop(copy);
-    let job = Job { input: input.clone(), output: scratch.path().join("out").join("stdin.jsonl"), rel: PathBuf::from("stdin.jsonl") };
+    let job = Job { input: input.clone(), output: scratch.path().join("out").join("stdin.jsonl"), rel: PathBuf::from("stdin.jsonl"), walked: None };
     let settings = Settings {
         check: Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs: 1 },
         orphans: args.orphans,

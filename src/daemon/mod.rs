@@ -100,7 +100,7 @@ fn repairer() -> crate::sinks::repaired::Repairer {
             min_idle: Duration::ZERO,
             force: true,
         };
-        let job = crate::repair::Job { input: due.file.clone(), output: dir.join(&due.rel), rel: due.rel.clone() };
+        let job = crate::repair::Job { input: due.file.clone(), output: dir.join(&due.rel), rel: due.rel.clone(), walked: None };
         let report = crate::repair::repair_file(&job, &settings, &mut Vec::new());
         repair_record(&due.file, report)
     })
@@ -1159,7 +1159,7 @@ impl Daemon {
             force: true,
         };
         let dir = self.sinks.repaired_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone() };
+        let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone(), walked: None };
         self.repairing.insert(p.to_path_buf());
         info!(file = %p.display(), "repair started");
         let path = p.to_path_buf();

@@ -76,6 +76,83 @@ pub struct Job {
     pub output: PathBuf,
     /// The path relative to the root it was found under (for shards and reports).
     pub rel: PathBuf,
+    /// Found by walking a directory: where a link met on the way may lead ([`Walked`]). `None`
+    /// for a path named as it is (a link named is the user's choice, and is followed).
+    pub walked: Option<Walked>,
+}
+
+/// What a repair may reach through the links a walk meets (a tree others can write, repaired by
+/// root: issue 28). A file reached through a symbolic link (the file's own name or a directory
+/// on the way) is repaired only when it resolves inside the paths given (unless `outside`:
+/// `--follow-links-outside`), and never when its owner is not the owner of every link on the
+/// way: a link never makes a repair write another user's file. Checked when the jobs are made,
+/// at each attempt, and again just before the swap, with the same rules.
+#[derive(Debug, Clone)]
+pub struct Walked {
+    /// The directory given, as given (`input` is `root/rel`).
+    pub root: PathBuf,
+    /// Every path given, resolved.
+    pub roots: std::sync::Arc<Vec<PathBuf>>,
+    /// `--follow-links-outside`: a link may lead out of the roots (still never to a file of
+    /// another owner).
+    pub outside: bool,
+}
+
+/// Where a walked job leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// No link on the way: the path is the file.
+    Direct,
+    /// Through links, to this resolved path, which the rules allow.
+    Linked(PathBuf),
+    /// Not repaired: why, as a word and for people.
+    Refused(SkipWhy, String),
+}
+
+impl Walked {
+    /// Where `rel` under the root leads, and whether a repair may write there.
+    pub fn reach(&self, rel: &Path) -> std::io::Result<Reach> {
+        let mut at = self.root.clone();
+        let mut links = Vec::new();
+        for c in rel.components() {
+            at.push(c);
+            let m = std::fs::symlink_metadata(&at)?;
+            if m.file_type().is_symlink() {
+                links.push((at.clone(), m.uid()));
+            }
+        }
+        if links.is_empty() {
+            return Ok(Reach::Direct);
+        }
+        let resolved = std::fs::canonicalize(&at)?;
+        let owner = std::fs::metadata(&resolved)?.uid();
+        let shown = |l: &Path| match std::fs::read_link(l) {
+            Ok(t) => format!("{} -> {}", l.display(), t.display()),
+            Err(_) => l.display().to_string(),
+        };
+        if !self.outside && !self.roots.iter().any(|r| resolved.starts_with(r)) {
+            let (first, _) = &links[0];
+            return Ok(Reach::Refused(
+                SkipWhy::LinkOutside,
+                format!(
+                    "reached through the symbolic link {}, it resolves to {}, outside the paths given: not repaired (--follow-links-outside repairs such files)",
+                    shown(first),
+                    resolved.display()
+                ),
+            ));
+        }
+        if let Some((l, uid)) = links.iter().find(|(_, uid)| *uid != owner) {
+            return Ok(Reach::Refused(
+                SkipWhy::LinkOwner,
+                format!(
+                    "reached through the symbolic link {} (owner uid {uid}), it resolves to {}, owned by uid {owner}: not repaired (a link never makes a repair write another user's file)",
+                    shown(l),
+                    resolved.display()
+                ),
+            ));
+        }
+        Ok(Reach::Linked(resolved))
+    }
 }
 
 /// How a file ended.
@@ -187,6 +264,10 @@ pub enum SkipWhy {
     HeldOpen,
     /// It changed while being repaired, [`ATTEMPTS`] times.
     Changed,
+    /// Found by a walk through a symbolic link that resolves outside the paths given.
+    LinkOutside,
+    /// Found by a walk through a symbolic link whose owner is not the file's.
+    LinkOwner,
 }
 
 impl SkipWhy {
@@ -196,6 +277,8 @@ impl SkipWhy {
             SkipWhy::RecentlyModified => "modified within --min-idle",
             SkipWhy::HeldOpen => "held open for writing",
             SkipWhy::Changed => "changed while repaired",
+            SkipWhy::LinkOutside => "reached through a link out of the paths given",
+            SkipWhy::LinkOwner => "reached through a link of another owner",
         }
     }
 }
@@ -249,6 +332,25 @@ fn plan_reader(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Re
         fed
     })?;
     finish_plan(p).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The error findings of what `r` reads (demotions applied), counted by kind.
+fn error_kinds(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<std::collections::BTreeMap<crate::transcript::Kind, usize>> {
+    let mut c = crate::transcript::Checker::new(Options { strict: false, jobs: 1, ..s.check.clone() });
+    let mut fed = Ok(());
+    batch::read_to_end(r, buf, |chunk| {
+        fed = c.feed(chunk);
+        fed.is_ok()
+    })?;
+    fed.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let done = c.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut kinds = std::collections::BTreeMap::new();
+    for f in crate::transcript::checker::collect(done.outputs) {
+        if f.severity == crate::transcript::Severity::Error {
+            *kinds.entry(f.kind).or_default() += 1;
+        }
+    }
+    Ok(kinds)
 }
 
 /// Rewrites what `src` reads with `plan` into `dest`; rejects are added to `rejects` (none are
@@ -468,19 +570,40 @@ enum Attempt {
     Changed(String),
 }
 
-fn try_repair(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>) -> anyhow::Result<Report> {
+/// The file a job repairs (a link resolved: its target), with a note saying so; or why it is
+/// not repaired (a walked link the rules refuse, [`Walked::reach`]).
+fn resolve(job: &Job, s: &Settings) -> anyhow::Result<Result<(PathBuf, Option<String>), Report>> {
+    let resolving = || format!("following the symbolic links to {}", job.input.display());
+    let linked = match &job.walked {
+        Some(w) => match w.reach(&job.rel).with_context(resolving)? {
+            Reach::Refused(why, message) => return Ok(Err(Report::skipped(job, why, message))),
+            Reach::Direct => None,
+            Reach::Linked(target) => Some(target),
+        },
+        None => match std::fs::symlink_metadata(&job.input) {
+            Ok(m) if m.file_type().is_symlink() => Some(std::fs::canonicalize(&job.input).with_context(resolving)?),
+            _ => None,
+        },
+    };
     // --in-place on a symbolic link repairs its target and keeps the link.
-    let (path, link_note) = match s.in_place.then(|| std::fs::symlink_metadata(&job.input)) {
-        Some(Ok(m)) if m.file_type().is_symlink() => {
-            let target = std::fs::canonicalize(&job.input).with_context(|| format!("following the symbolic link {}", job.input.display()))?;
+    Ok(Ok(match linked.filter(|_| s.in_place) {
+        Some(target) => {
             let note = format!("{} is a symbolic link: its target {} was repaired in place and the link kept", job.input.display(), target.display());
             (target, Some(note))
         }
-        _ => (job.input.clone(), None),
-    };
-    let output = if s.in_place { path.clone() } else { job.output.clone() };
+        None => (job.input.clone(), None),
+    }))
+}
+
+fn try_repair(job: &Job, s: &Settings, policy: DatasetPolicy, buf: &mut Vec<u8>) -> anyhow::Result<Report> {
     let mut why = String::new();
     for attempt in 0..ATTEMPTS {
+        // Resolved at each attempt: a link swapped meanwhile is judged by the same rules.
+        let (path, link_note) = match resolve(job, s)? {
+            Ok(r) => r,
+            Err(refused) => return Ok(refused),
+        };
+        let output = if s.in_place { path.clone() } else { job.output.clone() };
         match attempt_repair(job, &path, &output, s, policy, attempt, buf)? {
             Attempt::Done(mut r) => {
                 if matches!(r.status, Status::Repaired | Status::Partial) {
@@ -523,6 +646,7 @@ fn list(holders: &[Holder]) -> String {
 
 /// The last-moment check before a file is replaced.
 struct Guard<'a> {
+    job: &'a Job,
     file: &'a File,
     path: &'a Path,
     before: Identity,
@@ -541,12 +665,29 @@ enum Checked {
     Changed(String),
     /// Another process opened it for writing: not replaced in place.
     Held(Vec<Holder>),
+    /// Its path now leads through a link the rules refuse ([`Walked::reach`]).
+    Refused(SkipWhy, String),
 }
 
 impl Guard<'_> {
     /// What changed since the file was read, if anything; in place without `--force`, also
     /// whether another process opened it for writing.
     fn check(&self, s: &Settings) -> std::io::Result<Checked> {
+        if let Some(w) = &self.job.walked {
+            // The links on the way, looked at again by the rules that chose the file: one
+            // swapped in since (the file's name, or a directory on the way) must not redirect
+            // the write.
+            let reach = w.reach(&self.job.rel);
+            let here = match &reach {
+                Ok(Reach::Refused(why, m)) => return Ok(Checked::Refused(*why, m.clone())),
+                Ok(Reach::Direct) => self.path == self.job.input || !s.in_place,
+                Ok(Reach::Linked(target)) => !s.in_place || self.path == target,
+                Err(_) => false,
+            };
+            if !here {
+                return Ok(Checked::Changed("the links on its path changed".into()));
+            }
+        }
         if s.force && !s.in_place {
             // A copy of a snapshot is what was asked for: the input is not touched.
             return Ok(Checked::Unchanged);
@@ -653,8 +794,10 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         report.unrepaired = rounds.unrepaired().to_vec();
         report.status = if report.unrepaired.is_empty() { Status::Clean } else { Status::Partial };
         if !s.in_place && !s.dry_run {
-            if let Checked::Changed(w) = (Guard { file: &file, path, before, covered, live }).check(s)? {
-                return Ok(Attempt::Changed(w));
+            match (Guard { job, file: &file, path, before, covered, live }).check(s)? {
+                Checked::Changed(w) => return Ok(Attempt::Changed(w)),
+                Checked::Refused(why, m) => return done(Report::skipped(job, why, m)),
+                Checked::Unchanged | Checked::Held(_) => {}
             }
             atomic::copy_file(&file, covered, output, Some(keep)).with_context(|| format!("writing {}", output.display()))?;
             report.output = Some(output.display().to_string());
@@ -674,6 +817,30 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         let log = rewrite(&mut out.read_back()?, &again, s, &mut next, None, buf)?;
         rounds.record(&again, log);
         out = next;
+    }
+    // The verdict holds only if the output checks no worse than the input: an error the input
+    // did not have (or more of one kind) means an edit went wrong, whatever the plan says. The
+    // file is then not replaced, nor is a copy written.
+    let after = error_kinds(&mut out.read_back()?, s, buf)?;
+    if !after.is_empty() {
+        let before = error_kinds(&mut ReadAt::new(&file, 0, Some(covered)), s, buf).with_context(|| format!("reading {}", path.display()))?;
+        let worse: Vec<String> = after
+            .iter()
+            .filter(|(k, n)| before.get(*k).copied().unwrap_or(0) < **n)
+            .map(|(k, n)| format!("{n} {} (the input had {})", k.as_str(), before.get(k).copied().unwrap_or(0)))
+            .collect();
+        if !worse.is_empty() {
+            let mut r = Report::new(job, Status::Failed);
+            r.format = report.format;
+            r.edits = rounds.edits().len() + report.dataset_actions.len();
+            r.rounds = rounds.rounds();
+            r.message = Some(format!(
+                "the repaired output checks worse than the input: {}; not {} (a defect of repair: please report it with the file)",
+                worse.join(", "),
+                if s.in_place { "replaced" } else { "written" }
+            ));
+            return done(r);
+        }
     }
     if let Some(mut w) = rounds.rejects_writer(s.check.max_line_bytes).filter(|_| !s.dry_run) {
         // Later rounds changed lines too: the rejects are written again from the input (the
@@ -702,11 +869,12 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         report.status = if complete { Status::Planned } else { Status::Partial };
         return done(report);
     }
-    let guard = Guard { file: &file, path, before, covered, live };
+    let guard = Guard { job, file: &file, path, before, covered, live };
     match guard.check(s)? {
         Checked::Unchanged => {}
         Checked::Changed(w) => return Ok(Attempt::Changed(w)),
         Checked::Held(w) => return done(held(job, &w)),
+        Checked::Refused(why, m) => return done(Report::skipped(job, why, m)),
     }
     // The slow part (owner, mode, fsync) before the last check, so that the check is close to
     // the rename.
@@ -729,6 +897,7 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         return match last {
             Checked::Held(w) => done(held(job, &w)),
             Checked::Changed(w) => Ok(Attempt::Changed(w)),
+            Checked::Refused(why, m) => done(Report::skipped(job, why, m)),
             Checked::Unchanged => unreachable!(),
         };
     }
@@ -1010,11 +1179,13 @@ pub struct Jobs {
 /// applied. Also returns the paths the walk skipped, and the directories without a transcript. Refuses (an error) an `--out` that reaches
 /// an input by any spelling (a link, `..`), and two inputs that would share an output. Without
 /// `out` (in place), a file named twice (a link and its target) is one job.
-pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) -> anyhow::Result<Jobs> {
+pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>, follow_links_outside: bool) -> anyhow::Result<Jobs> {
     let mut jobs = Vec::new();
     let mut skipped = Vec::new();
     let mut empty_dirs = Vec::new();
     let mut roots = Vec::new();
+    // What a link met by a walk may lead to: the paths given, resolved.
+    let given = std::sync::Arc::new(paths.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect::<Vec<_>>());
     for root in paths {
         let found = batch::expand(std::slice::from_ref(root));
         skipped.extend(found.skipped);
@@ -1030,14 +1201,22 @@ pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) ->
                 continue;
             }
             let output = out.map_or_else(|| input.clone(), |o| o.join(&rel));
-            jobs.push(Job { input, output, rel });
+            let walked = is_dir.then(|| Walked { root: root.clone(), roots: given.clone(), outside: follow_links_outside });
+            jobs.push(Job { input, output, rel, walked });
         }
     }
+    // A walked link the rules refuse stands for no file: it neither takes the place of its
+    // target (named in the tree too) nor counts as an input; its job reports why it is skipped.
+    let refused = |job: &Job| job.walked.as_ref().is_some_and(|w| matches!(w.reach(&job.rel), Ok(Reach::Refused(..))));
     let mut seen: HashMap<PathBuf, usize> = HashMap::new();
     let Some(out) = out else {
         // In place: each file once, whichever name reached it.
         let mut kept = Vec::new();
         for job in jobs {
+            if refused(&job) {
+                kept.push(job);
+                continue;
+            }
             let key = std::fs::canonicalize(&job.input).unwrap_or_else(|_| job.input.clone());
             if seen.insert(key, kept.len()).is_none() {
                 kept.push(job);
@@ -1064,6 +1243,10 @@ pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>) ->
     let mut kept: Vec<Job> = Vec::new();
     for i in 0..jobs.len() {
         let job = &jobs[i];
+        if refused(job) {
+            kept.push(job.clone());
+            continue;
+        }
         let parent = job.output.parent().unwrap_or(Path::new("")).to_path_buf();
         let dir_c = match dirs.get(&parent) {
             Some(d) => d.clone(),

@@ -365,3 +365,79 @@ fn cli_crlf_and_bom_are_kept() {
     assert_eq!(r.status.code(), Some(0));
     assert!(std::fs::read(out.join("bombroken.jsonl")).unwrap().starts_with(b"\xEF\xBB\xBF{\"type\":\"user\""));
 }
+
+/// A Claude Code file shaped to have `n` edits on one line or spread over `n` turns (issue 28,
+/// point 3): `wide`, one assistant line with `n` calls and no result (`n` results inserted
+/// after it); `orphans`, one user line with `n` results of no call (`n` removals from it).
+fn many_calls(shape: &str, n: usize) -> String {
+    let user = |uuid: &str, parent: &str, content: String| {
+        format!(r#"{{"parentUuid":{parent},"type":"user","uuid":"{uuid}","sessionId":"s","message":{{"role":"user","content":{content}}}}}"#) + "\n"
+    };
+    let assistant = |uuid: &str, parent: &str, id: &str, calls: Vec<String>| {
+        let blocks: Vec<String> = calls.iter().map(|c| format!(r#"{{"type":"tool_use","id":"{c}","name":"Bash","input":{{}}}}"#)).collect();
+        format!(
+            r#"{{"parentUuid":{parent},"type":"assistant","uuid":"{uuid}","sessionId":"s","message":{{"id":"{id}","role":"assistant","content":[{}]}}}}"#,
+            blocks.join(",")
+        ) + "\n"
+    };
+    match shape {
+        "wide" => {
+            user("u0", "null", r#""go""#.into())
+                + &assistant("a0", r#""u0""#, "m0", (0..n).map(|c| format!("t{c}")).collect())
+                + &user("u1", r#""a0""#, r#""next""#.into())
+        }
+        "orphans" => {
+            let results: Vec<String> = (0..n).map(|c| format!(r#"{{"type":"tool_result","tool_use_id":"x{c}","content":"r"}}"#)).collect();
+            user("u0", "null", r#""go""#.into()) + &user("u1", r#""u0""#, format!("[{}]", results.join(",")))
+        }
+        _ => unreachable!("no shape {shape}"),
+    }
+}
+
+#[test]
+fn repair_time_grows_linearly_with_the_calls() {
+    // Issue 28: repair was quadratic in the calls of a line (edits deduplicated by a scan of
+    // the line's group; each inserted result copying, hashing and reading the line it follows;
+    // each removed result rewriting and reading the whole line again). Ten times the calls must
+    // take about ten times as long, not a hundred: the best of three runs of each size, and a
+    // run of the large one that takes 25 times the small one's fails at once.
+    let d = tempfile::tempdir().unwrap();
+    let run = |input: &std::path::Path, limit: std::time::Duration| -> std::time::Duration {
+        let out = d.path().join("out");
+        let _ = std::fs::remove_dir_all(&out);
+        let start = std::time::Instant::now();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+            .args(["repair", "--force", "-q", "--no-summary", "--out"])
+            .arg(&out)
+            .arg(input)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.code() == Some(0), "{}: {status}", input.display());
+                return start.elapsed();
+            }
+            if start.elapsed() > limit {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("{}: still running after {limit:?}, 25 times the run with a tenth of the calls: not linear", input.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    for (shape, n) in [("wide", 1500), ("orphans", 2000)] {
+        let small = d.path().join(format!("{shape}-small.jsonl"));
+        let large = d.path().join(format!("{shape}-large.jsonl"));
+        std::fs::write(&small, many_calls(shape, n)).unwrap();
+        std::fs::write(&large, many_calls(shape, 10 * n)).unwrap();
+        let hour = std::time::Duration::from_secs(3600);
+        let best = |p: &std::path::Path, limit: std::time::Duration| (0..3).map(|_| run(p, limit)).min().unwrap();
+        let t_small = best(&small, hour);
+        let t_large = best(&large, t_small * 25 + std::time::Duration::from_millis(500));
+        let ratio = t_large.as_secs_f64() / t_small.as_secs_f64();
+        println!("{shape}: {n} calls {t_small:?}, {} calls {t_large:?}: ratio {ratio:.1}", 10 * n);
+        assert!(ratio < 25.0, "{shape}: ten times the calls took {ratio:.1} times as long ({t_small:?} -> {t_large:?})");
+    }
+}

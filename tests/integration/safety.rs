@@ -688,3 +688,153 @@ fn a_long_line_of_control_bytes_is_kept_in_a_compact_record() {
     use base64::Engine;
     assert_eq!(base64::engine::general_purpose::STANDARD.decode(record["base64"].as_str().unwrap()).unwrap(), line);
 }
+
+/// Makes `p` (not following a link) owned by `uid`.
+fn own(p: &Path, uid: u32) {
+    std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap_or_else(|e| panic!("lchown {}: {e}", p.display()));
+}
+
+/// A symbolic link at `link` to `target`, made by `uid` itself (a process running as that user,
+/// through `setpriv`, as a user planting it would), or made and handed over with `lchown`.
+fn plant_link(target: &str, link: &Path, uid: u32) {
+    let made = Command::new("setpriv")
+        .args(["--reuid", &uid.to_string(), "--regid", &uid.to_string(), "--clear-groups", "ln", "-s", target])
+        .arg(link)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        std::os::unix::fs::symlink(target, link).unwrap();
+        own(link, uid);
+    }
+    assert_eq!(fs::symlink_metadata(link).unwrap().uid(), uid);
+}
+
+const NOBODY: u32 = 65534;
+
+#[test]
+fn links_met_by_a_walk_never_lead_a_repair_out_of_the_tree_nor_to_another_users_file() {
+    // Issue 28: root repairs a tree another user can write. That user planted links.
+    if !is_root() {
+        println!("skipped: needs root (a tree owned by another user)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let tree = d.path().join("proj");
+    fs::create_dir_all(tree.join("sub")).unwrap();
+    // Root's files outside the tree: a file that is not a transcript (repair would empty it), a
+    // broken transcript, and a directory of them.
+    let victim = d.path().join("victim/passwd");
+    put(&victim, "root:x:0:0:root:/root:/bin/bash\nbob:x:1000:1000::/home/bob:/bin/sh\n");
+    set_mtime(&victim, now_secs() - 3600);
+    let victim_t = d.path().join("victimdir/t.jsonl");
+    broken_at(&victim_t);
+    // The user's own files in the tree, and one of root's there.
+    let good = tree.join("good.jsonl");
+    broken_at(&good);
+    let target = tree.join("sub/target.jsonl");
+    broken_at(&target);
+    let roots_file = tree.join("sub/roots.jsonl");
+    broken_at(&roots_file);
+    for p in [&tree, &tree.join("sub"), &good, &target] {
+        own(p, NOBODY);
+    }
+    plant_link("../victim/passwd", &tree.join("evil.jsonl"), NOBODY);
+    plant_link("../victimdir", &tree.join("evildir"), NOBODY);
+    // Inside the tree: to the user's own file (repaired through the link), and to root's file
+    // (not through the link; repaired under its own name, which the walk reaches too).
+    plant_link("sub/target.jsonl", &tree.join("a-inner.jsonl"), NOBODY);
+    plant_link("sub/roots.jsonl", &tree.join("a-roots.jsonl"), NOBODY);
+    let before = |p: &Path| fs::read(p).unwrap();
+    let (victim_bytes, victim_t_bytes) = (before(&victim), before(&victim_t));
+
+    for extra in [&[][..], &["--force"][..], &["--force", "--follow-links-outside"][..]] {
+        let mut args = vec!["repair", "--in-place", "--min-idle", "1s", "-o", "json"];
+        args.extend_from_slice(extra);
+        args.push(s(&tree));
+        let r = transcriptd(&args);
+        assert_eq!(r.status.code(), Some(1), "{extra:?}: skipped files make exit 1\n{}\n{}", stdout(&r), stderr(&r));
+        assert_eq!(fs::read(&victim).unwrap(), victim_bytes, "{extra:?}: the victim is untouched");
+        assert_eq!(fs::read(&victim_t).unwrap(), victim_t_bytes, "{extra:?}: the transcript outside is untouched");
+        for p in ["victim/passwd.orig", "victim/passwd.rejects.jsonl", "victimdir/t.jsonl.orig", "victimdir/t.rejects.jsonl"] {
+            assert!(!d.path().join(p).exists(), "{extra:?}: nothing written beside the victims: {p}");
+        }
+        let reports: Vec<serde_json::Value> = json_lines(&r).into_iter().filter(|v| v.get("status").is_some()).collect();
+        let of = |name: &str| {
+            reports
+                .iter()
+                .find(|v| v["file"].as_str().is_some_and(|f| f.ends_with(name)))
+                .unwrap_or_else(|| panic!("{extra:?}: no report for {name}: {reports:?}"))
+                .clone()
+        };
+        let outside = extra.contains(&"--follow-links-outside");
+        for name in ["proj/evil.jsonl", "proj/evildir/t.jsonl"] {
+            let rep = of(name);
+            assert_eq!(rep["status"], "skipped", "{extra:?}: {rep}");
+            let msg = rep["message"].as_str().unwrap();
+            if outside {
+                // Opted in: still never another user's file.
+                assert_eq!(rep["reason"], "link_owner", "{extra:?}: {rep}");
+                assert!(msg.contains("owned by uid 0") && msg.contains(&format!("owner uid {NOBODY}")), "{rep}");
+            } else {
+                assert_eq!(rep["reason"], "link_outside", "{extra:?}: {rep}");
+                assert!(msg.contains("outside the paths given") && msg.contains("--follow-links-outside"), "{rep}");
+            }
+        }
+        let rep = of("proj/a-roots.jsonl");
+        assert_eq!((rep["status"].as_str(), rep["reason"].as_str()), (Some("skipped"), Some("link_owner")), "{extra:?}: {rep}");
+        if extra.is_empty() {
+            // The first run repairs the user's files, root's file in the tree under its own name,
+            // and the user's file through the user's link.
+            assert_eq!(of("proj/a-inner.jsonl")["status"], "repaired", "{reports:?}");
+            assert_eq!(of("proj/good.jsonl")["status"], "repaired", "{reports:?}");
+            assert_eq!(of("proj/sub/roots.jsonl")["status"], "repaired", "{reports:?}");
+            assert!(!reports.iter().any(|v| v["file"].as_str().is_some_and(|f| f.ends_with("sub/target.jsonl"))), "repaired once, through the link");
+            assert_eq!(fs::metadata(&good).unwrap().uid(), NOBODY, "owner kept");
+        }
+    }
+    // The text output says why, too.
+    let r = transcriptd(&["repair", "--in-place", "--force", s(&tree)]);
+    let out = stdout(&r);
+    assert!(out.contains("evil.jsonl: warning: skipped: reached through the symbolic link") && out.contains("../victim/passwd"), "{out}");
+    assert!(stderr(&r).contains("reached through a link out of the paths given"), "{}", stderr(&r));
+}
+
+#[test]
+fn a_directory_swapped_for_a_link_during_the_repair_does_not_redirect_it() {
+    // The walk met a real directory; while the repair works on a file in it, the user who owns
+    // the tree moves the directory away and plants a link to root's directory in its place. The
+    // rules are applied again before the swap and at the next attempt: the victim is untouched.
+    if !is_root() {
+        println!("skipped: needs root (a tree owned by another user)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let tree = d.path().join("proj");
+    let f = tree.join("sub/big.jsonl");
+    fs::create_dir_all(f.parent().unwrap()).unwrap();
+    generate(&f, &["--bytes", "8M", "--seed", "28", "--faults", "0.01"]);
+    set_mtime(&f, now_secs() - 3600);
+    for p in [&tree, &tree.join("sub"), &f] {
+        own(p, NOBODY);
+    }
+    let victim = d.path().join("rootdir/big.jsonl");
+    fs::create_dir_all(victim.parent().unwrap()).unwrap();
+    fs::copy(&f, &victim).unwrap();
+    set_mtime(&victim, now_secs() - 3600);
+    let victim_bytes = fs::read(&victim).unwrap();
+    let child =
+        bin().args(["repair", "--in-place", "--min-idle", "10s", "-o", "json", s(&tree)]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    stop_when_open(pid, &f);
+    fs::rename(tree.join("sub"), tree.join("moved")).unwrap();
+    plant_link("../rootdir", &tree.join("sub"), NOBODY);
+    // SAFETY: signalling a child process.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
+    let r = wait_limited(child, Duration::from_secs(120), "repair");
+    assert_eq!(fs::read(&victim).unwrap(), victim_bytes, "root's file is untouched\n{}\n{}", stdout(&r), stderr(&r));
+    assert!(!d.path().join("rootdir/big.jsonl.orig").exists());
+    let rep = report(&r);
+    assert_eq!(rep["status"], "skipped", "{rep}");
+    assert_eq!(rep["reason"], "link_outside", "{rep}");
+}

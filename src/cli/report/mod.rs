@@ -98,7 +98,7 @@ impl Scratch {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let output = self.dir.path().join(format!("{n}.jsonl"));
-        let job = Job { input: path.to_path_buf(), output: output.clone(), rel: PathBuf::from(path.file_name().unwrap_or_default()) };
+        let job = Job { input: path.to_path_buf(), output: output.clone(), rel: PathBuf::from(path.file_name().unwrap_or_default()), walked: None };
         let report = repair::repair_file(&job, settings, buf);
         for p in [output.clone(), repair::rejects_path(&output)] {
             let _ = std::fs::remove_file(p);

@@ -122,6 +122,11 @@ pub fn drop_results(line: &[u8], call_id: &str, keep_first: bool) -> Result<Edit
     edit::drop_result_blocks(line, &[b"content"], call_id, keep_first)
 }
 
+/// Whether the line is an OpenAI `tool` message (one result, the whole line).
+pub fn is_tool_line(line: &[u8]) -> bool {
+    role(line).as_deref() == Some("tool")
+}
+
 /// Removes the call `call_id` (a `tool_use` block of `content`, an entry of `tool_calls`).
 pub fn drop_call(line: &[u8], call_id: &str) -> Result<Edited, edit::Unable> {
     edit::drop_call_blocks(edit::CallLayout::TopLevel, line, call_id)

@@ -217,7 +217,17 @@ pub const ENVELOPE: &[&str] = &["isSidechain", "userType", "cwd", "sessionId", "
 /// `parent`, with `uuid` its own (empty: none, like a line it follows that has none, so that
 /// both are read in the same conversation thread).
 pub fn synthetic_result(follows: &[u8], call: &CallRef, text: &str, parent: Option<&str>, uuid: &str) -> Vec<u8> {
-    let env = edit::members(follows, &[ENVELOPE, &["timestamp"]].concat());
+    synthetic_result_in(&envelope(follows), call, text, parent, uuid)
+}
+
+/// What a synthetic result copies from the line it follows (its envelope and timestamp), read
+/// once for every result inserted after that line.
+pub fn envelope(follows: &[u8]) -> Map<String, Value> {
+    edit::members(follows, &[ENVELOPE, &["timestamp"]].concat())
+}
+
+/// [`synthetic_result`] with the envelope already read ([`envelope`]).
+pub fn synthetic_result_in(env: &Map<String, Value>, call: &CallRef, text: &str, parent: Option<&str>, uuid: &str) -> Vec<u8> {
     let mut m = Map::new();
     m.insert("parentUuid".into(), parent.map_or(Value::Null, |p| Value::String(p.to_owned())));
     for k in ENVELOPE {

@@ -237,7 +237,17 @@ fn pending_calls(items: Vec<Item<'_>>) -> Vec<Call<'_>> {
 /// `tool_search_call` gets what Codex itself fills in for one left without its output: a
 /// `tool_search_output` that found no tools (it has no text to carry `text`).
 pub fn synthetic_result(follows: &[u8], call: &CallRef, text: &str) -> Vec<u8> {
-    let env = edit::members(follows, &["timestamp", "payload"]);
+    synthetic_result_in(&envelope(follows), call, text)
+}
+
+/// What a synthetic result copies from the line it follows (its layout and timestamp), read once
+/// for every result inserted after that line.
+pub fn envelope(follows: &[u8]) -> Map<String, Value> {
+    edit::members(follows, &["timestamp", "payload"])
+}
+
+/// [`synthetic_result`] with the envelope already read ([`envelope`]).
+pub fn synthetic_result_in(env: &Map<String, Value>, call: &CallRef, text: &str) -> Vec<u8> {
     let item = match call.item.as_deref() {
         Some("tool_search_call") => {
             json!({"type": "tool_search_output", "call_id": call.id, "status": "completed", "execution": "client", "tools": []})

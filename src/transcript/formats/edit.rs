@@ -234,6 +234,44 @@ pub fn drop_result_blocks(line: &[u8], content: &[&[u8]], call_id: &str, keep_fi
     Ok(Edited::Line(splice(line, &span, &array_of(line, &elems, &keep))))
 }
 
+/// [`drop_result_blocks`] for several calls at once, in one walk of the array: `drops` gives
+/// each call id with whether its first result stays. `None` unless every call has a result
+/// block there to remove or keep (then the caller removes them one call at a time, each
+/// reporting what it could not do). The bytes are those the calls' removals one after the other
+/// give: each rebuilds the array from its kept elements, byte for byte.
+pub fn drop_result_blocks_many(line: &[u8], content: &[&[u8]], drops: &[(&str, bool)]) -> Option<Edited> {
+    let span = value_span(line, content)?;
+    let elems = elements(line, &span)?;
+    let want: std::collections::HashMap<&str, bool> = drops.iter().copied().collect();
+    if want.len() != drops.len() {
+        return None;
+    }
+    let (mut seen, mut removed) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    let keep: Vec<bool> = elems
+        .iter()
+        .map(|e| {
+            let Some(f) = block_fields(&line[e.clone()]) else { return true };
+            if f.ty.as_deref() != Some(b"tool_result") {
+                return true;
+            }
+            let Some((&id, &keep_first)) = f.tool_use_id.as_deref().and_then(|id| want.get_key_value(id)) else { return true };
+            let kept = keep_first && seen.insert(id);
+            if !kept {
+                removed.insert(id);
+            }
+            kept
+        })
+        .collect();
+    // Every call loses a block, as each removal on its own must.
+    if removed.len() != want.len() {
+        return None;
+    }
+    if !keep.iter().any(|k| *k) {
+        return Some(Edited::Gone);
+    }
+    Some(Edited::Line(splice(line, &span, &array_of(line, &elems, &keep))))
+}
+
 /// Where a message's calls sit in a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallLayout {

@@ -21,6 +21,10 @@ pub mod edit;
 pub use dataset::Dataset;
 pub use edit::{CallRef, Edited, Unable};
 
+/// What a synthetic result copies from the line it follows ([`Format::result_envelope`]).
+#[derive(Debug, Clone, Default)]
+pub struct Envelope(serde_json::Map<String, serde_json::Value>);
+
 use crate::transcript::model::Parsed;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -146,9 +150,24 @@ impl Format {
     /// the line `follows` (whose envelope it copies where the format has one). Claude Code:
     /// `parent` is the uuid the new line hangs under and `uuid` its own (empty: none).
     pub fn synthetic_result(self, follows: &[u8], call: &CallRef, text: &str, parent: Option<&str>, uuid: &str) -> Vec<u8> {
+        self.synthetic_result_in(&self.result_envelope(follows), call, text, parent, uuid)
+    }
+
+    /// What a synthetic result written after the line `follows` copies from it, read once for
+    /// every result inserted there ([`Format::synthetic_result_in`]).
+    pub fn result_envelope(self, follows: &[u8]) -> Envelope {
+        Envelope(match self {
+            Format::ClaudeCode => claude_code::envelope(follows),
+            Format::Codex => codex::envelope(follows),
+            Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => serde_json::Map::new(),
+        })
+    }
+
+    /// [`Format::synthetic_result`] with the envelope of the line it follows already read.
+    pub fn synthetic_result_in(self, env: &Envelope, call: &CallRef, text: &str, parent: Option<&str>, uuid: &str) -> Vec<u8> {
         match self {
-            Format::ClaudeCode => claude_code::synthetic_result(follows, call, text, parent, uuid),
-            Format::Codex => codex::synthetic_result(follows, call, text),
+            Format::ClaudeCode => claude_code::synthetic_result_in(&env.0, call, text, parent, uuid),
+            Format::Codex => codex::synthetic_result_in(&env.0, call, text),
             Format::OpenAiChat => chat::openai_result(call, text),
             Format::Anthropic => chat::anthropic_result(call, text),
             // Inside a dataset's conversation a result is a message of the conversation's own
@@ -167,6 +186,16 @@ impl Format {
             Format::OpenAiChat | Format::Anthropic => chat::drop_results(line, call_id, keep_first),
             // Datasets are repaired line by line by the dataset repair, never by plan edits.
             Format::Dataset(_) => Err(Unable("a dataset line is repaired by the dataset repair")),
+        }
+    }
+
+    /// [`Format::drop_results`] for several calls of one line in one walk of it (`(call id,
+    /// keep_first)` each): `None` when this format or line needs them one at a time.
+    pub fn drop_results_many(self, line: &[u8], drops: &[(&str, bool)]) -> Option<Edited> {
+        match self {
+            Format::ClaudeCode => edit::drop_result_blocks_many(line, &[b"message", b"content"], drops),
+            Format::OpenAiChat | Format::Anthropic if !chat::is_tool_line(line) => edit::drop_result_blocks_many(line, &[b"content"], drops),
+            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Dataset(_) => None,
         }
     }
 

@@ -207,6 +207,14 @@ impl Validator {
         v
     }
 
+    /// The calls of thread `t` still waiting for a result, in line order (only they are sorted:
+    /// other threads may hold many).
+    fn pending_in(&self, t: u64) -> Vec<Pending> {
+        let mut v: Vec<Pending> = self.pending.values().filter(|p| p.thread == t).cloned().collect();
+        v.sort_by(|a, b| (a.line, &a.id).cmp(&(b.line, &b.id)));
+        v
+    }
+
     /// How many calls wait for a result.
     pub fn pending_count(&self) -> usize {
         self.pending.len()
@@ -423,7 +431,7 @@ impl Validator {
             self.lane(t).answered.clear();
             return;
         }
-        let pending: Vec<Pending> = self.pending().into_iter().filter(|p| p.thread == t).cloned().collect();
+        let pending: Vec<Pending> = self.pending_in(t);
         for p in pending {
             self.pending.remove(&p.id);
             self.emit(unanswered_call(p.line, &p.id, &p.name, line).in_thread(t), p.node, out);
@@ -433,7 +441,7 @@ impl Validator {
 
     fn compaction(&mut self, line: u64, t: u64, carried: &[Call<'_>], out: &mut impl FnMut(Output)) {
         self.close_turn(t, out);
-        let pending: Vec<Pending> = self.pending().into_iter().filter(|p| p.thread == t).cloned().collect();
+        let pending: Vec<Pending> = self.pending_in(t);
         for p in &pending {
             self.pending.remove(&p.id);
         }

@@ -53,7 +53,7 @@ impl std::str::FromStr for OrphanPolicy {
 }
 
 /// One edit of the file. Lines are 1-based physical lines of the input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Edit {
     /// Remove the line; it is kept in the rejects file.
@@ -212,6 +212,89 @@ struct PendingCall {
     item: Option<String>,
 }
 
+/// The calls waiting for a result, by id, with how many each turn and each thread has: a turn
+/// without one is let go (unless current) without a walk over every pending call.
+#[derive(Debug, Default)]
+struct Calls {
+    by_id: Map<String, PendingCall>,
+    per_turn: Map<u64, u32>,
+    per_thread: Map<u64, u32>,
+    /// Turns whose last pending call went since the last prune.
+    emptied: Vec<u64>,
+}
+
+impl Calls {
+    fn get(&self, id: &str) -> Option<&PendingCall> {
+        self.by_id.get(id)
+    }
+
+    fn count(&mut self, call: &PendingCall) {
+        *self.per_turn.entry(call.turn).or_default() += 1;
+        *self.per_thread.entry(call.thread).or_default() += 1;
+    }
+
+    fn uncount(&mut self, call: &PendingCall) {
+        if let Some(n) = self.per_turn.get_mut(&call.turn) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_turn.remove(&call.turn);
+                self.emptied.push(call.turn);
+            }
+        }
+        if let Some(n) = self.per_thread.get_mut(&call.thread) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_thread.remove(&call.thread);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: &str) -> Option<PendingCall> {
+        let call = self.by_id.remove(id)?;
+        self.uncount(&call);
+        Some(call)
+    }
+
+    /// Adds a call; one with the same id already pending is replaced.
+    fn insert(&mut self, id: String, call: PendingCall) {
+        self.count(&call);
+        if let Some(old) = self.by_id.insert(id, call) {
+            self.uncount(&old);
+        }
+    }
+
+    /// Adds a call unless one with its id is pending.
+    fn insert_new(&mut self, id: &str, call: PendingCall) {
+        if !self.by_id.contains_key(id) {
+            self.count(&call);
+            self.by_id.insert(id.to_owned(), call);
+        }
+    }
+
+    /// Lets go of every call of `thread`.
+    fn forget_thread(&mut self, thread: u64) {
+        if self.per_thread.remove(&thread).is_none() {
+            return;
+        }
+        let per_turn = &mut self.per_turn;
+        self.by_id.retain(|_, c| {
+            if c.thread != thread {
+                return true;
+            }
+            per_turn.remove(&c.turn);
+            false
+        });
+    }
+
+    fn has_turn(&self, turn: u64) -> bool {
+        self.per_turn.contains_key(&turn)
+    }
+
+    fn has_thread(&self, thread: u64) -> bool {
+        self.per_thread.contains_key(&thread)
+    }
+}
+
 /// What the planner knows of one conversation thread (Claude Code; one thread elsewhere).
 #[derive(Debug, Default)]
 struct Lane {
@@ -262,7 +345,7 @@ pub struct Planner {
     policy: OrphanPolicy,
     seq: u64,
     turns: Map<u64, Turn>,
-    calls: Map<String, PendingCall>,
+    calls: Calls,
     /// The threads.
     lanes: Lanes,
     /// Idle sidechain threads are let go from this line on.
@@ -275,7 +358,7 @@ pub struct Planner {
     join_next: HashKeyed<u64>,
     merge_next: HashKeyed<u64>,
     /// Results planned away from the line being read, by call id.
-    dropped_here: Vec<String>,
+    dropped_here: Set<String>,
     /// The key of the turn `join_next` names, by thread.
     join_key_next: HashKeyed<u64>,
     /// A `consecutive_assistant` finding about this line, not decided yet: results inserted
@@ -289,8 +372,9 @@ pub struct Planner {
     /// The last line format detection looked at: an edit up to it may change what the output
     /// is detected as.
     detected_through: u64,
-    /// Turns still tracked (scratch space, kept to reuse its allocation).
-    live: Set<u64>,
+    /// Turns that stopped being current since the last prune (whether they are still needed
+    /// is decided then).
+    left: Vec<u64>,
     /// Claude Code: (line, tree node) of the lines read, while recording.
     parents: Option<Vec<(u64, Node)>>,
     plan: Plan,
@@ -318,17 +402,18 @@ impl Planner {
             other => !removed.contains(&other.line()),
         });
         self.plan.edits.sort_by_key(|e| (e.line(), matches!(e, Edit::Insert { .. })));
-        // The same edit planned twice (two findings of one kind on one line) is one edit.
-        let edits = std::mem::take(&mut self.plan.edits);
-        let mut group = 0;
-        for e in edits {
-            if self.plan.edits.get(group).is_some_and(|g| g.line() != e.line()) {
-                group = self.plan.edits.len();
+        // The same edit planned twice (two findings of one kind on one line) is one edit: the
+        // first of each is kept, looked up in a set of its line's edits (a line can have as many
+        // edits as calls).
+        let mut group: Set<Edit> = Set::default();
+        let mut line = None;
+        self.plan.edits.retain(|e| {
+            if line != Some(e.line()) {
+                line = Some(e.line());
+                group.clear();
             }
-            if !self.plan.edits[group..].contains(&e) {
-                self.plan.edits.push(e);
-            }
-        }
+            group.insert(e.clone())
+        });
         self.plan
     }
 
@@ -363,12 +448,18 @@ impl Planner {
     }
 
     /// Keeps the turns that can still be edited: those with calls pending and each thread's
-    /// current turn.
+    /// current turn. Only a turn that stopped being current or lost its last pending call since
+    /// the last prune can have become one to let go: those are looked at, not every turn.
     fn prune_turns(&mut self) {
-        self.live.clear();
-        self.live.extend(self.calls.values().map(|c| c.turn));
-        let live = &self.live;
-        self.turns.retain(|seq, t| t.current || live.contains(seq));
+        let emptied = std::mem::take(&mut self.calls.emptied);
+        for seq in emptied.iter().chain(self.left.iter()) {
+            if self.turns.get(seq).is_some_and(|t| !t.current) && !self.calls.has_turn(*seq) {
+                self.turns.remove(seq);
+            }
+        }
+        self.left.clear();
+        self.calls.emptied = emptied;
+        self.calls.emptied.clear();
     }
 
     /// Makes `seq` (or no turn) the current turn of `thread`.
@@ -376,6 +467,7 @@ impl Planner {
         let old = std::mem::replace(&mut self.lane(thread).current, seq);
         if let Some(t) = old.and_then(|o| self.turns.get_mut(&o)) {
             t.current = false;
+            self.left.extend(old);
         }
         if let Some(t) = seq.and_then(|s| self.turns.get_mut(&s)) {
             t.current = true;
@@ -385,9 +477,9 @@ impl Planner {
     /// Lets go of sidechain threads idle for twice as long as the validator keeps them (so
     /// every finding about one arrives while it is known), with no call pending.
     fn sweep(&mut self, line: u64) {
-        let busy: Set<u64> = self.calls.values().map(|c| c.thread).collect();
         let horizon = self.horizon.max(1);
-        let idle: Vec<u64> = self.lanes.side.iter().filter(|(t, l)| l.last + 2 * horizon < line && !busy.contains(t)).map(|(t, _)| *t).collect();
+        let calls = &self.calls;
+        let idle: Vec<u64> = self.lanes.side.iter().filter(|(t, l)| l.last + 2 * horizon < line && !calls.has_thread(**t)).map(|(t, _)| *t).collect();
         for t in &idle {
             self.set_current(*t, None);
             self.lanes.side.remove(t);
@@ -444,7 +536,7 @@ impl Planner {
                 // The line's own results are recorded after its findings: a duplicate of a
                 // call no earlier line answered has its first result in this very line.
                 let keep_first = f.kind == Kind::DuplicateResult && self.lane(f.thread).answered_at.get(id).is_none_or(|&l| l == f.line);
-                self.dropped_here.push(id.to_owned());
+                self.dropped_here.insert(id.to_owned());
                 self.edit(Edit::DropResults { line: f.line, call_id: id.to_owned(), keep_first, reason: f.kind });
             }
             Kind::ConsecutiveAssistant => {
@@ -569,7 +661,7 @@ impl Planner {
             }
             turn.invalid_call |= c.args != Args::Object;
             let call = PendingCall { turn: seq, thread, args_ok: c.args == Args::Object, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
-            self.calls.entry(c.id.to_string()).or_insert(call);
+            self.calls.insert_new(c.id.as_ref(), call);
         }
         if let Some(like) = join {
             self.edit(Edit::JoinTurn { line, like, reason: Kind::ConsecutiveAssistant });
@@ -589,7 +681,7 @@ impl Planner {
             self.lane(thread).answered_at.insert(r.id.to_string(), line);
         }
         // A line whose every result is planned away, and nothing else, disappears.
-        let gone = !m.results.is_empty() && !m.prompt && m.results.iter().all(|r| self.dropped_here.iter().any(|d| d == r.id.as_ref()));
+        let gone = !m.results.is_empty() && !m.prompt && m.results.iter().all(|r| self.dropped_here.contains(r.id.as_ref()));
         let codex_prompt = self.format.is_some_and(Format::prompt_ends_turn) && m.prompt;
         if gone {
             if self.lane(thread).prev_kept == Some(Role::Assistant) {
@@ -628,7 +720,7 @@ impl Planner {
             }
             Entry::Compaction { carried } => {
                 // The thread starts afresh; other threads go on.
-                self.calls.retain(|_, c| c.thread != thread);
+                self.calls.forget_thread(thread);
                 self.turns.retain(|_, t| t.thread != thread);
                 let lane = self.lane(thread);
                 lane.current = None;

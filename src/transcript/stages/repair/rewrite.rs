@@ -928,13 +928,9 @@ impl Rewriter {
             edits.truncate(1);
         }
         // The same edit twice (two findings of one kind on one line) is made once.
-        let mut i = 0;
-        while i < edits.len() {
-            if edits[..i].contains(&edits[i]) {
-                edits.remove(i);
-            } else {
-                i += 1;
-            }
+        if edits.len() > 1 {
+            let mut seen: Set<Edit> = Set::default();
+            edits.retain(|e| seen.insert(e.clone()));
         }
         let claude = self.format.uuid_tree();
         let mut bytes: Cow<'_, [u8]> = Cow::Borrowed(content);
@@ -951,6 +947,21 @@ impl Rewriter {
             self.message_ids.insert(n, synth::message_id(content));
         }
         let mut merge = None;
+        if edits.len() > 1 && edits.iter().all(|e| matches!(e, Edit::DropResults { .. })) {
+            // Many results of one line removed (as many as the line has blocks): in one walk of
+            // the line and one reading of it, when that gives what the removals one at a time
+            // would; otherwise one at a time, below.
+            if let Some(done) = self.drop_many(&bytes, &edits) {
+                match done {
+                    Edited::Line(b) => {
+                        bytes = Cow::Owned(b);
+                        modified = Some(edits.last().map(Edit::reason));
+                    }
+                    Edited::Gone => removed = edits.last().map(Edit::reason),
+                }
+                edits.clear();
+            }
+        }
         for e in &edits {
             let edited = match e {
                 Edit::Remove { reason, .. } => {
@@ -1064,6 +1075,45 @@ impl Rewriter {
         self.insert_after(n, &bytes, removed.is_some(), own_uuid, own_parent, term, out);
     }
 
+    /// The line with every `DropResults` of `edits` made in one walk, when each would have been
+    /// made one after the other (each call had results there, and the line read afterwards has
+    /// the results each edit leaves); `None` otherwise.
+    fn drop_many(&self, line: &[u8], edits: &[Edit]) -> Option<Edited> {
+        let drops: Vec<(&str, bool)> = edits
+            .iter()
+            .filter_map(|e| match e {
+                Edit::DropResults { call_id, keep_first, .. } => Some((call_id.as_str(), *keep_first)),
+                _ => None,
+            })
+            .collect();
+        match self.format.drop_results_many(line, &drops)? {
+            Edited::Line(b) => self.reads_as_dropped(&b, &drops).then_some(Edited::Line(b)),
+            // The last removal leaves nothing: the ones before it must each have done their
+            // part (no reading of the line is left to check the last).
+            Edited::Gone => {
+                let before = &drops[..drops.len() - 1];
+                match self.format.drop_results_many(line, before)? {
+                    Edited::Line(b) if self.reads_as_dropped(&b, before) => Some(Edited::Gone),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// Whether `line` is within the limit and reads with the results each of `drops` leaves of
+    /// its call (its first one, or none).
+    fn reads_as_dropped(&self, line: &[u8], drops: &[(&str, bool)]) -> bool {
+        if line.strip_suffix(b"\r").unwrap_or(line).len() > self.max {
+            return false;
+        }
+        let Ok(Entry::Message(m)) = self.format.parse(line).map(|p| p.entry) else { return false };
+        let mut left: Map<&str, usize> = Map::default();
+        for r in &m.results {
+            *left.entry(r.id.as_ref()).or_default() += 1;
+        }
+        drops.iter().all(|(id, keep_first)| left.get(id).copied().unwrap_or(0) == usize::from(*keep_first))
+    }
+
     /// An edited line, if the adapter reads it as a message with the edit's effect (`ok`).
     fn checked(&self, e: Edited, ok: impl Fn(&Message<'_>) -> bool) -> Result<Edited, Unable> {
         let Edited::Line(b) = e else { return Ok(e) };
@@ -1128,13 +1178,14 @@ impl Rewriter {
         // beside it, under its parent: they are read in the thread of the call they answer.
         let uuidless = own_uuid.is_none();
         let mut parent = if follows_removed || uuidless { own_parent } else { own_uuid.clone() };
+        // The line followed is read and hashed once, however many results follow it.
+        let env = self.format.result_envelope(follows);
+        let seed = (!uuidless).then(|| synth::UuidSeed::new(follows));
         for e in inserts {
             let Edit::Insert { call_id, tool, item, text, .. } = e else { continue };
             let call = CallRef { id: call_id, tool, item };
-            let mut seed = follows.to_vec();
-            seed.extend_from_slice(call.id.as_bytes());
-            let uuid = if uuidless { String::new() } else { synth::derived_uuid(&seed) };
-            let line = synth::synthetic_result(self.format, follows, &call, text, parent.as_deref(), &uuid);
+            let uuid = seed.as_ref().map_or_else(String::new, |s| s.uuid(&call.id));
+            let line = self.format.synthetic_result_in(&env, &call, text.text(), parent.as_deref(), &uuid);
             self.put(&[&line, term], Source::Inserted { after: n }, out);
             self.log.stats.inserted += 1;
             if !uuidless {

@@ -23,7 +23,7 @@ pub const NOT_EXECUTED_DUE_TO_INVALID_PEER: &str =
 pub const INTERRUPTED: &str = "Tool call was interrupted and did not complete; its effects, if any, are unknown. (Result inserted by transcriptd repair.)";
 
 /// Which synthetic text a result gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultText {
     /// [`NOT_EXECUTED`].
@@ -47,7 +47,10 @@ impl ResultText {
 
 /// A uuid derived from `seed` bytes (version-4 layout, deterministic).
 pub fn derived_uuid(seed: &[u8]) -> String {
-    let a = xxhash_rust::xxh3::xxh3_128(seed);
+    uuid_of(xxhash_rust::xxh3::xxh3_128(seed))
+}
+
+fn uuid_of(a: u128) -> String {
     let b = a.to_be_bytes();
     format!(
         "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-4{:01x}{:02x}-{:01x}{:01x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
@@ -69,6 +72,27 @@ pub fn derived_uuid(seed: &[u8]) -> String {
         b[14],
         b[15]
     )
+}
+
+/// The uuid [`derived_uuid`] gives for `follows` followed by each call id, with `follows`
+/// hashed once however many results are inserted after it.
+#[derive(Clone)]
+pub struct UuidSeed(xxhash_rust::xxh3::Xxh3Default);
+
+impl UuidSeed {
+    /// The seed of the results inserted after the line `follows`.
+    pub fn new(follows: &[u8]) -> Self {
+        let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+        h.update(follows);
+        UuidSeed(h)
+    }
+
+    /// `derived_uuid(follows + call_id)`.
+    pub fn uuid(&self, call_id: &str) -> String {
+        let mut h = self.0.clone();
+        h.update(call_id.as_bytes());
+        uuid_of(h.digest128())
+    }
 }
 
 /// A synthetic error result for `call`, in `format`, to be written after the line `follows`
@@ -245,6 +269,17 @@ mod tests {
                 .unwrap();
         let v: Value = serde_json::from_slice(&m).unwrap();
         assert_eq!(v["content"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_seed_hashed_once_gives_the_uuids_of_the_whole_seed() {
+        for len in [0usize, 1, 15, 16, 17, 128, 129, 240, 241, 255, 256, 1023, 1024, 1025, 5000] {
+            let follows: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let seed = UuidSeed::new(&follows);
+            for id in ["", "t", "toolu_01ABCDEFGHIJKLMNOPQRSTUV"] {
+                assert_eq!(seed.uuid(id), derived_uuid(&[&follows[..], id.as_bytes()].concat()), "{len} bytes, id {id:?}");
+            }
+        }
     }
 
     #[test]
