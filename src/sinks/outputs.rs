@@ -208,6 +208,9 @@ impl FileSink {
             std::fs::create_dir_all(d)?;
         }
         let f = OpenOptions::new().create(true).append(true).open(path)?;
+        // The checkpoint that names this file (its device and inode) must not outlive its
+        // name: the directory entry is made durable before any checkpoint is written.
+        super::atomic::sync_dir(super::atomic::parent_dir(path))?;
         Ok(FileSink { path: path.to_path_buf(), max_bytes, keep, out: BufWriter::with_capacity(256 << 10, f) })
     }
 
@@ -273,6 +276,10 @@ impl FileSink {
         std::fs::rename(&self.path, self.rotated(1))?;
         let f = OpenOptions::new().create(true).append(true).open(&self.path)?;
         self.out = BufWriter::with_capacity(256 << 10, f);
+        // The next checkpoint names the new file: the renames and its creation are made durable
+        // first, or a power loss could leave a checkpoint naming a file whose entry was lost
+        // (ext4 orders no rename before a later fsync of another file).
+        super::atomic::sync_dir(super::atomic::parent_dir(&self.path))?;
         Ok(true)
     }
 }

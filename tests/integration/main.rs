@@ -19,6 +19,7 @@ mod generated;
 mod harness;
 mod http_sink;
 mod invariants;
+mod machine_faults;
 mod mutate;
 mod mutation;
 mod orphans;
