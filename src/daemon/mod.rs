@@ -779,6 +779,7 @@ impl Daemon {
         let Some(t) = self.files.get_mut(&p) else { return Ok(()) };
         let mut records = Vec::new();
         let was_open = t.is_open();
+        let id_before = t.id();
         let Some(polled) = t.finish_poll(gen, outcome, &mut records) else { return Ok(()) };
         self.dirty = true;
         if !was_open && t.is_open() {
@@ -797,6 +798,13 @@ impl Daemon {
         match polled {
             Ok((state, _)) => {
                 if let Some(id) = id {
+                    if let Some(before) = id_before.filter(|b| *b != id) {
+                        // The same file under another device number (a remount).
+                        info!(file = %p.display(), from_dev = before.0, to_dev = id.0, "the file's device number changed (a remount?): same inode and content, read on where it was");
+                        if self.by_id.get(&before) == Some(&p) {
+                            self.by_id.remove(&before);
+                        }
+                    }
                     self.by_id.insert(id, p.clone());
                 }
                 if let Some(r) = self.retry.remove(&p) {

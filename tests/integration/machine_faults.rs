@@ -7,10 +7,9 @@
 //! the mount is refused, unless `TRANSCRIPTD_REQUIRE_MOUNT` is set; the directory-sync test
 //! needs `strace` (`TRANSCRIPTD_REQUIRE_STRACE`).
 
-use super::harness::{fold, http_get, listening_port, read_records, result_line, wait, Daemon, Key};
+use super::harness::{http_get, listening_port, read_records, result_line, wait, Daemon};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -285,12 +284,150 @@ fn the_file_sink_directory_is_synced_before_a_checkpoint_names_a_new_file() {
     let _ = &mut d;
 }
 
-#[allow(dead_code)]
-fn keys_of(records: &[Value]) -> BTreeMap<Key, usize> {
-    fold(records)
+/// A small tmpfs mounted (as root) on a directory of its own; detached when dropped. `None`,
+/// after saying why, when the mount is refused (not root, no `mount`, a container without
+/// CAP_SYS_ADMIN); that fails instead when `TRANSCRIPTD_REQUIRE_MOUNT` is set.
+struct Tmpfs {
+    dir: PathBuf,
 }
 
-#[allow(dead_code)]
-fn ino(p: &Path) -> u64 {
-    std::fs::metadata(p).unwrap().ino()
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).output();
+        let why = match out {
+            Ok(o) if o.status.success() => return Some(Tmpfs { dir: dir.to_path_buf() }),
+            Ok(o) => format!("cannot mount a tmpfs: {}", String::from_utf8_lossy(&o.stderr).trim()),
+            Err(e) => format!("cannot run mount: {e}"),
+        };
+        assert!(std::env::var_os("TRANSCRIPTD_REQUIRE_MOUNT").is_none(), "{why}");
+        eprintln!("skipped: {why}");
+        None
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// Writes zeros to `path` until the filesystem is full.
+fn fill(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let block = vec![0u8; 4096];
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+            Err(e) => panic!("filling {}: {e}", path.display()),
+        }
+    }
+}
+
+/// Issue 29.1: the file sink's disk fills up. The daemon stays up, pauses reading, says so on
+/// `/health` (`sink paused: file:...`) and in `transcriptd_sink_paused{sink="file"}`, tries
+/// again, and once there is space writes every record once, none torn. (Before the fix it
+/// exited 2, "No space left on device", leaving a torn last record.)
+#[test]
+fn a_full_disk_under_the_file_sink_pauses_and_loses_nothing() {
+    let mut d = Daemon::prepare(Default::default());
+    let Some(fs) = Tmpfs::mount(&d.root.path().join("sink"), "256k") else { return };
+    let text = std::fs::read_to_string(d.config_path()).unwrap() + &format!("[[sinks]]\ntype = \"file\"\npath = \"{}/f.jsonl\"\n", fs.dir.display());
+    std::fs::write(d.config_path(), text).unwrap();
+    d.start();
+    let sink = fs.dir.join("f.jsonl");
+    let f = d.watch_dir().join("a.jsonl");
+    std::fs::write(&f, format!("{{\"role\":\"user\",\"content\":\"q\"}}\n{}", result_lines(0..5))).unwrap();
+    let first: BTreeMap<u64, usize> = (2..7).map(|l| (l, 1)).collect();
+    assert!(wait(Duration::from_secs(10), || orphan_results(&read_records(&sink), "a.jsonl") == first), "{}", d.log());
+    fill(&fs.dir.join("filler"));
+    super::harness::append(&f, result_lines(5..400));
+    let paused = wait(Duration::from_secs(15), || d.health().is_some_and(|(s, b)| s == 503 && b.contains("sink paused: file:") && b.contains("No space left")));
+    assert!(paused, "/health says the sink is paused: {:?}\n{}", d.health(), d.log());
+    assert_eq!(d.metric("transcriptd_sink_paused{sink=\"file\"}"), Some(1.0));
+    assert!(d.running(), "the daemon stays up: {}", d.log());
+    // Nothing is torn meanwhile: the file holds whole records.
+    let bytes = std::fs::read(&sink).unwrap();
+    assert!(bytes.is_empty() || bytes.ends_with(b"\n"), "a torn record in the sink while it is full");
+    // Still paused a while later (it retries), then space comes back.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(d.running() && d.health().is_some_and(|(s, _)| s == 503), "{}", d.log());
+    std::fs::remove_file(fs.dir.join("filler")).unwrap();
+    let want: BTreeMap<u64, usize> = (2..402).map(|l| (l, 1)).collect();
+    let mut got = BTreeMap::new();
+    wait(Duration::from_secs(20), || {
+        got = orphan_results(&read_records(&sink), "a.jsonl");
+        got == want
+    });
+    assert_eq!(got.len(), want.len(), "every finding reached the file sink; log:\n{}", d.log());
+    assert_eq!(got, want, "every finding once");
+    assert!(wait(Duration::from_secs(10), || d.health().is_some_and(|(s, _)| s == 200)), "healthy again: {:?}", d.health());
+    assert_eq!(d.metric("transcriptd_sink_paused{sink=\"file\"}"), Some(0.0));
+    let text = std::fs::read_to_string(&sink).unwrap();
+    assert!(text.ends_with('\n') && text.lines().all(|l| serde_json::from_str::<Value>(l).is_ok()), "every record whole");
+    assert!(d.log().contains("disk is full") && d.log().contains("space again"), "{}", d.log());
+    assert_eq!(d.stop(), Some(0));
+}
+
+/// Issue 29.3: a remount that gives the filesystem another device number (NFS, btrfs
+/// subvolumes, device-mapper across a reboot) keeps inode numbers and content. Simulated the
+/// only way a test can give one file two device numbers: the checkpoint of a stopped daemon is
+/// edited to another `dev` for every file and for the file sink, as it would read after such
+/// a remount. "Same file" is then the same inode holding the content the checkpoint describes
+/// (first bytes and fingerprint for a transcript; the last KiB before the checkpointed length
+/// for the file sink). Before the fix every transcript was new again (every finding reported
+/// twice) and the file sink was not cut back to its checkpoint (a record written after it
+/// stayed, to appear twice).
+#[test]
+fn a_new_device_number_with_the_same_inode_and_content_is_the_same_file() {
+    let mut d = Daemon::prepare(Default::default());
+    let sink_dir = d.root.path().join("sink");
+    let text = std::fs::read_to_string(d.config_path()).unwrap() + &format!("[[sinks]]\ntype = \"file\"\npath = \"{}/f.jsonl\"\n", sink_dir.display());
+    std::fs::write(d.config_path(), text).unwrap();
+    d.start();
+    let f = d.watch_dir().join("a.jsonl");
+    std::fs::write(&f, format!("{{\"role\":\"user\",\"content\":\"q\"}}\n{}", result_lines(0..10))).unwrap();
+    let first: BTreeMap<u64, usize> = (2..12).map(|l| (l, 1)).collect();
+    assert!(wait(Duration::from_secs(10), || orphan_results(&d.records(), "a.jsonl") == first), "{}", d.log());
+    assert_eq!(d.stop(), Some(0));
+    // The remount, as the checkpoint sees it.
+    let cp_path = d.state_dir().join("checkpoints.json");
+    let mut cp: Value = serde_json::from_str(&std::fs::read_to_string(&cp_path).unwrap()).unwrap();
+    let mut moved = 0;
+    for file in cp["files"].as_array_mut().unwrap() {
+        file["dev"] = (file["dev"].as_u64().unwrap() + 0x1_0000).into();
+        moved += 1;
+    }
+    for (key, pos) in cp["sinks"].as_object_mut().unwrap() {
+        if key.starts_with("file:") {
+            pos["dev"] = (pos["dev"].as_u64().unwrap() + 0x1_0000).into();
+            moved += 1;
+        }
+    }
+    assert_eq!(moved, 2, "{cp}");
+    std::fs::write(&cp_path, serde_json::to_vec(&cp).unwrap()).unwrap();
+    // A record the daemon wrote after its last checkpoint before a crash: cut at the restart.
+    let sink = sink_dir.join("f.jsonl");
+    let late = "{\"type\":\"finding\",\"time\":\"2026-01-01T00:00:00Z\",\"file\":\"/late\",\"line\":1,\"kind\":\"orphan_result\",\"severity\":\"error\",\"message\":\"written after the checkpoint\"}\n";
+    super::harness::append(&sink, late);
+    super::harness::append(&f, result_lines(10..20));
+    d.start();
+    let want: BTreeMap<u64, usize> = (2..22).map(|l| (l, 1)).collect();
+    let mut got = BTreeMap::new();
+    wait(Duration::from_secs(10), || {
+        got = orphan_results(&d.records(), "a.jsonl");
+        got.len() >= want.len()
+    });
+    // A moment more for duplicates to show.
+    std::thread::sleep(Duration::from_millis(500));
+    got = orphan_results(&d.records(), "a.jsonl");
+    assert_eq!(got, want, "each finding once across the renumbering; log:\n{}", d.log());
+    assert!(d.log().contains("device number changed"), "{}", d.log());
+    let in_sink = orphan_results(&read_records(&sink), "a.jsonl");
+    assert!(wait(Duration::from_secs(5), || orphan_results(&read_records(&sink), "a.jsonl") == want), "file sink: {in_sink:?}");
+    assert!(!std::fs::read_to_string(&sink).unwrap().contains("written after the checkpoint"), "the file sink is cut back to its checkpoint");
+    assert_eq!(d.stop(), Some(0));
 }
