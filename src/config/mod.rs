@@ -896,7 +896,74 @@ impl Config {
             return (None, problems);
         }
         let max_line_bytes = max_line_bytes.expect("no problem: the size parsed");
-        (Some(Resolved { config: self, max_line_bytes, formats, repair_orphans, metrics_addr: metrics.as_ref().map(|m| m.addr), metrics }), problems)
+        let mut config = self;
+        config.make_absolute();
+        let mut metrics = metrics;
+        if let Some(t) = metrics.as_mut().and_then(|m| m.token_file.as_mut()) {
+            *t = std::path::absolute(&*t).unwrap_or_else(|_| t.clone());
+        }
+        (Some(Resolved { config, max_line_bytes, formats, repair_orphans, metrics_addr: metrics.as_ref().map(|m| m.addr), metrics }), problems)
+    }
+
+    /// Every path the daemon keeps made absolute against the current directory, as it is at
+    /// start (the state directory, the sources' patterns, the file sink, the repaired files'
+    /// directory, a tool registry): a relative pattern would otherwise give the files found by
+    /// walking its root relative names and the files named by inotify absolute ones, two
+    /// entries for one file (whose appends were then never read), and relative names in the
+    /// checkpoint. A pattern that starts with a glob (`**/*.rejects.jsonl`) matches anywhere and
+    /// is left as it is.
+    fn make_absolute(&mut self) {
+        let Ok(cwd) = std::env::current_dir() else { return };
+        let abs = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = std::path::absolute(&*p).unwrap_or_else(|_| cwd.join(&*p));
+            }
+        };
+        abs(&mut self.daemon.state_dir);
+        for st in &mut self.stages {
+            if let StageConfig::Orphans { registry: Some(r), .. } = st {
+                abs(r);
+            }
+        }
+        for s in &mut self.sinks {
+            match s {
+                SinkConfig::File { path, .. } => abs(path),
+                SinkConfig::RepairedFiles { dir } => abs(dir),
+                SinkConfig::Prometheus { token_file: Some(t), .. } => abs(t),
+                SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => {}
+            }
+        }
+        let mut escaped = String::new();
+        for c in cwd.to_string_lossy().chars() {
+            if "*?[]{}\\".contains(c) {
+                escaped.push('\\');
+            }
+            escaped.push(c);
+        }
+        // `include` patterns name where files are (their root is watched): always under the
+        // current directory when relative. An `exclude` pattern that starts with a glob matches
+        // anywhere.
+        let pattern = |p: &mut String, rooted: bool| {
+            if p.starts_with('/') || p.starts_with("~/") || p == "~" {
+                return;
+            }
+            let explicit = p.starts_with("./") || p == ".";
+            let mut rest = p.as_str();
+            while let Some(r) = rest.strip_prefix("./") {
+                rest = r.trim_start_matches('/');
+            }
+            if rest == "." {
+                rest = "";
+            }
+            if !rooted && !explicit && rest.split('/').next().unwrap_or("").contains(['*', '?', '[', '{']) {
+                return;
+            }
+            *p = if rest.is_empty() { escaped.clone() } else { format!("{}/{rest}", escaped.trim_end_matches('/')) };
+        };
+        for src in &mut self.sources {
+            src.include.iter_mut().for_each(|p| pattern(p, true));
+            src.exclude.iter_mut().for_each(|p| pattern(p, false));
+        }
     }
 
     /// The configuration of `transcriptd run` without a file: watch `dirs` for `*.jsonl`,

@@ -156,7 +156,7 @@ mod tests {
                 announced: true,
                 owed: vec!["repair".to_owned()],
             }],
-            sinks: [("file:/o.jsonl".to_owned(), Position { dev: 1, ino: 9, len: 10, exclusive: true })].into(),
+            sinks: [("file:/o.jsonl".to_owned(), Position { dev: 1, ino: 9, len: 10, exclusive: true, tail_hash: Some(7) })].into(),
             stdout: None,
             file_sink: None,
         };

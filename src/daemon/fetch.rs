@@ -160,24 +160,31 @@ pub fn fetch(req: Request) -> io::Result<Outcome> {
         Err(e) => return Err(e),
     };
     let id = open::id(&meta);
-    if open::check(&meta).is_err() || req.id.is_some_and(|old| old != id) {
+    // A remount can give a filesystem another device number (NFS, btrfs subvolumes,
+    // device-mapper, across a reboot) and keep its inode numbers: the same inode number on
+    // another device, holding the content read so far (first bytes and fingerprint, checked
+    // below whatever the size), is the same file.
+    let renumbered = req.id.is_some_and(|old| old.0 != id.0 && old.1 == id.1);
+    if open::check(&meta).is_err() || (req.id.is_some_and(|old| old != id) && !renumbered) {
         // Rotated, recreated, or replaced by something that is not a regular file.
         return Ok(Outcome::Replaced(left(&req)));
     }
     let file = match &req.file {
-        Some(f) => f.clone(),
-        None => match open::open_regular(&req.path)? {
+        Some(f) if !renumbered => f.clone(),
+        _ => match open::open_regular(&req.path)? {
             Ok((f, m)) if open::id(&m) == id => Arc::new(f),
             _ => return Ok(Outcome::Replaced(Left::default())),
         },
     };
     let size = meta.len();
     let mtime = (meta.mtime(), meta.mtime_nsec());
-    let changed = req.last.is_none_or(|(s, m)| s != size || m != mtime);
+    let changed = req.last.is_none_or(|(s, m)| s != size || m != mtime) || renumbered;
     let mut checked = Vec::new();
     if changed {
         match content_holds(&file, &req.check, size)? {
             Some(bytes) => checked = bytes,
+            // Another file on the other device: not this one.
+            None if renumbered => return Ok(Outcome::Replaced(left(&req))),
             None => {
                 return Ok(Outcome::Found(Found { file, id, size, mtime, modified: meta.modified().ok(), changed, rewritten: true, data: None }));
             }

@@ -7,6 +7,8 @@
 //!   nobody reads), a read that blocks;
 //! - **checkpoints fail**: the last checkpoint write failed (it is retried every
 //!   `checkpoint_interval` until one succeeds);
+//! - a **sink is paused**: its output takes no records (the file sink's disk is full); the loop
+//!   waits for it, so reading pauses, and goes on once it takes them (nothing is lost);
 //! - **reading fails** for want of resources: some file could not be opened or read because
 //!   descriptors or memory ran out, or with an IO error (the file is retried until it can be
 //!   read: no line is lost). A file the daemon may not read (permissions) is logged, not
@@ -92,7 +94,12 @@ impl Health {
         }
         let since = self.busy_since.load(Ordering::Relaxed);
         let stall = self.stall_after_ms.load(Ordering::Relaxed);
-        if since > 0 {
+        let paused = crate::sinks::paused();
+        for (sink, why) in &paused {
+            reasons.push(format!("sink paused: {sink}: its output takes no records ({why}); reading waits and resumes once it does, nothing is lost"));
+        }
+        // A step waiting for a paused sink is not stuck: that is said above.
+        if since > 0 && paused.is_empty() {
             let busy = self.now_ms().saturating_sub(since);
             if busy > stall {
                 reasons.push(format!("stuck: one step of the loop has run for {:.1}s (stall_timeout {:.1}s)", busy as f64 / 1e3, stall as f64 / 1e3));

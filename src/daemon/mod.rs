@@ -25,6 +25,7 @@ pub mod fds;
 pub mod fetch;
 pub mod health;
 pub mod http;
+pub mod lock;
 pub mod open;
 pub mod scan;
 pub mod tail;
@@ -242,7 +243,9 @@ pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
     compile(cfg)?;
     let state = &cfg.config.daemon.state_dir;
     std::fs::create_dir_all(state).with_context(|| format!("creating state directory {}", state.display()))?;
-    tempfile::NamedTempFile::new_in(state).with_context(|| format!("state directory {} is not writable", state.display()))?;
+    // Unnamed where the filesystem can (a named one is removed at once): a crash here leaves
+    // nothing.
+    tempfile::tempfile_in(state).with_context(|| format!("state directory {} is not writable", state.display()))?;
     checkpoint::load(state)?;
     for s in &cfg.config.sinks {
         match s {
@@ -324,6 +327,23 @@ struct Daemon {
     /// Those who watch: `/tap` clients get each step's records after the sinks, `/stats`
     /// readers a snapshot of the files (see [`tap`]).
     tap: Arc<tap::Tap>,
+    /// The state directory's lock, held while the daemon runs.
+    _lock: lock::StateLock,
+}
+
+/// Removes the temporary files a stopped write left in the state directory and its
+/// directories (the http spools', the repair journals'): the lock is held, so none is being
+/// written ([`crate::sinks::atomic::sweep`]).
+fn sweep_state_dir(state_dir: &Path) {
+    let mut dirs = vec![state_dir.to_path_buf()];
+    if let Ok(rd) = std::fs::read_dir(state_dir) {
+        dirs.extend(rd.filter_map(Result::ok).filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
+    }
+    for d in dirs {
+        if let Err(e) = crate::sinks::atomic::sweep(&d, None, true) {
+            debug!(dir = %d.display(), error = %e, "cannot look for stale temporary files");
+        }
+    }
 }
 
 /// A daemon built and ready to run.
@@ -340,8 +360,12 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
     t::install();
     let stages = Stages::from(&cfg)?;
     let sources = compile(&cfg)?;
-    std::fs::create_dir_all(&cfg.config.daemon.state_dir).with_context(|| format!("creating state directory {}", cfg.config.daemon.state_dir.display()))?;
-    let cp = checkpoint::load(&cfg.config.daemon.state_dir)?;
+    let state_dir = &cfg.config.daemon.state_dir;
+    std::fs::create_dir_all(state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;
+    // One daemon per state directory; then what a crash of the last one left is taken away.
+    let lock = lock::acquire(state_dir)?;
+    sweep_state_dir(state_dir);
+    let cp = checkpoint::load(state_dir)?;
     let sinks = Sinks::open(&cfg, &cp, &stages.registry).await?;
     let budget = fds::budget(fds::limit(), cfg.config.daemon.max_open_files, cfg.metrics.as_ref().map_or(0, |m| m.max_connections + m.tap_clients));
     if budget.files < cfg.config.daemon.max_open_files {
@@ -390,6 +414,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
         health,
         tap,
         cfg,
+        _lock: lock,
     };
     d.restore(&cp);
     d.watch.ensure_roots();
@@ -754,6 +779,7 @@ impl Daemon {
         let Some(t) = self.files.get_mut(&p) else { return Ok(()) };
         let mut records = Vec::new();
         let was_open = t.is_open();
+        let id_before = t.id();
         let Some(polled) = t.finish_poll(gen, outcome, &mut records) else { return Ok(()) };
         self.dirty = true;
         if !was_open && t.is_open() {
@@ -772,6 +798,13 @@ impl Daemon {
         match polled {
             Ok((state, _)) => {
                 if let Some(id) = id {
+                    if let Some(before) = id_before.filter(|b| *b != id) {
+                        // The same file under another device number (a remount).
+                        info!(file = %p.display(), from_dev = before.0, to_dev = id.0, "the file's device number changed (a remount?): same inode and content, read on where it was");
+                        if self.by_id.get(&before) == Some(&p) {
+                            self.by_id.remove(&before);
+                        }
+                    }
                     self.by_id.insert(id, p.clone());
                 }
                 if let Some(r) = self.retry.remove(&p) {

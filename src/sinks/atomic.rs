@@ -60,8 +60,10 @@ impl Keep {
 /// On Linux it is an unnamed file (`O_TMPFILE`) in `dest`'s directory: a crash or `kill -9`
 /// while it is written leaves nothing at all. [`AtomicFile::commit`] links it under a temporary
 /// name and renames that over `dest` (two system calls: the only moment a crash leaves a
-/// `.<name>.*.tmp` file, complete and synced). Where unnamed files are not supported it is a
-/// named temporary file from the start.
+/// `.<name>.transcriptd-<pid>-*.tmp` file, complete and synced). Where unnamed files are not
+/// supported (FUSE, NFS) it is a named temporary file from the start, which a crash while it is
+/// written leaves behind, partial; the next atomic write of `dest` in any process removes the
+/// ones whose writer is gone ([`sweep`]), and the daemon sweeps its state directory at start.
 #[derive(Debug)]
 pub struct AtomicFile {
     file: BufWriter<File>,
@@ -78,6 +80,7 @@ impl AtomicFile {
     /// before it takes `dest`'s place.
     pub fn create(dest: &Path, keep: Option<Keep>) -> io::Result<Self> {
         let dir = parent_dir(dest);
+        sweep_once(dest);
         let (file, named) = match unnamed_in(dir) {
             Ok(f) => (f, None),
             Err(_) => {
@@ -179,8 +182,91 @@ impl Write for AtomicFile {
     }
 }
 
+/// What marks a temporary name as the project's: `.<name>.transcriptd-<pid>-<random>.tmp`.
+const TEMP_MARK: &str = ".transcriptd-";
+
+/// The start of a temporary name beside `dest`: `.<name>.transcriptd-<pid>-` (a random part
+/// and `.tmp` follow). The pid tells a temporary file whose writer died (a crash, `kill -9`
+/// while it was written) from one being written: see [`sweep`].
 fn temp_prefix(dest: &Path) -> String {
-    format!(".{}.", dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+    format!(".{}{TEMP_MARK}{}-", dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), std::process::id())
+}
+
+/// A temporary file name of the project's: the name of the file it was to replace and the pid
+/// of its writer. `legacy` also takes the names of builds before the pid was in them
+/// (`.<name>.<6 or more letters and digits>.tmp`), which say nothing of their writer.
+fn temp_name_parts(file_name: &str, legacy: bool) -> Option<(&str, Option<u32>)> {
+    let inner = file_name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    if let Some(at) = inner.rfind(TEMP_MARK) {
+        let (name, rest) = (&inner[..at], &inner[at + TEMP_MARK.len()..]);
+        let (pid, random) = rest.split_once('-')?;
+        if !name.is_empty() && !random.is_empty() && random.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Some((name, Some(pid.parse().ok()?)));
+        }
+        return None;
+    }
+    let (name, random) = inner.rsplit_once('.')?;
+    (legacy && !name.is_empty() && random.len() >= 6 && random.bytes().all(|b| b.is_ascii_alphanumeric())).then_some((name, None))
+}
+
+/// Whether process `pid` exists (in this pid namespace).
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: signal 0 checks for the process without sending anything.
+    unsafe { libc::kill(pid, 0) == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH) }
+}
+
+/// Removes the project's stale temporary files in `dir`: named as [`temp_prefix`] names them,
+/// regular files owned by this process's user, whose writer is gone (its pid names no
+/// process, and it is not this one). Where unnamed files (`O_TMPFILE`) are not supported
+/// (FUSE, NFS), a crash while a file is written leaves its named temporary file, often partial;
+/// this is what takes it away. `only`: only the temporary files of the file of that name.
+/// `legacy` (for a directory the caller holds exclusively: the daemon's locked state
+/// directory) also removes those of older builds, which carry no pid. Returns the paths
+/// removed.
+pub fn sweep(dir: &Path, only: Option<&str>, legacy: bool) -> io::Result<Vec<PathBuf>> {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut removed = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let file_name = e.file_name();
+        let Some(n) = file_name.to_str() else { continue };
+        let Some((name, pid)) = temp_name_parts(n, legacy) else { continue };
+        if only.is_some_and(|o| o != name) {
+            continue;
+        }
+        if pid.is_some_and(|p| p == std::process::id() || alive(p)) {
+            continue;
+        }
+        let path = e.path();
+        let Ok(m) = fs::symlink_metadata(&path) else { continue };
+        if !m.is_file() || m.uid() != me {
+            continue;
+        }
+        match fs::remove_file(&path) {
+            Ok(()) => {
+                tracing::info!(file = %path.display(), bytes = m.len(), "removed a temporary file a stopped write left");
+                removed.push(path);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(file = %path.display(), error = %e, "cannot remove a temporary file a stopped write left"),
+        }
+    }
+    Ok(removed)
+}
+
+/// [`sweep`] of the temporary files of `dest`, once per destination in this process (at its
+/// first atomic write: a checkpoint is written every second; its directory is read once).
+fn sweep_once(dest: &Path) {
+    static SWEPT: std::sync::Mutex<Option<std::collections::HashSet<PathBuf>>> = std::sync::Mutex::new(None);
+    let Some(name) = dest.file_name().and_then(|n| n.to_str()) else { return };
+    let first = SWEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert_with(Default::default).insert(dest.to_path_buf());
+    if first {
+        if let Err(e) = sweep(parent_dir(dest), Some(name), false) {
+            tracing::debug!(dir = %parent_dir(dest).display(), error = %e, "cannot look for stale temporary files");
+        }
+    }
 }
 
 /// An unnamed file in `dir` (`O_TMPFILE`), mode 0600.
@@ -201,7 +287,7 @@ fn link_unnamed(file: &File, dest: &Path) -> io::Result<PathBuf> {
     let proc_path = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL");
     for attempt in 0u32..100 {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        let name = format!("{}{:x}{:x}{attempt}.tmp", temp_prefix(dest), std::process::id(), nanos);
+        let name = format!("{}{nanos:x}{attempt}.tmp", temp_prefix(dest));
         let tmp = dir.join(name);
         let c_tmp = std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
         // SAFETY: both paths are valid NUL-terminated strings; no memory is kept.

@@ -271,7 +271,7 @@ impl Sink for HttpSink {
 
     fn position(&self) -> Option<Position> {
         let m = self.out.get_ref().metadata().ok()?;
-        Some(Position { dev: m.dev(), ino: m.ino(), len: m.len(), exclusive: true })
+        Some(Position { dev: m.dev(), ino: m.ino(), len: m.len(), exclusive: true, tail_hash: None })
     }
 
     async fn checkpointed(&mut self) -> anyhow::Result<bool> {

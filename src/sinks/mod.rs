@@ -20,6 +20,31 @@ pub use append::Appender;
 pub use outputs::Position;
 use record::Record;
 
+/// Sinks waiting for their output to take records again (a full disk), by key, with why.
+static PAUSED: std::sync::Mutex<std::collections::BTreeMap<String, String>> = std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Says that the sink `key` (`file:PATH`) waits (`why`) or goes on (`None`): the daemon's
+/// `/health` reports it, and `transcriptd_sink_paused{sink}` (the sink's type) is 1 meanwhile.
+pub fn pause(key: &str, why: Option<String>) {
+    let mut m = PAUSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let sink = key.split(':').next().unwrap_or(key).to_owned();
+    match why {
+        Some(w) => {
+            m.insert(key.to_owned(), w);
+        }
+        None => {
+            m.remove(key);
+        }
+    }
+    let any = m.keys().any(|k| k.split(':').next() == Some(sink.as_str()));
+    metrics::gauge!(crate::telemetry::SINK_PAUSED, "sink" => sink).set(if any { 1.0 } else { 0.0 });
+}
+
+/// The sinks paused now, and why.
+pub fn paused() -> Vec<(String, String)> {
+    PAUSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
 /// A counter the pipeline produced beside its records (what the metrics sink counts; record
 /// sinks ignore them).
 #[derive(Debug, Clone, PartialEq, Eq)]

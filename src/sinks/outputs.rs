@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Read, Seek, Write};
+use std::io::{self, Read, Seek, Write};
 use std::mem::ManuallyDrop;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::FromRawFd;
@@ -31,6 +31,41 @@ pub struct Position {
     /// Positions written before this field are not.
     #[serde(default)]
     pub exclusive: bool,
+    /// A hash of the last bytes before `len` (at most [`TAIL_HASH_LEN`]): tells the same file
+    /// under another device number (a remount) from another file. The file sink's; `None`
+    /// for the others and in checkpoints written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail_hash: Option<u64>,
+}
+
+/// How many bytes before a position [`Position::tail_hash`] covers.
+pub const TAIL_HASH_LEN: u64 = 1024;
+
+/// The hash of the last bytes of `f` before `len` (none for an empty prefix, or when they
+/// cannot be read).
+fn tail_hash(f: &File, len: u64) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let n = len.min(TAIL_HASH_LEN);
+    if n == 0 {
+        return None;
+    }
+    let mut b = vec![0u8; n as usize];
+    f.read_exact_at(&mut b, len - n).ok()?;
+    Some(xxhash_rust::xxh3::xxh3_64(&b))
+}
+
+/// Whether the file `f` (with metadata `m`) is the one `at` names: the same device and inode,
+/// or — a remount gave the filesystem another device number — the same inode holding the same
+/// bytes before `at.len`.
+fn names(at: &Position, f: &File, m: &std::fs::Metadata) -> bool {
+    if (m.dev(), m.ino()) == (at.dev, at.ino) {
+        return true;
+    }
+    let same = m.ino() == at.ino && m.len() >= at.len && at.tail_hash.is_some() && tail_hash(f, at.len) == at.tail_hash;
+    if same {
+        tracing::info!(from_dev = at.dev, to_dev = m.dev(), "the file sink's device number changed (a remount?): same inode and content");
+    }
+    same
 }
 
 /// Bytes after a checkpoint that recovery reads to prove they are records (a second of output
@@ -121,7 +156,7 @@ impl StdoutSink {
 
     /// When stdout is a regular file: where it stands (after a flush).
     pub fn position(&self) -> Option<Position> {
-        self.file.map(|t| Position { dev: t.dev, ino: t.ino, len: t.len, exclusive: t.exclusive })
+        self.file.map(|t| Position { dev: t.dev, ino: t.ino, len: t.len, exclusive: t.exclusive, tail_hash: None })
     }
 
     /// After a crash: when stdout is the same regular file as at the checkpoint, the daemon its
@@ -193,12 +228,28 @@ fn truncate_stdout(len: u64) -> io::Result<()> {
 }
 
 /// Records as JSON lines appended to a file, rotated by size at checkpoints.
+///
+/// Records are held in memory until [`FileSink::flush`] (before each checkpoint) writes them in
+/// one go and syncs: the file only ever holds whole records up to what was synced. A write or
+/// sync that fails for want of space (`ENOSPC`, `EDQUOT`) cuts the file back to what was synced
+/// before and keeps the records, so nothing is lost and no record is torn; the daemon's sink
+/// then waits and tries again ([`FileSink::flush_waiting`]), pausing reading, reported on
+/// `/health` and by `transcriptd_sink_paused{sink="file"}`, and goes on once there is space.
 #[derive(Debug)]
 pub struct FileSink {
     path: PathBuf,
     max_bytes: u64,
     keep: usize,
-    out: BufWriter<File>,
+    out: File,
+    /// Records not written yet.
+    pending: Vec<u8>,
+    /// The file's length up to what was written and synced: whole records.
+    synced: u64,
+}
+
+/// Whether an error is for want of space (a full disk or quota): waited out, not fatal.
+pub fn is_out_of_space(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) || matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
 }
 
 impl FileSink {
@@ -207,25 +258,85 @@ impl FileSink {
         if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(d)?;
         }
-        let f = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(FileSink { path: path.to_path_buf(), max_bytes, keep, out: BufWriter::with_capacity(256 << 10, f) })
+        let f = OpenOptions::new().read(true).create(true).append(true).open(path)?;
+        // The checkpoint that names this file (its device and inode) must not outlive its
+        // name: the directory entry is made durable before any checkpoint is written.
+        super::atomic::sync_dir(super::atomic::parent_dir(path))?;
+        let synced = f.metadata()?.len();
+        Ok(FileSink { path: path.to_path_buf(), max_bytes, keep, out: f, pending: Vec::with_capacity(256 << 10), synced })
     }
 
-    /// Writes one record.
+    /// Takes one record (or several whole ones); written at the next flush.
     pub fn write(&mut self, line: &[u8]) -> io::Result<()> {
-        self.out.write_all(line)
+        self.pending.extend_from_slice(line);
+        Ok(())
     }
 
-    /// Flushes and syncs.
+    /// Writes what is held and syncs. On failure the file is cut back to what was synced
+    /// before and the records stay held: flushing again later writes them whole, once.
     pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()?;
-        self.out.get_ref().sync_data()
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let r = (&self.out).write_all(&self.pending).and_then(|()| self.out.sync_data());
+        match r {
+            Ok(()) => {
+                self.synced += self.pending.len() as u64;
+                self.pending.clear();
+                Ok(())
+            }
+            Err(e) => {
+                // A part written (up to the last byte there was room for) is taken back: the
+                // file holds whole records only.
+                if let Err(t) = self.out.set_len(self.synced) {
+                    tracing::warn!(file = %self.path.display(), error = %t, "cannot cut the file sink back to its last whole record");
+                }
+                Err(e)
+            }
+        }
     }
 
-    /// Where the file stands.
+    /// [`FileSink::flush`], waiting out a full disk: tried again with a growing delay (up to 5
+    /// s) for as long as it takes, the pause reported (log, `/health`, metric) until it ends.
+    /// Any other error is returned.
+    pub async fn flush_waiting(&mut self) -> io::Result<()> {
+        let mut delay = std::time::Duration::from_millis(100);
+        let mut paused = false;
+        loop {
+            match self.flush() {
+                Ok(()) => break,
+                Err(e) if is_out_of_space(&e) => {
+                    if !paused {
+                        paused = true;
+                        tracing::warn!(file = %self.path.display(), error = %e, held = self.pending.len(), "the file sink's disk is full: reading pauses, and the records are written once there is space (nothing is lost)");
+                        super::pause(&self.key(), Some(format!("{}: {e}", self.path.display())));
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_secs(5));
+                }
+                Err(e) => {
+                    if paused {
+                        super::pause(&self.key(), None);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        if paused {
+            tracing::info!(file = %self.path.display(), "the file sink has space again: reading goes on");
+            super::pause(&self.key(), None);
+        }
+        Ok(())
+    }
+
+    fn key(&self) -> String {
+        format!("file:{}", self.path.display())
+    }
+
+    /// Where the file stands: its device, inode and the length of what was synced.
     pub fn position(&self) -> Option<Position> {
-        let m = self.out.get_ref().metadata().ok()?;
-        Some(Position { dev: m.dev(), ino: m.ino(), len: m.len(), exclusive: true })
+        let m = self.out.metadata().ok()?;
+        Some(Position { dev: m.dev(), ino: m.ino(), len: self.synced, exclusive: true, tail_hash: tail_hash(&self.out, self.synced) })
     }
 
     /// After a crash: cut the file back to the checkpointed length. When the checkpoint names
@@ -233,22 +344,25 @@ impl FileSink {
     /// the current file came after the checkpoint: it is emptied.
     pub fn recover(&mut self, at: Option<Position>) -> io::Result<()> {
         let Some(at) = at else { return Ok(()) };
-        let m = self.out.get_ref().metadata()?;
-        if m.dev() == at.dev && m.ino() == at.ino {
+        let m = self.out.metadata()?;
+        if names(&at, &self.out, &m) {
             if m.len() > at.len {
                 tracing::info!(file = %self.path.display(), from = m.len(), to = at.len, "file sink cut back to the last checkpoint; the records after it are written again");
-                self.out.get_ref().set_len(at.len)?;
+                self.out.set_len(at.len)?;
             }
+            self.synced = self.out.metadata()?.len();
             return Ok(());
         }
         let rotated = self.rotated(1);
-        if let Ok(r) = std::fs::metadata(&rotated) {
-            if r.dev() == at.dev && r.ino() == at.ino {
+        if let Ok(rf) = OpenOptions::new().read(true).write(true).open(&rotated) {
+            let r = rf.metadata()?;
+            if names(&at, &rf, &r) {
                 if r.len() > at.len {
-                    OpenOptions::new().write(true).open(&rotated)?.set_len(at.len)?;
+                    rf.set_len(at.len)?;
                 }
                 tracing::info!(file = %self.path.display(), from = m.len(), to = 0, "file sink cut back to the last checkpoint (in the file rotated away); the records after it are written again");
-                self.out.get_ref().set_len(0)?;
+                self.out.set_len(0)?;
+                self.synced = 0;
             }
         }
         Ok(())
@@ -262,8 +376,7 @@ impl FileSink {
     /// Called right after a checkpoint, so that the checkpointed position is the end of the
     /// file rotated away.
     pub fn rotate_if_full(&mut self) -> io::Result<bool> {
-        self.out.flush()?;
-        if self.out.get_ref().metadata()?.len() < self.max_bytes {
+        if self.synced < self.max_bytes {
             return Ok(false);
         }
         let _ = std::fs::remove_file(self.rotated(self.keep));
@@ -271,8 +384,12 @@ impl FileSink {
             let _ = std::fs::rename(self.rotated(k), self.rotated(k + 1));
         }
         std::fs::rename(&self.path, self.rotated(1))?;
-        let f = OpenOptions::new().create(true).append(true).open(&self.path)?;
-        self.out = BufWriter::with_capacity(256 << 10, f);
+        self.out = OpenOptions::new().read(true).create(true).append(true).open(&self.path)?;
+        self.synced = 0;
+        // The next checkpoint names the new file: the renames and its creation are made durable
+        // first, or a power loss could leave a checkpoint naming a file whose entry was lost
+        // (ext4 orders no rename before a later fsync of another file).
+        super::atomic::sync_dir(super::atomic::parent_dir(&self.path))?;
         Ok(true)
     }
 }
@@ -315,7 +432,7 @@ impl super::Sink for StdoutSink {
 #[async_trait::async_trait]
 impl super::Sink for FileSink {
     fn key(&self) -> String {
-        format!("file:{}", self.path.display())
+        FileSink::key(self)
     }
 
     async fn recover(&mut self, at: Option<Position>) -> anyhow::Result<()> {
@@ -323,11 +440,16 @@ impl super::Sink for FileSink {
     }
 
     async fn write(&mut self, batch: &super::Batch) -> anyhow::Result<()> {
-        FileSink::write(self, &batch.lines).map_err(|e| anyhow::anyhow!("writing the file sink {}: {e}", self.path.display()))
+        FileSink::write(self, &batch.lines).map_err(|e| anyhow::anyhow!("writing the file sink {}: {e}", self.path.display()))?;
+        // Memory stays bounded between checkpoints (a backlog read in one go).
+        if self.pending.len() >= 8 << 20 {
+            self.flush_waiting().await.map_err(|e| anyhow::anyhow!("writing the file sink {}: {e}", self.path.display()))?;
+        }
+        Ok(())
     }
 
     async fn flush(&mut self) -> anyhow::Result<()> {
-        FileSink::flush(self).map_err(|e| anyhow::anyhow!("flushing the file sink {}: {e}", self.path.display()))
+        self.flush_waiting().await.map_err(|e| anyhow::anyhow!("flushing the file sink {}: {e}", self.path.display()))
     }
 
     fn position(&self) -> Option<Position> {

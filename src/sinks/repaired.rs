@@ -273,7 +273,7 @@ impl Sink for RepairedFiles {
 
     fn position(&self) -> Option<Position> {
         let m = self.journal.metadata().ok()?;
-        Some(Position { dev: m.dev(), ino: m.ino(), len: self.flushed, exclusive: true })
+        Some(Position { dev: m.dev(), ino: m.ino(), len: self.flushed, exclusive: true, tail_hash: None })
     }
 
     fn take_records(&mut self) -> Vec<Record> {

@@ -40,6 +40,8 @@ pub const SOURCE_LAG_BYTES: &str = "transcriptd_source_lag_bytes";
 pub const OLDEST_UNREAD_SECONDS: &str = "transcriptd_oldest_unread_seconds";
 /// Events of event sources, by type.
 pub const EVENTS: &str = "transcriptd_events_total";
+/// Sinks paused (1) because their output takes no records (a full disk), by sink type.
+pub const SINK_PAUSED: &str = "transcriptd_sink_paused";
 /// Build information (value 1; labels version).
 pub const BUILD_INFO: &str = "transcriptd_build_info";
 
@@ -61,6 +63,7 @@ pub const ALL: &[&str] = &[
     SOURCE_LAG_BYTES,
     OLDEST_UNREAD_SECONDS,
     EVENTS,
+    SINK_PAUSED,
     BUILD_INFO,
 ];
 
@@ -74,6 +77,7 @@ pub fn install() -> PrometheusHandle {
             let handle = PrometheusBuilder::new().install_recorder().expect("no other metrics recorder is installed");
             describe();
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            metrics::gauge!(SINK_PAUSED, "sink" => "file").set(0.0);
             handle
         })
         .clone()
@@ -96,6 +100,11 @@ fn describe() {
     describe_gauge!(SOURCE_LAG_BYTES, Unit::Bytes, "Bytes written to watched files and not read yet.");
     describe_gauge!(OLDEST_UNREAD_SECONDS, Unit::Seconds, "Age of the oldest write not read yet.");
     describe_counter!(EVENTS, Unit::Count, "Events read from event sources, by type.");
+    describe_gauge!(
+        SINK_PAUSED,
+        Unit::Count,
+        "1 while a sink waits for its output to take records (a full disk; reading pauses, nothing is lost), by sink type."
+    );
     describe_gauge!(BUILD_INFO, "Build information; the value is always 1.");
 }
 

@@ -208,7 +208,9 @@ fn exhaust_descriptors(d: &Daemon) {
         d.pause();
         let fds = table();
         let passing = fds.iter().any(|(n, l)| {
-            std::fs::metadata(format!("/proc/{pid}/fd/{n}")).is_ok_and(|m| m.is_dir()) || l.starts_with(&state) || l.to_string_lossy().ends_with(".tmp")
+            std::fs::metadata(format!("/proc/{pid}/fd/{n}")).is_ok_and(|m| m.is_dir())
+                || (l.starts_with(&state) && *l != state.join("lock"))
+                || l.to_string_lossy().ends_with(".tmp")
         });
         let lowest = (0..).find(|n| !fds.contains_key(n)).unwrap();
         let hole = fds.iter().any(|(n, l)| *n > lowest && l == Path::new("/dev/null"));

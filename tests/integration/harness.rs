@@ -326,7 +326,7 @@ address = "{address}"
 }
 
 /// The port in the first "serving /metrics and /health" log line of `log`.
-fn listening_port(log: &str) -> Option<u16> {
+pub fn listening_port(log: &str) -> Option<u16> {
     // Without colours' escape sequences.
     let mut plain = String::with_capacity(log.len());
     let mut esc = false;

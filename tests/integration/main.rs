@@ -21,6 +21,7 @@ mod harness;
 mod hostile;
 mod http_sink;
 mod invariants;
+mod machine_faults;
 mod mutate;
 mod mutation;
 mod oracle;
