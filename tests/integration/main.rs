@@ -23,6 +23,7 @@ mod mutate;
 mod mutation;
 mod orphans;
 mod pipeline;
+mod powerloss;
 mod read_ahead;
 mod readme;
 mod real;
