@@ -169,7 +169,7 @@ impl LossFs {
     /// Crash at the `n`-th operation named `op` (`any`) whose path contains `pattern`,
     /// `before` it takes effect or `after`.
     pub fn arm(&self, op: &str, n: usize, when: &str, pattern: Option<&str>) {
-        self.ok(&format!("arm {op} {n} {when} {}", pattern.unwrap_or("")).trim_end().to_owned());
+        self.ok(format!("arm {op} {n} {when} {}", pattern.unwrap_or("")).trim_end());
     }
 
     /// Forgets what was armed.
@@ -561,7 +561,7 @@ fn repair_in_place_loses_nothing_at_a_power_loss_at_any_of_its_operations() {
     );
     assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
     assert!(crashes >= REPAIR_CRASHES, "only {crashes} crashes fired, {REPAIR_CRASHES} wanted");
-    assert!(outcomes.get("old").is_some() && outcomes.get("new").is_some(), "crashes left both outcomes: {outcomes:?}");
+    assert!(outcomes.contains_key("old") && outcomes.contains_key("new"), "crashes left both outcomes: {outcomes:?}");
 }
 
 // The daemon.
