@@ -27,6 +27,7 @@ mod mutation;
 mod oracle;
 mod orphans;
 mod pipeline;
+mod powerloss;
 mod read_ahead;
 mod readme;
 mod real;

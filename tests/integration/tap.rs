@@ -260,3 +260,46 @@ fn socket_with_small_buffer(port: u16) -> std::net::TcpStream {
         std::net::TcpStream::from_raw_fd(fd)
     }
 }
+
+/// GET `path` with `Authorization: Bearer <token>` when given: the status.
+fn status_with(port: u16, path: &str, token: Option<&str>) -> u16 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(s, "HEAD {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n").unwrap();
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head).unwrap();
+    String::from_utf8_lossy(&head[..n]).split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_token_file_closes_everything_but_health_to_those_without_the_token() {
+    let root = tempfile::tempdir().unwrap();
+    let token = root.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let d = Daemon::edited("", "", |c| c.replacen("type = \"prometheus\"\n", &format!("type = \"prometheus\"\ntoken_file = \"{}\"\n", token.display()), 1));
+    std::fs::copy(super::support::data("check/claude-code/0002_orphan_call_at_end.jsonl"), d.watch_dir().join("a.jsonl")).unwrap();
+    assert_eq!(status_with(d.port, "/health", None), 200, "probes need no token");
+    for path in ["/metrics", "/stats", "/tap"] {
+        assert_eq!(status_with(d.port, path, None), 401, "{path} without the token");
+        assert_eq!(status_with(d.port, path, Some("s3cret-toke")), 401, "{path} with a wrong token");
+        assert_eq!(status_with(d.port, path, Some("s3cret-token")), 200, "{path} with the token");
+    }
+    // The clients: without --token-file they are told why; with it, they read.
+    let addr = format!("127.0.0.1:{}", d.port);
+    let no = super::support::transcriptd(&["tap", "--addr", &addr, "--count", "1"]);
+    assert_eq!(no.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no.stderr).contains("401"), "{}", String::from_utf8_lossy(&no.stderr));
+    let mut tap = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+        .args(["tap", "--addr", &addr, "--token-file", token.to_str().unwrap(), "--count", "1", "-o", "json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::copy(super::support::data("check/claude-code/0002_orphan_call_at_end.jsonl"), d.watch_dir().join("b.jsonl")).unwrap();
+    let out = tap.wait_with_output().unwrap();
+    assert!(out.status.success(), "tap with the token: {:?}", out);
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(record["kind"], "orphan_call", "{record}");
+}
