@@ -135,3 +135,19 @@ pub fn no_time(text: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// Whether an optional peer is here. When it is not, the test says so in one line and should
+/// return (a skip) — unless `TRANSCRIPTD_REQUIRE_PEERS` is set (`.ci/run` sets it, having
+/// installed every peer), where a missing peer fails the test.
+pub fn peer_present(what: &str, present: bool) -> bool {
+    if !present {
+        assert!(std::env::var_os("TRANSCRIPTD_REQUIRE_PEERS").is_none(), "{what} is missing and TRANSCRIPTD_REQUIRE_PEERS is set");
+        eprintln!("skipped: {what} is not installed");
+    }
+    present
+}
+
+/// Whether the machine's `python3` can import `module`.
+pub fn python_imports(module: &str) -> bool {
+    Command::new("python3").args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success())
+}
