@@ -4,13 +4,16 @@
 //! after a fixed reserve (standard streams, inotify, the runtimes, checkpoint writes, sinks,
 //! directory walks, repairs, the read-aheads' own descriptors, and those of fetches under way
 //! for files the loop closed meanwhile: a fetch stuck on a hung filesystem keeps its file's
-//! descriptor until it returns, [`super::fetch::MAX_STUCK`] at most) is shared between watched files (`daemon.max_open_files`, lowered
+//! descriptor until it returns, [`MAX_STUCK`] at most) is shared between watched files (`daemon.max_open_files`, lowered
 //! with a warning if it does not fit) and metrics connections (the prometheus sink's
 //! `max_connections`, likewise), so that neither can starve the other: a connection flood
 //! cannot take the descriptors files and checkpoints need.
 
 /// Descriptors kept for everything that is neither a watched file nor a metrics connection.
-pub const RESERVED: u64 = 48 + super::fetch::MAX_STUCK as u64;
+pub const RESERVED: u64 = 48 + MAX_STUCK as u64;
+
+/// Fetches under way at once, slow ones included: each holds a descriptor until it returns.
+pub const MAX_STUCK: usize = 64;
 
 static GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

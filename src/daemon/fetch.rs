@@ -11,11 +11,11 @@
 //! eviction waits), so the bytes fetched are the bytes that follow.
 //!
 //! The loop keeps at most [`MAX_FETCHES`] fetches under way that have not been running for
-//! [`SLOW`] yet, and [`MAX_STUCK`] in all: a few stuck files do not take the slots the others
+//! [`SLOW`] yet, and [`fds::MAX_STUCK`](super::fds::MAX_STUCK) in all: a few stuck files do not take the slots the others
 //! need, and a whole mount gone stuck cannot take every thread of the pool.
 
+use super::identity::{Fingerprint, FP_LEN};
 use super::open;
-use super::tail::{Fingerprint, FP_LEN};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -25,9 +25,6 @@ use std::time::{Duration, SystemTime};
 
 /// Fetches under way at once that are not slow.
 pub const MAX_FETCHES: usize = 32;
-
-/// Fetches under way at once, slow ones included.
-pub const MAX_STUCK: usize = 64;
 
 /// A fetch under way for this long is slow (its filesystem is stuck or very slow): it no longer
 /// takes one of the [`MAX_FETCHES`] slots.

@@ -25,6 +25,7 @@ pub mod fds;
 pub mod fetch;
 pub mod health;
 pub mod http;
+pub mod identity;
 pub mod lock;
 pub mod open;
 pub mod scan;
@@ -562,10 +563,10 @@ struct UnderWay {
 }
 
 /// Whether another fetch may start: fewer than [`fetch::MAX_FETCHES`] under way that are not
-/// slow yet, and fewer than [`fetch::MAX_STUCK`] in all.
+/// slow yet, and fewer than [`fds::MAX_STUCK`] in all.
 fn fetch_slot(under_way: &std::collections::BTreeMap<u64, UnderWay>) -> bool {
     let now = Instant::now();
-    under_way.len() < fetch::MAX_STUCK && under_way.values().filter(|u| now.duration_since(u.started) < fetch::SLOW).count() < fetch::MAX_FETCHES
+    under_way.len() < fds::MAX_STUCK && under_way.values().filter(|u| now.duration_since(u.started) < fetch::SLOW).count() < fetch::MAX_FETCHES
 }
 
 /// Whether an error reading a file is the daemon's trouble (descriptors, memory, IO), not the
@@ -1289,7 +1290,7 @@ impl Daemon {
                 .filter_map(|t| {
                     let (dev, ino) = t.id()?;
                     let (head_hash, head_len) = t.head().unwrap_or((0, 0));
-                    let fp = t.fingerprint().unwrap_or(tail::Fingerprint { end: 0, len: 0, hash: 0 });
+                    let fp = t.fingerprint().unwrap_or(identity::Fingerprint { end: 0, len: 0, hash: 0 });
                     Some(checkpoint::FileCheckpoint {
                         path: t.path.clone(),
                         dev,

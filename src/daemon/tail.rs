@@ -28,6 +28,7 @@
 
 use super::envelope::{now, Change, Record};
 use super::fetch::{self, Outcome};
+use super::identity::{note_head, note_read, Fingerprint, FP_LEN, HEAD_LEN};
 use crate::sinks::Count;
 use crate::sources::backlog::{self, Backlog, Item};
 use crate::transcript::finding::Output;
@@ -40,12 +41,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How many leading bytes identify a file's content.
-pub const HEAD_LEN: u64 = 1024;
-
-/// How many bytes before the read offset fingerprint it.
-pub const FP_LEN: usize = 1024;
 
 /// Unread bytes from which a transcript is read ahead on reader threads
 /// ([`crate::sources::backlog`]) rather than on the loop.
@@ -127,17 +122,6 @@ pub enum Polled {
     Gone(Option<(PathBuf, bool)>),
     /// The path names another file now (or something that is not a regular file); the same.
     Replaced(Option<(PathBuf, bool)>),
-}
-
-/// A hash of the bytes just before `end`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fingerprint {
-    /// Where the hashed bytes end (the read offset when it was taken).
-    pub end: u64,
-    /// How many bytes it covers.
-    pub len: u64,
-    /// Their xxh3 hash.
-    pub hash: u64,
 }
 
 /// One watched file.
@@ -871,31 +855,6 @@ pub fn paused_calls(transcript: &Path) -> std::collections::HashSet<String> {
         tracing::warn!(error = %format!("{e:#}"), "pending.json ignored");
         Default::default()
     })
-}
-
-/// Keeps what identifies the file of `chunk`, read at `offset`: the first KiB (while `head` is
-/// short of it) and the last bytes read (for the fingerprint).
-fn note_read(head_buf: &mut Vec<u8>, head: Option<(u64, u64)>, ring: &mut Vec<u8>, offset: u64, chunk: &[u8]) {
-    note_head(head_buf, head, offset, chunk);
-    let n = chunk.len();
-    if n >= FP_LEN {
-        ring.clear();
-        ring.extend_from_slice(&chunk[n - FP_LEN..]);
-    } else {
-        ring.extend_from_slice(chunk);
-        let excess = ring.len().saturating_sub(FP_LEN);
-        ring.drain(..excess);
-    }
-}
-
-/// Keeps the first KiB of the file from `chunk`, read at `offset`, while `head` is short of it.
-fn note_head(head_buf: &mut Vec<u8>, head: Option<(u64, u64)>, offset: u64, chunk: &[u8]) {
-    if offset < HEAD_LEN && head.is_none_or(|(_, len)| len < HEAD_LEN) {
-        let take = ((HEAD_LEN - offset) as usize).min(chunk.len());
-        if head_buf.len() as u64 == offset {
-            head_buf.extend_from_slice(&chunk[..take]);
-        }
-    }
 }
 
 /// The record that withdraws a tail finding.
