@@ -291,7 +291,7 @@ fn a_token_file_closes_everything_but_health_to_those_without_the_token() {
     let no = super::support::transcriptd(&["tap", "--addr", &addr, "--count", "1"]);
     assert_eq!(no.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&no.stderr).contains("401"), "{}", String::from_utf8_lossy(&no.stderr));
-    let mut tap = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+    let tap = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
         .args(["tap", "--addr", &addr, "--token-file", token.to_str().unwrap(), "--count", "1", "-o", "json"])
         .stdout(Stdio::piped())
         .spawn()
