@@ -8,7 +8,9 @@
 //!   calls of the last assistant message that have no `tool_result` get the agent's interrupted
 //!   result (`is_error`, [`CLAUDE_INTERRUPTED`]) in a user message after it; and a history that
 //!   then ends with a user message gets the assistant turn "No response requested." the agent
-//!   closes it with before the new prompt.
+//!   closes it with before the new prompt. Consecutive user messages are sent as one message,
+//!   and a text that ends one of them and is followed by a text of the next gets a newline at
+//!   its end (when it has none).
 //! - **Codex** (0.171.0, `normalize.rs` of its context manager): over the model-visible history
 //!   (the last `replacement_history`, then the response items after its `compacted` item), a
 //!   call without an output is answered with the output `"aborted"` right after the call, an
@@ -105,6 +107,31 @@ fn claude(mut records: Vec<Record>) -> Vec<Record> {
                 *name = Value::String("Agent".to_owned());
                 r.changed = true;
             }
+        }
+    }
+    // Consecutive user messages are sent as one: a text that ends the earlier one and is
+    // followed by a text of the next ends with a newline.
+    for i in 1..records.len() {
+        let next_starts_with_text = records[i].value.as_ref().filter(|v| role(v) == Some("user")).is_some_and(|v| match v.get("content") {
+            Some(Value::String(_)) => true,
+            Some(Value::Array(a)) => a.first().is_some_and(|b| is_type(b, "text")),
+            _ => false,
+        });
+        let Some(prev) = records[i - 1].value.as_mut().filter(|v| role(v) == Some("user") && next_starts_with_text) else { continue };
+        let text = match prev.get_mut("content") {
+            Some(Value::String(s)) => Some(s),
+            Some(Value::Array(a)) => match a.last_mut() {
+                Some(b) if is_type(b, "text") => match b.get_mut("text") {
+                    Some(Value::String(s)) => Some(s),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(t) = text.filter(|t| !t.ends_with('\n')) {
+            t.push('\n');
+            records[i - 1].changed = true;
         }
     }
     // The calls of the last assistant message that nothing after it answers.
