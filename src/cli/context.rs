@@ -6,7 +6,7 @@ use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sources::batch::Input;
 use crate::sources::reverse::{self, FileSource, PageSource, ReadStats};
-use crate::transcript::canonical::{Canonical, Mode};
+use crate::transcript::canonical::{Canonical, ClaudeFields, Mode};
 use crate::transcript::context::agent;
 use crate::transcript::context::resume::{Context, ContextScan, Cut, Skipped};
 use crate::transcript::reverse::ReverseSplitter;
@@ -105,10 +105,19 @@ pub fn write_as(context: &Context, raw: bool, text: bool, out: &mut impl Write) 
             records.push(std::mem::take(&mut record));
         }
     };
+    let mut pending = Vec::new();
     if context.claude_fields.len() == context.lines.len() && format == Format::ClaudeCode {
-        // The scan read each line once already: its fields say where the content is.
-        for (l, f) in context.lines.iter().zip(&context.claude_fields) {
-            c.push_claude(None, &l.bytes, f, &mut collect);
+        // The scan read each line once already: its fields say where the content is. A
+        // local_command line is a user text: in place, or in the new turn after the last message.
+        let last_message = context.claude_fields.iter().rposition(ClaudeFields::is_message);
+        for (i, (l, f)) in context.lines.iter().zip(&context.claude_fields).enumerate() {
+            match (f, agent::local_command(&l.bytes)) {
+                (ClaudeFields::Other { sidechain }, Some(text)) if last_message.is_some_and(|m| i < m) => {
+                    c.push(None, &agent::local_command_line(&text, *sidechain), &mut collect);
+                }
+                (ClaudeFields::Other { .. }, Some(text)) => pending.push(text),
+                _ => c.push_claude(None, &l.bytes, f, &mut collect),
+            }
         }
     } else {
         for l in &context.lines {
@@ -117,8 +126,8 @@ pub fn write_as(context: &Context, raw: bool, text: bool, out: &mut impl Write) 
     }
     c.finish(&mut collect);
     let mut result = Ok(());
-    for r in agent::rebuild(format, records) {
-        result = if text { super::render::canonical(out, &r, format) } else { out.write_all(&r).map_err(Into::into) };
+    for r in agent::rebuild(format, records, pending) {
+        result = if text { super::render::canonical(out, &r, format) } else { out.write_all(&r) };
         if result.is_err() {
             break;
         }

@@ -209,6 +209,7 @@ fn cli_context_prints_what_the_agent_adds_on_resume() {
         ("context/claude-code/0006_open_call_at_the_end_gets_the_interrupted_result", "[Tool call interrupted: the session ended"),
         ("context/claude-code/0007_trailing_user_message_gets_no_response_requested", "No response requested."),
         ("context/codex/0017_open_call_is_answered_aborted_right_after_it", r#""call_id":"c1","output":"aborted""#),
+        ("context/claude-code/0011_local_command_lines_are_user_text", "Kept model as Default</local-command-stdout>"),
     ] {
         let f = data(&format!("{case}.jsonl"));
         let out = transcriptd(&["context", "--no-summary", f.to_str().unwrap()]);

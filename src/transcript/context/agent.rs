@@ -10,7 +10,9 @@
 //!   then ends with a user message gets the assistant turn "No response requested." the agent
 //!   closes it with before the new prompt. Consecutive user messages are sent as one message,
 //!   and a text that ends one of them and is followed by a text of the next gets a newline at
-//!   its end (when it has none).
+//!   its end (when it has none). A `system` `local_command` line (a slash command and its
+//!   output) is a user text: in place, or, after the last message, in the new turn after "No
+//!   response requested." ([`local_command`]).
 //! - **Codex** (0.171.0, `normalize.rs` of its context manager): over the model-visible history
 //!   (the last `replacement_history`, then the response items after its `compacted` item), a
 //!   call without an output is answered with the output `"aborted"` right after the call, an
@@ -68,9 +70,13 @@ impl Record {
 /// The history the agent of `format` sends on resume, from the canonical context `records`
 /// (each a JSON object ending in `\n`, oldest first). Formats without a resume model are
 /// returned as they are.
-pub fn rebuild(format: Format, records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+///
+/// `pending` (Claude Code): the texts of the `local_command` lines after the last message (see
+/// [`local_command`]); the agent sends them in the new turn's user message, after its "No
+/// response requested.", each ending with a newline (the prompt follows them).
+pub fn rebuild(format: Format, records: Vec<Vec<u8>>, pending: Vec<String>) -> Vec<Vec<u8>> {
     match format {
-        Format::ClaudeCode => finish(claude(records.into_iter().map(Record::new).collect())),
+        Format::ClaudeCode => finish(claude(records.into_iter().map(Record::new).collect(), pending)),
         Format::Codex => finish(codex(records.into_iter().map(Record::new).collect())),
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => records,
     }
@@ -92,7 +98,7 @@ fn is_type(b: &Value, ty: &str) -> bool {
     b.get("type").and_then(Value::as_str) == Some(ty)
 }
 
-fn claude(mut records: Vec<Record>) -> Vec<Record> {
+fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
     for r in &mut records {
         let Some(v) = r.value.as_mut() else { continue };
         if role(v) != Some("assistant") {
@@ -165,7 +171,34 @@ fn claude(mut records: Vec<Record>) -> Vec<Record> {
     if last == Some("user") {
         records.push(Record::made(json!({"role": "assistant", "content": [{"type": "text", "text": CLAUDE_NO_RESPONSE}]})));
     }
+    if !pending.is_empty() {
+        let texts: Vec<Value> = pending.into_iter().map(|t| json!({"type": "text", "text": if t.ends_with('\n') { t } else { t + "\n" }})).collect();
+        records.push(Record::made(json!({"role": "user", "content": texts})));
+    }
     records
+}
+
+/// Claude Code: the text a `system` record with `subtype: "local_command"` (a slash command run
+/// in the session and its output, written by 2.1.x) is sent as: its `content`, as a user text.
+/// `None` for any other line.
+pub fn local_command(line: &[u8]) -> Option<String> {
+    const NEEDLE: &[u8] = b"local_command";
+    if !line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let is = |k: &str, want: &str| v.get(k).and_then(Value::as_str) == Some(want);
+    if !(is("type", "system") && is("subtype", "local_command")) {
+        return None;
+    }
+    v.get("content").and_then(Value::as_str).map(str::to_owned)
+}
+
+/// A `user` line that carries the text of a `local_command` line in the history, for the
+/// canonical records (`sidechain`: the line's `isSidechain`).
+pub fn local_command_line(text: &str, sidechain: bool) -> Vec<u8> {
+    serde_json::to_vec(&json!({"type": "user", "isSidechain": sidechain, "message": {"role": "user", "content": [{"type": "text", "text": text}]}}))
+        .unwrap_or_default()
 }
 
 /// Where a model-visible Codex item is: in the replacement history of the record at `.0`
@@ -307,7 +340,7 @@ mod tests {
 
     fn run(format: Format, lines: &[&str]) -> Vec<Value> {
         let records = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
-        rebuild(format, records).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
+        rebuild(format, records, Vec::new()).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
     }
 
     #[test]
@@ -329,7 +362,21 @@ mod tests {
     fn claude_answered_history_ending_with_the_assistant_is_unchanged() {
         let lines = [r#"{"role":"user","content":"go"}"#, r#"{"role":"assistant","content":[{"type":"text","text":"done"}]}"#];
         let records: Vec<Vec<u8>> = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
-        assert_eq!(rebuild(Format::ClaudeCode, records.clone()), records);
+        assert_eq!(rebuild(Format::ClaudeCode, records.clone(), Vec::new()), records);
+    }
+
+    #[test]
+    fn local_command_lines_are_user_text() {
+        let line = r#"{"type":"system","subtype":"local_command","content":"<local-command-stdout>ok</local-command-stdout>","level":"info"}"#;
+        assert_eq!(local_command(line.as_bytes()).as_deref(), Some("<local-command-stdout>ok</local-command-stdout>"));
+        assert_eq!(local_command(br#"{"type":"system","subtype":"compact_boundary","content":"local_command"}"#), None);
+        let got = run(Format::ClaudeCode, &[r#"{"role":"user","content":"go"}"#]);
+        assert_eq!(got.len(), 2, "no pending command: the turn is only closed");
+        let records = vec![b"{\"role\":\"user\",\"content\":\"go\"}\n".to_vec()];
+        let got = rebuild(Format::ClaudeCode, records, vec!["<command-name>/model</command-name>".into()]);
+        let last: Value = serde_json::from_slice(got.last().unwrap()).unwrap();
+        assert_eq!(last, json!({"role":"user","content":[{"type":"text","text":"<command-name>/model</command-name>\n"}]}));
+        assert_eq!(got.len(), 3, "after the agent's No response requested.");
     }
 
     #[test]
