@@ -6,7 +6,8 @@ use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sources::batch::Input;
 use crate::sources::reverse::{self, FileSource, PageSource, ReadStats};
-use crate::transcript::canonical::{Canonical, Mode};
+use crate::transcript::canonical::{Canonical, ClaudeFields, Mode};
+use crate::transcript::context::agent;
 use crate::transcript::context::resume::{Context, ContextScan, Cut, Skipped};
 use crate::transcript::reverse::ReverseSplitter;
 use crate::transcript::Format;
@@ -94,35 +95,43 @@ pub fn write_as(context: &Context, raw: bool, text: bool, out: &mut impl Write) 
         anyhow::bail!("the format could not be detected from the lines read; give it with --format, or use --raw");
     };
     let mut c = Canonical::new(format, Mode::Context);
-    let mut result = Ok(());
-    // A record comes in pieces; as text, it is rendered once whole (it ends with its newline:
-    // JSON has none inside).
+    // The records of the file, whole (a record comes in pieces and ends with its newline: JSON
+    // has none inside), then what the agent does to them on resume.
+    let mut records: Vec<Vec<u8>> = Vec::new();
     let mut record = Vec::new();
-    let mut emit = |r: &[u8]| {
-        if result.is_err() {
-            return;
-        }
-        if !text {
-            result = out.write_all(r);
-            return;
-        }
+    let mut collect = |r: &[u8]| {
         record.extend_from_slice(r);
         if record.ends_with(b"\n") {
-            result = super::render::canonical(out, &record, format);
-            record.clear();
+            records.push(std::mem::take(&mut record));
         }
     };
+    let mut pending = Vec::new();
     if context.claude_fields.len() == context.lines.len() && format == Format::ClaudeCode {
-        // The scan read each line once already: its fields say where the content is.
-        for (l, f) in context.lines.iter().zip(&context.claude_fields) {
-            c.push_claude(None, &l.bytes, f, &mut emit);
+        // The scan read each line once already: its fields say where the content is. A
+        // local_command line is a user text: in place, or in the new turn after the last message.
+        let last_message = context.claude_fields.iter().rposition(ClaudeFields::is_message);
+        for (i, (l, f)) in context.lines.iter().zip(&context.claude_fields).enumerate() {
+            match (f, agent::local_command(&l.bytes)) {
+                (ClaudeFields::Other { sidechain }, Some(text)) if last_message.is_some_and(|m| i < m) => {
+                    c.push(None, &agent::local_command_line(&text, *sidechain), &mut collect);
+                }
+                (ClaudeFields::Other { .. }, Some(text)) => pending.push(text),
+                _ => c.push_claude(None, &l.bytes, f, &mut collect),
+            }
         }
     } else {
         for l in &context.lines {
-            c.push(None, &l.bytes, &mut emit);
+            c.push(None, &l.bytes, &mut collect);
         }
     }
-    c.finish(&mut emit);
+    c.finish(&mut collect);
+    let mut result = Ok(());
+    for r in agent::rebuild(format, records, pending) {
+        result = if text { super::render::canonical(out, &r, format) } else { out.write_all(&r) };
+        if result.is_err() {
+            break;
+        }
+    }
     result.context("writing output")
 }
 

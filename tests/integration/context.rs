@@ -199,3 +199,30 @@ fn a_bounded_rollout_without_its_session_meta_is_reported() {
     // With its head, nothing is missing.
     assert!(!context(input.as_bytes()).context.head_missing);
 }
+
+/// The binary prints what the agent itself adds on resume: the records of the case's
+/// expectation, the agent's answers to open calls among them, as JSON and, as text, the same
+/// records for people.
+#[test]
+fn cli_context_prints_what_the_agent_adds_on_resume() {
+    for (case, added) in [
+        ("context/claude-code/0006_open_call_at_the_end_gets_the_interrupted_result", "[Tool call interrupted: the session ended"),
+        ("context/claude-code/0007_trailing_user_message_gets_no_response_requested", "No response requested."),
+        ("context/codex/0017_open_call_is_answered_aborted_right_after_it", r#""call_id":"c1","output":"aborted""#),
+        ("context/claude-code/0011_local_command_lines_are_user_text", "Kept model as Default</local-command-stdout>"),
+    ] {
+        let f = data(&format!("{case}.jsonl"));
+        let out = transcriptd(&["context", "--no-summary", f.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{case}");
+        let got = String::from_utf8(out.stdout).unwrap();
+        assert!(got.contains(added), "{case}: {got}");
+        let expected = std::fs::read_to_string(f.with_extension("expected")).unwrap();
+        let context = expected.split_once("# context\n").unwrap().1.split_once("# history\n").unwrap().0;
+        assert_eq!(got, context, "{case}: the binary prints the case's context");
+        let text = transcriptd(&["context", "--no-summary", "-o", "text", f.to_str().unwrap()]);
+        assert_eq!(text.status.code(), Some(0), "{case}");
+        let shown = String::from_utf8_lossy(&text.stdout);
+        let word = if case.contains("codex") { "aborted" } else { added };
+        assert!(shown.contains(word), "{case}: -o text shows it: {shown}");
+    }
+}

@@ -1,0 +1,398 @@
+//! What the agent itself does to the history when it resumes a session: [`rebuild`] turns the
+//! canonical context records (what the file holds, as [`Canonical`] prints them) into the
+//! history the agent sends, as the real agents were measured to send it (TRUTH.md, "Every
+//! difference observed"; the oracle `tests/integration/peers/agent_oracle.py`).
+//!
+//! - **Claude Code** (modelled on 2.1.332): whitespace-only `text` blocks of assistant messages
+//!   are dropped; a `tool_use` named `Task` is sent as `Agent` (the tool's current name); the
+//!   calls of the last assistant message that have no `tool_result` get the agent's interrupted
+//!   result (`is_error`, [`CLAUDE_INTERRUPTED`]) in a user message after it; and a history that
+//!   then ends with a user message gets the assistant turn "No response requested." the agent
+//!   closes it with before the new prompt. Consecutive user messages are sent as one message,
+//!   and a text that ends one of them and is followed by a text of the next gets a newline at
+//!   its end (when it has none). A `system` `local_command` line (a slash command and its
+//!   output) is a user text: in place, or, after the last message, in the new turn after "No
+//!   response requested." ([`local_command`]).
+//! - **Codex** (0.171.0, `normalize.rs` of its context manager): over the model-visible history
+//!   (the last `replacement_history`, then the response items after its `compacted` item), a
+//!   call without an output is answered with the output `"aborted"` right after the call, an
+//!   output whose call is not in the history is not sent, and `ghost_snapshot` items are not
+//!   sent.
+//!
+//! Records the rules do not change are passed on byte for byte; a changed record is re-encoded
+//! (key order kept). Nothing here reads a file.
+//!
+//! [`Canonical`]: crate::transcript::canonical::Canonical
+
+use crate::transcript::formats::Format;
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+
+/// The result Claude Code 2.1.332 sends for a call the session ended before it was answered.
+pub const CLAUDE_INTERRUPTED: &str = "[Tool call interrupted: the session ended before this call's result was recorded, so its outcome is unknown. Check whether it took effect before relying on it or running it again.]";
+
+/// The assistant text Claude Code closes a history that ends with a user message with.
+pub const CLAUDE_NO_RESPONSE: &str = "No response requested.";
+
+/// The output Codex sends for a call without one.
+pub const CODEX_ABORTED: &str = "aborted";
+
+/// One canonical record: the bytes as printed (ending in `\n`), and its value once a rule had to
+/// read it.
+struct Record {
+    bytes: Vec<u8>,
+    value: Option<Value>,
+    changed: bool,
+}
+
+impl Record {
+    fn new(bytes: Vec<u8>) -> Self {
+        let value = serde_json::from_slice::<Value>(&bytes).ok();
+        Record { bytes, value, changed: false }
+    }
+
+    fn made(value: Value) -> Self {
+        Record { bytes: Vec::new(), value: Some(value), changed: true }
+    }
+
+    fn into_bytes(self) -> Vec<u8> {
+        match (self.changed, self.value) {
+            (true, Some(v)) => {
+                let mut b = serde_json::to_vec(&v).unwrap_or_default();
+                b.push(b'\n');
+                b
+            }
+            _ => self.bytes,
+        }
+    }
+}
+
+/// The history the agent of `format` sends on resume, from the canonical context `records`
+/// (each a JSON object ending in `\n`, oldest first). Formats without a resume model are
+/// returned as they are.
+///
+/// `pending` (Claude Code): the texts of the `local_command` lines after the last message (see
+/// [`local_command`]); the agent sends them in the new turn's user message, after its "No
+/// response requested.", each ending with a newline (the prompt follows them).
+pub fn rebuild(format: Format, records: Vec<Vec<u8>>, pending: Vec<String>) -> Vec<Vec<u8>> {
+    match format {
+        Format::ClaudeCode => finish(claude(records.into_iter().map(Record::new).collect(), pending)),
+        Format::Codex => finish(codex(records.into_iter().map(Record::new).collect())),
+        Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => records,
+    }
+}
+
+fn finish(records: Vec<Record>) -> Vec<Vec<u8>> {
+    records.into_iter().map(Record::into_bytes).collect()
+}
+
+fn role(v: &Value) -> Option<&str> {
+    v.get("role").and_then(Value::as_str)
+}
+
+fn blocks(v: &Value) -> &[Value] {
+    v.get("content").and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+fn is_type(b: &Value, ty: &str) -> bool {
+    b.get("type").and_then(Value::as_str) == Some(ty)
+}
+
+fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
+    for r in &mut records {
+        let Some(v) = r.value.as_mut() else { continue };
+        if role(v) != Some("assistant") {
+            continue;
+        }
+        let Some(content) = v.get_mut("content").and_then(Value::as_array_mut) else { continue };
+        let before = content.len();
+        content.retain(|b| !(is_type(b, "text") && b.get("text").and_then(Value::as_str).is_some_and(|t| t.trim().is_empty())));
+        r.changed |= content.len() != before;
+        for b in content.iter_mut().filter(|b| is_type(b, "tool_use")) {
+            if let Some(name) = b.get_mut("name").filter(|n| n.as_str() == Some("Task")) {
+                *name = Value::String("Agent".to_owned());
+                r.changed = true;
+            }
+        }
+    }
+    // Consecutive user messages are sent as one: a text that ends the earlier one and is
+    // followed by a text of the next ends with a newline.
+    for i in 1..records.len() {
+        let next_starts_with_text = records[i].value.as_ref().filter(|v| role(v) == Some("user")).is_some_and(|v| match v.get("content") {
+            Some(Value::String(_)) => true,
+            Some(Value::Array(a)) => a.first().is_some_and(|b| is_type(b, "text")),
+            _ => false,
+        });
+        let Some(prev) = records[i - 1].value.as_mut().filter(|v| role(v) == Some("user") && next_starts_with_text) else { continue };
+        let text = match prev.get_mut("content") {
+            Some(Value::String(s)) => Some(s),
+            Some(Value::Array(a)) => match a.last_mut() {
+                Some(b) if is_type(b, "text") => match b.get_mut("text") {
+                    Some(Value::String(s)) => Some(s),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(t) = text.filter(|t| !t.ends_with('\n')) {
+            t.push('\n');
+            records[i - 1].changed = true;
+        }
+    }
+    // The calls of the last assistant message that nothing after it answers.
+    let messages: Vec<usize> =
+        (0..records.len()).filter(|&i| records[i].value.as_ref().and_then(role).is_some_and(|r| r == "user" || r == "assistant")).collect();
+    if let Some(&last_assistant) = messages.iter().rev().find(|&&i| records[i].value.as_ref().and_then(role) == Some("assistant")) {
+        let answered: HashSet<&str> = records[last_assistant + 1..]
+            .iter()
+            .filter_map(|r| r.value.as_ref())
+            .filter(|v| role(v) == Some("user"))
+            .flat_map(blocks)
+            .filter(|b| is_type(b, "tool_result"))
+            .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str))
+            .collect();
+        let open: Vec<Value> = records[last_assistant]
+            .value
+            .as_ref()
+            .map(blocks)
+            .unwrap_or_default()
+            .iter()
+            .filter(|b| is_type(b, "tool_use"))
+            .filter_map(|b| b.get("id").and_then(Value::as_str))
+            .filter(|id| !answered.contains(id))
+            .map(|id| json!({"type": "tool_result", "tool_use_id": id, "is_error": true, "content": CLAUDE_INTERRUPTED}))
+            .collect();
+        if !open.is_empty() {
+            records.insert(last_assistant + 1, Record::made(json!({"role": "user", "content": open})));
+        }
+    }
+    let last = records.iter().rev().filter_map(|r| r.value.as_ref()).find_map(|v| role(v).filter(|r| *r == "user" || *r == "assistant"));
+    if last == Some("user") {
+        records.push(Record::made(json!({"role": "assistant", "content": [{"type": "text", "text": CLAUDE_NO_RESPONSE}]})));
+    }
+    if !pending.is_empty() {
+        let texts: Vec<Value> = pending.into_iter().map(|t| json!({"type": "text", "text": if t.ends_with('\n') { t } else { t + "\n" }})).collect();
+        records.push(Record::made(json!({"role": "user", "content": texts})));
+    }
+    records
+}
+
+/// Claude Code: the text a `system` record with `subtype: "local_command"` (a slash command run
+/// in the session and its output, written by 2.1.x) is sent as: its `content`, as a user text.
+/// `None` for any other line.
+pub fn local_command(line: &[u8]) -> Option<String> {
+    const NEEDLE: &[u8] = b"local_command";
+    if !line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let is = |k: &str, want: &str| v.get(k).and_then(Value::as_str) == Some(want);
+    if !(is("type", "system") && is("subtype", "local_command")) {
+        return None;
+    }
+    v.get("content").and_then(Value::as_str).map(str::to_owned)
+}
+
+/// A `user` line that carries the text of a `local_command` line in the history, for the
+/// canonical records (`sidechain`: the line's `isSidechain`).
+pub fn local_command_line(text: &str, sidechain: bool) -> Vec<u8> {
+    serde_json::to_vec(&json!({"type": "user", "isSidechain": sidechain, "message": {"role": "user", "content": [{"type": "text", "text": text}]}}))
+        .unwrap_or_default()
+}
+
+/// Where a model-visible Codex item is: in the replacement history of the record at `.0`
+/// (position `.1`), or the payload of the response item record at `.0`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum At {
+    Replacement(usize, usize),
+    Record(usize),
+}
+
+const CALLS: [&str; 4] = ["function_call", "custom_tool_call", "local_shell_call", "tool_search_call"];
+
+/// The output type that answers a call of type `call` (a local shell call is answered by a
+/// `function_call_output`).
+fn output_of(call: &str) -> &'static str {
+    match call {
+        "custom_tool_call" => "custom_tool_call_output",
+        "tool_search_call" => "tool_search_output",
+        _ => "function_call_output",
+    }
+}
+
+fn call_id(v: &Value) -> Option<&str> {
+    v.get("call_id").and_then(Value::as_str)
+}
+
+/// The payload of a `response_item` record.
+fn payload(r: &Record) -> Option<&Value> {
+    r.value.as_ref().filter(|v| v.get("type").and_then(Value::as_str) == Some("response_item")).and_then(|v| v.get("payload"))
+}
+
+/// The `replacement_history` of a `compacted` record.
+fn history_of(r: &Record) -> Option<&Vec<Value>> {
+    r.value
+        .as_ref()
+        .filter(|v| v.get("type").and_then(Value::as_str) == Some("compacted"))
+        .and_then(|v| v.get("payload")?.get("replacement_history")?.as_array())
+}
+
+fn codex(mut records: Vec<Record>) -> Vec<Record> {
+    // The model-visible history: the newest replacement history, and the response items after it.
+    let start = records.iter().rposition(|r| history_of(r).is_some());
+    let mut visible: Vec<At> = Vec::new();
+    if let Some(s) = start {
+        visible.extend((0..history_of(&records[s]).map_or(0, Vec::len)).map(|k| At::Replacement(s, k)));
+    }
+    visible.extend((start.map_or(0, |s| s + 1)..records.len()).filter(|&i| payload(&records[i]).is_some()).map(At::Record));
+    let item = |records: &[Record], at: At| -> Option<Value> {
+        match at {
+            At::Replacement(s, k) => history_of(&records[s]).and_then(|h| h.get(k)).cloned(),
+            At::Record(i) => payload(&records[i]).cloned(),
+        }
+    };
+    let items: Vec<(At, Value)> = visible.iter().filter_map(|&at| Some((at, item(&records, at)?))).collect();
+    let ty = |v: &Value| v.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let outputs: HashSet<(String, String)> =
+        items.iter().filter_map(|(_, v)| Some((ty(v), call_id(v)?.to_owned()))).filter(|(t, _)| t.ends_with("_output")).collect();
+    let calls: HashSet<(String, String)> =
+        items.iter().filter_map(|(_, v)| Some((ty(v), call_id(v)?.to_owned()))).filter(|(t, _)| CALLS.contains(&t.as_str())).collect();
+    let has_call = |t: &str, id: &str| match t {
+        "function_call_output" => calls.contains(&("function_call".into(), id.into())) || calls.contains(&("local_shell_call".into(), id.into())),
+        "custom_tool_call_output" => calls.contains(&("custom_tool_call".into(), id.into())),
+        _ => calls.contains(&("tool_search_call".into(), id.into())),
+    };
+    // What goes: ghost snapshots, and outputs without their call (a server-side tool search,
+    // or one without a call id, stays).
+    let dropped = |v: &Value| {
+        let t = ty(v);
+        if t == "ghost_snapshot" {
+            return true;
+        }
+        if !t.ends_with("_output") || (t == "tool_search_output" && v.get("execution").and_then(Value::as_str) == Some("server")) {
+            return false;
+        }
+        call_id(v).is_some_and(|id| !has_call(&t, id))
+    };
+    // What comes: an "aborted" output right after each call that has none.
+    let aborted = |v: &Value| -> Option<Value> {
+        let t = ty(v);
+        let id = call_id(v)?;
+        if !CALLS.contains(&t.as_str()) || outputs.contains(&(output_of(&t).to_owned(), id.to_owned())) {
+            return None;
+        }
+        Some(match t.as_str() {
+            "tool_search_call" => json!({"type": "tool_search_output", "call_id": id, "status": "completed", "execution": "client", "tools": []}),
+            _ => json!({"type": output_of(&t), "call_id": id, "output": CODEX_ABORTED}),
+        })
+    };
+    let mut replacement: Option<Vec<Value>> = None;
+    let mut replacement_changed = false;
+    let mut after: Vec<(usize, Value)> = Vec::new();
+    let mut gone: Vec<usize> = Vec::new();
+    for (at, v) in &items {
+        let (drop, add) = (dropped(v), aborted(v));
+        match *at {
+            At::Replacement(..) => {
+                let h = replacement.get_or_insert_with(Vec::new);
+                if !drop {
+                    h.push(v.clone());
+                }
+                h.extend(add.clone());
+                replacement_changed |= drop || add.is_some();
+            }
+            At::Record(i) => {
+                if drop {
+                    gone.push(i);
+                }
+                if let Some(a) = add {
+                    after.push((i, a));
+                }
+            }
+        }
+    }
+    if let (Some(s), Some(h), true) = (start, replacement, replacement_changed) {
+        if let Some(slot) = records[s].value.as_mut().and_then(|v| v.get_mut("payload")).and_then(|p| p.get_mut("replacement_history")) {
+            *slot = Value::Array(h);
+            records[s].changed = true;
+        }
+    }
+    let mut out = Vec::with_capacity(records.len() + after.len());
+    let mut after = after.into_iter().peekable();
+    for (i, r) in records.into_iter().enumerate() {
+        if !gone.contains(&i) {
+            out.push(r);
+        }
+        while let Some((_, a)) = after.next_if(|(j, _)| *j == i) {
+            let mut m = Map::new();
+            m.insert("type".into(), Value::String("response_item".into()));
+            m.insert("payload".into(), a);
+            out.push(Record::made(Value::Object(m)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(format: Format, lines: &[&str]) -> Vec<Value> {
+        let records = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
+        rebuild(format, records, Vec::new()).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
+    }
+
+    #[test]
+    fn claude_answers_the_open_call_and_closes_the_turn() {
+        let got = run(
+            Format::ClaudeCode,
+            &[
+                r#"{"role":"user","content":"go"}"#,
+                r#"{"role":"assistant","content":[{"type":"text","text":"\n\n"},{"type":"text","text":"I will."},{"type":"tool_use","id":"t1","name":"Task","input":{}}]}"#,
+            ],
+        );
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[1]["content"], json!([{"type":"text","text":"I will."},{"type":"tool_use","id":"t1","name":"Agent","input":{}}]));
+        assert_eq!(got[2]["content"][0]["content"], CLAUDE_INTERRUPTED);
+        assert_eq!(got[3]["content"][0]["text"], CLAUDE_NO_RESPONSE);
+    }
+
+    #[test]
+    fn claude_answered_history_ending_with_the_assistant_is_unchanged() {
+        let lines = [r#"{"role":"user","content":"go"}"#, r#"{"role":"assistant","content":[{"type":"text","text":"done"}]}"#];
+        let records: Vec<Vec<u8>> = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
+        assert_eq!(rebuild(Format::ClaudeCode, records.clone(), Vec::new()), records);
+    }
+
+    #[test]
+    fn local_command_lines_are_user_text() {
+        let line = r#"{"type":"system","subtype":"local_command","content":"<local-command-stdout>ok</local-command-stdout>","level":"info"}"#;
+        assert_eq!(local_command(line.as_bytes()).as_deref(), Some("<local-command-stdout>ok</local-command-stdout>"));
+        assert_eq!(local_command(br#"{"type":"system","subtype":"compact_boundary","content":"local_command"}"#), None);
+        let got = run(Format::ClaudeCode, &[r#"{"role":"user","content":"go"}"#]);
+        assert_eq!(got.len(), 2, "no pending command: the turn is only closed");
+        let records = vec![b"{\"role\":\"user\",\"content\":\"go\"}\n".to_vec()];
+        let got = rebuild(Format::ClaudeCode, records, vec!["<command-name>/model</command-name>".into()]);
+        let last: Value = serde_json::from_slice(got.last().unwrap()).unwrap();
+        assert_eq!(last, json!({"role":"user","content":[{"type":"text","text":"<command-name>/model</command-name>\n"}]}));
+        assert_eq!(got.len(), 3, "after the agent's No response requested.");
+    }
+
+    #[test]
+    fn codex_normalizes_the_visible_history() {
+        let got = run(
+            Format::Codex,
+            &[
+                r#"{"type":"session_meta","payload":{"id":"x"}}"#,
+                r#"{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"c1"}}"#,
+                r#"{"type":"response_item","payload":{"type":"ghost_snapshot","ghost_commit":{}}}"#,
+                r#"{"type":"response_item","payload":{"type":"function_call_output","call_id":"c9","output":"x"}}"#,
+                r#"{"type":"event_msg","payload":{"type":"token_count"}}"#,
+            ],
+        );
+        let types: Vec<&str> = got.iter().map(|v| v["payload"]["type"].as_str().unwrap_or("?")).collect();
+        assert_eq!(types, ["?", "function_call", "function_call_output", "token_count"]);
+        assert_eq!(got[2]["payload"], json!({"type":"function_call_output","call_id":"c1","output":"aborted"}));
+    }
+}
