@@ -147,6 +147,14 @@ fn verdict(row: &Value) -> Value {
     })
 }
 
+/// Files whose verdict the agent itself does not give the same way twice, with what was seen:
+/// not compared (the others are). Remove an entry once its cause is pinned down.
+const UNSTABLE: &[(&str, &str, &str)] = &[(
+    "claude-2.0.77",
+    "tests/data/agents/sessions/claude-2.0.77/killed-mid-stream.jsonl",
+    "the file holds one queue-operation line; 2.0.77 exited 1 (\"No conversation found\") in one run and resumed it, agreeing with context, in the next (two CI runs, 2026-12-02)",
+)];
+
 #[test]
 fn the_agents_resume_requests_agree_with_context_as_measured() {
     let Some(agents) = agents_or_skip() else { return };
@@ -167,6 +175,10 @@ fn the_agents_resume_requests_agree_with_context_as_measured() {
         let agreed = rows.iter().filter(|r| r["match"] == true).count();
         eprintln!("{}: {agree} of {} files agree with context (agreement.json: {agreed})", agent.name, got.len());
         for (want, got) in rows.iter().zip(&got) {
+            if let Some((_, _, why)) = UNSTABLE.iter().find(|(a, f, _)| *a == agent.name && want["file"] == *f) {
+                eprintln!("{} {}: not compared ({why}); measured: {got}", agent.name, want["file"]);
+                continue;
+            }
             if want != got {
                 let how = match (want["match"].as_bool(), got["match"].as_bool()) {
                     (Some(true), Some(false)) => "agreed, now differs",
