@@ -125,7 +125,7 @@ pub struct FilterArgs {
     /// Only errors: the same as --severity error.
     #[arg(long, conflicts_with = "severity")]
     pub errors: bool,
-    /// Only findings of this kind (repeatable; a name of README's kinds table, such as
+    /// Only findings of this kind (repeatable; a name of the kinds table in docs/findings.md, such as
     /// orphan_call).
     #[arg(long = "kind", value_name = "KIND", value_parser = parse_kind)]
     pub kinds: Vec<Kind>,

@@ -1,5 +1,5 @@
 //! `transcriptd repair`: the command line of the repair driver ([`crate::repair`]), which does
-//! the work and holds the guarantees (README, "Guarantees").
+//! the work and holds the guarantees (docs/commands/repair.md, "Guarantees").
 
 use super::args::{OutputArgs, ReadArgs};
 use super::output::human_bytes;

@@ -3,7 +3,7 @@
 //! the window title with OSC 0, write the clipboard with OSC 52, clear the screen, move the
 //! cursor back with CR) or forge an output line with a newline in a file name.
 //!
-//! One visible form everywhere (README "Output"): `\n`, `\r`, `\t` for those three, `\x1b`
+//! One visible form everywhere (docs/commands/README.md): `\n`, `\r`, `\t` for those three, `\x1b`
 //! (two lowercase hex digits) for the other C0 controls and DEL, and `\u{9b}` for the C1
 //! controls U+0080–U+009F — the form `tracing` uses for its own escapes. Every text writer
 //! passes what it did not write itself through [`line`] (or [`Safe`]), before colour is added;

@@ -1,6 +1,6 @@
 //! Findings: what is wrong with a transcript, as data.
 //!
-//! The kind names are the public contract (README "Finding kinds"): they appear in JSON output,
+//! The kind names are the public contract (docs/findings.md): they appear in JSON output,
 //! in metrics labels and in repair plans, and never change meaning.
 
 use crate::transcript::model::MAIN_THREAD;

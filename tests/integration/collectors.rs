@@ -8,7 +8,7 @@
 //! for a while: the records written meanwhile wait in the sink's spool, tried again with
 //! backoff; once it is back, every record arrives, none twice. Then it is killed four times in
 //! the middle of a stream: every record arrives (some may come twice). For Vector also: while
-//! its sink cannot write it answers 500 and the batches come again; and README's `dedupe`
+//! its sink cannot write it answers 500 and the batches come again; and docs/deploy.md's `dedupe`
 //! transform drops a batch POSTed again with its `X-Transcriptd-Batch`, and nothing else.
 //!
 //! Neither is in the package registries CI reaches, so `.ci/run` cannot install them. A test
@@ -16,7 +16,7 @@
 //! `$TRANSCRIPTD_PEER_DIR/fluent-bit/bin/fluent-bit` / `.../vector/bin/vector` (`target/peer`
 //! by default), else `fluent-bit` / `vector` on `PATH`. Without one it says so and passes,
 //! unless `TRANSCRIPTD_REQUIRE_COLLECTORS` is set, where a missing binary fails. Each collector
-//! runs with the configuration README shows ("Pushed over HTTP"), read from there.
+//! runs with the configuration docs/deploy.md shows ("Pushed over HTTP"), read from there.
 //!
 //! The Fluent Bit these tests were run with: v5.1.1 from its source tag, built with the
 //! Debian packages `cmake flex bison libssl-dev libyaml-dev libsqlite3-dev` and
@@ -91,10 +91,10 @@ fn vector_or_skip() -> Option<PathBuf> {
     collector_or_skip("TRANSCRIPTD_VECTOR", "vector/bin/vector", "vector")
 }
 
-/// The first fenced block of README (with the given opening fence) after `anchor`, unindented.
+/// The first fenced block of docs/deploy.md (with the given opening fence) after `anchor`, unindented.
 fn readme_block(anchor: &str, fence: &str) -> String {
-    let readme = std::fs::read_to_string(super::support::root().join("README.md")).unwrap();
-    let from = readme.find(anchor).unwrap_or_else(|| panic!("README shows {anchor}"));
+    let readme = std::fs::read_to_string(super::support::root().join("docs/deploy.md")).unwrap();
+    let from = readme.find(anchor).unwrap_or_else(|| panic!("docs/deploy.md shows {anchor}"));
     let block: Vec<&str> = readme[from..].lines().skip_while(|l| l.trim() != fence).skip(1).take_while(|l| l.trim() != "```").collect();
     block.iter().map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l))).collect()
 }
@@ -102,12 +102,12 @@ fn readme_block(anchor: &str, fence: &str) -> String {
 /// `conf` with each `(what, with)` replaced, each `what` found exactly once.
 fn substitute(name: &str, conf: &str, edits: &[(&str, String)]) -> String {
     edits.iter().fold(conf.to_owned(), |conf, (what, with)| {
-        assert_eq!(conf.matches(what).count(), 1, "README's {name} config has `{what}` once, as the test expects:\n{conf}");
+        assert_eq!(conf.matches(what).count(), 1, "docs/deploy.md's {name} config has `{what}` once, as the test expects:\n{conf}");
         conf.replace(what, with)
     })
 }
 
-/// The Fluent Bit configuration README shows (the `ini` block after "**Fluent Bit**, `http`
+/// The Fluent Bit configuration docs/deploy.md shows (the `ini` block after "**Fluent Bit**, `http`
 /// input"), listening on loopback `port`, writing every record to `<out>/records.jsonl`, and
 /// keeping its chunks in `storage`.
 pub fn fluent_bit_conf(port: u16, out: &Path, storage: &Path) -> String {
@@ -123,9 +123,9 @@ pub fn fluent_bit_conf(port: u16, out: &Path, storage: &Path) -> String {
     )
 }
 
-/// The Vector configuration README shows (the `toml` block after "**Vector**, `http_server`
+/// The Vector configuration docs/deploy.md shows (the `toml` block after "**Vector**, `http_server`
 /// source"), listening on loopback `port` and writing every event to `<out>/records.jsonl`;
-/// with `dedupe`, README's `dedupe` transform (the next `toml` block) in front of the sink.
+/// with `dedupe`, docs/deploy.md's `dedupe` transform (the next `toml` block) in front of the sink.
 pub fn vector_conf(port: u16, out: &Path, dedupe: bool) -> String {
     let conf = readme_block("**Vector**, `http_server` source", "```toml");
     let mut edits = vec![
@@ -153,7 +153,7 @@ struct Collector {
 }
 
 impl Collector {
-    /// Fluent Bit with README's configuration.
+    /// Fluent Bit with docs/deploy.md's configuration.
     fn fluent_bit(bin: &Path, dir: &Path, port: u16) -> Collector {
         std::fs::create_dir_all(dir.join("out")).unwrap();
         let conf = dir.join("fluent-bit.conf");
@@ -161,7 +161,7 @@ impl Collector {
         Collector::start("Fluent Bit", bin, dir, port, vec!["-c".into(), conf.display().to_string()], &[])
     }
 
-    /// Vector with README's configuration (and its `dedupe` transform, with `dedupe`).
+    /// Vector with docs/deploy.md's configuration (and its `dedupe` transform, with `dedupe`).
     fn vector(bin: &Path, dir: &Path, port: u16, dedupe: bool) -> Collector {
         std::fs::create_dir_all(dir.join("out")).unwrap();
         let conf = dir.join("vector.toml");
@@ -519,7 +519,7 @@ fn post_batch(port: u16, id: &str, body: &str) -> u16 {
 #[test]
 fn vector_dedupe_drops_a_batch_sent_again_and_nothing_else() {
     let Some(bin) = vector_or_skip() else { return };
-    // Through README's `dedupe`: every record still arrives, once (none taken for a copy).
+    // Through docs/deploy.md's `dedupe`: every record still arrives, once (none taken for a copy).
     let (_d, c) = receives_every_record_once("/", vector_dedupe, &bin);
     // The largest batch again, as the sink sends it again after a lost answer: the same
     // records, the same id.

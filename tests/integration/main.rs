@@ -29,7 +29,7 @@ mod orphans;
 mod pipeline;
 mod powerloss;
 mod read_ahead;
-mod readme;
+mod docs;
 mod real;
 mod receiver;
 mod reliability;

@@ -2,7 +2,7 @@
 //! (the real fixtures, line by line, with malformed lines among them); the numbers on screen
 //! are those of the daemon's `/metrics`; the keys sort, filter and quit. The last screen is
 //! kept as `target/top.txt` (and, with `UPDATE_EXPECT=1`, `tests/artifacts/top.txt`: the
-//! README's screenshot).
+//! the screen in docs/commands/top.md).
 
 use super::harness::{metric_sum, wait, Daemon};
 use super::support::{data, root};

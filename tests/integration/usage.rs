@@ -9,7 +9,7 @@
 //! test looks in `$TRANSCRIPTD_PEER_DIR` and, when the peer is not installed, says so and
 //! passes, except under CI (`CI` set), where a missing peer fails.
 //!
-//! Files left out, with why (each an intentional difference, documented in README):
+//! Files left out, with why (each an intentional difference, documented in docs/commands/usage.md):
 //! - `codemie/*/turn-1.jsonl`: byte prefixes of `turn-2.jsonl`, the same messages again;
 //!   ccusage counts a message once across all files, transcriptd per file.
 //! - `spotter/subagent.jsonl`: its subagents' own files are missing; ccusage counts their

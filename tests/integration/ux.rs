@@ -434,7 +434,7 @@ fn sessions_list_leaves_repair_by_products_out_and_names_uuid_files_by_their_uui
     let o = transcriptd(&["show", "666666", "--root", s(d.path())]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains(&format!("id           {uuid}")), "{}", stdout(&o));
-    // `show --history -o json` prints the records of `history`, as README.md says.
+    // `show --history -o json` prints the records of `history`, as docs/commands/show.md says.
     let shown = transcriptd(&["show", "666666", "--root", s(d.path()), "--history", "-o", "json"]);
     let file = d.path().join(format!("codex-rollout-2026-02-23T20-34-25-{uuid}.jsonl"));
     let history = transcriptd(&["history", s(&file)]);

@@ -1,4 +1,5 @@
-//! README.md against the binary, so that the two cannot drift apart:
+//! README.md and the reference under docs/ against the binary, so that they cannot drift apart
+//! (each check runs over every page; a failure names the page and its line):
 //!
 //! - every `$ transcriptd …` example is run (through `sh`, in a scratch home and working
 //!   directory laid out from the repository's fixtures: `~/.claude/projects`,
@@ -11,6 +12,8 @@
 //! - the flags agree both ways: each flag of each verb is described in its section of the
 //!   README (or among the common arguments), and each flag a README flag table names exists;
 //! - the TOML shown is valid: the tool registry's shape, and configuration snippets;
+//! - every relative link resolves (the file, and the heading an anchor names), and every page
+//!   is reachable from README.md;
 //! - the set-up: `transcriptd run` on built-in defaults starts in a fresh home and stops
 //!   cleanly on SIGTERM (`cargo test --locked`, the other set-up command, is what runs this).
 
@@ -20,8 +23,53 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn readme() -> String {
-    std::fs::read_to_string(root().join("README.md")).unwrap()
+/// README.md and the pages under docs/, in reading order (the order of the README they were
+/// split from: the examples run in this order on one scratch machine).
+const PAGES: &[&str] = &[
+    "README.md",
+    "docs/formats.md",
+    "docs/findings.md",
+    "docs/commands/README.md",
+    "docs/commands/check.md",
+    "docs/commands/stats.md",
+    "docs/commands/report.md",
+    "docs/commands/context.md",
+    "docs/commands/history.md",
+    "docs/commands/orphans.md",
+    "docs/commands/repair.md",
+    "docs/daemon.md",
+    "docs/metrics.md",
+    "docs/commands/tap.md",
+    "docs/commands/top.md",
+    "docs/commands/usage.md",
+    "docs/commands/sessions.md",
+    "docs/commands/show.md",
+    "docs/deploy.md",
+    "docs/development.md",
+];
+
+/// A page: its path from the repository's root, and its text.
+struct Page {
+    path: &'static str,
+    text: String,
+}
+
+fn pages() -> Vec<Page> {
+    PAGES.iter().map(|p| Page { path: p, text: std::fs::read_to_string(root().join(p)).unwrap_or_else(|e| panic!("{p}: {e}")) }).collect()
+}
+
+/// The page that holds `heading`, and its section there.
+fn find_section<'a>(pages: &'a [Page], heading: &str) -> (&'static str, &'a str) {
+    let hits: Vec<(&'static str, &str)> = pages.iter().filter(|p| has_heading(&p.text, heading)).map(|p| (p.path, section(&p.text, heading))).collect();
+    match hits.as_slice() {
+        [one] => *one,
+        [] => panic!("no page has the heading {heading}"),
+        many => panic!("the heading {heading} is on {} pages: {:?}", many.len(), many.iter().map(|h| h.0).collect::<Vec<_>>()),
+    }
+}
+
+fn has_heading(text: &str, heading: &str) -> bool {
+    text.lines().any(|l| l.starts_with(heading) && l.starts_with('#'))
 }
 
 /// A fenced code block: its language, the README line it starts on, its lines.
@@ -169,20 +217,19 @@ fn output_matches(shown: &[String], actual: &[&str]) -> bool {
 }
 
 #[test]
-fn every_example_prints_what_the_readme_shows() {
-    let text = readme();
+fn every_example_prints_what_the_docs_show() {
     let m = Machine::new();
-    let all = examples(&text);
+    let all: Vec<(&str, Example)> = pages().into_iter().flat_map(|p| examples(&p.text).into_iter().map(move |e| (p.path, e))).collect();
     assert!(all.len() >= 10, "{} examples", all.len());
     let mut failures = Vec::new();
-    for e in &all {
-        assert!(e.command.starts_with("transcriptd "), "README.md:{}: an example runs transcriptd", e.line);
+    for (page, e) in &all {
+        assert!(e.command.starts_with("transcriptd "), "{page}:{}: an example runs transcriptd", e.line);
         // `…` in a path is a glob there.
         let (printed, code) = m.run(&e.command.replace('…', "*"));
         let lines: Vec<&str> = printed.lines().collect();
         let usage_error = printed.contains("Usage: transcriptd");
         if usage_error || !output_matches(&e.output, &lines) {
-            failures.push(format!("README.md:{}: $ {} (exit {code:?})\n--- shown\n{}\n--- printed\n{printed}", e.line, e.command, e.output.join("\n")));
+            failures.push(format!("{page}:{}: $ {} (exit {code:?})\n--- shown\n{}\n--- printed\n{printed}", e.line, e.command, e.output.join("\n")));
         }
     }
     assert!(failures.is_empty(), "{} of {} examples differ:\n\n{}", failures.len(), all.len(), failures.join("\n\n"));
@@ -257,26 +304,25 @@ fn other_commands(text: &str) -> Vec<(usize, Vec<String>)> {
 }
 
 #[test]
-fn every_other_command_in_the_readme_parses() {
-    let text = readme();
-    let commands = other_commands(&text);
+fn every_other_command_in_the_docs_parses() {
+    let commands: Vec<(&str, usize, Vec<String>)> =
+        pages().into_iter().flat_map(|p| other_commands(&p.text).into_iter().map(move |(line, args)| (p.path, line, args))).collect();
     assert!(commands.len() >= 15, "{} commands", commands.len());
     let mut failures = Vec::new();
-    for (line, args) in &commands {
+    for (page, line, args) in &commands {
         if let Err(e) = transcriptd::cli::Cli::try_parse_from(args) {
             // `--help` and `--version` "fail" with their text: that is a parse that worked.
             if !matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) {
-                failures.push(format!("README.md:{line}: {args:?}: {e}"));
+                failures.push(format!("{page}:{line}: {args:?}: {e}"));
             }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Each verb's README section: from its heading to the next heading of the same or a higher
-/// level.
+/// A section of a page: from its heading to the next heading of the same or a higher level.
 fn section<'a>(text: &'a str, heading: &str) -> &'a str {
-    let start = text.find(heading).unwrap_or_else(|| panic!("README.md has no heading {heading}"));
+    let start = text.lines().scan(0, |at, l| { let here = *at; *at += l.len() + 1; Some((here, l)) }).find(|(_, l)| l.starts_with(heading)).map(|(at, _)| at).unwrap_or_else(|| panic!("no heading {heading}"));
     let level = heading.chars().take_while(|c| *c == '#').count();
     let body = &text[start + heading.len()..];
     let mut end = body.len();
@@ -327,12 +373,12 @@ fn flag_rows(section: &str) -> String {
 }
 
 #[test]
-fn readme_and_help_describe_the_same_flags() {
-    let text = readme();
+fn docs_and_help_describe_the_same_flags() {
+    let pages = pages();
     let cli = transcriptd::cli::Cli::command();
     let longs = |c: &clap::Command| -> BTreeSet<String> { c.get_arguments().filter_map(|a| a.get_long()).map(|l| format!("--{l}")).collect() };
-    let common_section = section(&text, "## Commands");
-    let common_table = common_section.split("### ").next().unwrap();
+    let (_, common_section) = find_section(&pages, "# Commands");
+    let common_table = common_section.split("\n## ").next().unwrap();
     let common: BTreeSet<String> = flags_in(&flag_rows(common_table));
     let global = longs(&cli);
     let mut verbs: Vec<(String, clap::Command)> = Vec::new();
@@ -347,22 +393,22 @@ fn readme_and_help_describe_the_same_flags() {
     let mut everywhere = global.clone();
     for (name, c) in &verbs {
         let heading = match name.as_str() {
-            "validate-config" => "#### Configuration".to_owned(),
+            "validate-config" => "## Configuration".to_owned(),
             "completions" | "man" => "## Shell completions and manual pages".to_owned(),
-            _ => format!("### `transcriptd {name}"),
+            _ => format!("# `transcriptd {name}"),
         };
-        let sec = section(&text, &heading);
+        let (page, sec) = find_section(&pages, &heading);
         let described = flags_in(sec);
         let own = longs(c);
         everywhere.extend(own.iter().cloned());
         for f in own.iter().filter(|f| !["--help", "--version"].contains(&f.as_str())) {
             if !described.contains(f) && !common.contains(f) {
-                problems.push(format!("{name}: {f} is in --help but not in README.md's section {heading}"));
+                problems.push(format!("{name}: {f} is in --help but not in {page}'s section {heading}"));
             }
         }
         for f in flags_in(&flag_rows(sec)) {
             if !own.contains(&f) && !global.contains(&f) {
-                problems.push(format!("{name}: README.md's flag table names {f}, which `transcriptd {name} --help` does not have"));
+                problems.push(format!("{name}: {page}'s flag table names {f}, which `transcriptd {name} --help` does not have"));
             }
         }
     }
@@ -377,7 +423,7 @@ fn readme_and_help_describe_the_same_flags() {
         let said = ["check", "orphans", "report", "run", "tap"].contains(&name.as_str());
         if has != said {
             problems.push(format!(
-                "{name}: --severity {} but README.md's common arguments say {}",
+                "{name}: --severity {} but docs/commands/README.md's common arguments say {}",
                 if has { "exists" } else { "is missing" },
                 if said { "it has it" } else { "not" }
             ));
@@ -387,19 +433,18 @@ fn readme_and_help_describe_the_same_flags() {
 }
 
 #[test]
-fn the_toml_in_the_readme_is_valid() {
-    let text = readme();
-    let tomls: Vec<Block> = blocks(&text).into_iter().filter(|b| b.lang == "toml").collect();
+fn the_toml_in_the_docs_is_valid() {
+    let tomls: Vec<(&str, Block)> = pages().into_iter().flat_map(|p| blocks(&p.text).into_iter().filter(|b| b.lang == "toml").map(move |b| (p.path, b))).collect();
     assert!(tomls.len() >= 2);
-    for b in tomls {
+    for (page, b) in tomls {
         let body = b.lines.join("\n");
         if body.trim_start().starts_with("[tools]") {
-            let r = transcriptd::config::tools::ToolRegistry::parse(&body, "README.md").unwrap_or_else(|e| panic!("README.md:{}: {e}", b.line));
+            let r = transcriptd::config::tools::ToolRegistry::parse(&body, page).unwrap_or_else(|e| panic!("{page}:{}: {e}", b.line));
             assert!(!r.is_empty());
         } else {
             // A snippet of the daemon's configuration: with a source, it is valid.
             let whole = format!("[[sources]]\ninclude = [\"/x/*.jsonl\"]\n\n{body}\n");
-            transcriptd::config::Config::check_text(&whole, "README.md").unwrap_or_else(|e| panic!("README.md:{}: {e}", b.line));
+            transcriptd::config::Config::check_text(&whole, page).unwrap_or_else(|e| panic!("{page}:{}: {e}", b.line));
         }
     }
 }
@@ -414,4 +459,106 @@ fn the_set_up_command_runs_on_a_fresh_machine() {
     let (code, log) = super::support::run_daemon_briefly(cmd);
     assert_eq!(code, Some(0), "{log}");
     assert!(home.path().join(".local/state/transcriptd").is_dir(), "checkpoints in the default state directory");
+}
+
+/// The relative links of a page outside code blocks (`[text](target)`): target and line.
+fn links(text: &str) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    let mut fence = false;
+    for (i, l) in text.lines().enumerate() {
+        if l.starts_with("```") {
+            fence = !fence;
+        }
+        if fence {
+            continue;
+        }
+        for (at, _) in l.match_indices("](") {
+            let rest = &l[at + 2..];
+            if let Some(end) = rest.find(')') {
+                let target = &rest[..end];
+                if !target.contains("://") && !target.starts_with("mailto:") {
+                    out.push((target.to_owned(), i + 1));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens.
+fn slug(heading: &str) -> String {
+    heading
+        .trim_start_matches('#')
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn every_link_in_the_docs_resolves_and_every_page_is_reachable() {
+    let pages = pages();
+    let mut problems = Vec::new();
+    let mut reached: BTreeSet<PathBuf> = BTreeSet::from([PathBuf::from("README.md")]);
+    let mut edges: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for p in &pages {
+        let dir = Path::new(p.path).parent().unwrap();
+        for (target, line) in links(&p.text) {
+            let (file, anchor) = target.split_once('#').map_or((target.as_str(), None), |(f, a)| (f, Some(a)));
+            let resolved = if file.is_empty() { PathBuf::from(p.path) } else { normalize(&dir.join(file)) };
+            if !root().join(&resolved).exists() {
+                problems.push(format!("{}:{line}: the link {target} names {}, which does not exist", p.path, resolved.display()));
+                continue;
+            }
+            if let Some(a) = anchor {
+                let text = std::fs::read_to_string(root().join(&resolved)).unwrap_or_default();
+                let headings: BTreeSet<String> = text.lines().filter(|l| l.starts_with('#')).map(slug).collect();
+                if !headings.contains(a) {
+                    problems.push(format!("{}:{line}: the link {target}: {} has no heading #{a}", p.path, resolved.display()));
+                }
+            }
+            edges.push((PathBuf::from(p.path), resolved));
+        }
+    }
+    loop {
+        let before = reached.len();
+        for (from, to) in &edges {
+            if reached.contains(from) {
+                reached.insert(to.clone());
+            }
+        }
+        if reached.len() == before {
+            break;
+        }
+    }
+    for p in PAGES {
+        if !reached.contains(Path::new(p)) {
+            problems.push(format!("{p}: no chain of links from README.md reaches it"));
+        }
+    }
+    // Every page under docs/ is one of PAGES (so each is tested).
+    for f in walkdir::WalkDir::new(root().join("docs")).into_iter().filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "md")) {
+        let rel = f.path().strip_prefix(root()).unwrap().display().to_string();
+        if !PAGES.contains(&rel.as_str()) {
+            problems.push(format!("{rel}: a page the docs tests do not read (add it to PAGES)"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// `a/b/../c` as `a/c` (the paths are relative to the repository's root).
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
