@@ -9,7 +9,7 @@ mkdir -p "$work"
 bin="$root/target/release/transcriptd"
 [ -n "${TRANSCRIPTD_NO_BUILD:-}" ] || (cd "$root" && cargo build --release --quiet)
 
-gen() { [ -s "$work/$1" ] || python3 "$here/gen_transcripts.py" "${@:2}" -o "$work/$1"; }
+gen() { [ -s "$work/$1" ] || python3 "$here/../tests/gen/gen_transcripts.py" "${@:2}" -o "$work/$1"; }
 gen big1g.jsonl --bytes 1GiB --seed 1 --split-assistant
 gen s100m.jsonl --bytes 100MiB --seed 2
 cat "$work/big1g.jsonl" "$work/s100m.jsonl" > /dev/null   # warm the page cache

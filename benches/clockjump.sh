@@ -28,7 +28,7 @@ type = "prometheus"
 address = "127.0.0.1:0"
 EOT
 echo "+0" > $R/ft
-python3 "$(dirname "$0")/gen_transcripts.py" --lines 3000 --faults 0.02 --seed 5 -o $R/src.jsonl
+python3 "$(dirname "$0")/../tests/gen/gen_transcripts.py" --lines 3000 --faults 0.02 --seed 5 -o $R/src.jsonl
 FAKETIME_DONT_FAKE_MONOTONIC=${MONO:-1} LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 FAKETIME_TIMESTAMP_FILE=$R/ft FAKETIME_NO_CACHE=1 \
   $T run --config $R/t.toml >$R/stdout 2>$R/err &
 P=$!

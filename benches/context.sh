@@ -10,7 +10,7 @@ mkdir -p "$work"
 bin="$root/target/release/transcriptd"
 (cd "$root" && cargo build --release --quiet)
 
-gen() { [ -s "$work/$1" ] || python3 "$here/gen_transcripts.py" "${@:2}" -o "$work/$1"; }
+gen() { [ -s "$work/$1" ] || python3 "$here/../tests/gen/gen_transcripts.py" "${@:2}" -o "$work/$1"; }
 gen big1g.jsonl --bytes 1GiB --seed 1 --split-assistant
 gen tail8m.jsonl --bytes 8MiB --seed 2 --split-assistant
 file="$work/compacted1g.jsonl"

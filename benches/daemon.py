@@ -47,7 +47,7 @@ def corpus_file(mib):
     path = os.path.join(tempfile.gettempdir(), f"td-corpus-{mib}MiB-seed5.jsonl")
     if not os.path.exists(path):
         tmp = path + f".{os.getpid()}.tmp"
-        subprocess.run([sys.executable, os.path.join(HERE, "gen_transcripts.py"), "--bytes", f"{mib}MiB", "--seed", "5", "--faults", "0.01", "--split-assistant", "-o", tmp], check=True)
+        subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "gen", "gen_transcripts.py"), "--bytes", f"{mib}MiB", "--seed", "5", "--faults", "0.01", "--split-assistant", "-o", tmp], check=True)
         os.rename(tmp, path)
     return path
 

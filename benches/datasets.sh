@@ -11,9 +11,9 @@ mkdir -p "$work"
 bin="$root/target/release/transcriptd"
 (cd "$root" && cargo build --release --quiet)
 
-[ -s "$work/ds1g.jsonl" ] || python3 "$here/gen_datasets.py" --format openai-dataset --bytes 1GiB --seed 1 --faults 0.01 -o "$work/ds1g.jsonl"
-[ -s "$work/big1g.jsonl" ] || python3 "$here/gen_transcripts.py" --bytes 1GiB --seed 1 --split-assistant -o "$work/big1g.jsonl"
-[ -s "$work/ds100m.jsonl" ] || python3 "$here/gen_datasets.py" --format openai-dataset --bytes 100MiB --seed 2 -o "$work/ds100m.jsonl"
+[ -s "$work/ds1g.jsonl" ] || python3 "$here/../tests/gen/gen_datasets.py" --format openai-dataset --bytes 1GiB --seed 1 --faults 0.01 -o "$work/ds1g.jsonl"
+[ -s "$work/big1g.jsonl" ] || python3 "$here/../tests/gen/gen_transcripts.py" --bytes 1GiB --seed 1 --split-assistant -o "$work/big1g.jsonl"
+[ -s "$work/ds100m.jsonl" ] || python3 "$here/../tests/gen/gen_datasets.py" --format openai-dataset --bytes 100MiB --seed 2 -o "$work/ds100m.jsonl"
 touch -d '2 hours ago' "$work/ds1g.jsonl"
 cat "$work/ds1g.jsonl" "$work/big1g.jsonl" "$work/ds100m.jsonl" > /dev/null   # warm the page cache
 

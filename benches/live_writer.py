@@ -126,7 +126,7 @@ def main():
     template = os.path.join(work, f"template-{a.bytes}.jsonl")
     if not os.path.exists(template):
         subprocess.run(
-            [sys.executable, os.path.join(HERE, "gen_transcripts.py"), "--bytes", a.bytes, "--seed", "14", "--faults", "0.01", "--split-assistant", "-o", template],
+            [sys.executable, os.path.join(HERE, "..", "tests", "gen", "gen_transcripts.py"), "--bytes", a.bytes, "--seed", "14", "--faults", "0.01", "--split-assistant", "-o", template],
             check=True,
         )
     print(f"== {os.path.getsize(template)} bytes, writer every 5 ms; {a.bin}")

@@ -12,10 +12,10 @@ mkdir -p "$work" "$outdir"
 bin="$root/target/release/transcriptd"
 (cd "$root" && cargo build --release --quiet)
 
-gen() { [ -s "$work/$1" ] || python3 "$here/gen_transcripts.py" "${@:2}" -o "$work/$1"; }
+gen() { [ -s "$work/$1" ] || python3 "$here/../tests/gen/gen_transcripts.py" "${@:2}" -o "$work/$1"; }
 gen f1g.jsonl --bytes 1GiB --seed 3 --faults 0.01
 if [ ! -d "$work/archive" ]; then
-  python3 "$here/gen_transcripts.py" --bytes 1GiB --sessions 10000 --seed 4 --faults 0.01 --out-dir "$work/archive"
+  python3 "$here/../tests/gen/gen_transcripts.py" --bytes 1GiB --sessions 10000 --seed 4 --faults 0.01 --out-dir "$work/archive"
 fi
 # Older than --min-idle: an archive, not live files.
 touch -d '2 hours ago' "$work/f1g.jsonl"

@@ -10,7 +10,7 @@ work="${1:-/tmp/transcriptd-report}"
 bin="$root/target/release/transcriptd"
 (cd "$root" && cargo build --release --quiet)
 mkdir -p "$work"
-gen() { python3 "$here/gen_transcripts.py" --sessions "$1" --bytes "$2" --seed 18 --faults 0.002 --truncate-last 0.02 --compact-boundary 0.02 --split-assistant --out-dir "$3"; }
+gen() { python3 "$here/../tests/gen/gen_transcripts.py" --sessions "$1" --bytes "$2" --seed 18 --faults 0.002 --truncate-last 0.02 --compact-boundary 0.02 --split-assistant --out-dir "$3"; }
 [ -d "$work/a10k" ] || gen 10000 300M "$work/a10k"
 [ -d "$work/a1k" ] || gen 1000 30M "$work/a1k"
 echo "== archive: $(find -L "$work/a10k" -name "*.jsonl" | wc -l) files, $(du -shL "$work/a10k" | cut -f1)"

@@ -9,7 +9,7 @@ work="${1:-/tmp/transcriptd-sessions}"
 bin="$root/target/release/transcriptd"
 (cd "$root" && cargo build --release --quiet)
 
-[ -d "$work/flat" ] || python3 "$here/gen_sessions.py" --sessions 100000 --seed 1 -o "$work"
+[ -d "$work/flat" ] || python3 "$here/../tests/gen/gen_sessions.py" --sessions 100000 --seed 1 -o "$work"
 for t in claude codex dirs flat; do
   echo "== $t: $(find "$work/$t" -name '*.jsonl' -not -path '*/subagents/*' | wc -l) sessions"
 done

@@ -28,7 +28,7 @@ path = "$R/out.jsonl"
 type = "prometheus"
 address = "127.0.0.1:0"
 EOT
-python3 "$(dirname "$0")/gen_transcripts.py" --lines 6000 --faults 0.02 --seed 6 -o $R/src.jsonl
+python3 "$(dirname "$0")/../tests/gen/gen_transcripts.py" --lines 6000 --faults 0.02 --seed 6 -o $R/src.jsonl
 $T run --config $R/t.toml >$R/stdout 2>$R/err &
 P=$!
 until grep -q 'addr=127' $R/err; do sleep 0.1; done

@@ -377,7 +377,7 @@ fn killed_mid_stream_loses_nothing(path: &str, start: Start, bin: &Path) -> usiz
     let mut c = start(bin, &d.root.path().join("collector"), port);
     let corpus = d.root.path().join("corpus");
     let gen = Command::new("python3")
-        .arg(super::support::root().join("benches/gen_transcripts.py"))
+        .arg(super::support::generator("gen_transcripts.py"))
         .args(["--lines", "6000", "--sessions", "12", "--faults", "0.05", "--seed", "16", "--out-dir", corpus.to_str().unwrap()])
         .status()
         .expect("python3 runs the generator");

@@ -52,11 +52,11 @@ fn every_dataset_case_matches_its_expectation() {
     assert!(count >= 10, "only {count} cases");
 }
 
-/// Runs `benches/gen_datasets.py` with `args`, writing `out` (and the manifest beside it).
+/// Runs `tests/gen/gen_datasets.py` with `args`, writing `out` (and the manifest beside it).
 fn generate(out: &Path, args: &[&str]) -> Vec<Value> {
     let manifest = out.with_extension("manifest");
     let status = Command::new("python3")
-        .arg(root().join("benches/gen_datasets.py"))
+        .arg(super::support::generator("gen_datasets.py"))
         .args(args)
         .arg("--manifest")
         .arg(&manifest)

@@ -1,4 +1,4 @@
-//! Ground truth from generated corpora: the generator (`benches/gen_transcripts.py`) writes a
+//! Ground truth from generated corpora: the generator (`tests/gen/gen_transcripts.py`) writes a
 //! manifest of every fault it injects. Every injected fault must be reported at its line, and
 //! nothing else may be reported as an error.
 

@@ -138,7 +138,7 @@ fn a_large_backlog_read_in_steps_gives_what_check_gives() {
     std::fs::create_dir_all(&staged).unwrap();
     let big = staged.join("big.jsonl");
     let status = std::process::Command::new("python3")
-        .arg(super::support::root().join("benches/gen_transcripts.py"))
+        .arg(super::support::generator("gen_transcripts.py"))
         .args(["--bytes", "24MiB", "--seed", "16", "--faults", "0.01", "--compact-boundary", "0.3", "--truncate-last", "1", "--split-assistant", "-o"])
         .arg(&big)
         .status()

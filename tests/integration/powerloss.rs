@@ -611,7 +611,7 @@ fn tally(records: &[Value], want: &BTreeMap<Key, usize>, want_c: &BTreeSet<(Stri
 /// random bytes into `watch`, paced over about `span`.
 fn start_writers(watch: &Path, corpus: &Path, span: Duration, seed: u64) -> Vec<std::thread::JoinHandle<()>> {
     let status = Command::new("python3")
-        .arg(super::support::root().join("benches/gen_transcripts.py"))
+        .arg(super::support::generator("gen_transcripts.py"))
         .args(["--lines", "1600", "--sessions", "5", "--out-dir", corpus.to_str().unwrap()])
         .args(["--faults", "0.02", "--compact-boundary", "0.2", "--truncate-last", "0.5", "--split-assistant", "--seed", &seed.to_string()])
         .status()

@@ -18,7 +18,7 @@ pub fn backlog_with(d: &Daemon, dest: &Path, mib: u32, seed: u32, faults: &str) 
     std::fs::create_dir_all(&staged).unwrap();
     let tmp = staged.join(dest.file_name().unwrap());
     let status = std::process::Command::new("python3")
-        .arg(super::support::root().join("benches/gen_transcripts.py"))
+        .arg(super::support::generator("gen_transcripts.py"))
         .args(["--bytes", &format!("{mib}MiB"), "--seed", &seed.to_string(), "--faults", faults, "--compact-boundary", "0.3", "--truncate-last", "1"])
         .args(["--split-assistant", "-o"])
         .arg(&tmp)

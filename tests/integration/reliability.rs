@@ -97,7 +97,7 @@ fn start_writers(d: &Daemon, kills: u64, seed: u64) -> Vec<std::thread::JoinHand
     let corpus = d.root.path().join("corpus");
     let lines = 400 + kills * 40;
     let status = std::process::Command::new("python3")
-        .arg(super::support::root().join("benches/gen_transcripts.py"))
+        .arg(super::support::generator("gen_transcripts.py"))
         .args(["--lines", &lines.to_string(), "--sessions", "6", "--out-dir", corpus.to_str().unwrap()])
         .args(["--faults", "0.02", "--compact-boundary", "0.2", "--truncate-last", "0.5", "--split-assistant", "--seed", &seed.to_string()])
         .status()

@@ -293,7 +293,7 @@ fn hostile_names_stay_text() {
 /// Generates an archive of `sessions` sessions with faults and compactions under `dir`.
 fn archive(dir: &Path, sessions: &str, lines: &str, seed: &str) {
     let status = Command::new("python3")
-        .arg(root().join("benches/gen_transcripts.py"))
+        .arg(super::support::generator("gen_transcripts.py"))
         .args([
             "--sessions",
             sessions,

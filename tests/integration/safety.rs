@@ -130,7 +130,7 @@ fn report(o: &Output) -> serde_json::Value {
 
 #[test]
 fn in_place_force_carries_every_line_a_live_writer_appends() {
-    // The case scaled down: a transcript of 8 MB (benches/live_writer.sh runs 100 MB),
+    // The case scaled down: a transcript of 8 MB (benches/live_writer.py runs 100 MB),
     // a writer appending a line every 5 ms through a descriptor it keeps open.
     let d = tempfile::tempdir().unwrap();
     let template = d.path().join("template.jsonl");

@@ -35,10 +35,15 @@ pub fn jsonl_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Runs the transcript generator of `benches/` (stdlib Python) with `args`, writing `out`.
+/// A corpus generator of `tests/gen/` (stdlib Python; the benchmarks in `benches/` run them too).
+pub fn generator(name: &str) -> PathBuf {
+    root().join("tests/gen").join(name)
+}
+
+/// Runs the transcript generator (`tests/gen/gen_transcripts.py`) with `args`, writing `out`.
 pub fn generate(out: &Path, args: &[&str]) {
     let status =
-        Command::new("python3").arg(root().join("benches/gen_transcripts.py")).args(args).arg("-o").arg(out).status().expect("python3 runs the generator");
+        Command::new("python3").arg(generator("gen_transcripts.py")).args(args).arg("-o").arg(out).status().expect("python3 runs the generator");
     assert!(status.success(), "generator failed: {args:?}");
 }
 
