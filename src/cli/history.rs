@@ -1,5 +1,5 @@
-//! `transcriptd history`: the full on-disk conversation for people and exports (seed 004
-//! `load_full_history`), every compaction surfaced in place as a marker. Unlike `context`, it
+//! `transcriptd history`: the full on-disk conversation for people and exports (`SessionReader::load_full_history`,
+//! docs/requirements.md), every compaction surfaced in place as a marker. Unlike `context`, it
 //! reads the whole file forward; never feed its output to a model as the resume seed.
 
 use super::input::{read_forward, FileArgs};

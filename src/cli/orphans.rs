@@ -129,7 +129,7 @@ pub fn scan(input: &Input, format: Option<Format>, max_line_bytes: usize, grace:
     })
 }
 
-/// The call ids a host listed in `pending.json` in `dir` (seed 003).
+/// The call ids a host listed in `pending.json` in `dir` (`Harness\Transcript`, docs/requirements.md).
 pub use crate::sources::pending::paused_calls;
 
 /// Runs the verb.

@@ -68,7 +68,7 @@ fn list(args: ListArgs) -> anyhow::Result<Exit> {
                 unreadable += 1;
                 super::style::error(e);
             }
-            // Seed 004: a session whose meta cannot be read is being created or is corrupt.
+            // `SessionReader::list_sessions_sorted_by_updated_at`: a session whose meta cannot be read is being created or is corrupt.
             _ => tracing::debug!(session = %session.id, "left out: {e}"),
         }
     }

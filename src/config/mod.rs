@@ -90,7 +90,7 @@ pub struct SourceConfig {
     /// A name for logs.
     #[serde(default)]
     pub name: Option<String>,
-    /// `transcripts` (agent conversations) or `events` (strict JSONL event logs, seed 003).
+    /// `transcripts` (agent conversations) or `events` (strict JSONL event logs, `Harness\Transcript`'s `JsonlEvents`: docs/requirements.md).
     #[serde(default)]
     pub kind: SourceKind,
     /// Glob patterns of files to read (`~` is the home directory; `**` crosses directories).

@@ -846,7 +846,7 @@ impl Tailed {
     }
 }
 
-/// Call ids a host persisted as paused beside the transcript (seed 003): `pending.json`. One
+/// Call ids a host persisted as paused beside the transcript (`Harness\Transcript`, docs/requirements.md): `pending.json`. One
 /// reading for the daemon and the `orphans` verb ([`crate::sources::pending`]); the daemon
 /// cannot stop on a bad file, so it warns and takes it as listing nothing.
 pub fn paused_calls(transcript: &Path) -> std::collections::HashSet<String> {

@@ -1,4 +1,4 @@
-//! The full history of a transcript, for people (seed 004 `load_full_history`): every
+//! The full history of a transcript, for people (`SessionReader::load_full_history`, docs/requirements.md): every
 //! conversation line in file order, with each compaction shown as a marker instead of cutting
 //! the history before it, because a user looking at a session expects the whole conversation.
 //!

@@ -1,4 +1,4 @@
-//! One transcript line by its `uuid` (seed 004 `load_transcript_indexed`): Claude Code gives
+//! One transcript line by its `uuid` (`SessionReader::load_transcript_indexed`, docs/requirements.md): Claude Code gives
 //! every line a uuid, and other lines, tools and users refer to lines by it.
 //!
 //! The index keeps where each line is (number, offset, length), not the line itself, so that

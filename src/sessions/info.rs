@@ -1,6 +1,6 @@
 //! What a listing shows about each session, and the order it shows them in.
 //!
-//! Most recently active first (seed 004 `list_sessions_sorted_by_updated_at`): by the meta
+//! Most recently active first (`SessionReader::list_sessions_sorted_by_updated_at`, docs/requirements.md): by the meta
 //! sidecar's `updated_at`; for sessions without one (Claude Code, Codex), by the last timestamp
 //! in the transcript, read from its tail ([`super::tail`]), or else the file's modification
 //! time. Ties are broken by the transcript's modification time (newest first), then by id. A

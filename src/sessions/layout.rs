@@ -110,7 +110,7 @@ pub fn discover(roots: &[PathBuf]) -> Result<Discovery, Error> {
     walk(roots, None)
 }
 
-/// The one session under `roots` whose id starts with `prefix` (seed 000 `find_by_prefix`).
+/// The one session under `roots` whose id starts with `prefix` (`TranscriptReader::find_by_prefix`, docs/requirements.md).
 ///
 /// A session whose id equals the prefix is chosen even when longer ids also start with it, so
 /// that every id can be named. Errors: [`Error::InvalidPrefix`] for characters no id has,

@@ -1,4 +1,4 @@
-//! Appending whole lines to a JSONL file (seed 003), the only way transcriptd appends.
+//! Appending whole lines to a JSONL file (as `Harness\Transcript` writes, docs/requirements.md), the only way transcriptd appends.
 //!
 //! Other writers may append to the same file at the same time: threads of the daemon, other
 //! processes, the agent that owns the transcript. Every append here is one `write` of whole,

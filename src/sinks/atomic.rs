@@ -3,7 +3,7 @@
 //! A file is replaced atomically: written to a temporary file in the same directory, synced,
 //! given the permissions of the file it replaces, renamed over it, and the directory synced, so
 //! that a crash leaves either the old file or the new one, never a mix. Appends write whole
-//! lines in one `write` on an append-mode handle (seed 003), so that concurrent writers
+//! lines in one `write` on an append-mode handle (as `Harness\Transcript` does, docs/requirements.md), so that concurrent writers
 //! interleave lines, never parts of lines.
 
 use crate::sources::regular::{self, Follow};

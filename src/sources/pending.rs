@@ -1,4 +1,4 @@
-//! `pending.json` (seed 003): the calls a host paused on, persisted beside its transcripts for a
+//! `pending.json` (`Harness\Transcript`, docs/requirements.md): the calls a host paused on, persisted beside its transcripts for a
 //! person to decide. The one reading of it, for the `orphans` verb and the daemon's `orphans`
 //! stage (the core takes the ids as [`crate::transcript::Inputs::paused`]).
 

@@ -4,7 +4,7 @@
 //! - **Claude Code**: only `user` and `assistant` records with a `message` are conversation
 //!   (`progress`, `summary`, `file-history-snapshot`, `queue-operation` and `system` records are
 //!   not). Each becomes `{"role", "content"}`: persistence-only fields (`uuid`, `parentUuid`,
-//!   `timestamp`, `usage`, `requestId`, ...) are dropped, as seed 004's `load_messages` drops
+//!   `timestamp`, `usage`, `requestId`, ...) are dropped, as `SessionReader::load_messages` (docs/requirements.md) drops
 //!   them. Claude Code writes one API message as several `assistant` lines sharing
 //!   `message.id`, one content block each, with the `user` lines carrying tool results possibly
 //!   in between; the API saw *one* assistant message, so the lines are merged into the first

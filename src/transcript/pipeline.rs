@@ -13,7 +13,7 @@
 //! [`Event::Tail`], once per quiet period. Inputs from outside the stream (`pending.json`) are
 //! passed in [`Inputs`] by the shell, which reads them.
 //!
-//! **One pairing.** Seed 002's pairing rules (the [`Validator`]: calls with their results, turns,
+//! **One pairing.** The pairing rules (`validate_canonical`, docs/requirements.md) (the [`Validator`]: calls with their results, turns,
 //! threads, rewinds) are the costliest state of a stream, and two stages read them: `validate`
 //! reports their findings, `orphans` reads the calls they leave pending. They are not run once
 //! per stage: the runner ([`Stages`]) keeps one [`Pairing`] per stream, made only when a stage
@@ -98,7 +98,7 @@ impl Event {
 /// What the shell reads from outside the stream for the stages, at a deadline.
 #[derive(Debug, Clone, Default)]
 pub struct Inputs {
-    /// Call ids a host lists as paused in `pending.json` beside the file (seed 003): not
+    /// Call ids a host lists as paused in `pending.json` beside the file (`Harness\Transcript`, docs/requirements.md): not
     /// orphans.
     pub paused: HashSet<String>,
 }
@@ -165,7 +165,7 @@ pub trait Stage: Any + Send + fmt::Debug {
     }
 }
 
-/// The pairing of one stream: seed 002's pairing rules ([`Validator`]) run **once** over its
+/// The pairing of one stream: the pairing rules (`validate_canonical`, docs/requirements.md) ([`Validator`]) run **once** over its
 /// lines, for every stage of the list that reads them ([`Stage::pairs`]: `validate` reports its
 /// findings, `orphans` reads the calls it leaves pending). The runner feeds each entry to it
 /// before handing the entry to the stages, and at the end of the stream ends it before the

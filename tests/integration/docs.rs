@@ -46,6 +46,7 @@ const PAGES: &[&str] = &[
     "docs/commands/show.md",
     "docs/deploy.md",
     "docs/development.md",
+    "docs/requirements.md",
 ];
 
 /// A page: its path from the repository's root, and its text.

@@ -1,4 +1,4 @@
-//! The Claude Code compaction cut (seed 004 `load_transcript`): resuming needs only what follows
+//! The Claude Code compaction cut (`SessionReader::load_transcript`, docs/requirements.md): resuming needs only what follows
 //! the last `compact_boundary`.
 //!
 //! When Claude Code compacts a session it appends a `system` record with

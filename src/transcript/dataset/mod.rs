@@ -2,7 +2,7 @@
 //! training or batch endpoint rejects.
 //!
 //! Each conversation is fed, message by message, into the canonical pairing rules of the
-//! [`Validator`](super::validate::Validator) (seed 002's rules: unanswered calls, results
+//! [`Validator`](super::validate::Validator) (`validate_canonical`'s rules, docs/requirements.md: unanswered calls, results
 //! without a call, duplicate results, consecutive assistant turns), as [`pairing`] applies them
 //! to one conversation, whose findings are mapped to the line and the message index. What a conversation-per-line file adds:
 //!

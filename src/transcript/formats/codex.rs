@@ -340,7 +340,7 @@ pub fn compaction_facts(payload: &[u8]) -> (Option<usize>, Option<String>) {
     (items, window)
 }
 
-// Rollout lines, as the compaction cut (`context::model_context`, seed 001) reads them.
+// Rollout lines, as the compaction cut (`context::model_context`, `ModelContextScan`, docs/requirements.md) reads them.
 
 /// What one rollout line means to the cutoff rules.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Canonical validation: the pairing rules of seed 002, per format.
+//! Canonical validation: the pairing rules of `rig_core::transcript::validate_canonical` (docs/requirements.md), per format.
 //!
 //! Every call must be answered once, by a result that follows it, before the conversation moves
 //! on; a result must answer a pending call; an assistant turn must not follow another assistant

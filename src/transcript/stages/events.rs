@@ -1,4 +1,4 @@
-//! Event logs (seed 003 `JsonlEvents`): one event object per line, framed strictly.
+//! Event logs (`Harness\Transcript`'s `JsonlEvents`, docs/requirements.md): one event object per line, framed strictly.
 //!
 //! Unlike transcripts, an event log has no conversation to pair; what matters is that every
 //! line is a whole JSON object (a line that is not, or a last line without its newline once the

@@ -1,4 +1,4 @@
-//! Orphan detection (seed 004 `scan_orphan_tool_calls`): the calls of the last assistant turn
+//! Orphan detection (`SessionReader::scan_orphan_tool_calls`, docs/requirements.md): the calls of the last assistant turn
 //! that have no result, and what to do about each.
 //!
 //! A process killed while a tool ran leaves the call in the transcript and no result. Resume
@@ -16,7 +16,7 @@
 //! history leaves open; a rewind drops the abandoned branch's calls). Earlier unanswered calls
 //! are `check`'s `unanswered_call`, not orphans.
 //!
-//! A host that pauses for a person persists its pending calls beside the transcript (seed 003
+//! A host that pauses for a person persists its pending calls beside the transcript (`Harness\Transcript`, docs/requirements.md;
 //! `pending.json`): those calls are [`Handling::Paused`], not orphans.
 //!
 //! Live files: while an agent runs, the call at the tail is normal. In the daemon it becomes an

@@ -13,9 +13,9 @@ pub use crate::transcript::formats::claude_code::{claude_ids, message_id, parent
 pub use crate::transcript::formats::edit::{object, to_line, CallRef, Edited, Unable};
 use crate::transcript::formats::Format;
 
-/// Seed 002 `not_executed`: the result of a call that never ran.
+/// `rig_core::transcript::not_executed` (docs/requirements.md): the result of a call that never ran.
 pub const NOT_EXECUTED: &str = "Tool call was not executed: the transcript has no result for it. (Result inserted by transcriptd repair.)";
-/// Seed 002 `TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER`: every other call of a turn with an invalid
+/// `rig_core::transcript::TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER`: every other call of a turn with an invalid
 /// call gets this; none of the turn's calls ran.
 pub const NOT_EXECUTED_DUE_TO_INVALID_PEER: &str =
     "Tool call was not executed because another tool call in the same turn was invalid; none of the turn's calls ran. (Result inserted by transcriptd repair.)";
