@@ -5,6 +5,7 @@ pub mod check;
 pub mod client;
 pub mod completions;
 pub mod context;
+pub mod help;
 pub mod history;
 pub mod input;
 pub mod man;
@@ -29,17 +30,17 @@ use std::process::ExitCode;
 
 /// Check, repair and watch the JSONL transcripts AI coding agents write.
 #[derive(Debug, Parser)]
-#[command(name = "transcriptd", version, about, long_about = None, propagate_version = true)]
+#[command(name = "transcriptd", version, about, long_about = None, propagate_version = true, after_long_help = help::TRANSCRIPTD)]
 pub struct Cli {
     /// The verb.
     #[command(subcommand)]
     pub command: Command,
     /// Log format on stderr: text, or one JSON object per line (for log collectors).
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT", help_heading = "Global options")]
     pub log_format: LogFormat,
     /// Colour in output and logs: auto (only on a terminal, and not when NO_COLOR is set),
     /// always or never.
-    #[arg(long, global = true, value_enum, default_value_t = style::ColorChoice::Auto, value_name = "WHEN")]
+    #[arg(long, global = true, value_enum, default_value_t = style::ColorChoice::Auto, value_name = "WHEN", help_heading = "Global options")]
     pub color: style::ColorChoice,
 }
 
@@ -65,44 +66,59 @@ pub enum OutputFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate transcripts and report findings.
+    #[command(after_long_help = help::CHECK)]
     Check(check::Args),
     /// Repair transcripts so the agent can resume them, keeping every removed line.
+    #[command(after_long_help = help::REPAIR)]
     Repair(repair::Args),
     /// Run the daemon: tail transcripts, report findings, export metrics.
+    #[command(after_long_help = help::RUN)]
     Run(run::Args),
     /// Check a daemon configuration file.
+    #[command(after_long_help = help::VALIDATE_CONFIG)]
     ValidateConfig(run::ValidateArgs),
     /// Print what the model sees on resume: the lines after the last compaction, read
     /// backwards from the end of the file.
+    #[command(after_long_help = help::CONTEXT)]
     Context(context::Args),
     /// Print the whole conversation for people and exports, each compaction marked in place.
+    #[command(after_long_help = help::HISTORY)]
     History(history::Args),
     /// List the calls of the last assistant turn that have no result, with what each tool does
     /// and a suggested handling.
+    #[command(after_long_help = help::ORPHANS)]
     Orphans(orphans::Args),
     /// Find the sessions agent hosts keep on disk.
     Sessions(sessions::Args),
     /// Show one session, named by a short prefix of its id.
+    #[command(after_long_help = help::SHOW)]
     Show(show::Args),
     /// An audit of an archive: one self-contained HTML page (--html) or JSON (--output json)
     /// with totals, findings by kind, format, severity and date, the worst sessions,
     /// compactions, calls without results by tool and side effect, tokens by model, and
     /// (--plan) what repair would do.
+    #[command(after_long_help = help::REPORT)]
     Report(report::Args),
     /// Statistics of datasets (one conversation per line): messages per role, tool calls per
     /// tool, tokens per conversation and the tokens fine-tuning bills.
+    #[command(after_long_help = help::STATS)]
     Stats(stats::Args),
     /// The records of a running daemon as it emits them (its /tap endpoint), as JSON lines or
     /// readable lines.
+    #[command(after_long_help = help::TAP)]
     Tap(tap::Args),
     /// A full-screen view of a running daemon: files, lag, lines/s, findings/s by kind,
     /// pending and orphan calls, compactions, tokens/min by model, the busiest files.
+    #[command(after_long_help = help::TOP)]
     Top(top::Args),
     /// Token usage by model (each API message once, with its final usage), without the daemon.
+    #[command(after_long_help = help::USAGE)]
     Usage(usage::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_long_help = help::COMPLETIONS)]
     Completions(completions::Args),
     /// Print the manual page (roff), or write one page per verb into a directory.
+    #[command(after_long_help = help::MAN)]
     Man(man::Args),
 }
 

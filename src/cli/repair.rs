@@ -54,7 +54,7 @@ pub struct Args {
     /// Datasets (one conversation per line): what to do with a line whose conversation has
     /// errors: drop it, truncate the conversation before its first break, or answer its calls
     /// without results. A line the policy cannot make clean is dropped.
-    #[arg(long, default_value = "drop", value_parser = clap::value_parser!(DatasetPolicy), value_name = "POLICY")]
+    #[arg(long, default_value = "drop", value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["drop", "truncate", "answer"]), |p| p.parse::<DatasetPolicy>().expect("a policy")), value_name = "POLICY")]
     pub dataset_policy: DatasetPolicy,
     /// Skip files modified more recently than this: they may still be written. Files that change
     /// while repaired, and (in place) files another process holds open for writing, are skipped

@@ -48,7 +48,7 @@ pub struct Args {
 /// Arguments of `transcriptd validate-config`.
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// The configuration file.
+    /// The configuration file, or `-` for standard input.
     pub file: PathBuf,
     /// Also check what `run` needs of this machine: the state directory is writable or can be
     /// created, the metrics address can be bound, the sources' roots exist, the file and
@@ -63,10 +63,20 @@ pub struct ValidateArgs {
 /// Checks a configuration file: exit 0 when valid; 2 otherwise, with every error, each naming
 /// its line.
 pub fn validate(args: ValidateArgs) -> anyhow::Result<Exit> {
-    let name = args.file.display().to_string();
+    let stdin = args.file.as_os_str() == "-";
+    let name = if stdin { "<stdin>".to_owned() } else { args.file.display().to_string() };
     let mut out = args.out.stdout();
     let json = args.out.format() == OutputFormat::Json;
-    let r = match Config::load_checked(&args.file, args.check_env) {
+    let checked = if stdin {
+        // `-`: the text on standard input (relative paths in it are taken against the working
+        // directory, as `run` would take them).
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text).context("reading the configuration on stdin")?;
+        Config::check_text_with(&text, &name, args.check_env)
+    } else {
+        Config::load_checked(&args.file, args.check_env)
+    };
+    let r = match checked {
         Ok(r) => r,
         Err(ConfigErrors(errors)) => {
             let paint = super::style::stderr();

@@ -23,6 +23,7 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
     /// List sessions, most recently active first.
+    #[command(after_long_help = super::help::SESSIONS)]
     List(ListArgs),
 }
 

@@ -396,4 +396,22 @@ fn validate_config_exit_codes() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:3") && err.contains("max_open_filez"), "{err}");
+    // `-` reads standard input (issue 30: it looked for a file named `-`), errors named `<stdin>:LINE`.
+    let piped = |text: &str| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+            .args(["validate-config", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut c.stdin.take().unwrap(), text.as_bytes()).unwrap();
+        c.wait_with_output().unwrap()
+    };
+    let ok = piped(&std::fs::read_to_string(&shipped).unwrap());
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(String::from_utf8_lossy(&ok.stdout).starts_with("<stdin>: ok"), "{}", String::from_utf8_lossy(&ok.stdout));
+    let out = piped("[daemon]\nstate_dir = \"/tmp\"\nmax_open_filez = 3\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("<stdin>:3"), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -563,3 +563,56 @@ fn normalize(p: &Path) -> PathBuf {
     }
     out
 }
+
+/// Every verb's `--help` ends with its exit status and examples (`src/cli/help.rs`, which the
+/// manual pages render as EXIT STATUS and EXAMPLES): each example parses, and the codes are
+/// those the verb's page under docs/ gives after "Exit status:" (where it gives them so).
+#[test]
+fn every_verb_says_its_exit_status_and_examples_as_its_page_does() {
+    let pages = pages();
+    let cli = transcriptd::cli::Cli::command();
+    let mut verbs: Vec<(String, clap::Command)> = vec![("transcriptd".to_owned(), cli.clone())];
+    for c in cli.get_subcommands() {
+        if c.has_subcommands() {
+            verbs.extend(c.get_subcommands().map(|s| (format!("{} {}", c.get_name(), s.get_name()), s.clone())));
+        } else {
+            verbs.push((c.get_name().to_owned(), c.clone()));
+        }
+    }
+    let mut problems = Vec::new();
+    for (name, c) in &verbs {
+        let Some(after) = c.get_after_long_help().map(|h| h.to_string()) else {
+            problems.push(format!("{name}: --help says no exit status nor examples"));
+            continue;
+        };
+        let (codes, examples) = transcriptd::cli::help::sections(&after);
+        if codes.is_empty() || examples.is_empty() || codes.iter().any(|(c, _)| *c > 2) {
+            problems.push(format!("{name}: exit status {codes:?}, examples {examples:?}"));
+        }
+        for e in &examples {
+            // The transcriptd part of a shell line (`... && echo clean`, `| man -l -`, `> FILE`).
+            let seg = e.split(['|', '&', '>', ';']).next().unwrap().trim();
+            let args = words(seg);
+            if let Err(err) = transcriptd::cli::Cli::try_parse_from(&args) {
+                if !matches!(err.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) {
+                    problems.push(format!("{name}: the example `{e}` does not parse: {err}"));
+                }
+            }
+            if name != "transcriptd" && !seg.starts_with(&format!("transcriptd {name}")) {
+                problems.push(format!("{name}: the example `{e}` runs another verb"));
+            }
+        }
+        // The page's own words: every **N** of its "Exit status:" paragraph is a code --help
+        // gives, and the other way round.
+        let heading = if name == "run" { "# `transcriptd run".to_owned() } else { format!("# `transcriptd {name}") };
+        let Some(page) = pages.iter().find(|p| has_heading(&p.text, &heading)) else { continue };
+        let Some(at) = page.text.find("Exit status:") else { continue };
+        let paragraph = page.text[at..].split("\n\n").next().unwrap();
+        let said: BTreeSet<u8> = (0..=2).filter(|n| paragraph.contains(&format!("**{n}**"))).collect();
+        let given: BTreeSet<u8> = codes.iter().map(|(c, _)| *c).collect();
+        if said != given {
+            problems.push(format!("{name}: {} says exit codes {said:?}, --help {given:?}", page.path));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

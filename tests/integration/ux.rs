@@ -403,6 +403,9 @@ fn completions_and_the_manual_come_from_the_clap_definitions() {
         })
         .unwrap();
     assert_eq!(stdout(&o).trim(), "validate-config", "{}", stderr(&o));
+    // A flag with a closed set of values completes to them, not to file names (issue 30).
+    assert!(script.contains("--dataset-policy)\n                    COMPREPLY=($(compgen -W \"drop truncate answer\""), "--dataset-policy completes to file names");
+    assert!(stdout(&transcriptd(&["repair", "--help"])).contains("[possible values: drop, truncate, answer]"));
     for (shell, needle) in [("zsh", "#compdef transcriptd"), ("fish", "complete -c transcriptd -n \"__fish_transcriptd_needs_command\" -f -a \"check\"")] {
         let text = stdout(&transcriptd(&["completions", shell]));
         assert!(text.contains(needle), "{shell}: {text}");
@@ -417,6 +420,22 @@ fn completions_and_the_manual_come_from_the_clap_definitions() {
     let rendered = Command::new("man").args(["-l", s(&dir.path().join("transcriptd-check.1"))]).env("MANWIDTH", "200").env("MANPAGER", "cat").output().unwrap();
     let rendered = stdout(&rendered);
     assert!(rendered.contains("--severity") && rendered.contains("--no-summary"), "{rendered}");
+    // Each page has the sections man pages have (issue 30: neither --help nor the pages had
+    // them), and the verb's own flags come before the global ones in --help.
+    for page in std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()) {
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "transcriptd-sessions.1" {
+            continue; // a verb that only holds `sessions list`
+        }
+        let rendered = stdout(&Command::new("man").args(["-l", s(&page)]).env("MANWIDTH", "200").env("MANPAGER", "cat").output().unwrap());
+        let (exit, examples) = (rendered.find("\nEXIT STATUS\n"), rendered.find("\nEXAMPLES\n"));
+        assert!(exit.is_some() && examples.is_some() && exit < examples, "{name}: no EXIT STATUS then EXAMPLES:\n{rendered}");
+        assert!(rendered[examples.unwrap()..].contains("transcriptd"), "{name}: {rendered}");
+    }
+    let help = stdout(&transcriptd(&["check", "--help"]));
+    let (own, global) = (help.find("--strict").unwrap(), help.find("Global options:").expect("a heading for the global options"));
+    assert!(own < global && global < help.find("--color").unwrap(), "{help}");
+    assert!(help.find("Exit status:").is_some_and(|e| e > global) && help.contains("Examples:"), "{help}");
 }
 
 #[test]
