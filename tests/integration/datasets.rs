@@ -243,6 +243,10 @@ fn every_kind_and_format_is_in_the_docs() {
     assert_eq!(table, kinds, "docs/findings.md's kinds table and Kind::ALL differ");
     for f in Format::ALL {
         assert!(formats.contains(&format!("| `{f}` |")), "docs/formats.md's table lacks {f}");
+        // The reference configuration's comment on `format` names every one (issue 30: it named 4 of 8).
+        let reference = std::fs::read_to_string(root().join("config/transcriptd.toml")).unwrap();
+        let comment: String = reference.lines().skip_while(|l| !l.contains("\"auto\" detects per file")).take_while(|l| l.starts_with('#')).collect();
+        assert!(comment.contains(&format!("\"{f}\"")), "config/transcriptd.toml's comment on `format` lacks {f}: {comment}");
     }
 }
 
