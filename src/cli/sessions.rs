@@ -62,7 +62,11 @@ fn list(args: ListArgs) -> anyhow::Result<Exit> {
     let found = discover(&roots)?;
     let (rows, left_out) = info::rows(&found.sessions);
 
-    let mut unreadable = 0u64;
+    // A directory that cannot be read is said, and the others are listed (exit 2 at the end).
+    let mut unreadable = found.unreadable.len() as u64;
+    for e in &found.unreadable {
+        super::style::error(e);
+    }
     for (session, e) in &left_out {
         match e {
             Error::Io { path, .. } if *path == session.transcript => {
@@ -93,7 +97,7 @@ fn list(args: ListArgs) -> anyhow::Result<Exit> {
         }
     }
     if unreadable > 0 {
-        anyhow::bail!("{unreadable} transcript{} could not be read", plural(unreadable));
+        anyhow::bail!("{unreadable} path{} could not be read", plural(unreadable));
     }
     Ok(if found.lost.is_empty() { Exit::Clean } else { Exit::Findings })
 }

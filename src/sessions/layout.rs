@@ -103,6 +103,9 @@ pub struct Discovery {
     pub sessions: Vec<Session>,
     /// Sidecars whose transcript is missing.
     pub lost: Vec<Lost>,
+    /// Directories below the roots that could not be read (by path): the walk went on
+    /// without them, as `check` goes on past a path it cannot read.
+    pub unreadable: Vec<Error>,
 }
 
 /// Every session under `roots` (directories, or transcript files named directly).
@@ -118,7 +121,11 @@ pub fn discover(roots: &[PathBuf]) -> Result<Discovery, Error> {
 /// [`Error::MissingTranscript`] when the match is a sidecar whose transcript is gone.
 pub fn find_by_prefix(roots: &[PathBuf], prefix: &str) -> Result<Session, Error> {
     validate_prefix(prefix).map_err(|problem| Error::InvalidPrefix { prefix: prefix.to_owned(), problem })?;
-    let found = walk(roots, Some(prefix))?;
+    let mut found = walk(roots, Some(prefix))?;
+    if found.sessions.is_empty() && found.lost.is_empty() && !found.unreadable.is_empty() {
+        // The session may be in a directory that could not be read: say that, not "no match".
+        return Err(found.unreadable.swap_remove(0));
+    }
     let mut all: Vec<(&str, Result<&Session, &Lost>)> =
         found.sessions.iter().map(|s| (s.id.as_str(), Ok(s))).chain(found.lost.iter().map(|l| (l.id.as_str(), Err(l)))).collect();
     let exact: Vec<_> = all.iter().filter(|(id, _)| *id == prefix).cloned().collect();
@@ -177,17 +184,16 @@ fn walk(roots: &[PathBuf], prefix: Option<&str>) -> Result<Discovery, Error> {
             file_root(root, prefix, &mut out);
         }
     }
-    let shared = Walk { prefix, out: Mutex::new(out), visited: Mutex::new(HashSet::new()), error: Mutex::new(None) };
+    let shared = Walk { prefix, out: Mutex::new(out), visited: Mutex::new(HashSet::new()), unreadable: Mutex::new(Vec::new()) };
     rayon::scope(|s| {
         for dir in dirs {
             let shared = &shared;
             s.spawn(move |s| shared.visit(s, dir));
         }
     });
-    if let Some(e) = shared.error.into_inner().unwrap_or_else(PoisonError::into_inner) {
-        return Err(e);
-    }
     let mut out = shared.out.into_inner().unwrap_or_else(PoisonError::into_inner);
+    out.unreadable = shared.unreadable.into_inner().unwrap_or_else(PoisonError::into_inner);
+    out.unreadable.sort_by_key(|e| e.to_string());
     let key = |id: &str, path: &Path| (id.to_owned(), path.to_path_buf());
     out.sessions.sort_by_key(|s| key(&s.id, &s.transcript));
     out.sessions.dedup_by(|a, b| a.transcript == b.transcript);
@@ -202,20 +208,20 @@ struct Walk<'p> {
     out: Mutex<Discovery>,
     /// Canonical paths of the directories walked so far.
     visited: Mutex<HashSet<PathBuf>>,
-    /// The first error; the walk stops when there is one.
-    error: Mutex<Option<Error>>,
+    /// The directories that could not be read; the walk goes on without them.
+    unreadable: Mutex<Vec<Error>>,
 }
 
 impl Walk<'_> {
     /// Reads `dir` and spawns a task for each subdirectory worth walking.
     fn visit<'s>(&'s self, s: &rayon::Scope<'s>, dir: Pending) {
-        if lock(&self.error).is_some() || !lock(&self.visited).insert(dir.canonical.clone()) {
+        if !lock(&self.visited).insert(dir.canonical.clone()) {
             return;
         }
         let mut found = Discovery::default();
         let mut subdirs = Vec::new();
         if let Err(e) = read_dir(&dir, self.prefix, &mut found, &mut subdirs) {
-            lock(&self.error).get_or_insert(e);
+            lock(&self.unreadable).push(e);
             return;
         }
         if !found.sessions.is_empty() || !found.lost.is_empty() {

@@ -436,3 +436,33 @@ fn a_large_flat_directory_is_looked_up_from_its_cached_names_and_never_wrongly()
     std::fs::remove_file(root.path().join("0000000a-aaaa-4bbb-8ccc-00000000000a.jsonl")).unwrap();
     assert_eq!(show("0000000a").status.code(), Some(2));
 }
+
+#[test]
+fn an_unreadable_directory_is_said_and_every_other_session_still_listed() {
+    // Issue 30: one unreadable subdirectory made `sessions list` print nothing at all.
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    every_layout(d.path());
+    let closed = d.path().join("claude/-home-me-closed");
+    put_fixture(SLICE, &closed.join("11111111-1111-4111-8111-111111111111.jsonl"));
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o000)).unwrap();
+    // Root reads any directory: the listing runs as another user there.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", env!("CARGO_BIN_EXE_transcriptd")]);
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+    };
+    let o = cmd.args(["sessions", "list", "-o", "json"]).arg(d.path()).output().unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rows = json_lines(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("-home-me-closed") && stderr(&o).contains("Permission denied"), "{}", stderr(&o));
+    let mut expected = list_json(d.path());
+    expected.retain(|r| !r["path"].as_str().unwrap().contains("-home-me-closed"));
+    assert_eq!(ids(&rows), ids(&expected), "{}", stderr(&o));
+    assert!(rows.len() >= 5);
+}
