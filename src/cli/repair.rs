@@ -6,7 +6,7 @@ use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sources::batch;
 use crate::transcript::dataset::repair::Policy as DatasetPolicy;
-use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::repair::OrphanPolicy;
 use crate::transcript::Options;
 use anyhow::Context;
 use rayon::prelude::*;

@@ -36,7 +36,7 @@ pub mod watch;
 use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
 use crate::sinks::{Batch, Count, Gauges, Sink};
 use crate::telemetry as t;
-use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::repair::OrphanPolicy;
 use anyhow::Context;
 use envelope::{now, Record};
 use health::Health;

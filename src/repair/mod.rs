@@ -36,9 +36,8 @@ use crate::sources::batch::{self, Input, Skipped};
 use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
 use crate::transcript::dataset::repair::{Action, Policy as DatasetPolicy};
-use crate::transcript::stages::repair::{
-    finish_plan, plan_pipeline, Emit, OrphanPolicy, Plan, Rest, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Step, StreamRepair, Unrepaired,
-};
+use crate::transcript::repair::{Emit, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
+use crate::transcript::repair_run::{finish_plan, plan_pipeline, Rest, Step, StreamRepair};
 use crate::transcript::{Format, Options};
 use anyhow::Context;
 use serde::Serialize;
@@ -49,7 +48,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-pub use crate::transcript::stages::repair::MAX_ROUNDS;
+pub use crate::transcript::repair::MAX_ROUNDS;
 
 /// Repairs of one file that changed while it was repaired before it is reported as skipped.
 pub const ATTEMPTS: usize = 3;

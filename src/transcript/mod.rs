@@ -17,6 +17,8 @@ pub mod model;
 pub mod pairing;
 pub mod pipeline;
 pub mod progress;
+pub mod repair;
+pub mod repair_run;
 pub mod reverse;
 pub mod scan;
 pub mod stages;

@@ -27,7 +27,7 @@ use crate::config::tools::ToolRegistry;
 use crate::repair::{self, Job, Settings};
 use crate::sessions::Timestamp;
 use crate::sources::batch::{self, Input};
-use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::repair::OrphanPolicy;
 use crate::transcript::{FindingFilter, Options};
 use anyhow::Context;
 use model::{Acc, Facts, Meta, Report};

@@ -1273,7 +1273,8 @@ impl Rewriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::stages::repair::{plan_bytes, OrphanPolicy};
+    use crate::transcript::repair::OrphanPolicy;
+    use crate::transcript::repair_run::plan_bytes;
     use crate::transcript::Options;
 
     fn origins(parts: &[(Source, u64)]) -> Origins {
