@@ -20,7 +20,6 @@
 //! the split to refuse a reload whose configuration cannot start and keep the running one.
 
 pub mod checkpoint;
-pub use crate::sinks::record as envelope;
 pub mod fds;
 pub mod fetch;
 pub mod health;
@@ -38,7 +37,7 @@ use crate::sinks::{Batch, Count, Gauges, Sink};
 use crate::telemetry as t;
 use crate::transcript::repair::OrphanPolicy;
 use anyhow::Context;
-use envelope::{now, Record};
+use crate::sinks::record::{now, Record};
 use health::Health;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -221,7 +220,7 @@ fn compile(r: &Resolved) -> anyhow::Result<Vec<Source>> {
             }
             Ok(b.build()?)
         };
-        let mut roots: Vec<PathBuf> = s.include.iter().map(|p| watch::literal_root(&crate::config::expand_home(p))).collect();
+        let mut roots: Vec<PathBuf> = s.include.iter().map(|p| crate::config::literal_root(&crate::config::expand_home(p))).collect();
         roots.sort();
         roots.dedup();
         out.push(Source {

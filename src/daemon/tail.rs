@@ -26,7 +26,7 @@
 //! the file is replayed up to the committed offset without emitting anything, fetched or read
 //! ahead too.
 
-use super::envelope::{now, Change, Record};
+use crate::sinks::record::{now, Change, Record};
 use super::fetch::{self, Outcome};
 use super::identity::{note_head, note_read, Fingerprint, FP_LEN, HEAD_LEN};
 use crate::sinks::Count;

@@ -6,7 +6,7 @@
 //! then copied by the kernel; when that pass gives up, the plan is finished and the file
 //! rewritten in a second pass), add what was removed or changed to `<name>.rejects.jsonl`,
 //! then rename the new file into place. When the plan says its edits may have created new findings, the
-//! output is checked and planned again (at most [`MAX_ROUNDS`] rewrites; [`Rounds`] keeps the
+//! output is checked and planned again (at most [`MAX_ROUNDS`](crate::transcript::repair::MAX_ROUNDS) rewrites; [`Rounds`] keeps the
 //! report, the dry run and the rejects in the input's own line numbers). `--dry-run` runs the
 //! same rounds into a scratch directory and prints every edit they make.
 //!
@@ -47,8 +47,6 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
-
-pub use crate::transcript::repair::MAX_ROUNDS;
 
 /// Repairs of one file that changed while it was repaired before it is reported as skipped.
 pub const ATTEMPTS: usize = 3;

@@ -32,7 +32,8 @@ use crate::transcript::formats::dataset::Dataset;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter};
 use crate::transcript::repair::rewrite::{long_record_head, write_record, Action as Rejected, LongRecord};
-use crate::transcript::repair::synth::{self, CallRef, ResultText};
+use crate::transcript::formats::edit::{self, CallRef};
+use crate::transcript::repair::synth::{self, ResultText};
 use crate::transcript::repair::{Emit, RewriteStats};
 use crate::transcript::Set;
 use serde::Serialize;
@@ -260,7 +261,7 @@ impl DatasetRepair {
         if self.dataset.fine_tuning() && !preference && !is_assistant(self.dataset, messages.last()?) {
             return None;
         }
-        Some(synth::to_line(&v))
+        Some(edit::to_line(&v))
     }
 
     fn answer(&self, content: &[u8], report: &LineReport) -> Option<Vec<u8>> {
@@ -323,7 +324,7 @@ impl DatasetRepair {
                 }
             }
         }
-        Some(synth::to_line(&v))
+        Some(edit::to_line(&v))
     }
 
     fn long(&mut self, bytes: &[u8], out: &mut impl FnMut(Emit<'_>)) {
