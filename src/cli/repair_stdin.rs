@@ -71,7 +71,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
         if written.exists() {
             let mut spool = Spool::new(&rejects, Spool::LIMIT);
             let mut f = std::fs::File::open(&written).with_context(|| format!("reading {}", written.display()))?;
-            let mut buf = vec![0u8; 1 << 20];
+            let mut buf = vec![0u8; crate::sources::READ_CHUNK];
             loop {
                 let n = f.read(&mut buf)?;
                 if n == 0 {

@@ -47,9 +47,6 @@ use tail::{Kind, Polled, Tailed};
 use tokio_stream::StreamExt;
 use tracing::{debug, info, warn};
 
-/// Bytes read per `read` call.
-pub const READ_CHUNK: usize = 1 << 20;
-
 /// Bytes one file reads at most per poll, so that files share a step.
 pub const FILE_BUDGET: u64 = 8 << 20;
 
@@ -406,7 +403,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
         counts: Vec::new(),
         gauges: None,
         watch,
-        buf: Vec::with_capacity(READ_CHUNK),
+        buf: Vec::with_capacity(crate::sources::READ_CHUNK),
         dirty: false,
         last_checkpoint: Instant::now(),
         last_rescan: Instant::now(),

@@ -40,6 +40,7 @@ use crate::transcript::repair::{Emit, OrphanPolicy, Plan, RewriteLog, RewriteSta
 use crate::transcript::repair_run::{finish_plan, plan_pipeline, Rest, Step, StreamRepair};
 use crate::transcript::{Format, Options};
 use anyhow::Context;
+use crate::sources::READ_CHUNK;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -392,9 +393,6 @@ fn rewrite(
     Ok(log)
 }
 
-/// Bytes read at a time by the one-pass repair.
-const READ: usize = 1 << 20;
-
 /// What the first round of a file's repair produced.
 pub(crate) struct FirstRound {
     pub(crate) plan: Plan,
@@ -475,7 +473,7 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
     let strict = |e: crate::transcript::StrictStop| anyhow::anyhow!("{}:{e}", path.display());
     let mut stream = StreamRepair::new(&s.check, s.orphans);
     let mut reader = ReadAt::new(input, 0, limit);
-    let mut win = batch::Window::new(buf, READ);
+    let mut win = batch::Window::new(buf, READ_CHUNK);
     let mut out = LazyOut::new(input, output, keep);
     let gave_up = loop {
         let n = win.fill(&mut reader).with_context(|| format!("reading {}", path.display()))?;
@@ -506,10 +504,10 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
         return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions: Vec::new() });
     };
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
-    if buf.capacity() > 4 * READ {
+    if buf.capacity() > 4 * READ_CHUNK {
         // The window grew to hold up to HOLD_LIMIT bytes; the passes below read in chunks of the
         // buffer's size, and a chunk that large would be copied again by the rewriter.
-        *buf = Vec::with_capacity(READ);
+        *buf = Vec::with_capacity(READ_CHUNK);
     }
     let plan = match stream.abandon() {
         Rest::Planned(plan) => plan,
