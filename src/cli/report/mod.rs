@@ -1,8 +1,8 @@
 //! `transcriptd report PATH... --html FILE`: an audit of an archive as one self-contained HTML
 //! page (and `--output json`, the same numbers as JSON).
 //!
-//! Built from the findings `check` makes: every file goes through [`check::check_input`] on
-//! `check`'s thread pool ([`check::check_fold`]), and each [`check::FileReport`] is folded into
+//! Built from the findings `check` makes: every file goes through [`batch_check::check_input`] on
+//! `check`'s thread pool ([`batch_check::check_fold`]), and each [`batch_check::FileReport`] is folded into
 //! [`model::Acc`] as soon as it is made, so memory holds aggregates and top-N lists, never the
 //! findings of the whole archive. Besides the findings, a file's first [`session::HEAD_BYTES`]
 //! are kept as `check` reads them (its first timestamp: the session's date). With `--plan`, each file
@@ -19,7 +19,7 @@ pub mod session;
 pub mod svg;
 
 use super::args::{FindingArgs, OutputArgs};
-use super::check::{self, FileReport};
+use crate::batch_check::{self, FileReport};
 use super::output::{human_bytes, plural};
 use super::safe::Safe;
 use super::{Exit, OutputFormat};
@@ -162,7 +162,7 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         );
         bar
     });
-    let mut acc = check::check_fold(
+    let mut acc = batch_check::check_fold(
         &found.inputs,
         &opts,
         jobs,

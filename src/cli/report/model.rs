@@ -9,7 +9,7 @@
 //! result does not depend on how the files were split between threads.
 
 use super::session::{day_string, DatedBy, SessionDate};
-use crate::cli::check::FileReport;
+use crate::batch_check::FileReport;
 use crate::config::tools::ToolRegistry;
 use crate::repair::{Report as RepairReport, Status as RepairStatus};
 use crate::sources::batch::Skipped;
