@@ -89,15 +89,7 @@ struct Sinks {
 /// directory (never in place), and the record of what it did.
 fn repairer() -> crate::sinks::repaired::Repairer {
     Arc::new(|due: &crate::sinks::repaired::Due, dir: &Path| {
-        let settings = crate::repair::Settings {
-            check: crate::transcript::Options { format: due.format, max_line_bytes: due.max_line_bytes, strict: false, jobs: 1 },
-            orphans: due.orphans,
-            dry_run: false,
-            in_place: false,
-            backup: None,
-            min_idle: Duration::ZERO,
-            force: true,
-        };
+        let settings = crate::repair::Settings::copy(due.format, due.max_line_bytes, due.orphans);
         let job = crate::repair::Job { input: due.file.clone(), output: dir.join(&due.rel), rel: due.rel.clone(), walked: None };
         let report = crate::repair::repair_file(&job, &settings, &mut Vec::new());
         repair_record(&due.file, report)
@@ -1179,15 +1171,7 @@ impl Daemon {
             return;
         }
         t.repaired_size = Some(t.size);
-        let settings = crate::repair::Settings {
-            check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
-            orphans: policy,
-            dry_run: true,
-            in_place: false,
-            backup: None,
-            min_idle: Duration::ZERO,
-            force: true,
-        };
+        let settings = crate::repair::Settings { dry_run: true, ..crate::repair::Settings::copy(t.format(), self.cfg.max_line_bytes, policy) };
         let dir = self.sinks.repaired_dir.clone().unwrap_or_else(std::env::temp_dir);
         let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone(), walked: None };
         self.repairing.insert(p.to_path_buf());

@@ -226,6 +226,24 @@ impl Report {
     pub(crate) fn new(job: &Job, status: Status) -> Self {
         Report {
             file: job.input.display().to_string(),
+impl Settings {
+    /// The settings every repair starts from, which the callers then change field by field: a
+    /// repair of a snapshot into a copy, read as `format` (detected when `None`) with lines up to
+    /// `max_line_bytes`, never strict and on one thread, `orphans` for the calls left open; not
+    /// a plan only, not in place, no backup, and no live-file guard (`force`, `min_idle` zero).
+    pub fn copy(format: Option<Format>, max_line_bytes: usize, orphans: OrphanPolicy) -> Settings {
+        Settings {
+            check: Options { format, max_line_bytes, strict: false, jobs: 1 },
+            orphans,
+            dry_run: false,
+            in_place: false,
+            backup: None,
+            min_idle: Duration::ZERO,
+            force: true,
+        }
+    }
+}
+
             output: None,
             status,
             format: None,

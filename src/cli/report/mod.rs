@@ -142,16 +142,8 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
     let jobs = args.common.read.jobs();
     let opts = Options { format: args.common.read.format, max_line_bytes: args.common.read.max_line_bytes, strict: false, jobs };
     let scratch = args.plan.then(Scratch::new).transpose()?;
-    let settings = Settings {
-        check: Options { jobs: 1, ..opts.clone() },
-        orphans: args.orphans,
-        dry_run: false,
-        in_place: false,
-        backup: None,
-        // The input is only read (`--out`): a copy of a snapshot, whatever writes to it.
-        min_idle: Duration::ZERO,
-        force: true,
-    };
+    // The input is only read (`--out`): a copy of a snapshot, whatever writes to it.
+    let settings = Settings::copy(opts.format, opts.max_line_bytes, args.orphans);
     let plan = scratch.as_ref().map(|s| (s, &settings));
     let progress = (found.inputs.len() > 1 && std::io::stderr().is_terminal() && args.common.out.summary()).then(|| {
         let bar = indicatif::ProgressBar::new(found.inputs.len() as u64);
