@@ -10,11 +10,12 @@
 //! directory that is emptied after each file, and what the repair did is counted.
 //!
 //! - [`session`]: session or subagent, the `show` command, the session date.
-//! - [`model`]: the fold and the [`model::Report`] both outputs are made from.
+//! - [`model`]: the fold; [`schema`]: the [`schema::Report`] both outputs are made from.
 //! - [`svg`]: the charts; [`page`]: the page.
 
 pub mod model;
 pub mod page;
+pub mod schema;
 pub mod session;
 pub mod svg;
 
@@ -30,7 +31,8 @@ use crate::sources::batch::{self, Input};
 use crate::transcript::repair::OrphanPolicy;
 use crate::transcript::{FindingFilter, Options};
 use anyhow::Context;
-use model::{Acc, Facts, Meta, Report};
+use model::{Acc, Facts, Meta};
+use schema::Report;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
