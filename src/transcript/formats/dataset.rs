@@ -986,6 +986,68 @@ fn read_required<'a>(s: &mut Scanner<'a>, required: &mut SmallVec<[Cow<'a, str>;
     Ok(())
 }
 
+/// Writing: where each shape keeps a line's conversation and how it marks its messages, for the
+/// dataset repair, which edits a line as JSON. Every match names every shape, so that a new
+/// shape does not compile until it says how it is written.
+impl Dataset {
+    /// Whether an `openai-dataset` line is of the preference shape (read as the reader reads it:
+    /// a `messages` array makes it a plain conversation).
+    pub fn is_preference(self, v: &serde_json::Value) -> bool {
+        match self {
+            Dataset::OpenAi => !v.get("messages").is_some_and(serde_json::Value::is_array),
+            Dataset::OpenAiBatch | Dataset::AnthropicBatch | Dataset::ShareGpt => false,
+        }
+    }
+
+    /// The line's conversation array, to edit: a preference line's shared prompt,
+    /// `input.messages`, whose indices are those of each of its two conversations.
+    pub fn conversation_mut(self, v: &mut serde_json::Value) -> Option<&mut Vec<serde_json::Value>> {
+        let holder = match self {
+            Dataset::OpenAi if self.is_preference(v) => v.get_mut("input")?.get_mut("messages")?,
+            Dataset::OpenAi => v.get_mut("messages")?,
+            Dataset::OpenAiBatch => {
+                let body = v.get_mut("body")?;
+                if body.get("messages").is_some() {
+                    body.get_mut("messages")?
+                } else {
+                    body.get_mut("input")?
+                }
+            }
+            Dataset::AnthropicBatch => v.get_mut("params")?.get_mut("messages")?,
+            Dataset::ShareGpt => v.get_mut("conversations")?,
+        };
+        holder.as_array_mut()
+    }
+
+    /// Whether a message carries tool results (and nothing that starts a new turn).
+    pub fn is_result(self, m: &serde_json::Value) -> bool {
+        use serde_json::Value;
+        match self {
+            Dataset::AnthropicBatch => {
+                json_role(m) == Some("user")
+                    && m.get("content").and_then(Value::as_array).is_some_and(|a| a.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")))
+            }
+            Dataset::ShareGpt => matches!(json_role(m), Some("observation" | "tool")),
+            Dataset::OpenAi | Dataset::OpenAiBatch => {
+                matches!(json_role(m), Some("tool" | "function")) || m.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_output"))
+            }
+        }
+    }
+
+    /// Whether a message is the assistant's.
+    pub fn is_assistant(self, m: &serde_json::Value) -> bool {
+        match self {
+            Dataset::ShareGpt => matches!(json_role(m), Some("gpt" | "assistant" | "model" | "function_call")),
+            Dataset::OpenAi | Dataset::OpenAiBatch | Dataset::AnthropicBatch => json_role(m) == Some("assistant"),
+        }
+    }
+}
+
+/// A message's role as written (`role`, or ShareGPT's `from`).
+fn json_role(m: &serde_json::Value) -> Option<&str> {
+    m.get("role").or_else(|| m.get("from")).and_then(serde_json::Value::as_str)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
