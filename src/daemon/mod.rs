@@ -54,14 +54,14 @@ pub const FILE_BUDGET: u64 = 8 << 20;
 /// in order), and the settings of the work the shell does for stages (repairs; the tool
 /// registry for `orphan_tool_calls_total`).
 #[derive(Debug)]
-struct Stages {
+struct StageSettings {
     spec: Arc<tail::Spec>,
     repair: Option<(crate::config::RepairMode, OrphanPolicy)>,
     /// Side effects of tools, for `orphan_tool_calls_total` (the metrics sink's).
     registry: crate::config::tools::ToolRegistry,
 }
 
-impl Stages {
+impl StageSettings {
     fn from(r: &Resolved) -> anyhow::Result<Self> {
         let mut registry = crate::config::tools::ToolRegistry::builtin();
         let mut repair = None;
@@ -73,7 +73,7 @@ impl Stages {
             }
         }
         let spec = tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes };
-        Ok(Stages { spec: Arc::new(spec), repair, registry })
+        Ok(StageSettings { spec: Arc::new(spec), repair, registry })
     }
 }
 
@@ -228,7 +228,7 @@ fn compile(r: &Resolved) -> anyhow::Result<Vec<Source>> {
 /// sources, a writable state directory with a readable checkpoint, the file sink, the repaired
 /// files' directory. A reload whose configuration fails this is refused.
 pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
-    Stages::from(cfg)?;
+    StageSettings::from(cfg)?;
     compile(cfg)?;
     let state = &cfg.config.daemon.state_dir;
     std::fs::create_dir_all(state).with_context(|| format!("creating state directory {}", state.display()))?;
@@ -264,7 +264,7 @@ struct Retry {
 /// The daemon's state.
 struct Daemon {
     cfg: Resolved,
-    stages: Stages,
+    stages: StageSettings,
     sources: Vec<Source>,
     files: HashMap<PathBuf, Box<Tailed>>,
     /// Which path each tracked inode is read under.
@@ -347,7 +347,7 @@ pub struct Started {
 pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> anyhow::Result<Started> {
     // Counters count from the first byte read.
     t::install();
-    let stages = Stages::from(&cfg)?;
+    let stages = StageSettings::from(&cfg)?;
     let sources = compile(&cfg)?;
     let state_dir = &cfg.config.daemon.state_dir;
     std::fs::create_dir_all(state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;

@@ -23,7 +23,7 @@ pub mod reverse;
 pub mod scan;
 pub mod stages;
 
-pub use checker::{check_bytes, Checker, Finished, Observer, Options, Stats, StrictStop};
+pub use checker::{check_bytes, Checked, Checker, Observer, Options, Stats, StrictStop};
 pub use filter::FindingFilter;
 pub use finding::{Finding, Kind, Output, Severity};
 pub use formats::Format;

@@ -103,7 +103,7 @@ pub fn detect_head(head: &[u8]) -> Option<super::Format> {
 
 /// How a conversation's messages pair calls with results, which decides the rules that apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pairing {
+pub enum PairingStyle {
     /// Chat Completions (and ShareGPT, read as such): `tool_calls` answered by `tool` messages.
     Chat,
     /// Messages API: `tool_use` blocks answered by `tool_result` blocks in the next user message.
@@ -229,7 +229,7 @@ pub struct Conversation<'a> {
     /// The tools the line declares, when it declares any.
     pub tools: Option<Tools>,
     /// How calls pair.
-    pub pairing: Pairing,
+    pub pairing: PairingStyle,
     /// Messages before this index belong to a shared prompt (preference lines: `input`), whose
     /// findings the second conversation of the line does not repeat.
     pub shared: usize,
@@ -239,7 +239,7 @@ pub struct Conversation<'a> {
 }
 
 impl Conversation<'_> {
-    fn new(pairing: Pairing) -> Self {
+    fn new(pairing: PairingStyle) -> Self {
         Conversation { messages: Vec::new(), tools: None, pairing, shared: 0, part: None }
     }
 }
@@ -437,7 +437,7 @@ fn with_conversation<'a>(mut rec: Record<'a>, conv: Option<Conversation<'a>>, to
 /// that is not an object sets `bad_shape`.
 fn message_array<'a>(
     s: &mut Scanner<'a>,
-    pairing: Pairing,
+    pairing: PairingStyle,
     bad_shape: &mut bool,
     mut one: impl FnMut(&mut Scanner<'a>, &mut Conversation<'a>) -> scan::Result<()>,
 ) -> scan::Result<Option<Conversation<'a>>> {
@@ -478,7 +478,7 @@ thread_local! {
 fn chat_message_array<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool, scratch: &mut Vec<u8>) -> scan::Result<Option<Conversation<'a>>> {
     // Legacy `function_call`s have no id: each is answered by the next `function` message.
     let mut legacy: Option<String> = None;
-    message_array(s, Pairing::Chat, bad_shape, |s, c| {
+    message_array(s, PairingStyle::Chat, bad_shape, |s, c| {
         let index = c.messages.len();
         let (mut role, mut parts, mut null, mut seen) = (None, None, true, false);
         let (mut calls, mut keys): (SmallVec<[Call<'a>; 1]>, SmallVec<[ArgKeys; 1]>) = Default::default();
@@ -638,7 +638,7 @@ fn empty_raw<'a>() -> RawStr<'a> {
 fn responses_input<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<Option<Conversation<'a>>> {
     if s.peek() == Some(Kind::String) {
         let text = s.string()?;
-        let mut c = Conversation::new(Pairing::Responses);
+        let mut c = Conversation::new(PairingStyle::Responses);
         let mut msg = Msg::new(Some(Cow::Borrowed("user")));
         let mut m = Message::new(Role::User);
         m.prompt = true;
@@ -648,7 +648,7 @@ fn responses_input<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Resul
         c.messages.push(msg);
         return Ok(Some(c));
     }
-    message_array(s, Pairing::Responses, bad_shape, |s, c| {
+    message_array(s, PairingStyle::Responses, bad_shape, |s, c| {
         let mut it = codex::Item::default();
         let (mut parts, mut seen, mut null, mut raw_args) = (None, false, true, None);
         s.object(|s, k| {
@@ -707,7 +707,7 @@ fn message_raw<'a>() -> RawStr<'a> {
 
 /// Messages API messages: `role` `user` or `assistant`, content a string or blocks.
 fn anthropic_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<Option<Conversation<'a>>> {
-    message_array(s, Pairing::Anthropic, bad_shape, |s, c| {
+    message_array(s, PairingStyle::Anthropic, bad_shape, |s, c| {
         let (mut role, mut raw_content, mut weight_bad) = (None, None, false);
         s.object(|s, k| {
             match &*k.key() {
@@ -779,7 +779,7 @@ fn tool_use_inputs(raw: &[u8]) -> Vec<(Cow<'_, str>, &[u8])> {
 /// `call@<message>.<k>`.
 fn sharegpt_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<Option<Conversation<'a>>> {
     let mut open: Vec<String> = Vec::new();
-    message_array(s, Pairing::Chat, bad_shape, |s, c| {
+    message_array(s, PairingStyle::Chat, bad_shape, |s, c| {
         let index = c.messages.len();
         let (mut from, mut value) = (None, None);
         s.object(|s, k| {
@@ -1100,7 +1100,7 @@ mod tests {
             r#"{"custom_id":"r","url":"/v1/responses","body":{"input":[{"role":"user","content":"x"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"item_reference","id":"x"}]}}"#,
         );
         let c = &r.conversations[0];
-        assert_eq!(c.pairing, Pairing::Responses);
+        assert_eq!(c.pairing, PairingStyle::Responses);
         assert!(c.messages[0].message().unwrap().prompt);
         assert_eq!(c.messages[1].message().unwrap().calls[0].id, "c");
         assert!(c.messages[2].passive);
