@@ -15,6 +15,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod batch_check;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -13,7 +13,7 @@ pub mod mutate;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use transcriptd::transcript::stages::repair::OrphanPolicy;
+use transcriptd::transcript::repair::OrphanPolicy;
 use transcriptd::transcript::Options;
 
 /// The line limit of the runs with a small one (and of the long lines the mutator makes).

@@ -6,7 +6,7 @@
 mod common;
 
 use libfuzzer_sys::{fuzz_mutator, fuzz_target};
-use transcriptd::transcript::stages::repair::{plan_bytes, repair_bytes_streaming, rewrite_bytes};
+use transcriptd::transcript::repair_run::{plan_bytes, repair_bytes_streaming, rewrite_bytes};
 
 fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| { common::structured_mutate(data, size, max_size, seed) });
 

@@ -69,7 +69,7 @@ pub struct ReadArgs {
     pub format: Option<Format>,
     /// Lines longer than this are line_too_long findings, skipped unread (with units: 64MiB,
     /// 1M, 500k).
-    #[arg(long, default_value = "64MiB", value_parser = super::parse_size, value_name = "BYTES")]
+    #[arg(long, default_value = "64MiB", value_parser = crate::config::parse_size, value_name = "BYTES")]
     pub max_line_bytes: usize,
     /// Worker threads (default: every core). Verbs that read one file in order (context,
     /// history) use one.

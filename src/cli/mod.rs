@@ -25,6 +25,7 @@ pub mod tap;
 pub mod top;
 pub mod usage;
 
+use crate::error::chain;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 
@@ -166,15 +167,11 @@ pub fn main() -> ExitCode {
     }
 }
 
-pub use crate::error::chain;
-
 fn init_tracing(format: LogFormat) {
     // ANSI codes only where a person reads them: never into a file, the journal or a container
     // log (stderr is no terminal there), nor when NO_COLOR or --color never says so.
     crate::telemetry::init_tracing(format == LogFormat::Json, style::stderr().on, safe::line);
 }
-
-pub use crate::config::parse_size;
 
 /// Number of worker threads: `--jobs`, or every core.
 pub fn jobs(requested: Option<usize>) -> usize {
@@ -191,6 +188,7 @@ pub fn default_roots() -> Vec<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::parse_size;
 
     #[test]
     fn sizes() {

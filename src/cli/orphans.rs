@@ -129,8 +129,7 @@ pub fn scan(input: &Input, format: Option<Format>, max_line_bytes: usize, grace:
     })
 }
 
-/// The call ids a host listed in `pending.json` in `dir` (`Harness\Transcript`, docs/requirements.md).
-pub use crate::sources::pending::paused_calls;
+use crate::sources::pending::paused_calls;
 
 /// Runs the verb.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
@@ -182,7 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             Err(e) => {
                 failed += 1;
                 out.flush()?;
-                super::style::error(super::chain(&e));
+                super::style::error(crate::error::chain(&e));
                 continue;
             }
         };

@@ -6,8 +6,7 @@ use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sources::batch;
 use crate::transcript::dataset::repair::Policy as DatasetPolicy;
-use crate::transcript::stages::repair::OrphanPolicy;
-use crate::transcript::Options;
+use crate::transcript::repair::OrphanPolicy;
 use anyhow::Context;
 use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
@@ -112,13 +111,12 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let Jobs { jobs, skipped, empty_dirs } = jobs(&args.paths, args.out.as_deref(), args.shard, args.follow_links_outside)?;
     super::output::warn_empty_dirs(&args.out_args, &empty_dirs);
     let settings = Settings {
-        check: Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs: 1 },
-        orphans: args.orphans,
         dry_run: args.dry_run,
         in_place: args.in_place,
         backup: (!args.no_backup).then(|| args.backup_suffix.clone()),
         min_idle: args.min_idle,
         force: args.force,
+        ..Settings::copy(args.read.format, args.read.max_line_bytes, args.orphans)
     };
     let progress = (jobs.len() > 1 && std::io::stderr().is_terminal() && args.out_args.summary()).then(|| {
         let bar = indicatif::ProgressBar::new(jobs.len() as u64);

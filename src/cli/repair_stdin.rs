@@ -11,7 +11,6 @@ use super::repair::{self, Args};
 use super::{Exit, OutputFormat};
 use crate::repair::{rejects_path, repair_file_with, Job, Settings, Status};
 use crate::sinks::atomic::{Keep, Spool};
-use crate::transcript::Options;
 use anyhow::Context;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -40,16 +39,8 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
     std::io::copy(&mut std::io::stdin().lock(), &mut copy).context("reading standard input")?;
     drop(copy);
     let job = Job { input: input.clone(), output: scratch.path().join("out").join("stdin.jsonl"), rel: PathBuf::from("stdin.jsonl"), walked: None };
-    let settings = Settings {
-        check: Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs: 1 },
-        orphans: args.orphans,
-        dry_run: args.dry_run,
-        in_place: false,
-        backup: None,
-        // A stream is a snapshot: nobody writes the scratch copy.
-        min_idle: Duration::ZERO,
-        force: true,
-    };
+    // A stream is a snapshot: nobody writes the scratch copy.
+    let settings = Settings { dry_run: args.dry_run, ..Settings::copy(args.read.format, args.read.max_line_bytes, args.orphans) };
     let mut report = crate::sources::batch::with_buffer(|buf| repair_file_with(&job, &settings, args.dataset_policy, buf));
     let hide = |s: &str| s.replace(&input.display().to_string(), "-").replace(&job.output.display().to_string(), "-");
     report.file = "-".to_owned();
@@ -71,7 +62,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
         if written.exists() {
             let mut spool = Spool::new(&rejects, Spool::LIMIT);
             let mut f = std::fs::File::open(&written).with_context(|| format!("reading {}", written.display()))?;
-            let mut buf = vec![0u8; 1 << 20];
+            let mut buf = vec![0u8; crate::sources::READ_CHUNK];
             loop {
                 let n = f.read(&mut buf)?;
                 if n == 0 {

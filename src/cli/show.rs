@@ -2,7 +2,8 @@
 //! (turns, tool calls, compactions, findings by kind), its full history, or one line by uuid.
 
 use super::args::{OutputArgs, ReadArgs};
-use super::check::{check_input, READ_CHUNK};
+use crate::batch_check::check_input;
+use crate::sources::READ_CHUNK;
 use super::output::{human_bytes, plural};
 use super::render;
 use super::safe::{self, Safe};

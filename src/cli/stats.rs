@@ -221,7 +221,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         };
         if c.format.is_some() && !c.decided() {
             failed += 1;
-            super::style::error(super::chain(&c.error.take().expect("an error")));
+            super::style::error(crate::error::chain(&c.error.take().expect("an error")));
             continue;
         }
         let mut buf = Vec::new();
@@ -233,7 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         if let Some(e) = c.error.take() {
             failed += 1;
             out.flush()?;
-            super::style::error(super::chain(&e));
+            super::style::error(crate::error::chain(&e));
             continue;
         }
         let format = c.format.expect("decided");

@@ -3,7 +3,7 @@
 //! without running the daemon.
 
 use super::args::{OutputArgs, ReadArgs};
-use super::check::check_all;
+use crate::batch_check::check_all;
 use super::output::plural;
 use super::safe::{self, Safe};
 use super::{Exit, OutputFormat};

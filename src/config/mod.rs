@@ -8,7 +8,7 @@
 
 pub mod tools;
 
-use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::repair::OrphanPolicy;
 use crate::transcript::{Format, Kind, Severity};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;

@@ -20,7 +20,6 @@
 //! the split to refuse a reload whose configuration cannot start and keep the running one.
 
 pub mod checkpoint;
-pub use crate::sinks::record as envelope;
 pub mod fds;
 pub mod fetch;
 pub mod health;
@@ -36,9 +35,9 @@ pub mod watch;
 use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
 use crate::sinks::{Batch, Count, Gauges, Sink};
 use crate::telemetry as t;
-use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::repair::OrphanPolicy;
 use anyhow::Context;
-use envelope::{now, Record};
+use crate::sinks::record::{now, Record};
 use health::Health;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -48,9 +47,6 @@ use tail::{Kind, Polled, Tailed};
 use tokio_stream::StreamExt;
 use tracing::{debug, info, warn};
 
-/// Bytes read per `read` call.
-pub const READ_CHUNK: usize = 1 << 20;
-
 /// Bytes one file reads at most per poll, so that files share a step.
 pub const FILE_BUDGET: u64 = 8 << 20;
 
@@ -58,14 +54,14 @@ pub const FILE_BUDGET: u64 = 8 << 20;
 /// in order), and the settings of the work the shell does for stages (repairs; the tool
 /// registry for `orphan_tool_calls_total`).
 #[derive(Debug)]
-struct Stages {
+struct StageSettings {
     spec: Arc<tail::Spec>,
     repair: Option<(crate::config::RepairMode, OrphanPolicy)>,
     /// Side effects of tools, for `orphan_tool_calls_total` (the metrics sink's).
     registry: crate::config::tools::ToolRegistry,
 }
 
-impl Stages {
+impl StageSettings {
     fn from(r: &Resolved) -> anyhow::Result<Self> {
         let mut registry = crate::config::tools::ToolRegistry::builtin();
         let mut repair = None;
@@ -77,7 +73,7 @@ impl Stages {
             }
         }
         let spec = tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes };
-        Ok(Stages { spec: Arc::new(spec), repair, registry })
+        Ok(StageSettings { spec: Arc::new(spec), repair, registry })
     }
 }
 
@@ -93,15 +89,7 @@ struct Sinks {
 /// directory (never in place), and the record of what it did.
 fn repairer() -> crate::sinks::repaired::Repairer {
     Arc::new(|due: &crate::sinks::repaired::Due, dir: &Path| {
-        let settings = crate::repair::Settings {
-            check: crate::transcript::Options { format: due.format, max_line_bytes: due.max_line_bytes, strict: false, jobs: 1 },
-            orphans: due.orphans,
-            dry_run: false,
-            in_place: false,
-            backup: None,
-            min_idle: Duration::ZERO,
-            force: true,
-        };
+        let settings = crate::repair::Settings::copy(due.format, due.max_line_bytes, due.orphans);
         let job = crate::repair::Job { input: due.file.clone(), output: dir.join(&due.rel), rel: due.rel.clone(), walked: None };
         let report = crate::repair::repair_file(&job, &settings, &mut Vec::new());
         repair_record(&due.file, report)
@@ -221,7 +209,7 @@ fn compile(r: &Resolved) -> anyhow::Result<Vec<Source>> {
             }
             Ok(b.build()?)
         };
-        let mut roots: Vec<PathBuf> = s.include.iter().map(|p| watch::literal_root(&crate::config::expand_home(p))).collect();
+        let mut roots: Vec<PathBuf> = s.include.iter().map(|p| crate::config::literal_root(&crate::config::expand_home(p))).collect();
         roots.sort();
         roots.dedup();
         out.push(Source {
@@ -240,7 +228,7 @@ fn compile(r: &Resolved) -> anyhow::Result<Vec<Source>> {
 /// sources, a writable state directory with a readable checkpoint, the file sink, the repaired
 /// files' directory. A reload whose configuration fails this is refused.
 pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
-    Stages::from(cfg)?;
+    StageSettings::from(cfg)?;
     compile(cfg)?;
     let state = &cfg.config.daemon.state_dir;
     std::fs::create_dir_all(state).with_context(|| format!("creating state directory {}", state.display()))?;
@@ -276,7 +264,7 @@ struct Retry {
 /// The daemon's state.
 struct Daemon {
     cfg: Resolved,
-    stages: Stages,
+    stages: StageSettings,
     sources: Vec<Source>,
     files: HashMap<PathBuf, Box<Tailed>>,
     /// Which path each tracked inode is read under.
@@ -359,7 +347,7 @@ pub struct Started {
 pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> anyhow::Result<Started> {
     // Counters count from the first byte read.
     t::install();
-    let stages = Stages::from(&cfg)?;
+    let stages = StageSettings::from(&cfg)?;
     let sources = compile(&cfg)?;
     let state_dir = &cfg.config.daemon.state_dir;
     std::fs::create_dir_all(state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;
@@ -407,7 +395,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
         counts: Vec::new(),
         gauges: None,
         watch,
-        buf: Vec::with_capacity(READ_CHUNK),
+        buf: Vec::with_capacity(crate::sources::READ_CHUNK),
         dirty: false,
         last_checkpoint: Instant::now(),
         last_rescan: Instant::now(),
@@ -1183,15 +1171,7 @@ impl Daemon {
             return;
         }
         t.repaired_size = Some(t.size);
-        let settings = crate::repair::Settings {
-            check: crate::transcript::Options { format: t.format(), max_line_bytes: self.cfg.max_line_bytes, strict: false, jobs: 1 },
-            orphans: policy,
-            dry_run: true,
-            in_place: false,
-            backup: None,
-            min_idle: Duration::ZERO,
-            force: true,
-        };
+        let settings = crate::repair::Settings { dry_run: true, ..crate::repair::Settings::copy(t.format(), self.cfg.max_line_bytes, policy) };
         let dir = self.sinks.repaired_dir.clone().unwrap_or_else(std::env::temp_dir);
         let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone(), walked: None };
         self.repairing.insert(p.to_path_buf());

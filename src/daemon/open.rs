@@ -2,19 +2,21 @@
 //! never through a symbolic link, and no open or read can block the loop.
 //!
 //! A FIFO named `*.jsonl` would block `open` until a writer comes (and then block reads); a link
-//! to `/dev/zero` never reaches its end; a socket cannot be opened at all. So a path is checked
-//! with `lstat` first, opened with `O_NONBLOCK | O_NOFOLLOW | O_NOCTTY` (a FIFO swapped in after
-//! the check still opens at once, a link swapped in fails), and the open handle is checked again
-//! with `fstat`. Symbolic links are not followed, neither for files nor for directories below a
+//! to `/dev/zero` never reaches its end; a socket cannot be opened at all. So a path is opened
+//! with [`regular::open`] and [`Follow::No`] (`lstat` first, then `O_NONBLOCK | O_NOFOLLOW |
+//! O_NOCTTY`, so that a FIFO swapped in after the look still opens at once and a link swapped in
+//! fails, and `fstat` on the open handle); this module adds the descriptor gate and says why a
+//! path is refused ([`Refused`]). Symbolic links are not followed, neither for files nor for directories below a
 //! watched root (the roots themselves may be links): a link to a file outside the tree would be
 //! read once and never again (its target's appends make no event in the tree), and a link to a
 //! file inside the tree would report the file twice.
 //!
-//! (The daemon's own check; the verbs have theirs in `src/sources/`.)
+//! (The daemon's adapter over the one opener every reader uses, `src/sources/regular.rs`.)
 
-use std::fs::{File, Metadata, OpenOptions};
+use crate::sources::regular::{self, FileKind, Follow};
+use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// Why a path is not read.
@@ -40,21 +42,19 @@ impl std::fmt::Display for Refused {
 
 /// The kind of a non-regular file, for messages.
 pub fn kind(m: &Metadata) -> &'static str {
-    let t = m.file_type();
-    if t.is_dir() {
-        "directory"
-    } else if t.is_symlink() {
-        "symlink"
-    } else if t.is_fifo() {
-        "FIFO"
-    } else if t.is_socket() {
-        "socket"
-    } else if t.is_char_device() {
-        "character device"
-    } else if t.is_block_device() {
-        "block device"
-    } else {
-        "special file"
+    name(FileKind::of(m.file_type()))
+}
+
+/// The name of a kind of file, for messages.
+fn name(k: FileKind) -> &'static str {
+    match k {
+        FileKind::Directory => "directory",
+        FileKind::Symlink => "symlink",
+        FileKind::Fifo => "FIFO",
+        FileKind::Socket => "socket",
+        FileKind::CharDevice => "character device",
+        FileKind::BlockDevice => "block device",
+        FileKind::Regular => "regular file",
     }
 }
 
@@ -85,25 +85,25 @@ pub fn linked_dir_between(root: &Path, path: &Path) -> bool {
 }
 
 /// Opens `path` for reading if it is a regular file, without following a link and without
-/// blocking. `Ok(Err(_))` is a path that is not to be read; `Err` an IO error.
+/// blocking: [`regular::open`] with [`Follow::No`] under the descriptor gate, its refusals as
+/// [`Refused`]. `Ok(Err(_))` is a path that is not to be read; `Err` an IO error.
 pub fn open_regular(path: &Path) -> io::Result<Result<(File, Metadata), Refused>> {
     let opened = {
         let _gate = super::fds::gate();
-        OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY).open(path)
+        regular::open(path, Follow::No)
     };
-    let f = match opened {
-        Ok(f) => f,
-        // O_NOFOLLOW on a symbolic link.
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(Err(Refused::Symlink)),
-        // A socket.
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Ok(Err(Refused::NotRegular("socket"))),
-        Err(e) => return Err(e),
-    };
-    let m = f.metadata()?;
-    if !m.file_type().is_file() {
-        return Ok(Err(Refused::NotRegular(kind(&m))));
+    match opened {
+        Ok(opened) => Ok(Ok(opened)),
+        Err(e) => match regular::not_regular(&e) {
+            Some(FileKind::Symlink) => Ok(Err(Refused::Symlink)),
+            Some(k) => Ok(Err(Refused::NotRegular(name(k)))),
+            // O_NOFOLLOW on a link swapped in after the look.
+            None if e.raw_os_error() == Some(libc::ELOOP) => Ok(Err(Refused::Symlink)),
+            // A socket swapped in after the look.
+            None if e.raw_os_error() == Some(libc::ENXIO) => Ok(Err(Refused::NotRegular("socket"))),
+            None => Err(e),
+        },
     }
-    Ok(Ok((f, m)))
 }
 
 /// Device and inode.

@@ -26,7 +26,7 @@
 //! the file is replayed up to the committed offset without emitting anything, fetched or read
 //! ahead too.
 
-use super::envelope::{now, Change, Record};
+use crate::sinks::record::{now, Change, Record};
 use super::fetch::{self, Outcome};
 use super::identity::{note_head, note_read, Fingerprint, FP_LEN, HEAD_LEN};
 use crate::sinks::Count;
@@ -590,7 +590,7 @@ impl Tailed {
     /// with more than [`fetch::MAX_REST`] bytes unread); returns the bytes read.
     fn read(&mut self, buf: &mut Vec<u8>, out: &mut Vec<Record>) -> io::Result<u64> {
         self.load();
-        buf.resize(super::READ_CHUNK, 0);
+        buf.resize(crate::sources::READ_CHUNK, 0);
         let f = self.file.clone().expect("opened");
         let mut fresh = 0;
         let r = loop {

@@ -33,12 +33,6 @@ pub enum Change {
     Rescan,
 }
 
-/// The directory a glob pattern is rooted at: its components before the first one with a glob
-/// character.
-pub fn literal_root(pattern: &str) -> PathBuf {
-    crate::config::literal_root(pattern)
-}
-
 /// The roots no other root contains, sorted.
 pub fn outermost(roots: &[PathBuf]) -> Vec<PathBuf> {
     let set: BTreeSet<&PathBuf> = roots.iter().collect();
@@ -201,6 +195,7 @@ pub fn start(roots: &[PathBuf], mode: WatchMode, interval: Duration, tx: Unbound
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::literal_root;
 
     #[test]
     fn roots_of_patterns() {

@@ -11,7 +11,7 @@ use crate::sources::batch;
 use crate::sources::regular::ReadAt;
 use crate::transcript::dataset::repair::{Action, DatasetRepair, Policy};
 use crate::transcript::formats::dataset::{detect_head, Dataset};
-use crate::transcript::stages::repair::{Emit, Plan, RewriteLog};
+use crate::transcript::repair::{Emit, Plan, RewriteLog};
 use crate::transcript::Format;
 use anyhow::Context;
 use std::fs::File;

@@ -6,7 +6,7 @@
 //! then copied by the kernel; when that pass gives up, the plan is finished and the file
 //! rewritten in a second pass), add what was removed or changed to `<name>.rejects.jsonl`,
 //! then rename the new file into place. When the plan says its edits may have created new findings, the
-//! output is checked and planned again (at most [`MAX_ROUNDS`] rewrites; [`Rounds`] keeps the
+//! output is checked and planned again (at most [`MAX_ROUNDS`](crate::transcript::repair::MAX_ROUNDS) rewrites; [`Rounds`] keeps the
 //! report, the dry run and the rejects in the input's own line numbers). `--dry-run` runs the
 //! same rounds into a scratch directory and prints every edit they make.
 //!
@@ -19,7 +19,7 @@
 //! - A file another process holds open for writing ([`holders`]) is not repaired in place.
 //!   With `--force` it is, covering its complete lines only, and after the swap the bytes a
 //!   writer appends to the old file (the writer's descriptor still points at it) are carried
-//!   into the new one until the writer closes it ([`follow_old`], at most [`FOLLOW_MAX`]). An
+//!   into the new one until the writer closes it (`swap::follow_old`, at most [`FOLLOW_MAX`]). An
 //!   old file that grew is never deleted, even with `--no-backup`.
 //! - Order on disk: the new file is synced, the rejects file replaced (old records + new ones,
 //!   atomically, never through a link), the backup linked, the last check made, the rename
@@ -30,26 +30,28 @@
 //!   inputs never share an output.
 
 pub mod dataset;
+pub mod jobs;
+mod swap;
+
+pub use jobs::{in_shard, jobs, Job, Jobs, Reach, Walked};
+use swap::{after_swap, link_backup};
 
 use crate::sinks::atomic::{self, AtomicFile, Keep, Merged, Spool};
-use crate::sources::batch::{self, Input, Skipped};
+use crate::sources::batch;
 use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
+use crate::sources::READ_CHUNK;
 use crate::transcript::dataset::repair::{Action, Policy as DatasetPolicy};
-use crate::transcript::stages::repair::{
-    finish_plan, plan_pipeline, Emit, OrphanPolicy, Plan, Rest, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Step, StreamRepair, Unrepaired,
-};
+use crate::transcript::repair::{Emit, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
+use crate::transcript::repair_run::{finish_plan, plan_pipeline, Rest, Step, StreamRepair};
 use crate::transcript::{Format, Options};
 use anyhow::Context;
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
-
-pub use crate::transcript::stages::repair::MAX_ROUNDS;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 /// Repairs of one file that changed while it was repaired before it is reported as skipped.
 pub const ATTEMPTS: usize = 3;
@@ -61,99 +63,6 @@ pub const FOLLOW_MAX: Duration = Duration::from_secs(10);
 /// After the old file grew with no writer in sight (one this process cannot see), how long it
 /// must stay quiet before the carrying stops.
 const QUIET: Duration = Duration::from_millis(200);
-
-/// Whether `rel` (a path relative to the root it was found under) belongs to shard `i` of `n`.
-pub fn in_shard(rel: &Path, (i, n): (u64, u64)) -> bool {
-    xxhash_rust::xxh3::xxh3_64(rel.to_string_lossy().as_bytes()) % n == i
-}
-
-/// One file to repair.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// The transcript.
-    pub input: PathBuf,
-    /// Where the repaired file goes (the input itself with --in-place).
-    pub output: PathBuf,
-    /// The path relative to the root it was found under (for shards and reports).
-    pub rel: PathBuf,
-    /// Found by walking a directory: where a link met on the way may lead ([`Walked`]). `None`
-    /// for a path named as it is (a link named is the user's choice, and is followed).
-    pub walked: Option<Walked>,
-}
-
-/// What a repair may reach through the links a walk meets (a tree others can write, repaired by
-/// root: issue 28). A file reached through a symbolic link (the file's own name or a directory
-/// on the way) is repaired only when it resolves inside the paths given (unless `outside`:
-/// `--follow-links-outside`), and never when its owner is not the owner of every link on the
-/// way: a link never makes a repair write another user's file. Checked when the jobs are made,
-/// at each attempt, and again just before the swap, with the same rules.
-#[derive(Debug, Clone)]
-pub struct Walked {
-    /// The directory given, as given (`input` is `root/rel`).
-    pub root: PathBuf,
-    /// Every path given, resolved.
-    pub roots: std::sync::Arc<Vec<PathBuf>>,
-    /// `--follow-links-outside`: a link may lead out of the roots (still never to a file of
-    /// another owner).
-    pub outside: bool,
-}
-
-/// Where a walked job leads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
-    /// No link on the way: the path is the file.
-    Direct,
-    /// Through links, to this resolved path, which the rules allow.
-    Linked(PathBuf),
-    /// Not repaired: why, as a word and for people.
-    Refused(SkipWhy, String),
-}
-
-impl Walked {
-    /// Where `rel` under the root leads, and whether a repair may write there.
-    pub fn reach(&self, rel: &Path) -> std::io::Result<Reach> {
-        let mut at = self.root.clone();
-        let mut links = Vec::new();
-        for c in rel.components() {
-            at.push(c);
-            let m = std::fs::symlink_metadata(&at)?;
-            if m.file_type().is_symlink() {
-                links.push((at.clone(), m.uid()));
-            }
-        }
-        if links.is_empty() {
-            return Ok(Reach::Direct);
-        }
-        let resolved = std::fs::canonicalize(&at)?;
-        let owner = std::fs::metadata(&resolved)?.uid();
-        let shown = |l: &Path| match std::fs::read_link(l) {
-            Ok(t) => format!("{} -> {}", l.display(), t.display()),
-            Err(_) => l.display().to_string(),
-        };
-        if !self.outside && !self.roots.iter().any(|r| resolved.starts_with(r)) {
-            let (first, _) = &links[0];
-            return Ok(Reach::Refused(
-                SkipWhy::LinkOutside,
-                format!(
-                    "reached through the symbolic link {}, it resolves to {}, outside the paths given: not repaired (--follow-links-outside repairs such files)",
-                    shown(first),
-                    resolved.display()
-                ),
-            ));
-        }
-        if let Some((l, uid)) = links.iter().find(|(_, uid)| *uid != owner) {
-            return Ok(Reach::Refused(
-                SkipWhy::LinkOwner,
-                format!(
-                    "reached through the symbolic link {} (owner uid {uid}), it resolves to {}, owned by uid {owner}: not repaired (a link never makes a repair write another user's file)",
-                    shown(l),
-                    resolved.display()
-                ),
-            ));
-        }
-        Ok(Reach::Linked(resolved))
-    }
-}
 
 /// How a file ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -317,6 +226,24 @@ pub struct Settings {
     pub force: bool,
 }
 
+impl Settings {
+    /// The settings every repair starts from, which the callers then change field by field: a
+    /// repair of a snapshot into a copy, read as `format` (detected when `None`) with lines up to
+    /// `max_line_bytes`, never strict and on one thread, `orphans` for the calls left open; not
+    /// a plan only, not in place, no backup, and no live-file guard (`force`, `min_idle` zero).
+    pub fn copy(format: Option<Format>, max_line_bytes: usize, orphans: OrphanPolicy) -> Settings {
+        Settings {
+            check: Options { format, max_line_bytes, strict: false, jobs: 1 },
+            orphans,
+            dry_run: false,
+            in_place: false,
+            backup: None,
+            min_idle: Duration::ZERO,
+            force: true,
+        }
+    }
+}
+
 /// Plans the repair of a file: a check pass watched by the planner.
 pub fn plan_file(path: &Path, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Plan> {
     let file = regular::open_file(path).with_context(|| format!("reading {}", path.display()))?;
@@ -394,9 +321,6 @@ fn rewrite(
     dest.flush()?;
     Ok(log)
 }
-
-/// Bytes read at a time by the one-pass repair.
-const READ: usize = 1 << 20;
 
 /// What the first round of a file's repair produced.
 pub(crate) struct FirstRound {
@@ -478,7 +402,7 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
     let strict = |e: crate::transcript::StrictStop| anyhow::anyhow!("{}:{e}", path.display());
     let mut stream = StreamRepair::new(&s.check, s.orphans);
     let mut reader = ReadAt::new(input, 0, limit);
-    let mut win = batch::Window::new(buf, READ);
+    let mut win = batch::Window::new(buf, READ_CHUNK);
     let mut out = LazyOut::new(input, output, keep);
     let gave_up = loop {
         let n = win.fill(&mut reader).with_context(|| format!("reading {}", path.display()))?;
@@ -509,10 +433,10 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
         return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions: Vec::new() });
     };
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
-    if buf.capacity() > 4 * READ {
+    if buf.capacity() > 4 * READ_CHUNK {
         // The window grew to hold up to HOLD_LIMIT bytes; the passes below read in chunks of the
         // buffer's size, and a chunk that large would be copied again by the rewriter.
-        *buf = Vec::with_capacity(READ);
+        *buf = Vec::with_capacity(READ_CHUNK);
     }
     let plan = match stream.abandon() {
         Rest::Planned(plan) => plan,
@@ -918,373 +842,3 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     Ok(Attempt::Done(Box::new(report)))
 }
 
-/// The backup of an in-place repair: a hard link to the old file.
-struct Backup {
-    path: PathBuf,
-    /// Made by this run (not one a stopped run left).
-    created: bool,
-    /// Names of the old file besides its own and the backup's.
-    other_links: u64,
-}
-
-/// Links the old file (`path`, open as `old`) under `<name><suffix>`, or the first free
-/// `<name><suffix>.N`, never overwriting anything; reuses a backup that already is a link to
-/// it (a run stopped before its swap left it). Copies when the file system refuses the link.
-fn link_backup(path: &Path, suffix: &str, old: &File, before: Identity, keep: Keep) -> anyhow::Result<Backup> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let nlink = old.metadata()?.nlink();
-    for k in 0u32.. {
-        let candidate = path.with_file_name(if k == 0 { format!("{name}{suffix}") } else { format!("{name}{suffix}.{k}") });
-        match std::fs::symlink_metadata(&candidate) {
-            Ok(m) if m.is_file() && (m.dev(), m.ino()) == (before.dev, before.ino) => {
-                return Ok(Backup { path: candidate, created: false, other_links: nlink.saturating_sub(2) });
-            }
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("looking at {}", candidate.display())),
-        }
-        match std::fs::hard_link(path, &candidate) {
-            Ok(()) => {
-                let m = std::fs::symlink_metadata(&candidate)?;
-                if (m.dev(), m.ino()) != (before.dev, before.ino) {
-                    let _ = std::fs::remove_file(&candidate);
-                    anyhow::bail!("{} was replaced by another file during the repair", path.display());
-                }
-                atomic::sync_dir(atomic::parent_dir(&candidate))?;
-                return Ok(Backup { path: candidate, created: true, other_links: nlink.saturating_sub(1) });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(_) => {
-                let len = old.metadata()?.len();
-                atomic::copy_file(old, len, &candidate, Some(keep)).with_context(|| format!("writing backup {}", candidate.display()))?;
-                return Ok(Backup { path: candidate, created: true, other_links: nlink.saturating_sub(1) });
-            }
-        }
-    }
-    unreachable!("an endless supply of names")
-}
-
-/// After an in-place swap: carries what was appended to the old file into the new one, then
-/// keeps or (with `--no-backup`, when nothing was appended) removes the backup.
-fn after_swap(old: &File, covered: u64, live: bool, new: &File, backup: Backup, s: &Settings, report: &mut Report) -> std::io::Result<()> {
-    let f = follow_old(old, covered, live, new)?;
-    report.carried = f.carried;
-    let shown = backup.path.display().to_string();
-    if f.carried.bytes > 0 {
-        report.notes.push(format!(
-            "{} line{} ({} bytes) appended to the old file during the repair were carried into the repaired file",
-            f.carried.lines,
-            if f.carried.lines == 1 { "" } else { "s" },
-            f.carried.bytes
-        ));
-    }
-    if f.interleaved {
-        report
-            .notes
-            .push("another process appended to the repaired file while lines were carried over: those lines may not be in the order they were written".into());
-    }
-    if f.truncated {
-        report.notes.push(format!("the old file shrank after the swap (it was truncated): it is kept as {shown}"));
-    }
-    if !f.still_writing.is_empty() {
-        report.notes.push(format!(
-            "{} still holds the old file open for writing after {}s: what it writes from now on goes to {shown} only (restart it so that it opens the repaired file)",
-            list(&f.still_writing),
-            FOLLOW_MAX.as_secs()
-        ));
-    } else if f.timed_out {
-        report.notes.push(format!(
-            "the old file was still growing after {}s (written by a process this one cannot see): what is appended from now on goes to {shown} only",
-            FOLLOW_MAX.as_secs()
-        ));
-    }
-    if s.backup.is_some() {
-        report.backup = Some(shown);
-        return Ok(());
-    }
-    // --no-backup: a name this run did not make is not removed (a link the user made, or one a
-    // stopped run left: it cannot tell them apart).
-    if !backup.created {
-        report.notes.push(format!("{shown}, a link to the old file made before this run, is left as it is despite --no-backup"));
-        report.backup = Some(shown);
-        return Ok(());
-    }
-    // An old file that grew is never deleted.
-    if f.grew || f.truncated || f.timed_out {
-        report.notes.push(format!("the old file is kept as {shown} despite --no-backup: a writer appended to it during the repair"));
-        report.backup = Some(shown);
-        return Ok(());
-    }
-    std::fs::remove_file(&backup.path)?;
-    // Appended between the last look and the unlink: still readable through the descriptor.
-    let len = old.metadata()?.len();
-    if len > f.end {
-        let late = copy_appended(old, f.end, len, new)?;
-        report.carried.bytes += late.bytes;
-        report.carried.lines += late.lines;
-        report.notes.push(format!("{} bytes appended to the old file as its backup was removed were carried into the repaired file", late.bytes));
-    }
-    Ok(())
-}
-
-/// What [`follow_old`] saw.
-#[derive(Debug, Default)]
-struct Followed {
-    carried: Carried,
-    /// Where the carrying stopped in the old file.
-    end: u64,
-    grew: bool,
-    truncated: bool,
-    /// Another process appended to the new file meanwhile.
-    interleaved: bool,
-    /// Gave up after [`FOLLOW_MAX`].
-    timed_out: bool,
-    /// Writers still holding the old file when the carrying gave up.
-    still_writing: Vec<Holder>,
-}
-
-/// Appends to `new` what was appended to `old` past `from`, as it comes: whole lines while a
-/// writer may still complete the last one, everything once no writer holds `old` open and it
-/// has stayed quiet for [`QUIET`]. Gives up after [`FOLLOW_MAX`]. When the file was not `live`
-/// (no writer was seen) and has not grown, returns at once.
-fn follow_old(old: &File, from: u64, live: bool, new: &File) -> std::io::Result<Followed> {
-    let mut f = Followed { end: from, ..Followed::default() };
-    let id = Identity::of(&old.metadata()?);
-    if !live && id.len == from {
-        return Ok(f);
-    }
-    set_append(new)?;
-    let started = Instant::now();
-    let mut expected = new.metadata()?.len();
-    let mut last_growth: Option<Instant> = None;
-    let mut writers: Vec<Holder> = Vec::new();
-    let mut scanned: Option<Instant> = None;
-    loop {
-        let len = old.metadata()?.len();
-        if len < f.end {
-            f.truncated = true;
-            return Ok(f);
-        }
-        if scanned.is_none_or(|t| t.elapsed() >= Duration::from_millis(20)) {
-            writers = holders::writers_of(id.dev, id.ino).0;
-            scanned = Some(Instant::now());
-        }
-        let finished = writers.is_empty() && last_growth.is_none_or(|t| t.elapsed() >= QUIET);
-        let timed_out = started.elapsed() >= FOLLOW_MAX;
-        if len > f.end {
-            // The whole rest once the writers are gone; whole lines while one may be writing.
-            let upto = if finished { len } else { whole_lines_end(old, f.end, len)? };
-            if upto > f.end {
-                f.grew = true;
-                last_growth = Some(Instant::now());
-                if new.metadata()?.len() != expected {
-                    f.interleaved = true;
-                }
-                let c = copy_appended(old, f.end, upto, new)?;
-                expected = new.metadata()?.len();
-                f.carried.bytes += c.bytes;
-                f.carried.lines += c.lines;
-                f.end = upto;
-                if !timed_out {
-                    continue;
-                }
-            }
-        }
-        if timed_out {
-            f.timed_out = true;
-            f.still_writing = writers;
-            return Ok(f);
-        }
-        if finished && len == f.end {
-            return Ok(f);
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// The end of the last whole line in `[from, to)` of `file` (`from` if there is none).
-fn whole_lines_end(file: &File, from: u64, to: u64) -> std::io::Result<u64> {
-    let end = complete_lines_end(file, to)?;
-    Ok(end.max(from))
-}
-
-/// Appends bytes `[from, to)` of `old` to `new` (an append-mode handle), in writes that end at
-/// line ends where they can (a line longer than the buffer is written in pieces), so that
-/// another process appending whole lines to `new` cannot land inside one.
-fn copy_appended(old: &File, from: u64, to: u64, mut new: &File) -> std::io::Result<Carried> {
-    let mut buf = vec![0u8; ((to - from) as usize).min(8 << 20)];
-    let mut at = from;
-    let mut c = Carried::default();
-    while at < to {
-        let mut n = ((to - at) as usize).min(buf.len());
-        old.read_exact_at(&mut buf[..n], at)?;
-        if at + (n as u64) < to {
-            n = memchr::memrchr(b'\n', &buf[..n]).map_or(n, |i| i + 1);
-        }
-        new.write_all(&buf[..n])?;
-        c.bytes += n as u64;
-        c.lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
-        at += n as u64;
-    }
-    new.sync_data()?;
-    Ok(c)
-}
-
-/// Puts `file` in append mode: writes land at its end, whoever else appends.
-fn set_append(file: &File) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: fcntl on a descriptor borrowed for the call; no memory is passed.
-    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags | libc::O_APPEND) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// `p` made absolute with links resolved as far as it exists; the rest (to be created)
-/// appended with `.` and `..` applied.
-fn canonical_lenient(p: &Path) -> std::io::Result<PathBuf> {
-    let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) };
-    let comps: Vec<Component<'_>> = abs.components().collect();
-    for k in (1..=comps.len()).rev() {
-        let head: PathBuf = comps[..k].iter().collect();
-        if let Ok(mut out) = std::fs::canonicalize(&head) {
-            for c in &comps[k..] {
-                match c {
-                    Component::ParentDir => {
-                        out.pop();
-                    }
-                    Component::Normal(n) => out.push(n),
-                    _ => {}
-                }
-            }
-            return Ok(out);
-        }
-    }
-    Ok(abs)
-}
-
-/// The files a repair covers, and what its walk met besides.
-pub struct Jobs {
-    /// One per file, in path order.
-    pub jobs: Vec<Job>,
-    /// Paths the walk skipped.
-    pub skipped: Vec<Skipped>,
-    /// Directories given that hold no `*.jsonl` file.
-    pub empty_dirs: Vec<PathBuf>,
-}
-
-/// Expands the paths into jobs: directories walked, outputs mirrored under `out`, shards
-/// applied. Also returns the paths the walk skipped, and the directories without a transcript. Refuses (an error) an `--out` that reaches
-/// an input by any spelling (a link, `..`), and two inputs that would share an output. Without
-/// `out` (in place), a file named twice (a link and its target) is one job.
-pub fn jobs(paths: &[PathBuf], out: Option<&Path>, shard: Option<(u64, u64)>, follow_links_outside: bool) -> anyhow::Result<Jobs> {
-    let mut jobs = Vec::new();
-    let mut skipped = Vec::new();
-    let mut empty_dirs = Vec::new();
-    let mut roots = Vec::new();
-    // What a link met by a walk may lead to: the paths given, resolved.
-    let given = std::sync::Arc::new(paths.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect::<Vec<_>>());
-    for root in paths {
-        let found = batch::expand(std::slice::from_ref(root));
-        skipped.extend(found.skipped);
-        empty_dirs.extend(found.empty_dirs);
-        let is_dir = root.is_dir();
-        if is_dir {
-            roots.push((root, std::fs::canonicalize(root).with_context(|| format!("resolving {}", root.display()))?));
-        }
-        for input in found.inputs {
-            let Input::File(input) = input else { anyhow::bail!("repair reads files, not stdin") };
-            let rel = if is_dir { input.strip_prefix(root).unwrap_or(&input).to_path_buf() } else { PathBuf::from(input.file_name().unwrap_or_default()) };
-            if shard.is_some_and(|s| !in_shard(&rel, s)) {
-                continue;
-            }
-            let output = out.map_or_else(|| input.clone(), |o| o.join(&rel));
-            let walked = is_dir.then(|| Walked { root: root.clone(), roots: given.clone(), outside: follow_links_outside });
-            jobs.push(Job { input, output, rel, walked });
-        }
-    }
-    // A walked link the rules refuse stands for no file: it neither takes the place of its
-    // target (named in the tree too) nor counts as an input; its job reports why it is skipped.
-    let refused = |job: &Job| job.walked.as_ref().is_some_and(|w| matches!(w.reach(&job.rel), Ok(Reach::Refused(..))));
-    let mut seen: HashMap<PathBuf, usize> = HashMap::new();
-    let Some(out) = out else {
-        // In place: each file once, whichever name reached it.
-        let mut kept = Vec::new();
-        for job in jobs {
-            if refused(&job) {
-                kept.push(job);
-                continue;
-            }
-            let key = std::fs::canonicalize(&job.input).unwrap_or_else(|_| job.input.clone());
-            if seen.insert(key, kept.len()).is_none() {
-                kept.push(job);
-            }
-        }
-        return Ok(Jobs { jobs: kept, skipped, empty_dirs });
-    };
-    let out_c = canonical_lenient(out).with_context(|| format!("resolving {}", out.display()))?;
-    for (root, root_c) in &roots {
-        if out_c.starts_with(root_c) {
-            anyhow::bail!(
-                "--out {} is inside the input directory {} (both resolve under {}): the repaired files would land among the inputs; choose a directory outside it",
-                out.display(),
-                root.display(),
-                root_c.display()
-            );
-        }
-    }
-    // The inputs' identities, looked up only if some output already exists.
-    let mut ids: Option<HashSet<(u64, u64)>> = None;
-    let input_ids = |jobs: &[Job]| jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| (m.dev(), m.ino())).collect::<HashSet<_>>();
-    // Outputs share few directories: each is resolved once.
-    let mut dirs: HashMap<PathBuf, PathBuf> = HashMap::new();
-    let mut kept: Vec<Job> = Vec::new();
-    for i in 0..jobs.len() {
-        let job = &jobs[i];
-        if refused(job) {
-            kept.push(job.clone());
-            continue;
-        }
-        let parent = job.output.parent().unwrap_or(Path::new("")).to_path_buf();
-        let dir_c = match dirs.get(&parent) {
-            Some(d) => d.clone(),
-            None => {
-                let d = canonical_lenient(&parent)?;
-                dirs.insert(parent, d.clone());
-                d
-            }
-        };
-        let oc = dir_c.join(job.output.file_name().unwrap_or_default());
-        let hits_input = roots.iter().any(|(_, r)| oc.starts_with(r))
-            || std::fs::symlink_metadata(&oc).is_ok()
-                && std::fs::metadata(&oc).is_ok_and(|m| ids.get_or_insert_with(|| input_ids(&jobs)).contains(&(m.dev(), m.ino())));
-        let job = job.clone();
-        if hits_input {
-            anyhow::bail!("--out would overwrite an input: {} resolves to {}; choose a directory outside the inputs", job.output.display(), oc.display());
-        }
-        match seen.get(&oc) {
-            Some(&i) => {
-                let other = &kept[i];
-                let same = match (std::fs::metadata(&other.input), std::fs::metadata(&job.input)) {
-                    (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
-                    _ => false,
-                };
-                if !same {
-                    anyhow::bail!(
-                        "{} and {} would both be written to {}: repair them in separate runs (or with different --out directories)",
-                        other.input.display(),
-                        job.input.display(),
-                        job.output.display()
-                    );
-                }
-            }
-            None => {
-                seen.insert(oc, kept.len());
-                kept.push(job);
-            }
-        }
-    }
-    Ok(Jobs { jobs: kept, skipped, empty_dirs })
-}

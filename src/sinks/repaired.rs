@@ -22,7 +22,7 @@
 use super::outputs::Position;
 use super::record::Record;
 use super::{Batch, Sink};
-use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::repair::OrphanPolicy;
 use crate::transcript::Format;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};

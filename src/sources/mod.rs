@@ -5,6 +5,10 @@
 //! threads; `holders` finds the processes that hold a file open for writing; `pending` reads the
 //! `pending.json` a host leaves beside its transcripts.
 
+/// Bytes asked for per `read` of a transcript, by the verbs' batch reads, the repair and the
+/// daemon's tailer alike (the backlog's reader threads have their own [`backlog::CHUNK`]).
+pub const READ_CHUNK: usize = 1 << 20;
+
 pub mod backlog;
 pub mod batch;
 pub mod holders;

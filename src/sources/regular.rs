@@ -4,13 +4,14 @@
 //! writer comes, and whose read blocks until it writes), a socket, a device (whose open can have
 //! side effects: a tape rewinds, a terminal becomes controlling), a directory, or a symbolic link
 //! an adversary planted. Every reader of transcripts in the verbs and the sessions index opens
-//! through [`open`] (the daemon's tailer should too: [`open`] with [`Follow::Yes`], then
-//! [`not_regular`] on the error to skip a FIFO with a warning), which:
+//! through [`open`] (the daemon's tailer too, with [`Follow::No`], through its adapter
+//! `daemon/open.rs`), which:
 //!
 //! 1. looks at the path first (`stat`, or `lstat` with [`Follow::No`]) and refuses anything but
 //!    a regular file without opening it;
-//! 2. opens it read-only with `O_NONBLOCK` (and `O_NOFOLLOW` with [`Follow::No`]), so that a
-//!    FIFO swapped in between the look and the open cannot block the open;
+//! 2. opens it read-only with `O_NONBLOCK | O_NOCTTY` (and `O_NOFOLLOW` with [`Follow::No`]), so
+//!    that a FIFO swapped in between the look and the open cannot block the open, nor a terminal
+//!    become the controlling one;
 //! 3. checks with `fstat` on the open descriptor that it is still a regular file and still the
 //!    file looked at (device and inode), then clears `O_NONBLOCK` (it means nothing for a
 //!    regular file, but reads stay plain).
@@ -123,7 +124,7 @@ pub fn open(path: &Path, follow: Follow) -> io::Result<(File, Metadata)> {
     if !looked.is_file() {
         return Err(not_regular_error(path, FileKind::of(looked.file_type())));
     }
-    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
     if follow == Follow::No {
         flags |= libc::O_NOFOLLOW;
     }

@@ -24,7 +24,7 @@
 //!
 //! Calling order: [`Canonical::push`] lines oldest first, then [`Canonical::finish`] once.
 
-pub use super::formats::claude_code::ClaudeFields;
+use super::formats::claude_code::ClaudeFields;
 use super::formats::{codex, Format};
 use super::model::{Entry, Role};
 use super::scan::{self, Kind, Scanner};

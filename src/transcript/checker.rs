@@ -272,7 +272,7 @@ impl Observer for () {}
 
 /// What a finished stream produced.
 #[derive(Debug)]
-pub struct Finished<O = ()> {
+pub struct Checked<O = ()> {
     /// Outputs not drained yet.
     pub outputs: Vec<Output>,
     /// Counters.
@@ -452,7 +452,7 @@ impl<O: Observer> Checker<O> {
 
     /// Ends the stream: a last line without a newline is `torn_line`; pending calls become
     /// `orphan_call`.
-    pub fn finish(mut self) -> Result<Finished<O>, StrictStop> {
+    pub fn finish(mut self) -> Result<Checked<O>, StrictStop> {
         if let Some(s) = self.stopped.take() {
             return Err(s);
         }
@@ -477,7 +477,7 @@ impl<O: Observer> Checker<O> {
             self.observer.output(&o);
             self.outputs.push(o);
         }
-        Ok(Finished { outputs: self.outputs, stats: self.stats, format: self.detector.format(), observer: self.observer })
+        Ok(Checked { outputs: self.outputs, stats: self.stats, format: self.detector.format(), observer: self.observer })
     }
 
     fn block(&mut self, b: Block<'_>) {

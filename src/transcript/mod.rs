@@ -17,11 +17,13 @@ pub mod model;
 pub mod pairing;
 pub mod pipeline;
 pub mod progress;
+pub mod repair;
+pub mod repair_run;
 pub mod reverse;
 pub mod scan;
 pub mod stages;
 
-pub use checker::{check_bytes, Checker, Finished, Observer, Options, Stats, StrictStop};
+pub use checker::{check_bytes, Checked, Checker, Observer, Options, Stats, StrictStop};
 pub use filter::FindingFilter;
 pub use finding::{Finding, Kind, Output, Severity};
 pub use formats::Format;

@@ -11,7 +11,8 @@
 //!    and in order, or in the rejects under its own line number with its own bytes, once.
 
 use base64::Engine;
-use transcriptd::transcript::stages::repair::{repair_bytes, OrphanPolicy, Repaired, MAX_ROUNDS};
+use transcriptd::transcript::repair::{OrphanPolicy, MAX_ROUNDS};
+use transcriptd::transcript::repair_run::{repair_bytes, Repaired};
 use transcriptd::transcript::{check_bytes, Options, Severity};
 
 /// The lines of `b` as on disk, without their `\n` (a last line without one included).

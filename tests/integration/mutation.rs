@@ -14,7 +14,7 @@ use super::support::{data, expect_file, generate, jsonl_files};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use std::sync::OnceLock;
-use transcriptd::transcript::stages::repair::{OrphanPolicy, RoundEdit};
+use transcriptd::transcript::repair::{OrphanPolicy, RoundEdit};
 use transcriptd::transcript::Options;
 
 /// Transcripts to start from: the real fixtures, the data-driven cases, generated corpora.
@@ -167,10 +167,10 @@ fn debug_one_pass() {
     let Some(path) = std::env::var_os("INVARIANT_FILE") else { return };
     let input = std::fs::read(&path).unwrap();
     let (opts, policy) = case_options(&std::path::Path::new(&path).file_name().unwrap().to_string_lossy());
-    let plan = transcriptd::transcript::stages::repair::plan_bytes(&input, &opts, policy).unwrap();
+    let plan = transcriptd::transcript::repair_run::plan_bytes(&input, &opts, policy).unwrap();
     println!("plan {:?}", plan);
-    let (output, rejects, _) = transcriptd::transcript::stages::repair::rewrite_bytes(&input, &plan, opts.max_line_bytes, true);
-    let one = transcriptd::transcript::stages::repair::repair_bytes_streaming(&input, &opts, policy, 1).unwrap();
+    let (output, rejects, _) = transcriptd::transcript::repair_run::rewrite_bytes(&input, &plan, opts.max_line_bytes, true);
+    let one = transcriptd::transcript::repair_run::repair_bytes_streaming(&input, &opts, policy, 1).unwrap();
     println!("two {:?}\n one {:?}", String::from_utf8_lossy(&output), String::from_utf8_lossy(&one.output));
     println!("two rej {:?}\n one rej {:?}", String::from_utf8_lossy(&rejects), String::from_utf8_lossy(&one.rejects));
 }

@@ -6,7 +6,8 @@
 use super::invariants;
 use super::support::{data, generate, jsonl_files, transcriptd, transcriptd_in};
 use std::collections::HashSet;
-use transcriptd::transcript::stages::repair::{repair_bytes, repair_bytes_streaming, rewrite_bytes, Abandon, OrphanPolicy};
+use transcriptd::transcript::repair::OrphanPolicy;
+use transcriptd::transcript::repair_run::{repair_bytes, repair_bytes_streaming, rewrite_bytes, Abandon};
 use transcriptd::transcript::{check_bytes, Format, Options};
 
 /// Whether every parentUuid names a uuid of the file (or is null).
@@ -29,7 +30,7 @@ pub fn assert_one_pass_matches(name: &str, input: &[u8], opts: &Options, policy:
 
 /// [`assert_one_pass_matches`] with reads of the given sizes.
 pub fn assert_one_pass_matches_in(name: &str, input: &[u8], opts: &Options, policy: OrphanPolicy, chunks: &[usize]) -> Option<Abandon> {
-    let plan = transcriptd::transcript::stages::repair::plan_bytes(input, opts, policy).unwrap();
+    let plan = transcriptd::transcript::repair_run::plan_bytes(input, opts, policy).unwrap();
     let (output, rejects, log) = rewrite_bytes(input, &plan, opts.max_line_bytes, true);
     let mut gave_up = None;
     for &chunk in chunks {

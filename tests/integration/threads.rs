@@ -5,7 +5,8 @@
 
 use super::support::data;
 use serde_json::Value;
-use transcriptd::transcript::stages::repair::{repair_bytes, Edit, OrphanPolicy};
+use transcriptd::transcript::repair::{Edit, OrphanPolicy};
+use transcriptd::transcript::repair_run::repair_bytes;
 use transcriptd::transcript::{check_bytes, Options, Severity};
 
 fn case(name: &str) -> Vec<u8> {

@@ -1,8 +1,8 @@
 //! `transcriptd report PATH... --html FILE`: an audit of an archive as one self-contained HTML
 //! page (and `--output json`, the same numbers as JSON).
 //!
-//! Built from the findings `check` makes: every file goes through [`check::check_input`] on
-//! `check`'s thread pool ([`check::check_fold`]), and each [`check::FileReport`] is folded into
+//! Built from the findings `check` makes: every file goes through [`batch_check::check_input`] on
+//! `check`'s thread pool ([`batch_check::check_fold`]), and each [`batch_check::FileReport`] is folded into
 //! [`model::Acc`] as soon as it is made, so memory holds aggregates and top-N lists, never the
 //! findings of the whole archive. Besides the findings, a file's first [`session::HEAD_BYTES`]
 //! are kept as `check` reads them (its first timestamp: the session's date). With `--plan`, each file
@@ -10,16 +10,17 @@
 //! directory that is emptied after each file, and what the repair did is counted.
 //!
 //! - [`session`]: session or subagent, the `show` command, the session date.
-//! - [`model`]: the fold and the [`model::Report`] both outputs are made from.
+//! - [`model`]: the fold; [`schema`]: the [`schema::Report`] both outputs are made from.
 //! - [`svg`]: the charts; [`page`]: the page.
 
 pub mod model;
 pub mod page;
+pub mod schema;
 pub mod session;
 pub mod svg;
 
 use super::args::{FindingArgs, OutputArgs};
-use super::check::{self, FileReport};
+use crate::batch_check::{self, FileReport};
 use super::output::{human_bytes, plural};
 use super::safe::Safe;
 use super::{Exit, OutputFormat};
@@ -27,10 +28,11 @@ use crate::config::tools::ToolRegistry;
 use crate::repair::{self, Job, Settings};
 use crate::sessions::Timestamp;
 use crate::sources::batch::{self, Input};
-use crate::transcript::stages::repair::OrphanPolicy;
+use crate::transcript::repair::OrphanPolicy;
 use crate::transcript::{FindingFilter, Options};
 use anyhow::Context;
-use model::{Acc, Facts, Meta, Report};
+use model::{Acc, Facts, Meta};
+use schema::Report;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -142,16 +144,8 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
     let jobs = args.common.read.jobs();
     let opts = Options { format: args.common.read.format, max_line_bytes: args.common.read.max_line_bytes, strict: false, jobs };
     let scratch = args.plan.then(Scratch::new).transpose()?;
-    let settings = Settings {
-        check: Options { jobs: 1, ..opts.clone() },
-        orphans: args.orphans,
-        dry_run: false,
-        in_place: false,
-        backup: None,
-        // The input is only read (`--out`): a copy of a snapshot, whatever writes to it.
-        min_idle: Duration::ZERO,
-        force: true,
-    };
+    // The input is only read (`--out`): a copy of a snapshot, whatever writes to it.
+    let settings = Settings::copy(opts.format, opts.max_line_bytes, args.orphans);
     let plan = scratch.as_ref().map(|s| (s, &settings));
     let progress = (found.inputs.len() > 1 && std::io::stderr().is_terminal() && args.common.out.summary()).then(|| {
         let bar = indicatif::ProgressBar::new(found.inputs.len() as u64);
@@ -162,7 +156,7 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         );
         bar
     });
-    let mut acc = check::check_fold(
+    let mut acc = batch_check::check_fold(
         &found.inputs,
         &opts,
         jobs,

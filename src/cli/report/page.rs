@@ -6,7 +6,8 @@
 //! tables are top-N lists and charts are aggregates (at most [`super::model::MAX_PERIODS`]
 //! periods, [`super::model::TOP_TOOLS`] tools).
 
-use super::model::{Report, SessionRow, UNDETECTED};
+use super::model::UNDETECTED;
+use super::schema::{Report, SessionRow};
 use super::svg::{self, number, Row, Series};
 use crate::cli::output::human_bytes;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -165,9 +166,9 @@ fn over_time(r: &Report) -> Markup {
     let periods: Vec<Row> = t.periods.iter().map(|p| Row::new(p.period.clone(), vec![p.errors, p.warnings])).collect();
     let sessions: Vec<Row> = t.periods.iter().map(|p| Row::new(p.period.clone(), vec![p.sessions])).collect();
     let granularity = match t.granularity {
-        super::model::Granularity::Day => "day",
-        super::model::Granularity::Month => "month",
-        super::model::Granularity::Year => "year",
+        super::schema::Granularity::Day => "day",
+        super::schema::Granularity::Month => "month",
+        super::schema::Granularity::Year => "year",
     };
     html! {
         section #time {

@@ -30,7 +30,7 @@
 //! [`Progress::Complete`] or the source is exhausted, then [`ModelContextScan::finish`] once with
 //! the rollout's head `session_meta`, which comes first in the result after a bounded cutoff.
 
-pub use crate::transcript::formats::codex::ItemKind;
+use crate::transcript::formats::codex::ItemKind;
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::LineBytes;
 

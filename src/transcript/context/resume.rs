@@ -16,8 +16,9 @@
 //! [`ReverseSplitter`]: crate::transcript::reverse::ReverseSplitter
 
 use super::compaction::CompactionCut;
-use super::model_context::{ItemKind, ModelContextScan, RolloutItem};
-use crate::transcript::canonical::ClaudeFields;
+use super::model_context::{ModelContextScan, RolloutItem};
+use crate::transcript::formats::codex::ItemKind;
+use crate::transcript::formats::claude_code::ClaudeFields;
 use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::{Detector, Format};

@@ -24,7 +24,7 @@ pub mod repair;
 pub mod stats;
 
 use crate::transcript::finding::{Finding, Kind, Severity};
-use crate::transcript::formats::dataset::{self, Content, Conversation, Dataset, Msg, Pairing, Record};
+use crate::transcript::formats::dataset::{self, Content, Conversation, Dataset, Msg, PairingStyle, Record};
 use crate::transcript::model::{Args, Role};
 use crate::transcript::scan;
 use crate::transcript::Map;
@@ -80,7 +80,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
     let Conversation { messages, tools, pairing, shared, part } = conv;
     let last = messages.iter().rposition(|m| !m.passive);
     let mut found: Vec<Finding> = Vec::new();
-    let mut v = pairing::Pairs::new(pairing == Pairing::Responses);
+    let mut v = pairing::Pairs::new(pairing == PairingStyle::Responses);
     let mut started = false;
     let mut last_role = None;
     for (i, msg) in messages.iter().enumerate() {
@@ -102,7 +102,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
         last_role = Some(m.role);
         match m.role {
             Role::System | Role::Developer => {
-                if started && pairing != Pairing::Responses {
+                if started && pairing != PairingStyle::Responses {
                     report.findings.push(own(Kind::MisplacedSystem, format!("{} message after the conversation started", m.role.as_str())));
                 }
             }
@@ -144,7 +144,7 @@ fn check_conversation(d: Dataset, line: u64, conv: Conversation<'_>, report: &mu
             }
         }
         // A prompt ends the exchange: results must come before it.
-        if m.role == Role::User && m.prompt && pairing != Pairing::Responses && v.has_pending() {
+        if m.role == Role::User && m.prompt && pairing != PairingStyle::Responses && v.has_pending() {
             v.moved_on(at, &mut found);
         }
         v.push(at, m, &mut found);

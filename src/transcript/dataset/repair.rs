@@ -31,9 +31,10 @@ use crate::transcript::finding::{Finding, Kind, Severity};
 use crate::transcript::formats::dataset::Dataset;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter};
-use crate::transcript::stages::repair::rewrite::{long_record_head, write_record, Action as Rejected, LongRecord};
-use crate::transcript::stages::repair::synth::{self, CallRef, ResultText};
-use crate::transcript::stages::repair::{Emit, RewriteStats};
+use crate::transcript::repair::rewrite::{long_record_head, write_record, Action as Rejected, LongRecord};
+use crate::transcript::formats::edit::{self, CallRef};
+use crate::transcript::repair::synth::{self, ResultText};
+use crate::transcript::repair::{Emit, RewriteStats};
 use crate::transcript::Set;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -239,14 +240,14 @@ impl DatasetRepair {
 
     fn truncate(&self, content: &[u8], report: &LineReport) -> Option<Vec<u8>> {
         let mut v: Value = serde_json::from_slice(content).ok()?;
-        let preference = is_preference(self.dataset, &v);
-        let messages = conversation_mut(self.dataset, &mut v)?;
+        let preference = self.dataset.is_preference(&v);
+        let messages = self.dataset.conversation_mut(&mut v)?;
         let mut cut = usize::MAX;
         for f in report.findings.iter().filter(|f| f.severity == Severity::Error) {
             let i = f.message_index? as usize;
             let at = match f.kind {
                 // The conversation broke where it moved on without the result.
-                Kind::UnansweredCall => (i + 1..messages.len()).find(|&j| !is_result(self.dataset, &messages[j])).unwrap_or(messages.len()),
+                Kind::UnansweredCall => (i + 1..messages.len()).find(|&j| !self.dataset.is_result(&messages[j])).unwrap_or(messages.len()),
                 // The last message is not the one to learn: cut it (and what follows).
                 _ => i,
             };
@@ -257,10 +258,10 @@ impl DatasetRepair {
         }
         messages.truncate(cut);
         // (A preference prompt is followed by the outputs: the check after the edit decides.)
-        if self.dataset.fine_tuning() && !preference && !is_assistant(self.dataset, messages.last()?) {
+        if self.dataset.fine_tuning() && !preference && !self.dataset.is_assistant(messages.last()?) {
             return None;
         }
-        Some(synth::to_line(&v))
+        Some(edit::to_line(&v))
     }
 
     fn answer(&self, content: &[u8], report: &LineReport) -> Option<Vec<u8>> {
@@ -271,7 +272,7 @@ impl DatasetRepair {
         }
         let mut v: Value = serde_json::from_slice(content).ok()?;
         let d = self.dataset;
-        let messages = conversation_mut(d, &mut v)?;
+        let messages = d.conversation_mut(&mut v)?;
         // Each call's results go after its message and the results that follow it; inserting
         // from the last position keeps the earlier positions valid.
         let mut inserts: Vec<(usize, Value)> = Vec::new();
@@ -279,7 +280,7 @@ impl DatasetRepair {
             let i = f.message_index? as usize;
             let id = f.call_id.clone()?;
             let mut at = i + 1;
-            while at < messages.len() && is_result(d, &messages[at]) {
+            while at < messages.len() && d.is_result(&messages[at]) {
                 at += 1;
             }
             // (A call in a preference output is past the prompt: not answered here.)
@@ -323,7 +324,7 @@ impl DatasetRepair {
                 }
             }
         }
-        Some(synth::to_line(&v))
+        Some(edit::to_line(&v))
     }
 
     fn long(&mut self, bytes: &[u8], out: &mut impl FnMut(Emit<'_>)) {
@@ -355,55 +356,6 @@ fn first_error(r: &LineReport) -> Option<&Finding> {
     r.findings.iter().find(|f| f.severity == Severity::Error)
 }
 
-/// Whether an `openai-dataset` line is of the preference shape (read as the reader reads it:
-/// a `messages` array makes it a plain conversation).
-fn is_preference(d: Dataset, v: &Value) -> bool {
-    d == Dataset::OpenAi && !v.get("messages").is_some_and(Value::is_array)
-}
-
-/// The line's conversation array, to edit: a preference line's shared prompt,
-/// `input.messages`, whose indices are those of each of its two conversations.
-fn conversation_mut(d: Dataset, v: &mut Value) -> Option<&mut Vec<Value>> {
-    let holder = match d {
-        Dataset::OpenAi if is_preference(d, v) => v.get_mut("input")?.get_mut("messages")?,
-        Dataset::OpenAi => v.get_mut("messages")?,
-        Dataset::OpenAiBatch => {
-            let body = v.get_mut("body")?;
-            if body.get("messages").is_some() {
-                body.get_mut("messages")?
-            } else {
-                body.get_mut("input")?
-            }
-        }
-        Dataset::AnthropicBatch => v.get_mut("params")?.get_mut("messages")?,
-        Dataset::ShareGpt => v.get_mut("conversations")?,
-    };
-    holder.as_array_mut()
-}
-
-fn role(m: &Value) -> Option<&str> {
-    m.get("role").or_else(|| m.get("from")).and_then(Value::as_str)
-}
-
-/// Whether a message carries tool results (and nothing that starts a new turn).
-fn is_result(d: Dataset, m: &Value) -> bool {
-    match d {
-        Dataset::AnthropicBatch => {
-            role(m) == Some("user")
-                && m.get("content").and_then(Value::as_array).is_some_and(|a| a.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")))
-        }
-        Dataset::ShareGpt => matches!(role(m), Some("observation" | "tool")),
-        _ => matches!(role(m), Some("tool" | "function")) || m.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_output")),
-    }
-}
-
-fn is_assistant(d: Dataset, m: &Value) -> bool {
-    match d {
-        Dataset::ShareGpt => matches!(role(m), Some("gpt" | "assistant" | "model" | "function_call")),
-        _ => role(m) == Some("assistant"),
-    }
-}
-
 /// The synthetic result of call `id` made in message `call`, shaped as `d` shapes results.
 fn synthetic(d: Dataset, call: &Value, id: &str, tool: &str) -> Option<Value> {
     let text = ResultText::NotExecuted;
@@ -413,13 +365,13 @@ fn synthetic(d: Dataset, call: &Value, id: &str, tool: &str) -> Option<Value> {
             let msg: Value = serde_json::from_slice(&synth::synthetic_result(Format::Anthropic, b"{}", &reference(id, tool, None), text, None, "")).ok()?;
             return msg.get("content")?.get(0).cloned();
         }
-        _ if call.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_call")) => {
+        Dataset::OpenAi | Dataset::OpenAiBatch if call.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_call")) => {
             // A Responses input item: the `<type>_output` item.
             let item = call.get("type").and_then(Value::as_str).map(str::to_owned);
             synth::synthetic_result(Format::Codex, b"{}", &reference(id, tool, item), text, None, "")
         }
-        _ if id.starts_with("function_call@") => return Some(json!({"role": "function", "name": tool, "content": text.text()})),
-        _ => synth::synthetic_result(Format::OpenAiChat, b"{}", &reference(id, tool, None), text, None, ""),
+        Dataset::OpenAi | Dataset::OpenAiBatch if id.starts_with("function_call@") => return Some(json!({"role": "function", "name": tool, "content": text.text()})),
+        Dataset::OpenAi | Dataset::OpenAiBatch => synth::synthetic_result(Format::OpenAiChat, b"{}", &reference(id, tool, None), text, None, ""),
     };
     serde_json::from_slice(&line).ok()
 }

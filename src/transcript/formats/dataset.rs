@@ -103,7 +103,7 @@ pub fn detect_head(head: &[u8]) -> Option<super::Format> {
 
 /// How a conversation's messages pair calls with results, which decides the rules that apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pairing {
+pub enum PairingStyle {
     /// Chat Completions (and ShareGPT, read as such): `tool_calls` answered by `tool` messages.
     Chat,
     /// Messages API: `tool_use` blocks answered by `tool_result` blocks in the next user message.
@@ -229,7 +229,7 @@ pub struct Conversation<'a> {
     /// The tools the line declares, when it declares any.
     pub tools: Option<Tools>,
     /// How calls pair.
-    pub pairing: Pairing,
+    pub pairing: PairingStyle,
     /// Messages before this index belong to a shared prompt (preference lines: `input`), whose
     /// findings the second conversation of the line does not repeat.
     pub shared: usize,
@@ -239,7 +239,7 @@ pub struct Conversation<'a> {
 }
 
 impl Conversation<'_> {
-    fn new(pairing: Pairing) -> Self {
+    fn new(pairing: PairingStyle) -> Self {
         Conversation { messages: Vec::new(), tools: None, pairing, shared: 0, part: None }
     }
 }
@@ -437,7 +437,7 @@ fn with_conversation<'a>(mut rec: Record<'a>, conv: Option<Conversation<'a>>, to
 /// that is not an object sets `bad_shape`.
 fn message_array<'a>(
     s: &mut Scanner<'a>,
-    pairing: Pairing,
+    pairing: PairingStyle,
     bad_shape: &mut bool,
     mut one: impl FnMut(&mut Scanner<'a>, &mut Conversation<'a>) -> scan::Result<()>,
 ) -> scan::Result<Option<Conversation<'a>>> {
@@ -478,7 +478,7 @@ thread_local! {
 fn chat_message_array<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool, scratch: &mut Vec<u8>) -> scan::Result<Option<Conversation<'a>>> {
     // Legacy `function_call`s have no id: each is answered by the next `function` message.
     let mut legacy: Option<String> = None;
-    message_array(s, Pairing::Chat, bad_shape, |s, c| {
+    message_array(s, PairingStyle::Chat, bad_shape, |s, c| {
         let index = c.messages.len();
         let (mut role, mut parts, mut null, mut seen) = (None, None, true, false);
         let (mut calls, mut keys): (SmallVec<[Call<'a>; 1]>, SmallVec<[ArgKeys; 1]>) = Default::default();
@@ -638,7 +638,7 @@ fn empty_raw<'a>() -> RawStr<'a> {
 fn responses_input<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<Option<Conversation<'a>>> {
     if s.peek() == Some(Kind::String) {
         let text = s.string()?;
-        let mut c = Conversation::new(Pairing::Responses);
+        let mut c = Conversation::new(PairingStyle::Responses);
         let mut msg = Msg::new(Some(Cow::Borrowed("user")));
         let mut m = Message::new(Role::User);
         m.prompt = true;
@@ -648,7 +648,7 @@ fn responses_input<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Resul
         c.messages.push(msg);
         return Ok(Some(c));
     }
-    message_array(s, Pairing::Responses, bad_shape, |s, c| {
+    message_array(s, PairingStyle::Responses, bad_shape, |s, c| {
         let mut it = codex::Item::default();
         let (mut parts, mut seen, mut null, mut raw_args) = (None, false, true, None);
         s.object(|s, k| {
@@ -707,7 +707,7 @@ fn message_raw<'a>() -> RawStr<'a> {
 
 /// Messages API messages: `role` `user` or `assistant`, content a string or blocks.
 fn anthropic_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<Option<Conversation<'a>>> {
-    message_array(s, Pairing::Anthropic, bad_shape, |s, c| {
+    message_array(s, PairingStyle::Anthropic, bad_shape, |s, c| {
         let (mut role, mut raw_content, mut weight_bad) = (None, None, false);
         s.object(|s, k| {
             match &*k.key() {
@@ -779,7 +779,7 @@ fn tool_use_inputs(raw: &[u8]) -> Vec<(Cow<'_, str>, &[u8])> {
 /// `call@<message>.<k>`.
 fn sharegpt_messages<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Result<Option<Conversation<'a>>> {
     let mut open: Vec<String> = Vec::new();
-    message_array(s, Pairing::Chat, bad_shape, |s, c| {
+    message_array(s, PairingStyle::Chat, bad_shape, |s, c| {
         let index = c.messages.len();
         let (mut from, mut value) = (None, None);
         s.object(|s, k| {
@@ -986,6 +986,68 @@ fn read_required<'a>(s: &mut Scanner<'a>, required: &mut SmallVec<[Cow<'a, str>;
     Ok(())
 }
 
+/// Writing: where each shape keeps a line's conversation and how it marks its messages, for the
+/// dataset repair, which edits a line as JSON. Every match names every shape, so that a new
+/// shape does not compile until it says how it is written.
+impl Dataset {
+    /// Whether an `openai-dataset` line is of the preference shape (read as the reader reads it:
+    /// a `messages` array makes it a plain conversation).
+    pub fn is_preference(self, v: &serde_json::Value) -> bool {
+        match self {
+            Dataset::OpenAi => !v.get("messages").is_some_and(serde_json::Value::is_array),
+            Dataset::OpenAiBatch | Dataset::AnthropicBatch | Dataset::ShareGpt => false,
+        }
+    }
+
+    /// The line's conversation array, to edit: a preference line's shared prompt,
+    /// `input.messages`, whose indices are those of each of its two conversations.
+    pub fn conversation_mut(self, v: &mut serde_json::Value) -> Option<&mut Vec<serde_json::Value>> {
+        let holder = match self {
+            Dataset::OpenAi if self.is_preference(v) => v.get_mut("input")?.get_mut("messages")?,
+            Dataset::OpenAi => v.get_mut("messages")?,
+            Dataset::OpenAiBatch => {
+                let body = v.get_mut("body")?;
+                if body.get("messages").is_some() {
+                    body.get_mut("messages")?
+                } else {
+                    body.get_mut("input")?
+                }
+            }
+            Dataset::AnthropicBatch => v.get_mut("params")?.get_mut("messages")?,
+            Dataset::ShareGpt => v.get_mut("conversations")?,
+        };
+        holder.as_array_mut()
+    }
+
+    /// Whether a message carries tool results (and nothing that starts a new turn).
+    pub fn is_result(self, m: &serde_json::Value) -> bool {
+        use serde_json::Value;
+        match self {
+            Dataset::AnthropicBatch => {
+                json_role(m) == Some("user")
+                    && m.get("content").and_then(Value::as_array).is_some_and(|a| a.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")))
+            }
+            Dataset::ShareGpt => matches!(json_role(m), Some("observation" | "tool")),
+            Dataset::OpenAi | Dataset::OpenAiBatch => {
+                matches!(json_role(m), Some("tool" | "function")) || m.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_output"))
+            }
+        }
+    }
+
+    /// Whether a message is the assistant's.
+    pub fn is_assistant(self, m: &serde_json::Value) -> bool {
+        match self {
+            Dataset::ShareGpt => matches!(json_role(m), Some("gpt" | "assistant" | "model" | "function_call")),
+            Dataset::OpenAi | Dataset::OpenAiBatch | Dataset::AnthropicBatch => json_role(m) == Some("assistant"),
+        }
+    }
+}
+
+/// A message's role as written (`role`, or ShareGPT's `from`).
+fn json_role(m: &serde_json::Value) -> Option<&str> {
+    m.get("role").or_else(|| m.get("from")).and_then(serde_json::Value::as_str)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1038,7 +1100,7 @@ mod tests {
             r#"{"custom_id":"r","url":"/v1/responses","body":{"input":[{"role":"user","content":"x"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"item_reference","id":"x"}]}}"#,
         );
         let c = &r.conversations[0];
-        assert_eq!(c.pairing, Pairing::Responses);
+        assert_eq!(c.pairing, PairingStyle::Responses);
         assert!(c.messages[0].message().unwrap().prompt);
         assert_eq!(c.messages[1].message().unwrap().calls[0].id, "c");
         assert!(c.messages[2].passive);

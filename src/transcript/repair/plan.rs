@@ -1,7 +1,7 @@
-//! Planning a repair: a pipeline [`Stage`] placed after `validate` that turns each finding into
+//! Planning a repair: a pipeline stage (`stages::repair_plan`) placed after `validate` that turns each finding into
 //! edits of the file, in the file's own format. Pure: entries and the findings the stages
 //! before it made of them in; the [`Plan`] out, taken with [`Planner::into_plan`] once the
-//! stream is finished ([`super::plan_pipeline`] is the repair's preset list, which the `repair`
+//! stream is finished (`repair_run::plan_pipeline` is the repair's preset list, which the `repair`
 //! verb and the daemon's repair stage both run through `repair::repair_file`).
 //!
 //! | finding | edit |
@@ -23,7 +23,6 @@ use crate::transcript::finding::{Kind, Output, Severity};
 use crate::transcript::formats::{Consecutive, Format};
 use crate::transcript::model::{Args, Entry, Node, Parsed, Role, MAIN_THREAD};
 use crate::transcript::pairing::branches::{HashKeyed, HORIZON};
-use crate::transcript::pipeline::{Event, Input, Pairing, Stage};
 use crate::transcript::{Map, Set};
 use serde::Serialize;
 
@@ -371,7 +370,7 @@ pub struct Planner {
     empty_at: Option<u64>,
     /// The last line format detection looked at: an edit up to it may change what the output
     /// is detected as.
-    detected_through: u64,
+    pub(crate) detected_through: u64,
     /// Turns that stopped being current since the last prune (whether they are still needed
     /// is decided then).
     left: Vec<u64>,
@@ -698,7 +697,7 @@ impl Planner {
 
 impl Planner {
     /// A readable line, in `thread`, after the findings about it.
-    fn line(&mut self, number: u64, parsed: &Parsed<'_>, thread: u64) {
+    pub(crate) fn line(&mut self, number: u64, parsed: &Parsed<'_>, thread: u64) {
         if let (Some(parents), Some(node)) = (self.parents.as_mut(), parsed.node) {
             parents.push((number, node));
         }
@@ -755,9 +754,9 @@ impl Planner {
     }
 
     /// The findings (and demotions) the stages before made, in order.
-    fn outputs(&mut self, events: &[Event]) {
-        for e in events {
-            if let Event::Output(Output::Finding(f)) = e {
+    pub(crate) fn outputs<'a>(&mut self, outputs: impl IntoIterator<Item = &'a Output>) {
+        for o in outputs {
+            if let Output::Finding(f) = o {
                 if f.severity == Severity::Error || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
                     self.finding(f);
                 } else if f.kind == Kind::UnansweredCall {
@@ -773,38 +772,10 @@ impl Planner {
     }
 }
 
-impl Stage for Planner {
-    fn name(&self) -> &'static str {
-        "repair_plan"
-    }
-
-    fn format(&mut self, format: Format) {
-        self.set_format(format);
-    }
-
-    fn detecting(&mut self, number: u64) {
-        self.detected_through = number;
-    }
-
-    /// The findings the stages before made of the input come first (a line's own results are
-    /// recorded after its findings), then the line itself.
-    fn input(&mut self, input: &Input<'_, '_>, _pairing: &Pairing, events: &mut Vec<Event>) {
-        self.outputs(events);
-        if let Input::Entry { number, parsed, thread } = input {
-            self.line(*number, parsed, *thread);
-        }
-    }
-
-    /// A plan is made of a complete stream: tail findings (about a live stream as it stands)
-    /// are not planned for.
-    fn finish(&mut self, _pairing: &Pairing, events: &mut Vec<Event>) {
-        self.outputs(events);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transcript::pipeline::Stage;
     use crate::transcript::Options;
 
     /// A file with a subagent thread every few lines: the planner keeps the recent threads only.
@@ -829,6 +800,6 @@ mod tests {
             most = most.max(c.stage::<Planner>().unwrap().lanes.side.len());
         }
         assert!(most as u64 <= (2 * horizon + horizon / 4) / 2 + 2, "{most} sidechain threads kept");
-        assert!(super::super::finish_plan(c).unwrap().is_empty());
+        assert!(crate::transcript::repair_run::finish_plan(c).unwrap().is_empty());
     }
 }

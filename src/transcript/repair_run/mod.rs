@@ -1,36 +1,18 @@
-//! Repair: turn a transcript the checker rejects into one the agent can resume and the API
-//! accepts, touching as few bytes as possible and losing none.
-//!
-//! All pure: [`plan::Planner`], a pipeline stage after `validate` ([`plan_pipeline`], the
-//! preset list every repair runs), turns findings into [`plan::Edit`]s; [`rewrite::Rewriter`] applies them to a byte stream, copying every untouched
-//! line byte for byte and sending every removed or modified line to the rejects stream;
-//! [`stream::StreamRepair`] runs both in one pass (the rewriter a few lines behind the planner),
-//! and gives up to the two-pass form (plan the whole file, then rewrite it) when it must.
-//! [`synth`] builds the lines and line edits themselves.
-//!
-//! [`rounds::Rounds`] carries a repair over several rounds (when the edits leave new findings)
-//! and keeps it in the input's terms.
-//!
-//! *Invariants* (property-tested over generated corpora, the real fixtures and mutations of
-//! them, and fuzzed): for any input, no panic; if the repair says it is complete,
-//! `check(repair(x))` has no error findings and `repair(repair(x)) == repair(x)`; otherwise
-//! each finding left is reported with why. Every input line is either in the output byte for
-//! byte and in order, or in the rejects under its own line number with its own bytes.
+//! The repair drivers: the preset plan pipeline (`validate`, then the planner) and the runs of
+//! the repair machines ([`crate::transcript::repair`]) over an in-memory stream: [`plan_bytes`],
+//! [`rewrite_bytes`], [`repair_bytes`] (rounds), [`repair_bytes_streaming`]; and
+//! [`stream::StreamRepair`], which runs planner and rewriter in one pass (the rewriter a few
+//! lines behind the planner) and gives up to the two-pass form (plan the whole file, then
+//! rewrite it) when it must. They sit above both the machines and the stages, so that neither
+//! reaches the other through the pipeline.
 
-use crate::transcript::formats::Format;
-
-pub mod plan;
-pub mod rewrite;
-pub mod rounds;
 pub mod stream;
-pub mod synth;
 
-pub use plan::{Edit, OrphanPolicy, Plan, Planner, Unrepaired};
-pub use rewrite::{Action, Change, Emit, Failed, Origins, RejectWriter, RewriteLog, RewriteStats, Rewriter, Source};
-pub use rounds::{RoundEdit, Rounds, MAX_ROUNDS};
 pub use stream::{Abandon, Rest, Step, StreamRepair};
 
+use crate::transcript::formats::Format;
 use crate::transcript::pipeline::{Pipeline, Stage};
+use crate::transcript::repair::{Emit, OrphanPolicy, Plan, Planner, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
 use crate::transcript::stages::validate::Validate;
 use crate::transcript::{Options, StrictStop};
 

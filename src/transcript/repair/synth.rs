@@ -9,8 +9,7 @@
 //! uuids are derived from the input, not drawn at random: repairing the same file twice gives the
 //! same bytes.
 
-pub use crate::transcript::formats::claude_code::{claude_ids, message_id, parent_span, set_message_id, set_parent};
-pub use crate::transcript::formats::edit::{object, to_line, CallRef, Edited, Unable};
+use crate::transcript::formats::edit::{CallRef, Edited, Unable};
 use crate::transcript::formats::Format;
 
 /// `rig_core::transcript::not_executed` (docs/requirements.md): the result of a call that never ran.
@@ -125,7 +124,8 @@ pub fn merge_messages(format: Format, into: &[u8], next: &[u8]) -> Result<Vec<u8
 mod tests {
     use super::*;
     use crate::transcript::formats::claude_code::ENVELOPE as CLAUDE_ENVELOPE;
-    use crate::transcript::formats::edit::members;
+    use crate::transcript::formats::claude_code::{claude_ids, message_id, parent_span, set_message_id, set_parent};
+    use crate::transcript::formats::edit::{members, object};
     use serde_json::{Map, Value};
 
     fn call(id: &str) -> CallRef {

@@ -25,7 +25,9 @@
 //! round's lines back to the input with them.
 
 use super::plan::{Edit, Plan};
-use super::synth::{self, CallRef, Edited, Unable};
+use super::synth;
+use crate::transcript::formats::claude_code;
+use crate::transcript::formats::edit::{CallRef, Edited, Unable};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter, BOM};
@@ -809,9 +811,9 @@ impl Rewriter {
         let hint = self.parents.front().filter(|&&(l, _)| l == n).map(|&(_, node)| node);
         let (id, moves) = match hint {
             Some(node) if !node.parent.is_some_and(|p| self.repoint.contains_key(&p)) => (Some(node.id), false),
-            Some(node) => (Some(node.id), synth::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&id_hash(&p)))),
+            Some(node) => (Some(node.id), claude_code::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&id_hash(&p)))),
             None => {
-                let (uuid, parent) = synth::claude_ids(line);
+                let (uuid, parent) = claude_code::claude_ids(line);
                 (uuid.map(|u| id_hash(&u)), parent.is_some_and(|p| self.repoint.contains_key(&id_hash(&p))))
             }
         };
@@ -944,7 +946,7 @@ impl Rewriter {
             }
         }
         if self.like_lines.contains(&n) {
-            self.message_ids.insert(n, synth::message_id(content));
+            self.message_ids.insert(n, claude_code::message_id(content));
         }
         let mut merge = None;
         if edits.len() > 1 && edits.iter().all(|e| matches!(e, Edit::DropResults { .. })) {
@@ -975,7 +977,7 @@ impl Rewriter {
                 Edit::DropCall { call_id, .. } => synth::drop_call(self.format, &bytes, call_id)
                     .and_then(|r| self.checked(r, |m| m.role == Role::Assistant && !m.calls.iter().any(|c| c.id == call_id.as_str()))),
                 Edit::JoinTurn { like, .. } => match self.message_ids.get(like).cloned().flatten() {
-                    Some(id) => synth::set_message_id(&bytes, &id).and_then(|b| {
+                    Some(id) => claude_code::set_message_id(&bytes, &id).and_then(|b| {
                         let key = Some(id_hash(&id));
                         self.checked(Edited::Line(b), |m| m.role == Role::Assistant && m.turn == key)
                     }),
@@ -1026,7 +1028,7 @@ impl Rewriter {
         // follow.
         let (mut own_uuid, mut own_parent) = (None, None);
         if claude && (removed.is_some() || self.inserts.contains_key(&n)) {
-            let (uuid, p) = synth::claude_ids(&bytes);
+            let (uuid, p) = claude_code::claude_ids(&bytes);
             own_uuid = uuid;
             own_parent = p.map(|p| self.repoint.get(&id_hash(&p)).cloned().unwrap_or(Some(p))).unwrap_or(None);
         }
@@ -1041,7 +1043,7 @@ impl Rewriter {
             }
         } else {
             if claude && !self.repoint.is_empty() {
-                if let Some(u) = own_uuid.clone().or_else(|| synth::claude_ids(&bytes).0) {
+                if let Some(u) = own_uuid.clone().or_else(|| claude_code::claude_ids(&bytes).0) {
                     self.back(id_hash(&u));
                 }
             }
@@ -1204,7 +1206,7 @@ impl Rewriter {
     /// later line that hung under the followed line: lines of other conversation threads may
     /// come between), or under a removed line.
     fn repoint_parent(&mut self, n: u64, line: &[u8]) -> Option<Vec<u8>> {
-        let (_, parent) = synth::parent_span(line)?;
+        let (_, parent) = claude_code::parent_span(line)?;
         let target = match self.next_repoint.take() {
             // Under the inserted results that now sit between the line and its parent: the
             // tree keeps its shape.
@@ -1232,7 +1234,7 @@ impl Rewriter {
                 Some(target)
             }
         }?;
-        let moved = synth::set_parent(line, target.as_deref())?;
+        let moved = claude_code::set_parent(line, target.as_deref())?;
         if moved.len() > self.max {
             // Over the limit with its new parent (a longer id): the line stays as it is, and
             // the output is checked again, so that what is left is reported.
@@ -1273,7 +1275,8 @@ impl Rewriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::stages::repair::{plan_bytes, OrphanPolicy};
+    use crate::transcript::repair::OrphanPolicy;
+    use crate::transcript::repair_run::plan_bytes;
     use crate::transcript::Options;
 
     fn origins(parts: &[(Source, u64)]) -> Origins {

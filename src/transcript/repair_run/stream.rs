@@ -5,7 +5,7 @@
 //! its future edits can reach ([`Planner::watermark`]: the first line of the oldest turn it still
 //! tracks). The rewriter is fed every whole line below that mark as soon as the checker has read
 //! past it; the caller keeps the bytes from the mark on and hands them in again with the next
-//! chunk. Read once, written once: the two-pass repair ([`super::Rewriter::new`] over a finished
+//! chunk. Read once, written once: the two-pass repair ([`Rewriter::new`] over a finished
 //! [`Plan`]) reads every byte twice.
 //!
 //! When the pass cannot go on (the held bytes grow past [`HOLD_LIMIT`], an edit arrives for a
@@ -14,8 +14,8 @@
 //! it and runs the two-pass repair. *Invariant* (property-tested): for any chunking, the output and the
 //! rejects are byte for byte those of the two-pass repair.
 
-use super::plan::{Edit, OrphanPolicy, Plan, Planner};
-use super::rewrite::{Emit, RewriteLog, Rewriter};
+use crate::transcript::repair::plan::{Edit, OrphanPolicy, Plan, Planner};
+use crate::transcript::repair::rewrite::{Emit, RewriteLog, Rewriter};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::{Options, Pipeline, StrictStop};
@@ -184,7 +184,7 @@ fn take(rewriter: &mut Rewriter, taken: &mut usize, edits: &[Edit]) -> Option<Ab
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::stages::repair::{plan_bytes, repair_bytes};
+    use crate::transcript::repair_run::{plan_bytes, repair_bytes};
 
     const CLAUDE: &str = concat!(
         r#"{"type":"user","uuid":"u1","parentUuid":null,"message":{"role":"user","content":"go"}}"#,
@@ -242,7 +242,7 @@ mod tests {
         assert_eq!(why, Abandon::TooFarBack);
         let Rest::Planning(mut c) = stream.abandon() else { panic!("still planning") };
         c.feed(&CLAUDE.as_bytes()[fed..]).unwrap();
-        assert_eq!(crate::transcript::stages::repair::finish_plan(*c).unwrap(), plan_bytes(CLAUDE.as_bytes(), &opts, OrphanPolicy::Answer).unwrap());
+        assert_eq!(crate::transcript::repair_run::finish_plan(*c).unwrap(), plan_bytes(CLAUDE.as_bytes(), &opts, OrphanPolicy::Answer).unwrap());
     }
 
     #[test]
