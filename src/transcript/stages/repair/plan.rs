@@ -117,6 +117,20 @@ pub enum Edit {
         /// The finding it repairs.
         reason: Kind,
     },
+    /// The salvage round ([`super::salvage`]): the line kept in another shape instead of
+    /// removed or emptied. Never handed to a rewriter.
+    Salvage {
+        /// The line.
+        line: u64,
+        /// How.
+        how: super::salvage::How,
+        /// The other line it concerns: the last line joined, or the call's line a result moves
+        /// after.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        with: Option<u64>,
+        /// The finding it repairs.
+        reason: Kind,
+    },
 }
 
 impl Edit {
@@ -128,7 +142,8 @@ impl Edit {
             | Edit::DropResults { reason, .. }
             | Edit::DropCall { reason, .. }
             | Edit::JoinTurn { reason, .. }
-            | Edit::MergeInto { reason, .. } => *reason,
+            | Edit::MergeInto { reason, .. }
+            | Edit::Salvage { reason, .. } => *reason,
         }
     }
 
@@ -139,7 +154,8 @@ impl Edit {
             | Edit::DropResults { line, .. }
             | Edit::DropCall { line, .. }
             | Edit::JoinTurn { line, .. }
-            | Edit::MergeInto { line, .. } => *line,
+            | Edit::MergeInto { line, .. }
+            | Edit::Salvage { line, .. } => *line,
             Edit::Insert { after, .. } => *after,
         }
     }
