@@ -395,6 +395,10 @@ fn rewrite(
     Ok(log)
 }
 
+/// Files up to this size get the salvage round (it holds the file in memory); larger ones are
+/// repaired without it, as before it.
+const SALVAGE_MAX: u64 = 256 << 20;
+
 /// Bytes read at a time by the one-pass repair.
 const READ: usize = 1 << 20;
 
@@ -785,7 +789,7 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     // Lines the plan removes or empties that the agent could have kept: the salvage round
     // (in memory) comes first, and the rounds go on from its output, in a scratch file.
     let mut salvaged = None;
-    if dataset.is_none() && salvage::worth_a_look(&first.plan) {
+    if dataset.is_none() && covered <= SALVAGE_MAX && salvage::worth_a_look(&first.plan) {
         let mut bytes = Vec::new();
         ReadAt::new(&file, 0, Some(covered)).read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
         if let Some(sv) = salvage::salvage(&bytes, &first.plan, s.check.max_line_bytes) {
