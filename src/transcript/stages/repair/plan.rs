@@ -123,7 +123,7 @@ pub enum Edit {
         /// The line.
         line: u64,
         /// How.
-        how: super::salvage::How,
+        how: How,
         /// The other line it concerns: the last line joined, or the call's line a result moves
         /// after.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -159,6 +159,24 @@ impl Edit {
             Edit::Insert { after, .. } => *after,
         }
     }
+}
+
+/// How the salvage round ([`super::salvage`]) kept a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum How {
+    /// NUL padding dropped.
+    StripNul,
+    /// A complete record glued behind a torn fragment (or behind another complete record)
+    /// kept as a line of its own.
+    SplitGlued,
+    /// Lines split by raw newlines inside a string joined into one record (`with`: the last
+    /// line joined).
+    JoinSplit,
+    /// A complete last line given its newline.
+    EndLine,
+    /// A result moved to right after its call's line (`with`).
+    MoveAfter,
 }
 
 /// A finding the plan leaves as it is, and why.

@@ -19,13 +19,13 @@
 //! round, so every later round is told in input lines and the rejects are written again from
 //! the input when a later round changes lines too.
 
+pub use super::plan::How;
 use super::plan::{Edit, Plan};
 use super::rewrite::{write_record, Action, Change, Emit, RewriteLog, Source};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::{claude_code, Format};
 use crate::transcript::model::Entry;
 use crate::transcript::{Map, Set};
-use serde::Serialize;
 
 /// A byte-order mark.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -35,24 +35,6 @@ const MAX_JOIN: usize = 8;
 const MAX_GLUE_TRIES: usize = 64;
 /// Lines ahead of a result where its call's line is looked for.
 const MOVE_WINDOW: usize = 64;
-
-/// How a line was salvaged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum How {
-    /// NUL padding dropped.
-    StripNul,
-    /// A complete record glued behind a torn fragment (or behind another complete record)
-    /// kept as a line of its own.
-    SplitGlued,
-    /// Lines split by raw newlines inside a string joined into one record (`with`: the last
-    /// line joined).
-    JoinSplit,
-    /// A complete last line given its newline.
-    EndLine,
-    /// A result moved to right after its call's line (`with`).
-    MoveAfter,
-}
 
 /// The salvage round.
 #[derive(Debug, Clone)]
