@@ -42,7 +42,7 @@ use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
 use crate::sources::READ_CHUNK;
 use crate::transcript::dataset::repair::{Action, Policy as DatasetPolicy};
-use crate::transcript::repair::{Emit, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
+use crate::transcript::repair::{salvage, Emit, MAX_ROUNDS, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
 use crate::transcript::repair_run::{finish_plan, plan_pipeline, Rest, Step, StreamRepair};
 use crate::transcript::{Format, Options};
 use anyhow::Context;
@@ -321,6 +321,10 @@ fn rewrite(
     dest.flush()?;
     Ok(log)
 }
+
+/// Files up to this size get the salvage round (it holds the file in memory); larger ones are
+/// repaired without it, as before it.
+const SALVAGE_MAX: u64 = 256 << 20;
 
 /// What the first round of a file's repair produced.
 pub(crate) struct FirstRound {
@@ -701,19 +705,46 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let keep = if s.dry_run { Keep::of(&meta, false) } else { Keep::of(&meta, s.in_place) };
-    let first = match dataset {
+    let mut first = match dataset {
         Some(d) => dataset::first_round(path, &file, limit, output, d, policy, s, keep, buf)?,
         None => first_round(path, &file, limit, output, s, keep, buf)?,
     };
-    let edited = first.edited();
     let covered = first.covered;
+    // Lines the plan removes or empties that the agent could have kept: the salvage round
+    // (in memory) comes first, and the rounds go on from its output, in a scratch file.
+    let mut salvaged = None;
+    if dataset.is_none() && covered <= SALVAGE_MAX && salvage::worth_a_look(&first.plan) {
+        let mut bytes = Vec::new();
+        ReadAt::new(&file, 0, Some(covered)).read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+        if let Some(sv) = salvage::salvage(&bytes, &first.plan, s.check.max_line_bytes) {
+            drop(bytes);
+            let dir = output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let mut scratch = tempfile::tempfile_in(dir).with_context(|| format!("creating a scratch file in {}", dir.display()))?;
+            scratch.write_all(&sv.output).with_context(|| format!("writing a scratch file in {}", dir.display()))?;
+            first = first_round(path, &scratch, None, output, s, keep, buf)?;
+            first.covered = covered;
+            salvaged = Some((sv, scratch));
+        }
+    }
+    let first_edited = first.edited();
+    let edited = first_edited || salvaged.is_some();
     let plan = first.plan;
-    let mut rounds = Rounds::new();
+    let mut rounds = if salvaged.is_some() { Rounds::with_max(MAX_ROUNDS + 1) } else { Rounds::new() };
     let mut report = Report::new(job, Status::Clean);
     report.format = dataset.map(Format::Dataset).or(plan.format);
     report.edits = plan.edits.len() + first.actions.len();
     report.dataset_actions = first.actions;
-    let Some(mut out) = first.out.filter(|_| edited) else {
+    let out = match (first.out.filter(|_| first_edited), &salvaged) {
+        (Some(o), _) => Some(o),
+        (None, Some((sv, scratch))) => {
+            // Only the salvage changed the file: its output is the repair's.
+            let mut f = AtomicFile::create(output, Some(keep)).with_context(|| format!("creating a temporary file beside {}", output.display()))?;
+            f.copy_from(scratch, 0, sv.output.len() as u64).with_context(|| format!("writing {}", output.display()))?;
+            Some(f)
+        }
+        (None, None) => None,
+    };
+    let Some(mut out) = out.filter(|_| edited) else {
         rounds.verified(&plan);
         report.unrepaired = rounds.unrepaired().to_vec();
         report.status = if report.unrepaired.is_empty() { Status::Clean } else { Status::Partial };
@@ -728,8 +759,17 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         }
         return done(report);
     };
-    rounds.record(&plan, first.log);
     let mut rejects = first.rejects;
+    if let Some((sv, _)) = salvaged {
+        rejects = Spool::new(output, Spool::LIMIT);
+        rejects.push(&sv.rejects);
+        rounds.record(&sv.plan, sv.log);
+    }
+    if first_edited {
+        rounds.record(&plan, first.log);
+    } else {
+        rounds.verified(&plan);
+    }
     while rounds.wants_another() {
         // The edits may have left new findings (two assistant turns side by side): check the
         // output again.

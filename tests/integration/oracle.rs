@@ -191,3 +191,128 @@ fn the_agents_resume_requests_agree_with_context_as_measured() {
     }
     assert!(failures.is_empty(), "{} verdict(s) changed:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// What a resumed request carries, in order, before the new turn: text blocks (their first 40
+/// characters), tool_use ids, and tool_result ids with the start of their content; and where
+/// the Messages API's pairing rule fails (consecutive messages of one role merged first, as
+/// the API does).
+fn request_blocks(req: &Value) -> (Vec<String>, Vec<String>) {
+    let mut msgs: Vec<(String, Vec<Value>)> = Vec::new();
+    for m in req["body"]["messages"].as_array().unwrap() {
+        let role = m["role"].as_str().unwrap().to_owned();
+        let content = match &m["content"] {
+            Value::String(s) => vec![serde_json::json!({"type": "text", "text": s})],
+            Value::Array(a) => a.clone(),
+            _ => Vec::new(),
+        };
+        match msgs.last_mut() {
+            Some((r, c)) if *r == role => c.extend(content),
+            _ => msgs.push((role, content)),
+        }
+    }
+    let (mut blocks, mut errors) = (Vec::new(), Vec::new());
+    for (i, (role, content)) in msgs.iter().enumerate() {
+        for b in content {
+            match b["type"].as_str() {
+                Some("text") => {
+                    let t = b["text"].as_str().unwrap_or("");
+                    if !t.contains("<system-reminder>") && t.trim() != "continue" {
+                        blocks.push(format!("text {}", t.chars().take(40).collect::<String>()));
+                    }
+                }
+                Some("tool_use") => blocks.push(format!("tool_use {}", b["id"].as_str().unwrap_or(""))),
+                Some("tool_result") => {
+                    let c = match &b["content"] {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    blocks.push(format!("tool_result {} {}", b["tool_use_id"].as_str().unwrap_or(""), c.chars().take(40).collect::<String>()));
+                }
+                _ => {}
+            }
+        }
+        let ids = |c: &[Value], t: &str, k: &str| -> Vec<String> {
+            c.iter().filter(|b| b["type"] == t).filter_map(|b| b[k].as_str().map(str::to_owned)).collect()
+        };
+        if role == "assistant" {
+            let next = msgs.get(i + 1).map(|(_, c)| ids(c, "tool_result", "tool_use_id")).unwrap_or_default();
+            for u in ids(content, "tool_use", "id") {
+                if !next.contains(&u) {
+                    errors.push(format!("messages.{i}: tool_use {u} without a tool_result in the next message"));
+                }
+            }
+        } else {
+            let prev = i.checked_sub(1).filter(|&p| msgs[p].0 == "assistant").map(|p| ids(&msgs[p].1, "tool_use", "id")).unwrap_or_default();
+            for r in ids(content, "tool_result", "tool_use_id") {
+                if !prev.contains(&r) {
+                    errors.push(format!("messages.{i}: unexpected `tool_use_id` found in `tool_result` blocks: {r}"));
+                }
+            }
+        }
+    }
+    (blocks, errors)
+}
+
+/// The break shapes repair salvages (issue 27 point 5; the cases are in `tests/data/repair`):
+/// repaired, the file resumes in Claude Code 2.1.332 with no pairing error and with every
+/// block the break did not destroy, in order. Each case: its file, a session id to give it
+/// when it has none the agent accepts, and the blocks.
+const SALVAGED: &[(&str, Option<&str>, &[&str])] = &[
+    (
+        "tests/data/repair/0033_real_result_written_before_its_call.jsonl",
+        Some("s5"),
+        &["text read the config", "text Reading it.", "tool_use toolu_read", "tool_result toolu_read      1\tkey = 1\n", "text The key is 1."],
+    ),
+    (
+        "tests/data/repair/0034_complete_record_glued_behind_a_torn_one.jsonl",
+        None,
+        &["text list the files", "tool_use toolu_ls", "tool_result toolu_ls a.txt\nb.txt", "text Two files: a.txt and b.txt."],
+    ),
+    (
+        "tests/data/repair/0035_record_split_by_a_raw_newline.jsonl",
+        None,
+        &["text list the files", "tool_use toolu_ls", "tool_result toolu_ls a.txt\nb.txt", "text Two files: a.txt and b.txt."],
+    ),
+    (
+        "tests/data/repair/0036_complete_last_line_without_newline.jsonl",
+        None,
+        &["text list the files", "tool_use toolu_ls", "tool_result toolu_ls a.txt\nb.txt", "text Two files: a.txt and b.txt."],
+    ),
+    (
+        "tests/data/repair/0037_nul_padding_around_lines.jsonl",
+        None,
+        &["text list the files", "tool_use toolu_ls", "tool_result toolu_ls a.txt\nb.txt", "text Two files: a.txt and b.txt.", "text thanks", "text You're welcome."],
+    ),
+];
+
+#[test]
+fn repaired_break_shapes_resume_in_the_agent_with_every_block_the_break_left() {
+    let Some(agents) = agents_or_skip() else { return };
+    let agent = agents.iter().find(|a| a.name == "claude-2.1.332").expect("claude-2.1.332");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (i, (file, session, want)) in SALVAGED.iter().enumerate() {
+        let mut input = std::fs::read(root().join(file)).unwrap();
+        if let Some(s) = session {
+            let (from, to) = (format!("\"sessionId\":\"{s}\""), "\"sessionId\":\"5a0e7a52-2f0c-4f1e-9c53-1d2a3b4c5d6e\"");
+            input = String::from_utf8(input).unwrap().replace(&from, to).into_bytes();
+        }
+        let case = tmp.path().join(format!("case{i}.jsonl"));
+        std::fs::write(&case, &input).unwrap();
+        let out = tmp.path().join(format!("out{i}"));
+        let o = transcriptd(&["repair", "--force", "--no-summary", "--min-idle", "0s", "--out", out.to_str().unwrap(), case.to_str().unwrap()]);
+        assert!(o.status.success(), "{file}: repair: {}", String::from_utf8_lossy(&o.stderr));
+        let repaired = out.join(format!("case{i}.jsonl"));
+        let (code, kinds) = check_kinds(&repaired);
+        assert_eq!((code, kinds), (Some(0), vec![]), "{file}: the repaired file");
+        let req = tmp.path().join(format!("req{i}.json"));
+        let o = oracle(&["resume", repaired.to_str().unwrap(), "--agent", "claude", "--bin", agent.bin.to_str().unwrap(), "--out", req.to_str().unwrap()]);
+        assert!(o.status.success(), "{file}: resume: {}", String::from_utf8_lossy(&o.stderr));
+        let (blocks, errors) = request_blocks(&serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap());
+        let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        if blocks != want || !errors.is_empty() {
+            failures.push(format!("{file}:\n  want   {want:?}\n  agent  {blocks:?}\n  errors {errors:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -308,6 +308,8 @@ fn cli_dry_run_lists_every_edit_of_every_round() {
                     named.insert(a["line"].as_u64().unwrap());
                     named.insert(a["into"].as_u64().unwrap());
                 }
+                // Lines rejoined into one record: each is in the rejects.
+                "salvage" if a["how"] == "join_split" => named.extend(a["line"].as_u64().unwrap()..=a["with"].as_u64().unwrap()),
                 _ => drop(named.insert(a["line"].as_u64().unwrap())),
             }
         }

@@ -19,6 +19,7 @@
 pub mod plan;
 pub mod rewrite;
 pub mod rounds;
+pub mod salvage;
 pub mod synth;
 
 pub use plan::{Edit, OrphanPolicy, Plan, Planner, Unrepaired};

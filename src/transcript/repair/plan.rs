@@ -116,6 +116,20 @@ pub enum Edit {
         /// The finding it repairs.
         reason: Kind,
     },
+    /// The salvage round ([`super::salvage`]): the line kept in another shape instead of
+    /// removed or emptied. Never handed to a rewriter.
+    Salvage {
+        /// The line.
+        line: u64,
+        /// How.
+        how: How,
+        /// The other line it concerns: the last line joined, or the call's line a result moves
+        /// after.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        with: Option<u64>,
+        /// The finding it repairs.
+        reason: Kind,
+    },
 }
 
 impl Edit {
@@ -127,7 +141,8 @@ impl Edit {
             | Edit::DropResults { reason, .. }
             | Edit::DropCall { reason, .. }
             | Edit::JoinTurn { reason, .. }
-            | Edit::MergeInto { reason, .. } => *reason,
+            | Edit::MergeInto { reason, .. }
+            | Edit::Salvage { reason, .. } => *reason,
         }
     }
 
@@ -138,10 +153,29 @@ impl Edit {
             | Edit::DropResults { line, .. }
             | Edit::DropCall { line, .. }
             | Edit::JoinTurn { line, .. }
-            | Edit::MergeInto { line, .. } => *line,
+            | Edit::MergeInto { line, .. }
+            | Edit::Salvage { line, .. } => *line,
             Edit::Insert { after, .. } => *after,
         }
     }
+}
+
+/// How the salvage round ([`super::salvage`]) kept a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum How {
+    /// NUL padding dropped.
+    StripNul,
+    /// A complete record glued behind a torn fragment (or behind another complete record)
+    /// kept as a line of its own.
+    SplitGlued,
+    /// Lines split by raw newlines inside a string joined into one record (`with`: the last
+    /// line joined).
+    JoinSplit,
+    /// A complete last line given its newline.
+    EndLine,
+    /// A result moved to right after its call's line (`with`).
+    MoveAfter,
 }
 
 /// A finding the plan leaves as it is, and why.

@@ -176,7 +176,7 @@ pub struct Origins {
 
 impl Origins {
     /// Adds `count` output lines from `src` (consecutive input lines for [`Source::Same`]).
-    fn push(&mut self, src: Source, count: u64) {
+    pub(crate) fn push(&mut self, src: Source, count: u64) {
         if count == 0 {
             return;
         }
@@ -987,7 +987,7 @@ impl Rewriter {
                     merge = Some(e.clone());
                     continue;
                 }
-                Edit::Insert { .. } => continue,
+                Edit::Insert { .. } | Edit::Salvage { .. } => continue,
             };
             match edited {
                 // The line already was as the edit makes it (a join to the id it has).

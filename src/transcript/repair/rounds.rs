@@ -85,6 +85,10 @@ impl Rounds {
                 *line = self.input_line(*line);
                 *into = self.input_line(*into);
             }
+            Edit::Salvage { line, with, .. } => {
+                *line = self.input_line(*line);
+                *with = with.map(|w| self.input_line(w));
+            }
         }
         e
     }
@@ -250,5 +254,6 @@ pub fn edit_name(e: &Edit) -> &'static str {
         Edit::DropCall { .. } => "drop_call",
         Edit::JoinTurn { .. } => "join_turn",
         Edit::MergeInto { .. } => "merge_into",
+        Edit::Salvage { .. } => "salvage",
     }
 }

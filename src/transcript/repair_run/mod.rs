@@ -12,7 +12,7 @@ pub use stream::{Abandon, Rest, Step, StreamRepair};
 
 use crate::transcript::formats::Format;
 use crate::transcript::pipeline::{Pipeline, Stage};
-use crate::transcript::repair::{Emit, OrphanPolicy, Plan, Planner, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
+use crate::transcript::repair::{salvage, Emit, OrphanPolicy, Plan, Planner, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
 use crate::transcript::stages::validate::Validate;
 use crate::transcript::{Options, StrictStop};
 
@@ -155,10 +155,24 @@ pub fn repair_bytes(input: &[u8], opts: &Options, policy: OrphanPolicy, rounds: 
     let mut rejects = Vec::new();
     let mut plans = Vec::new();
     let mut plan = plan_bytes(input, opts, policy)?;
-    if plan.is_empty() {
+    let mut done = plan.is_empty();
+    if let Some(s) = salvage::salvage(input, &plan, opts.max_line_bytes) {
+        // The salvage round comes first, and takes no rewrite from the others.
+        r = Rounds::with_max(rounds + 1);
+        r.record(&s.plan, s.log);
+        rejects = s.rejects;
+        plans.push(s.plan);
+        current = s.output;
+        plan = plan_bytes(&current, opts, policy)?;
+        done = r.verified(&plan);
+        if done {
+            plans.push(plan.clone());
+        }
+    } else if done {
         r.verified(&plan);
-        plans.push(plan);
-    } else {
+        plans.push(plan.clone());
+    }
+    if !done {
         loop {
             let first = r.rounds() == 0;
             let (out, rej, log) = rewrite_bytes(&current, &plan, opts.max_line_bytes, first);
