@@ -18,8 +18,9 @@
 //! *prompt*, or an *assistant line of another message* arriving where an assistant line already
 //! hangs, counts.
 //!
-//! *Invariant:* memory is bounded: the tree keeps the last [`HORIZON`] lines with a uuid (one
-//! hash-map entry each, 64-bit hashes, no strings), so a rewind to a point further back than
+//! *Invariant:* memory is bounded: the tree keeps the last [`HORIZON`] lines with a uuid (a
+//! hash-map entry each, and a place in their parent's list of the lines under it; 64-bit
+//! hashes, no strings), so a rewind to a point further back than
 //! that is not recognised (its prompt is read as an ordinary one). Check's memory stays flat in
 //! the size of the file.
 
