@@ -447,3 +447,132 @@ fn repair_time_grows_linearly_with_the_calls() {
         assert!(ratio < 40.0, "{shape}: ten times the calls took {ratio:.1} times as long ({t_small:?} -> {t_large:?})");
     }
 }
+
+/// Shapes of Claude Code and Codex files an adversary can grow, `n` times over (see
+/// [`check_and_repair_time_grow_linearly_with_each_shape`]).
+fn adversarial(shape: &str, n: usize) -> String {
+    use serde_json::{json, Value};
+    let user = |uuid: &str, parent: Value, side: bool, content: Value| json!({"parentUuid": parent, "isSidechain": side, "type": "user", "uuid": uuid, "sessionId": "s", "message": {"role": "user", "content": content}});
+    let assistant = |uuid: &str, parent: Value, side: bool, id: &str, content: Value| json!({"parentUuid": parent, "isSidechain": side, "type": "assistant", "uuid": uuid, "sessionId": "s", "message": {"id": id, "role": "assistant", "content": content}});
+    let call = |id: &str, input: Value| json!({"type": "tool_use", "id": id, "name": "Bash", "input": input});
+    let text = json!({"type": "text", "text": "ok"});
+    let mut lines: Vec<Value> = vec![user("u0", Value::Null, false, json!("go"))];
+    match shape {
+        // Subagent threads, each leaving a call open (each thread's turn asked every thread's calls).
+        "threads" | "compactions" => {
+            for i in 0..n {
+                lines.push(user(&format!("s{i}"), Value::Null, true, json!("task")));
+                lines.push(assistant(&format!("a{i}"), json!(format!("s{i}")), true, &format!("m{i}"), json!([text, call(&format!("c{i}"), json!({}))])));
+                if shape == "compactions" {
+                    // The main thread compacted after each (each compaction asked every thread's calls).
+                    lines.push(json!({"parentUuid": null, "isSidechain": false, "type": "system", "subtype": "compact_boundary", "content": "Conversation compacted", "uuid": format!("b{i}"), "sessionId": "s"}));
+                }
+            }
+        }
+        // A Codex rollout whose open calls a compaction carries over (each carried call was
+        // looked for among all the carried ones).
+        "codex" => {
+            let line = |ty: &str, payload: Value| json!({"timestamp": "2026-01-01T00:00:00Z", "type": ty, "payload": payload});
+            let calls: Vec<Value> = (0..n).map(|i| json!({"type": "function_call", "name": "exec", "arguments": "{}", "call_id": format!("c{i}")})).collect();
+            lines = vec![line("session_meta", json!({"id": "s", "cwd": "/"})), line("response_item", json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}))];
+            lines.extend(calls.iter().map(|c| line("response_item", c.clone())));
+            lines.push(line("compacted", json!({"message": "", "replacement_history": calls})));
+            lines.push(line("response_item", json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "next"}]})));
+        }
+        // A deep chain whose every call is left open (an error each), with a rewind at its
+        // foot each step (each rewind asked every finding, and walked each up the chain).
+        "deep" => {
+            let mut parent = "u0".to_owned();
+            for i in 0..n {
+                lines.push(assistant(&format!("a{i}"), json!(parent), false, &format!("m{i}"), json!([text, call(&format!("c{i}"), json!({}))])));
+                lines.push(user(&format!("x{i}"), json!(format!("a{i}")), false, json!("dead end")));
+                lines.push(user(&format!("p{i}"), json!(format!("a{i}")), false, json!("again")));
+                parent = format!("p{i}");
+            }
+        }
+        // An error on the trunk each step (a second result), and a branch with an open call
+        // given up each step: by a rewind, or by a retry of the answer under the same prompt.
+        "rewinds" | "retries" => {
+            let mut parent = "u0".to_owned();
+            for i in 0..n {
+                let result = json!({"type": "tool_result", "tool_use_id": format!("c{i}"), "content": "r"});
+                lines.push(assistant(&format!("a{i}"), json!(parent), false, &format!("m{i}"), json!([call(&format!("c{i}"), json!({}))])));
+                lines.push(user(&format!("r{i}"), json!(format!("a{i}")), false, json!([result, result])));
+                let open = json!([text, call(&format!("d{i}"), json!({}))]);
+                if shape == "rewinds" {
+                    lines.push(user(&format!("x{i}"), json!(format!("r{i}")), false, json!("dead end")));
+                    lines.push(assistant(&format!("xa{i}"), json!(format!("x{i}")), false, &format!("mx{i}"), open));
+                    lines.push(user(&format!("p{i}"), json!(format!("r{i}")), false, json!("again")));
+                    parent = format!("p{i}");
+                } else {
+                    lines.push(user(&format!("p{i}"), json!(format!("r{i}")), false, json!("next")));
+                    lines.push(assistant(&format!("y{i}"), json!(format!("p{i}")), false, &format!("ma{i}"), open));
+                    lines.push(assistant(&format!("z{i}"), json!(format!("p{i}")), false, &format!("mb{i}"), json!([text])));
+                    lines.push(user(&format!("q{i}"), json!(format!("z{i}")), false, json!("next")));
+                    parent = format!("q{i}");
+                }
+            }
+        }
+        // One call id, called and answered again and again.
+        "duplicates" => {
+            let mut parent = "u0".to_owned();
+            for i in 0..n {
+                lines.push(assistant(&format!("a{i}"), json!(parent), false, &format!("m{i}"), json!([call("dup", json!({}))])));
+                lines.push(user(&format!("r{i}"), json!(format!("a{i}")), false, json!([{"type": "tool_result", "tool_use_id": "dup", "content": "r"}])));
+                parent = format!("r{i}");
+            }
+        }
+        _ => unreachable!("no shape {shape}"),
+    }
+    lines.iter().map(|l| l.to_string() + "\n").collect()
+}
+
+#[test]
+fn check_and_repair_time_grow_linearly_with_each_shape() {
+    // Issue 28: ten times the input must take about ten times as long, for `check` and for
+    // `repair`, in each shape an adversary can grow: best of three runs of each size, and a
+    // run of the large one that takes 40 times the small one's fails at once (linear is about
+    // 10, quadratic 100). Sizes at which a process's start-up is small beside its work.
+    let d = tempfile::tempdir().unwrap();
+    let run = |verb: &str, input: &std::path::Path, limit: std::time::Duration| -> (std::time::Duration, Option<i32>) {
+        let out = d.path().join("out");
+        let _ = std::fs::remove_dir_all(&out);
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_transcriptd"));
+        match verb {
+            "check" => cmd.args(["check", "-q"]),
+            _ => cmd.args(["repair", "--force", "-q", "--no-summary", "--out"]).arg(&out),
+        };
+        let start = std::time::Instant::now();
+        let mut child = cmd.arg(input).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.code().is_some(), "{verb} {}: {status}", input.display());
+                return (start.elapsed(), status.code());
+            }
+            if start.elapsed() > limit {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("{verb} {}: still running after {limit:?} (40 times the run with a tenth of the input, 30 s at least): not linear", input.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    for (shape, n) in [("threads", 5_000), ("compactions", 5_000), ("codex", 10_000), ("deep", 2_000), ("rewinds", 2_000), ("retries", 2_000), ("duplicates", 5_000)] {
+        let small = d.path().join(format!("{shape}-small.jsonl"));
+        let large = d.path().join(format!("{shape}-large.jsonl"));
+        std::fs::write(&small, adversarial(shape, n)).unwrap();
+        std::fs::write(&large, adversarial(shape, 10 * n)).unwrap();
+        for verb in ["check", "repair"] {
+            let best = |p: &std::path::Path, limit: std::time::Duration| {
+                let runs: Vec<_> = (0..3).map(|_| run(verb, p, limit)).collect();
+                (runs.iter().map(|r| r.0).min().unwrap(), runs[0].1)
+            };
+            let (t_small, code) = best(&small, std::time::Duration::from_secs(3600));
+            let (t_large, code_large) = best(&large, (t_small * 40).max(std::time::Duration::from_secs(30)));
+            assert_eq!(code, code_large, "{verb} {shape}: the same verdict at both sizes");
+            let ratio = t_large.as_secs_f64() / t_small.as_secs_f64();
+            println!("{verb} {shape}: n={n} {t_small:?}, n={} {t_large:?}: ratio {ratio:.1}", 10 * n);
+            assert!(ratio < 40.0, "{verb} {shape}: ten times the input took {ratio:.1} times as long ({t_small:?} -> {t_large:?})");
+        }
+    }
+}

@@ -18,12 +18,14 @@
 //! *prompt*, or an *assistant line of another message* arriving where an assistant line already
 //! hangs, counts.
 //!
-//! *Invariant:* memory is bounded: the tree keeps the last [`HORIZON`] lines with a uuid (one
-//! hash-map entry each, 64-bit hashes, no strings), so a rewind to a point further back than
+//! *Invariant:* memory is bounded: the tree keeps the last [`HORIZON`] lines with a uuid (a
+//! hash-map entry each, and a place in their parent's list of the lines under it; 64-bit
+//! hashes, no strings), so a rewind to a point further back than
 //! that is not recognised (its prompt is read as an ordinary one). Check's memory stays flat in
 //! the size of the file.
 
 use crate::transcript::model::Node;
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -109,6 +111,9 @@ pub const HORIZON: usize = 1 << 16;
 #[derive(Debug)]
 pub struct Branches {
     nodes: Map,
+    /// The recorded lines under each uuid (the lines whose parent it is), so that what lies
+    /// under a branch's root is found without walking up from every line asked about.
+    kids: HashKeyed<SmallVec<[u64; 2]>>,
     /// Lines recorded, oldest first, to forget beyond the horizon.
     order: std::collections::VecDeque<u64>,
     horizon: usize,
@@ -116,7 +121,7 @@ pub struct Branches {
 
 impl Default for Branches {
     fn default() -> Self {
-        Branches { nodes: Map::default(), order: Default::default(), horizon: HORIZON }
+        Branches { nodes: Map::default(), kids: HashKeyed::default(), order: Default::default(), horizon: HORIZON }
     }
 }
 
@@ -128,15 +133,23 @@ impl Branches {
         let parent = node.parent?;
         let own = self.nodes.entry(node.id).or_insert(Info::UNKNOWN);
         let first = own.parent.is_none();
-        own.parent = Some(parent);
+        let before = own.parent.replace(parent);
         if let Line::Answer(key) = line {
             own.answer = key;
+        }
+        if before != Some(parent) {
+            if let Some(old) = before {
+                self.unkid(old, node.id);
+            }
+            self.kids.entry(parent).or_default().push(node.id);
         }
         if first {
             self.order.push_back(node.id);
             if self.order.len() > self.horizon {
                 let old = self.order.pop_front().expect("non-empty");
-                self.nodes.remove(&old);
+                if let Some(p) = self.nodes.remove(&old).and_then(|i| i.parent) {
+                    self.unkid(p, old);
+                }
             }
         }
         if line == Line::Other {
@@ -169,6 +182,37 @@ impl Branches {
         Some(child)
     }
 
+    fn unkid(&mut self, parent: u64, kid: u64) {
+        if let Some(kids) = self.kids.get_mut(&parent) {
+            if let Some(i) = kids.iter().position(|&k| k == kid) {
+                kids.swap_remove(i);
+            }
+            if kids.is_empty() {
+                self.kids.remove(&parent);
+            }
+        }
+    }
+
+    /// The lines [`Branches::is_under`] `root` (`root` among them), found from the root down:
+    /// in proportion to the branch, not to the lines asked about nor to their depth. `None`
+    /// once more than `most` are found.
+    pub(crate) fn subtree(&self, root: u64, most: usize) -> Option<HashKeyed<()>> {
+        let mut found: HashKeyed<()> = HashKeyed::default();
+        found.insert(root, ());
+        let mut todo = vec![root];
+        while let Some(at) = todo.pop() {
+            for &kid in self.kids.get(&at).map_or(&[][..], |k| k.as_slice()) {
+                if found.insert(kid, ()).is_none() {
+                    if found.len() > most {
+                        return None;
+                    }
+                    todo.push(kid);
+                }
+            }
+        }
+        Some(found)
+    }
+
     /// The parent of a recorded line.
     pub fn parent(&self, node: u64) -> Option<u64> {
         self.nodes.get(&node).and_then(|i| i.parent)
@@ -187,6 +231,36 @@ impl Branches {
             }
         }
         false
+    }
+
+    /// [`Branches::is_under`] asked of many nodes against one `root`: `seen` (empty at the first
+    /// question about a root, kept for the next ones) remembers the answer for every line walked,
+    /// so that each line of the tree is walked once however many nodes are asked about.
+    pub(crate) fn is_under_seen(&self, node: u64, root: u64, seen: &mut HashKeyed<bool>) -> bool {
+        let mut path = Vec::new();
+        let mut at = node;
+        let answer = loop {
+            if at == root {
+                break true;
+            }
+            // A line already walked, for another node or on this walk (a cycle that does not
+            // pass the root: the walk would go round it until it gave up).
+            if let Some(&known) = seen.get(&at) {
+                break known;
+            }
+            seen.insert(at, false);
+            path.push(at);
+            match self.nodes.get(&at).and_then(|i| i.parent) {
+                Some(p) => at = p,
+                None => break false,
+            }
+        };
+        if answer {
+            for n in path {
+                seen.insert(n, true);
+            }
+        }
+        answer
     }
 }
 
@@ -220,6 +294,7 @@ mod tests {
         }
         // The horizon's lines, plus the root's parent, known only as a parent.
         assert!(b.nodes.len() <= HORIZON + 1);
+        assert!(b.kids.len() <= HORIZON + 1, "the lines under each uuid are let go with the lines");
         // Recent history is still known: a rewind within the horizon is recognised.
         let last = 3 * HORIZON as u64 - 1;
         assert_eq!(b.record(n(last + 1, Some(last - 10)), Line::Prompt), Some(last - 9));
@@ -307,6 +382,17 @@ mod tests {
                 for a in 0..24 {
                     proptest::prop_assert_eq!(new.is_under(id, a), old.is_under(id, a));
                     proptest::prop_assert_eq!(new.is_under(a, id), old.is_under(a, id));
+                }
+                // Remembering the walks for one root, or finding the branch from its root down,
+                // answers as walking up from each node does.
+                for root in 0..24 {
+                    let mut seen = HashKeyed::default();
+                    let branch = new.subtree(root, usize::MAX).unwrap();
+                    for a in (0..24).chain(0..24) {
+                        proptest::prop_assert_eq!(new.is_under_seen(a, root, &mut seen), new.is_under(a, root));
+                        proptest::prop_assert_eq!(branch.contains_key(&a), new.is_under(a, root));
+                    }
+                    proptest::prop_assert!(branch.keys().all(|&a| new.is_under(a, root)));
                 }
             }
         }

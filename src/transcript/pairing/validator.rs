@@ -107,6 +107,23 @@ impl Lane {
     /// Assistant turns in a row remembered by node: one more is a finding anyway.
     const REMEMBERED: usize = 4;
 
+    /// Whether the turns remembered name `node` (what a branch that leaves may take back).
+    fn names(&self, node: u64) -> bool {
+        self.answers.contains(&node) || self.turn.as_ref().is_some_and(|t| t.last == Some(node))
+    }
+
+    /// A branch took the lines `under` it out of the conversation: the turns on it no longer
+    /// count, the next answer follows what came before them.
+    fn abandon(&mut self, mut under: impl FnMut(u64) -> bool) {
+        if self.answer_tracked && self.answers.last().is_some_and(|&n| under(n)) {
+            self.answer_tracked = false;
+        }
+        self.answers.retain(|n| !under(*n));
+        if self.turn.as_ref().and_then(|turn| turn.last).is_some_and(&mut under) {
+            self.turn = None;
+        }
+    }
+
     /// Whether an assistant turn came since the last user line.
     fn assistant_since_user(&self) -> bool {
         self.answers_kept || !self.answers.is_empty()
@@ -167,6 +184,17 @@ struct Emitted {
 pub struct Validator {
     format: Format,
     pending: Map<String, Pending>,
+    /// The ids of `pending` by thread (kept, empty, while the thread's lane is), so that what
+    /// one thread does costs in proportion to its own calls, however many other threads leave
+    /// open.
+    by_thread: HashKeyed<Set<String>>,
+    /// The ids of `pending` by the tree node of their line (Claude Code), and the findings of
+    /// `emitted` not yet demoted (their indexes) and the threads whose turns name a node (some
+    /// may no longer), by node: what a branch that leaves takes with it is found from the
+    /// branch, not by asking every call, finding and thread of the file.
+    pending_at: HashKeyed<SmallVec<[String; 1]>>,
+    emitted_at: HashKeyed<SmallVec<[usize; 1]>>,
+    lanes_at: HashKeyed<SmallVec<[u64; 1]>>,
     /// The main thread (every thread of the formats that have only one).
     main: Lane,
     /// Claude Code sidechain threads, by name.
@@ -189,6 +217,10 @@ impl Validator {
         Validator {
             format,
             pending: Map::default(),
+            by_thread: HashKeyed::default(),
+            pending_at: HashKeyed::default(),
+            emitted_at: HashKeyed::default(),
+            lanes_at: HashKeyed::default(),
             main: Lane::default(),
             side: HashKeyed::default(),
             threads: claude.then(Threads::default),
@@ -210,9 +242,45 @@ impl Validator {
     /// The calls of thread `t` still waiting for a result, in line order (only they are sorted:
     /// other threads may hold many).
     fn pending_in(&self, t: u64) -> Vec<Pending> {
-        let mut v: Vec<Pending> = self.pending.values().filter(|p| p.thread == t).cloned().collect();
+        let Some(ids) = self.by_thread.get(&t) else { return Vec::new() };
+        let mut v: Vec<Pending> = ids.iter().filter_map(|id| self.pending.get(id)).cloned().collect();
         v.sort_by(|a, b| (a.line, &a.id).cmp(&(b.line, &b.id)));
         v
+    }
+
+    /// Adds a pending call (replacing one with its id, whatever its thread).
+    fn insert_pending(&mut self, p: Pending) {
+        let (id, thread, node) = (p.id.clone(), p.thread, p.node);
+        if let Some(old) = self.pending.insert(id.clone(), p) {
+            self.unindex(&old);
+        }
+        if let Some(n) = node {
+            self.pending_at.entry(n).or_default().push(id.clone());
+        }
+        self.by_thread.entry(thread).or_default().insert(id);
+    }
+
+    /// Takes the pending call `id` out.
+    fn remove_pending(&mut self, id: &str) -> Option<Pending> {
+        let p = self.pending.remove(id)?;
+        self.unindex(&p);
+        Some(p)
+    }
+
+    fn unindex(&mut self, p: &Pending) {
+        if let Some(ids) = self.by_thread.get_mut(&p.thread) {
+            ids.remove(&p.id);
+        }
+        if let Some(n) = p.node {
+            if let Some(ids) = self.pending_at.get_mut(&n) {
+                if let Some(i) = ids.iter().position(|id| *id == p.id) {
+                    ids.swap_remove(i);
+                }
+                if ids.is_empty() {
+                    self.pending_at.remove(&n);
+                }
+            }
+        }
     }
 
     /// How many calls wait for a result.
@@ -298,14 +366,24 @@ impl Validator {
     /// as if their stream had ended (their open turn is closed): memory stays flat however many
     /// subagents a file holds.
     fn sweep(&mut self, line: u64, out: &mut impl FnMut(Output)) {
-        let busy: Set<u64> = self.pending.values().map(|p| p.thread).collect();
         let horizon = self.horizon;
-        let mut idle: Vec<(u64, u64)> = self.side.iter().filter(|(t, l)| l.last + horizon < line && !busy.contains(t)).map(|(t, l)| (l.last, *t)).collect();
+        let busy = |t: &u64| self.by_thread.get(t).is_some_and(|ids| !ids.is_empty());
+        let mut idle: Vec<(u64, u64)> = self.side.iter().filter(|(t, l)| l.last + horizon < line && !busy(t)).map(|(t, l)| (l.last, *t)).collect();
         idle.sort_unstable();
         for (_, t) in idle {
             self.close_turn(t, out);
             self.side.remove(&t);
+            self.by_thread.remove(&t);
         }
+        // Forget the nodes turns no longer name.
+        let (main, side) = (&self.main, &self.side);
+        self.lanes_at.retain(|n, threads| {
+            threads.retain(|t| {
+                let lane = if *t == MAIN_THREAD { Some(main) } else { side.get(t) };
+                lane.is_some_and(|l| l.names(*n))
+            });
+            !threads.is_empty()
+        });
     }
 
     /// Ends the stream: closes the last turn and reports calls still pending as orphans.
@@ -338,11 +416,16 @@ impl Validator {
             }
         }
         release(&mut self.pending, |m| m.is_empty());
+        self.by_thread.retain(|_, ids| !ids.is_empty());
+        release(&mut self.by_thread, |m| m.is_empty());
         release(&mut self.main.answered, |s| s.is_empty());
         for lane in self.side.values_mut() {
             release(&mut lane.answered, |s| s.is_empty());
         }
         release(&mut self.emitted, |v| v.is_empty());
+        release(&mut self.emitted_at, |m| m.is_empty());
+        release(&mut self.pending_at, |m| m.is_empty());
+        release(&mut self.lanes_at, |m| m.is_empty());
     }
 
     /// What [`Validator::finish`] would report if the stream ended now, without ending it: the
@@ -365,6 +448,13 @@ impl Validator {
     }
 
     fn assistant(&mut self, line: u64, t: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
+        if let (Some(_), Some(n)) = (&self.branches, node) {
+            // Every node a turn of the thread remembers is one of its assistant lines.
+            let threads = self.lanes_at.entry(n).or_default();
+            if !threads.contains(&t) {
+                threads.push(t);
+            }
+        }
         let key = m.turn;
         let same_turn = key.is_some() && self.lane(t).turn.as_ref().is_some_and(|turn| turn.key == key);
         if !same_turn {
@@ -405,18 +495,20 @@ impl Validator {
             return;
         }
         let p = Pending { id: c.id.to_string(), name: c.name.to_string(), line, node, thread: t };
-        self.pending.insert(p.id.clone(), p);
+        self.insert_pending(p);
     }
 
     fn results(&mut self, line: u64, t: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
         for r in &m.results {
-            match self.pending.remove(r.id.as_ref()) {
+            // (The table is changed as it always was, remove then insert back, so that the
+            // order its calls are met in elsewhere stays the same.)
+            match self.remove_pending(r.id.as_ref()) {
                 Some(p) if p.thread == t => {
                     self.lane(t).answered.insert(p.id);
                     continue;
                 }
                 // A call of another thread: still pending there.
-                Some(p) => drop(self.pending.insert(p.id.clone(), p)),
+                Some(p) => self.insert_pending(p),
                 None => {}
             }
             let f = unmatched_result(line, &r.id, self.lane(t).answered.contains(r.id.as_ref()));
@@ -433,7 +525,7 @@ impl Validator {
         }
         let pending: Vec<Pending> = self.pending_in(t);
         for p in pending {
-            self.pending.remove(&p.id);
+            self.remove_pending(&p.id);
             self.emit(unanswered_call(p.line, &p.id, &p.name, line).in_thread(t), p.node, out);
         }
         self.lane(t).answered.clear();
@@ -443,9 +535,10 @@ impl Validator {
         self.close_turn(t, out);
         let pending: Vec<Pending> = self.pending_in(t);
         for p in &pending {
-            self.pending.remove(&p.id);
+            self.remove_pending(&p.id);
         }
-        for p in pending.into_iter().filter(|p| !carried.iter().any(|c| c.id == p.id)) {
+        let kept: Set<&str> = carried.iter().map(|c| c.id.as_ref()).collect();
+        for p in pending.into_iter().filter(|p| !kept.contains(p.id.as_str())) {
             let mut f = Finding::new(
                 p.line,
                 Kind::UnansweredCall,
@@ -461,7 +554,7 @@ impl Validator {
         lane.answered.clear();
         lane.user_turn();
         for c in carried {
-            self.pending.insert(c.id.to_string(), Pending { id: c.id.to_string(), name: c.name.to_string(), line, node: None, thread: t });
+            self.insert_pending(Pending { id: c.id.to_string(), name: c.name.to_string(), line, node: None, thread: t });
         }
     }
 
@@ -470,27 +563,61 @@ impl Validator {
     fn abandon(&mut self, root: u64, line: u64, cause: Cause, out: &mut impl FnMut(Output)) {
         let Some(b) = self.branches.as_ref() else { return };
         let why = cause.why(line);
-        // The thread's turns on the branch no longer count: the next answer follows what
-        // came before them.
-        for lane in std::iter::once(&mut self.main).chain(self.side.values_mut()) {
-            if lane.answer_tracked && lane.answers.last().is_some_and(|&n| b.is_under(n, root)) {
-                lane.answer_tracked = false;
+        // The branch from its root down, when it is smaller than what asking each turn, call
+        // and finding would cost (else they are asked, each line of the tree walked once).
+        let most = 64 + self.side.len() + self.pending.len() + self.emitted_at.len();
+        let branch = b.subtree(root, most);
+        let mut seen = HashKeyed::default();
+        let mut under = |n: u64| match &branch {
+            Some(nodes) => nodes.contains_key(&n),
+            None => b.is_under_seen(n, root, &mut seen),
+        };
+        let mut gone: Vec<Pending>;
+        let mut demoted: Vec<usize>;
+        match &branch {
+            Some(nodes) => {
+                let mut threads: SmallVec<[u64; 4]> = SmallVec::new();
+                for n in nodes.keys() {
+                    for t in self.lanes_at.get(n).into_iter().flatten() {
+                        if !threads.contains(t) {
+                            threads.push(*t);
+                        }
+                    }
+                }
+                for t in threads {
+                    let lane = if t == MAIN_THREAD { Some(&mut self.main) } else { self.side.get_mut(&t) };
+                    if let Some(lane) = lane {
+                        lane.abandon(&mut under);
+                    }
+                }
+                gone = nodes.keys().flat_map(|n| self.pending_at.get(n).into_iter().flatten()).map(|id| self.pending[id].clone()).collect();
+                gone.sort_by(|a, b| (a.line, &a.id).cmp(&(b.line, &b.id)));
+                if gone.windows(2).any(|w| w[0].line == w[1].line) {
+                    // Calls of one line leave in the order the table holds them, as they always have.
+                    gone = self.pending.values().filter(|p| p.node.is_some_and(&mut under)).cloned().collect();
+                    gone.sort_by_key(|p| p.line);
+                }
+                demoted = nodes.keys().flat_map(|n| self.emitted_at.get(n).into_iter().flatten().copied()).collect();
             }
-            lane.answers.retain(|n| !b.is_under(*n, root));
-            if lane.turn.as_ref().and_then(|turn| turn.last).is_some_and(|n| b.is_under(n, root)) {
-                lane.turn = None;
+            None => {
+                for lane in std::iter::once(&mut self.main).chain(self.side.values_mut()) {
+                    lane.abandon(&mut under);
+                }
+                gone = self.pending.values().filter(|p| p.node.is_some_and(&mut under)).cloned().collect();
+                gone.sort_by_key(|p| p.line);
+                demoted = self.emitted_at.iter().filter(|(n, _)| under(**n)).flat_map(|(_, at)| at.iter().copied()).collect();
             }
         }
-        let mut gone: Vec<Pending> = self.pending.values().filter(|p| p.node.is_some_and(|n| b.is_under(n, root))).cloned().collect();
-        gone.sort_by_key(|p| p.line);
-        for e in self.emitted.iter_mut().filter(|e| !e.demoted) {
-            if b.is_under(e.node, root) {
-                e.demoted = true;
-                out(Output::Demoted { line: e.line, kind: e.kind, call_id: e.call_id.clone(), reason: why.clone() });
-            }
+        // The findings in the order they were emitted.
+        demoted.sort_unstable();
+        for i in demoted {
+            let e = &mut self.emitted[i];
+            e.demoted = true;
+            out(Output::Demoted { line: e.line, kind: e.kind, call_id: e.call_id.clone(), reason: why.clone() });
+            self.emitted_at.remove(&e.node);
         }
         for p in gone {
-            self.pending.remove(&p.id);
+            self.remove_pending(&p.id);
             let mut f = Finding::new(p.line, Kind::UnansweredCall, format!("call to {} has no result", tool_name(&p.name)))
                 .with_call(&p.id, Some(&p.name))
                 .in_thread(p.thread);
@@ -510,6 +637,7 @@ impl Validator {
 
     fn emit(&mut self, f: Finding, node: Option<u64>, out: &mut impl FnMut(Output)) {
         if let (Some(_), Some(node), Severity::Error) = (&self.branches, node, f.severity) {
+            self.emitted_at.entry(node).or_default().push(self.emitted.len());
             self.emitted.push(Emitted { line: f.line, kind: f.kind, call_id: f.call_id.clone(), node, demoted: false });
         }
         out(Output::Finding(f));

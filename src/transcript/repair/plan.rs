@@ -378,6 +378,9 @@ pub struct Planner {
     policy: OrphanPolicy,
     seq: u64,
     turns: Map<u64, Turn>,
+    /// How many of `turns` each thread has (none: no entry), so that a compaction of a thread
+    /// with none does not look through every other thread's.
+    turns_of: Map<u64, usize>,
     calls: Calls,
     /// The threads.
     lanes: Lanes,
@@ -487,7 +490,14 @@ impl Planner {
         let emptied = std::mem::take(&mut self.calls.emptied);
         for seq in emptied.iter().chain(self.left.iter()) {
             if self.turns.get(seq).is_some_and(|t| !t.current) && !self.calls.has_turn(*seq) {
-                self.turns.remove(seq);
+                if let Some(t) = self.turns.remove(seq) {
+                    if let Some(n) = self.turns_of.get_mut(&t.thread) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.turns_of.remove(&t.thread);
+                        }
+                    }
+                }
             }
         }
         self.left.clear();
@@ -657,6 +667,7 @@ impl Planner {
             }
             // Turns are kept while calls of theirs are pending, or while they are current.
             self.prune_turns();
+            *self.turns_of.entry(thread).or_default() += 1;
             self.turns.insert(
                 self.seq,
                 Turn {
@@ -754,7 +765,9 @@ impl Planner {
             Entry::Compaction { carried } => {
                 // The thread starts afresh; other threads go on.
                 self.calls.forget_thread(thread);
-                self.turns.retain(|_, t| t.thread != thread);
+                if self.turns_of.remove(&thread).is_some() {
+                    self.turns.retain(|_, t| t.thread != thread);
+                }
                 let lane = self.lane(thread);
                 lane.current = None;
                 lane.answered_at.clear();
@@ -775,6 +788,7 @@ impl Planner {
                         merge_into: None,
                         current: false,
                     };
+                    *self.turns_of.entry(thread).or_default() += 1;
                     self.turns.insert(self.seq, t);
                     for c in carried {
                         let call = PendingCall { turn: self.seq, thread, args_ok: true, tool: c.name.to_string(), item: c.item.as_deref().map(str::to_owned) };
