@@ -56,6 +56,11 @@ impl Files {
         self.map.len()
     }
 
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
     /// Whether `p` is watched.
     pub fn contains_key(&self, p: &Path) -> bool {
         self.map.contains_key(p)
