@@ -22,6 +22,7 @@
 pub mod checkpoint;
 pub mod fds;
 pub mod fetch;
+pub mod files;
 pub mod health;
 pub mod http;
 pub mod identity;
@@ -266,7 +267,7 @@ struct Daemon {
     cfg: Resolved,
     stages: StageSettings,
     sources: Vec<Source>,
-    files: HashMap<PathBuf, Box<Tailed>>,
+    files: files::Files,
     /// Which path each tracked inode is read under.
     by_id: HashMap<(u64, u64), PathBuf>,
     /// Paths not read (not regular files, links), with what they were, so that each is warned
@@ -311,6 +312,10 @@ struct Daemon {
     dirty: bool,
     last_checkpoint: Instant,
     last_rescan: Instant,
+    /// How long the last checkpoint took to build and store (see [`Daemon::checkpoint_every`]).
+    checkpoint_cost: Duration,
+    /// When quiet files were last looked for, to give their memory back.
+    last_evict_sweep: Instant,
     checkpoint_failing: bool,
     health: Arc<Health>,
     /// Those who watch: `/tap` clients get each step's records after the sinks, `/stats`
@@ -371,7 +376,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
     let mut d = Daemon {
         stages,
         sources,
-        files: HashMap::new(),
+        files: files::Files::default(),
         by_id: HashMap::new(),
         skipped: HashMap::new(),
         backlog: VecDeque::new(),
@@ -399,6 +404,8 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
         dirty: false,
         last_checkpoint: Instant::now(),
         last_rescan: Instant::now(),
+        last_evict_sweep: Instant::now(),
+        checkpoint_cost: Duration::ZERO,
         checkpoint_failing: false,
         health,
         tap,
@@ -441,6 +448,7 @@ impl Started {
                 info!(files = d.files.len(), roots = ?d.watch.roots(), "watching");
             }
             d.health.idle();
+            d.files.settle();
             let deadline = d.next_deadline();
             // Files waiting for a free fetch slot are fetched at once: the timer wheel rounds a
             // deadline of "now" up to its next millisecond tick, which cost every step of a
@@ -510,7 +518,7 @@ impl Started {
             }
             d.timers()?;
             d.deliver().await?;
-            if d.dirty && d.last_checkpoint + d.cfg.config.daemon.checkpoint_interval <= Instant::now() {
+            if d.dirty && d.last_checkpoint + d.checkpoint_every() <= Instant::now() {
                 d.checkpoint().await?;
             }
         }
@@ -993,9 +1001,7 @@ impl Daemon {
 
     /// Hands the step's records, counters and gauges to every sink, in order.
     async fn deliver(&mut self) -> anyhow::Result<()> {
-        for t in self.files.values_mut() {
-            self.counts.append(&mut std::mem::take(&mut t.counts));
-        }
+        self.files.take_counts(&mut self.counts);
         let mut batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
         batch.repairs = std::mem::take(&mut self.due);
         if batch.is_empty() {
@@ -1021,7 +1027,7 @@ impl Daemon {
             }
         }
         if self.dirty {
-            next = next.min(self.last_checkpoint + self.cfg.config.daemon.checkpoint_interval);
+            next = next.min(self.last_checkpoint + self.checkpoint_every());
         }
         for r in self.retry.values() {
             next = next.min(r.at);
@@ -1030,12 +1036,19 @@ impl Daemon {
         for u in self.under_way.values().filter(|u| !u.warned) {
             next = next.min(u.started + self.cfg.config.daemon.stall_timeout);
         }
-        for t in self.files.values() {
-            if let Some(d) = t.deadline() {
-                next = next.min(d);
-            }
+        if let Some(d) = self.files.next_deadline() {
+            next = next.min(d);
         }
         next.max(now + Duration::from_millis(5))
+    }
+
+    /// How often a checkpoint is written while there is progress to record: every
+    /// `checkpoint_interval`, or ten times as long as the last one took when that is longer
+    /// (with 100,000 files a checkpoint is ~22 MB: written every second, it took most of a cold
+    /// start). What a crash can lose is unchanged: the sinks are cut back to the checkpoint and
+    /// what follows it is read again, only more of it.
+    fn checkpoint_every(&self) -> Duration {
+        self.cfg.config.daemon.checkpoint_interval.max(self.checkpoint_cost * 10)
     }
 
     fn rescan_interval(&self) -> Duration {
@@ -1065,7 +1078,10 @@ impl Daemon {
         // The stages' deadlines: tail findings of quiet files (torn lines, empty turns, orphan
         // calls), repairs due. Those whose stages read `pending.json` wait for it, read off the
         // loop once per directory.
-        for t in self.files.values_mut() {
+        // Only the files whose deadline came are looked at ([`files::Files::due`]).
+        self.files.settle();
+        for p in self.files.due(now) {
+            let Some(t) = self.files.get_mut(&p) else { continue };
             if t.deadline().is_none_or(|d| d > now) {
                 continue;
             }
@@ -1085,11 +1101,12 @@ impl Daemon {
             }
             self.dirty |= timed_out(t, now, HashSet::new(), &mut records);
         }
+        self.files.settle();
+        let repair_due = self.files.take_repair_due();
         if let Some((mode, policy)) = self.stages.repair {
-            let due: Vec<PathBuf> = self
-                .files
-                .values_mut()
-                .filter_map(|t| (std::mem::take(&mut t.repair_due) && t.repaired_size != Some(t.size)).then(|| t.path.clone()))
+            let due: Vec<PathBuf> = repair_due
+                .into_iter()
+                .filter(|p| self.files.get_mut(p).is_some_and(|t| std::mem::take(&mut t.repair_due) && t.repaired_size != Some(t.size)))
                 .collect();
             for p in due {
                 self.repair(&p, mode, policy);
@@ -1105,10 +1122,21 @@ impl Daemon {
         // Quiet files give their memory back, once their stages have nothing due (an orphan
         // grace, a repair waiting for `min_idle`: the state that makes it due stays until
         // then); handles beyond the limit are closed.
+        // Looked for at most every quarter of `evict_after` (a second at most): not after every
+        // step, which made a cold start over 100,000 files quadratic.
         let evict_after = self.cfg.config.daemon.evict_after;
-        for t in self.files.values_mut() {
-            if t.is_loaded() && t.tail_done && t.last_growth + evict_after <= now && t.deadline().is_none() && !t.fetching() && !t.timing_out() {
-                t.evict();
+        if self.last_evict_sweep + (evict_after / 4).min(Duration::from_secs(1)) <= now {
+            self.last_evict_sweep = now;
+            let idle: Vec<PathBuf> = self
+                .files
+                .values()
+                .filter(|t| t.is_loaded() && t.tail_done && t.last_growth + evict_after <= now && t.deadline().is_none() && !t.fetching() && !t.timing_out())
+                .map(|t| t.path.clone())
+                .collect();
+            for p in idle {
+                if let Some(t) = self.files.get_mut(&p) {
+                    t.evict();
+                }
             }
         }
         self.limit_open_files();
@@ -1200,11 +1228,13 @@ impl Daemon {
 
     fn limit_open_files(&mut self) {
         let max = self.max_open;
-        let open = self.files.values().filter(|t| t.is_open()).count();
+        self.files.settle();
+        let open = self.files.open_count();
         if open <= max {
             return;
         }
-        let mut by_age: Vec<(Instant, PathBuf)> = self.files.values().filter(|t| t.is_open()).map(|t| (t.last_growth, t.path.clone())).collect();
+        let files = &self.files;
+        let mut by_age: Vec<(Instant, PathBuf)> = files.open_paths().filter_map(|p| files.get(p)).map(|t| (t.last_growth, t.path.clone())).collect();
         by_age.sort();
         for (_, p) in by_age.into_iter().take(open - max) {
             if let Some(t) = self.files.get_mut(&p) {
@@ -1215,19 +1245,10 @@ impl Daemon {
 
     fn gauges(&mut self) {
         let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        let mut lag = 0u64;
-        let mut oldest = 0i64;
-        let mut open = 0;
-        let mut pending = 0;
-        for t in self.files.values() {
-            let l = t.lag();
-            lag += l;
-            if l > 0 {
-                oldest = oldest.max(now_s - t.mtime_s);
-            }
-            open += usize::from(t.is_open());
-            pending += t.pending();
-        }
+        self.files.settle();
+        let (lag, pending, lagging_since) = self.files.sums();
+        let mut oldest = lagging_since.map_or(0, |m| now_s - m);
+        let open = self.files.open_count();
         // A read under way that hangs: what the file holds waits as long.
         if let Some(started) = self.under_way.values().map(|u| u.started).min() {
             oldest = oldest.max(started.elapsed().as_secs() as i64);
@@ -1262,6 +1283,7 @@ impl Daemon {
     /// it made durable or had acknowledged) and never covers outputs a sink has not accepted.
     async fn checkpoint(&mut self) -> anyhow::Result<()> {
         self.sinks.flush().await?;
+        let began = Instant::now();
         let cp = checkpoint::Checkpoint {
             version: checkpoint::VERSION,
             files: self
@@ -1293,7 +1315,9 @@ impl Daemon {
             file_sink: None,
         };
         self.last_checkpoint = Instant::now();
-        match checkpoint::store(&self.cfg.config.daemon.state_dir, &cp) {
+        let stored = checkpoint::store(&self.cfg.config.daemon.state_dir, &cp);
+        self.checkpoint_cost = began.elapsed();
+        match stored {
             Ok(()) => {
                 metrics::counter!(t::CHECKPOINT_WRITES, "result" => "ok").increment(1);
                 self.health.checkpoint(Ok(()));

@@ -7,7 +7,7 @@
 //! the mount is refused, unless `TRANSCRIPTD_REQUIRE_MOUNT` is set; the directory-sync test
 //! needs `strace` (`TRANSCRIPTD_REQUIRE_STRACE`).
 
-use super::harness::{http_get, listening_port, read_records, result_line, wait, Daemon};
+use super::harness::{http_get, listening_port, read_records, result_line, wait, Daemon, Opts};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -430,4 +430,41 @@ fn a_new_device_number_with_the_same_inode_and_content_is_the_same_file() {
     assert!(wait(Duration::from_secs(5), || orphan_results(&read_records(&sink), "a.jsonl") == want), "file sink: {in_sink:?}");
     assert!(!std::fs::read_to_string(&sink).unwrap().contains("written after the checkpoint"), "the file sink is cut back to its checkpoint");
     assert_eq!(d.stop(), Some(0));
+}
+
+/// Issue 29 (100,000 files in one directory): a cold start over `n` small transcripts, each with
+/// one `orphan_result`, until every finding is out; the daemon's whole run from spawn, killed
+/// after `limit`. `None` if it did not get there.
+fn cold_start_findings(n: usize, limit: Duration) -> Option<Duration> {
+    let mut d = Daemon::prepare(Opts::default());
+    let w = d.watch_dir();
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for i in 0..n {
+        let p = w.join(format!("s{i:06}.jsonl"));
+        std::fs::write(&p, result_line(&format!("c{i}"))).unwrap();
+        std::fs::File::options().write(true).open(&p).unwrap().set_modified(old).unwrap();
+    }
+    let began = std::time::Instant::now();
+    d.spawn();
+    let out = d.out();
+    let done = wait(limit, || std::fs::read(&out).is_ok_and(|b| b.windows(15).filter(|w| w == b"\"orphan_result\"").count() >= n));
+    let took = began.elapsed();
+    d.stop();
+    done.then_some(took)
+}
+
+/// Issue 29: a cold start over 40,000 files in one directory takes about ten times one over
+/// 4,000, not a hundred. Before the fix every step of the loop (one per fetch) looked at every
+/// file (deadlines, counters, gauges, evictions, open handles) and the whole checkpoint was
+/// written every 100 ms: 4,000 files took 1.1 s, 40,000 took 69 s (ratio 66). The large run is
+/// killed at 40 times the small one (30 s at least): linear is about 10, quadratic about 100.
+#[test]
+fn a_cold_start_over_ten_times_the_files_takes_about_ten_times_as_long() {
+    let small = cold_start_findings(4_000, Duration::from_secs(60)).expect("4,000 files: not every finding within 60 s");
+    let limit = (small * 40).max(Duration::from_secs(30));
+    let large = cold_start_findings(40_000, limit);
+    let large = large.unwrap_or_else(|| panic!("40,000 files: not every finding within {limit:?} (40 times {small:?}, the run over 4,000): not linear"));
+    let ratio = large.as_secs_f64() / small.as_secs_f64();
+    eprintln!("cold start: 4,000 files {small:?}, 40,000 files {large:?}, ratio {ratio:.1}");
+    assert!(ratio < 40.0, "ratio {ratio:.1}: 4,000 files {small:?}, 40,000 files {large:?}");
 }
