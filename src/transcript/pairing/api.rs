@@ -6,7 +6,7 @@
 //!
 //! Per line (from [`ApiFacts`], read with the blocks): an empty or whitespace-only `text`
 //! block, a `thinking` block without its `signature`, a `thinking` block after another block of
-//! the same assistant message (the lines of one `message.id` are one message), a `tool_result`
+//! the same assistant message line, a `tool_result`
 //! after a block that is not one, an image over 5 MB or 8000 px, an image with empty data. Over
 //! the request (the main conversation since its last compaction, what the agent sends): more
 //! than 32 MiB of content, and more than 20 images with one over 2000 px. The request findings
@@ -42,9 +42,6 @@ pub struct ApiRules {
     agent: bool,
     /// Whether blank text blocks are checked: known to be Anthropic's rule, not OpenAI's.
     text_rule: bool,
-    /// The open assistant message (`message.id` hash) and whether a block that is not thinking
-    /// was seen in it.
-    turn: Option<(u64, bool)>,
     /// Content bytes since the last compaction, and the line where they went over the limit.
     bytes: u64,
     over: Option<(u64, u64)>,
@@ -77,7 +74,6 @@ impl ApiRules {
 
     /// A compaction: the request starts again after it.
     pub fn compaction(&mut self) {
-        self.turn = None;
         self.bytes = 0;
         self.over = None;
         self.images = 0;
@@ -108,22 +104,21 @@ impl ApiRules {
             out(f);
         }
         if m.role == Role::Assistant {
-            let key = m.turn;
-            let seen_other = match (self.turn, key) {
-                (Some((t, other)), Some(k)) if t == k => other,
-                _ => false,
-            };
-            let late = a.thinking_after.or_else(|| (a.thinking && seen_other).then_some(0));
-            if let Some(i) = late {
-                let at = if a.thinking_after.is_some() { format!("thinking block content.{i} comes after a text or tool_use block of its assistant message") } else { "this line's thinking block comes after a text or tool_use block an earlier line of the same assistant message (message.id) holds".to_owned() };
-                out(Finding::new(line, Kind::ThinkingNotFirst, format!("{at}: {says} (\"messages.N.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`\")")));
+            // Within the line only. Across the lines of one `message.id` (Claude Code writes one
+            // block per line) the rule would also hold, but repair joins turns by giving a line
+            // another's id, and would then make the finding itself: not checked yet.
+            // Claude Code only: in the chat formats repair merges consecutive assistant
+            // messages into one line, and would make the finding itself (not handled yet).
+            if let Some(i) = a.thinking_after.filter(|_| self.agent) {
+                out(Finding::new(
+                    line,
+                    Kind::ThinkingNotFirst,
+                    format!("thinking block content.{i} comes after a text or tool_use block of its assistant message: {says} (\"messages.N.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`\")"),
+                ));
             }
-            self.turn = key.map(|k| (k, seen_other || a.other));
             if let Some(i) = a.unsigned_thinking {
                 out(Finding::new(line, Kind::UnsignedThinking, format!("thinking block content.{i} has no signature: {says} (\"messages.N.content.{i}.thinking.signature: Field required\")")));
             }
-        } else {
-            self.turn = None;
         }
         if let Some(i) = a.result_after {
             out(Finding::new(
