@@ -81,11 +81,31 @@ pub enum Kind {
     /// No line of the file is a conversation line of a known format (or of the format given):
     /// nothing in it was checked. About the whole file, so it has no line.
     UnknownFormat,
+    /// Anthropic Messages: a `text` block that is empty or only whitespace ("text content
+    /// blocks must be non-empty" / "must contain non-whitespace text").
+    EmptyText,
+    /// Anthropic Messages: a `thinking` block without its `signature` ("thinking.signature:
+    /// Field required").
+    UnsignedThinking,
+    /// Anthropic Messages: an assistant message whose `thinking` block comes after another
+    /// block ("Expected `thinking` or `redacted_thinking`, but found `text`").
+    ThinkingNotFirst,
+    /// Anthropic Messages: a user message with a `tool_result` block after a block that is not
+    /// one ("Did not find N `tool_result` block(s) at the beginning of this message").
+    ResultNotFirst,
+    /// Anthropic Messages: an image over the API's limits (5 MB; 8000 px; 2000 px when the
+    /// request has more than 20 images).
+    ImageTooLarge,
+    /// Anthropic Messages: an image whose base64 `data` is empty.
+    EmptyImage,
+    /// Anthropic Messages: the history the agent sends on resume is over the 32 MB request
+    /// limit ("request_too_large").
+    RequestTooLarge,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 24] = [
+    pub const ALL: [Kind; 31] = [
         Kind::MalformedLine,
         Kind::InvalidUtf8,
         Kind::LineTooLong,
@@ -110,6 +130,13 @@ impl Kind {
         Kind::InvalidWeight,
         Kind::DuplicateCustomId,
         Kind::UnknownFormat,
+        Kind::EmptyText,
+        Kind::UnsignedThinking,
+        Kind::ThinkingNotFirst,
+        Kind::ResultNotFirst,
+        Kind::ImageTooLarge,
+        Kind::EmptyImage,
+        Kind::RequestTooLarge,
     ];
 
     /// The public name of the kind.
@@ -139,6 +166,13 @@ impl Kind {
             Kind::InvalidWeight => "invalid_weight",
             Kind::DuplicateCustomId => "duplicate_custom_id",
             Kind::UnknownFormat => "unknown_format",
+            Kind::EmptyText => "empty_text",
+            Kind::UnsignedThinking => "unsigned_thinking",
+            Kind::ThinkingNotFirst => "thinking_not_first",
+            Kind::ResultNotFirst => "result_not_first",
+            Kind::ImageTooLarge => "image_too_large",
+            Kind::EmptyImage => "empty_image",
+            Kind::RequestTooLarge => "request_too_large",
         }
     }
 
@@ -150,6 +184,15 @@ impl Kind {
             }
             _ => Severity::Error,
         }
+    }
+
+    /// Whether the kind is one of the provider API's own rules on the request the agent sends
+    /// (not a pairing rule): repair does not change these lines, it reports them unrepaired.
+    pub fn is_api_rule(self) -> bool {
+        matches!(
+            self,
+            Kind::EmptyText | Kind::UnsignedThinking | Kind::ThinkingNotFirst | Kind::ResultNotFirst | Kind::ImageTooLarge | Kind::EmptyImage | Kind::RequestTooLarge
+        )
     }
 
     /// Whether the kind is about framing (the line could not be read at all), and so repair

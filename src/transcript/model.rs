@@ -129,12 +129,46 @@ pub struct Message<'a> {
     pub has_content: bool,
     /// A user message that starts a user turn (not only tool results, not a compact summary).
     pub prompt: bool,
+    /// What the provider API's own rules need from the content (Anthropic Messages shapes).
+    pub api: ApiFacts,
+}
+
+/// What the provider API's own rules need from one line's content, read with its blocks
+/// (Anthropic Messages shapes): for each rule, the first block that breaks it, by its index in
+/// the line's `content` (a string content is block 0). Read by [`crate::transcript::pairing::api`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApiFacts {
+    /// A `text` block that is empty (`false`) or only whitespace (`true`).
+    pub empty_text: Option<(u16, bool)>,
+    /// The content is a string (not an array of blocks).
+    pub string: bool,
+    /// A `thinking` block without a (non-empty) `signature`.
+    pub unsigned_thinking: Option<u16>,
+    /// A `thinking` or `redacted_thinking` block after a block that is neither (blank text
+    /// aside: the agent drops it, and the API reports it as `empty_text`).
+    pub thinking_after: Option<u16>,
+    /// The line has a `thinking` or `redacted_thinking` block.
+    pub thinking: bool,
+    /// The line has a block that is not thinking and not blank text.
+    pub other: bool,
+    /// A `tool_result` block after a block that is not one.
+    pub result_after: Option<u16>,
+    /// Images in the content (those inside `tool_result` content included).
+    pub images: u16,
+    /// An image whose base64 `data` is empty.
+    pub empty_image: Option<u16>,
+    /// The largest base64 image: its block, decoded bytes.
+    pub image_bytes: Option<(u16, u64)>,
+    /// The image with the longest side: its block, width, height.
+    pub image_px: Option<(u16, u32, u32)>,
+    /// Bytes of the `content` value as written (what the request carries of this line).
+    pub bytes: u64,
 }
 
 impl<'a> Message<'a> {
     /// An empty message of `role`.
     pub fn new(role: Role) -> Self {
-        Message { role, turn: None, calls: SmallVec::new(), results: SmallVec::new(), has_content: false, prompt: false }
+        Message { role, turn: None, calls: SmallVec::new(), results: SmallVec::new(), has_content: false, prompt: false, api: ApiFacts::default() }
     }
 }
 

@@ -2,7 +2,8 @@
 //! typed parts (`text`, `thinking`, `tool_use`, `tool_result`, `image`, ...). Shared by the Claude
 //! Code, Anthropic and OpenAI chat adapters.
 
-use crate::transcript::model::{Args, Call, Message, Role, ToolResult};
+use super::image;
+use crate::transcript::model::{ApiFacts, Args, Call, Message, Role, ToolResult};
 use crate::transcript::scan::{self, Kind, Scanner};
 
 /// What message content holds, before the role is known (Claude Code writes `type` after
@@ -14,6 +15,12 @@ pub struct Parts<'a> {
     has_content: bool,
     /// A part that is neither a call nor a result (text, image, ...).
     other: bool,
+    /// What the API's own rules need (see [`ApiFacts`]).
+    api: ApiFacts,
+    /// Index of the next part.
+    index: u16,
+    /// A part that is not a `tool_result` was read.
+    non_result: bool,
 }
 
 impl<'a> Parts<'a> {
@@ -29,6 +36,7 @@ impl<'a> Parts<'a> {
     pub fn into_message(self, role: Role) -> Message<'a> {
         let mut m = Message::new(role);
         m.has_content = self.has_content;
+        m.api = self.api;
         match role {
             Role::Assistant => m.calls = self.calls,
             Role::User => {
@@ -46,44 +54,163 @@ impl<'a> Parts<'a> {
 /// connector blocks) are paired inside the assistant message and need no result.
 pub fn read_content<'a>(s: &mut Scanner<'a>) -> scan::Result<Parts<'a>> {
     let mut parts = Parts::default();
+    let start = s.value_start();
     match s.peek() {
         Some(Kind::String) => {
-            parts.has_content = !s.string()?.is_blank();
+            let t = s.string()?;
+            parts.has_content = !t.is_blank();
             parts.other = true;
+            parts.api.string = true;
+            if t.is_blank() {
+                parts.api.empty_text = Some((0, !t.raw().is_empty()));
+            } else {
+                parts.api.other = true;
+            }
         }
         Some(Kind::Array) => s.array(|s| read_part(s, &mut parts))?,
         _ => s.skip()?,
     }
+    parts.api.bytes = s.position().saturating_sub(start) as u64;
     Ok(parts)
+}
+
+/// An image's `source`: the base64 `data` when it is given inline.
+#[derive(Default)]
+struct Source<'a> {
+    base64: bool,
+    data: Option<&'a [u8]>,
+}
+
+fn read_source<'a>(s: &mut Scanner<'a>) -> scan::Result<Source<'a>> {
+    let mut src = Source::default();
+    s.opt_object(|s, k| {
+        match &*k.key() {
+            b"type" => src.base64 = s.opt_string()?.is_some_and(|t| t.is("base64")),
+            b"data" => src.data = s.opt_string()?.map(|d| d.raw()),
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(src)
+}
+
+/// Records an image of part `index` in `api`.
+fn image_facts(api: &mut ApiFacts, index: u16, src: &Source<'_>) {
+    api.images = api.images.saturating_add(1);
+    let Some(data) = src.data.filter(|_| src.base64) else { return };
+    if data.is_empty() {
+        api.empty_image.get_or_insert(index);
+        return;
+    }
+    let n = image::decoded_len(data);
+    if api.image_bytes.is_none_or(|(_, m)| n > m) {
+        api.image_bytes = Some((index, n));
+    }
+    if let Some((w, h)) = image::dimensions(data) {
+        if api.image_px.is_none_or(|(_, mw, mh)| w.max(h) > mw.max(mh)) {
+            api.image_px = Some((index, w, h));
+        }
+    }
+}
+
+/// The images inside a `tool_result`'s `content` (an array of blocks), recorded as part `index`.
+fn read_nested<'a>(s: &mut Scanner<'a>, api: &mut ApiFacts, index: u16) -> scan::Result<()> {
+    s.opt_array(|s| {
+        let (mut is_image, mut src) = (false, Source::default());
+        s.opt_object(|s, k| {
+            match &*k.key() {
+                b"type" => is_image = s.opt_string()?.is_some_and(|t| t.is("image")),
+                b"source" => src = read_source(s)?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        if is_image {
+            image_facts(api, index, &src);
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 fn read_part<'a>(s: &mut Scanner<'a>, parts: &mut Parts<'a>) -> scan::Result<()> {
     let (mut ty, mut id, mut tool_use_id, mut name) = (None, None, None, None);
-    let (mut text, mut thinking, mut input) = (false, false, None);
+    let (mut text, mut thinking, mut input) = (None, false, None);
+    let (mut signed, mut src) = (false, Source::default());
+    let index = parts.index;
+    parts.index = parts.index.saturating_add(1);
+    let mut nested = ApiFacts::default();
     let is_object = s.opt_object(|s, k| {
         match &*k.key() {
             b"type" => ty = s.opt_string()?,
             b"id" => id = s.opt_string()?,
             b"tool_use_id" => tool_use_id = s.opt_string()?,
             b"name" => name = s.opt_string()?,
-            b"text" => text = s.opt_string()?.is_some_and(|t| !t.is_blank()),
+            b"text" => text = s.opt_string()?.map(|t| (t.raw().is_empty(), t.is_blank())),
             b"thinking" => thinking = s.opt_string()?.is_some_and(|t| !t.is_blank()),
+            b"signature" => signed = s.opt_string()?.is_some_and(|t| !t.raw().is_empty()),
             b"input" => input = s.shape()?,
+            b"source" => src = read_source(s)?,
+            b"content" => read_nested(s, &mut nested, index)?,
             _ => s.skip()?,
         }
         Ok(())
     })?;
     let ty = ty.map(|t| t.key());
+    let api = &mut parts.api;
+    let is_thinking = matches!(ty.as_deref(), Some(b"thinking" | b"redacted_thinking"));
+    let blank_text = is_object && ty.as_deref() == Some(b"text") && text.is_none_or(|(_, blank)| blank);
+    if is_thinking {
+        api.thinking = true;
+        if api.other {
+            api.thinking_after.get_or_insert(index);
+        }
+    } else if !blank_text {
+        api.other = true;
+    }
+    if ty.as_deref() == Some(b"tool_result") {
+        if parts.non_result {
+            api.result_after.get_or_insert(index);
+        }
+    } else {
+        parts.non_result = true;
+    }
+    if nested.images > 0 {
+        api.images = api.images.saturating_add(nested.images);
+        if api.empty_image.is_none() {
+            api.empty_image = nested.empty_image;
+        }
+        if let Some((i, n)) = nested.image_bytes.filter(|&(_, n)| api.image_bytes.is_none_or(|(_, m)| n > m)) {
+            api.image_bytes = Some((i, n));
+        }
+        if let Some((i, w, h)) = nested.image_px.filter(|&(_, w, h)| api.image_px.is_none_or(|(_, mw, mh)| w.max(h) > mw.max(mh))) {
+            api.image_px = Some((i, w, h));
+        }
+    }
     match ty.as_deref() {
         _ if !is_object => {
             parts.has_content = true;
             parts.other = true;
         }
         Some(b"text") => {
-            parts.has_content |= text;
+            let blank = text.is_none_or(|(_, blank)| blank);
+            parts.has_content |= !blank;
             parts.other = true;
+            if blank {
+                parts.api.empty_text.get_or_insert((index, !text.is_none_or(|(empty, _)| empty)));
+            }
         }
-        Some(b"thinking") => parts.has_content |= thinking,
+        Some(b"thinking") => {
+            parts.has_content |= thinking;
+            if !signed {
+                parts.api.unsigned_thinking.get_or_insert(index);
+            }
+        }
+        Some(b"image") => {
+            parts.has_content = true;
+            parts.other = true;
+            image_facts(&mut parts.api, index, &src);
+        }
         Some(b"tool_use") => {
             parts.has_content = true;
             if let Some(id) = id {

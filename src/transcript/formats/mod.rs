@@ -17,6 +17,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod dataset;
 pub mod edit;
+pub mod image;
 
 pub use dataset::Dataset;
 pub use edit::{CallRef, Edited, Unable};

@@ -2,6 +2,7 @@
 //! rewind abandons, which thread a line belongs to. Below the pipeline: the runner pairs every
 //! line once ([`super::pipeline::Pairing`]) and the stages read what it found.
 
+pub mod api;
 pub mod branches;
 pub mod threads;
 pub mod validator;

@@ -25,6 +25,7 @@
 //! Calling order: [`Validator::push`] every parsed line in file order, then
 //! [`Validator::finish`] once at the end of the stream.
 
+use super::api::ApiRules;
 use super::branches::{Branches, HashKeyed, Line, HORIZON};
 use super::threads::Threads;
 use crate::transcript::finding::{Finding, Kind, Output, Severity};
@@ -208,6 +209,8 @@ pub struct Validator {
     horizon: u64,
     branches: Option<Branches>,
     emitted: Vec<Emitted>,
+    /// The provider API's own rules on the main conversation (boxed: most formats have none).
+    api: Option<Box<ApiRules>>,
 }
 
 impl Validator {
@@ -229,6 +232,7 @@ impl Validator {
             horizon: HORIZON as u64,
             branches: claude.then(Branches::default),
             emitted: Vec::new(),
+            api: ApiRules::new(format).map(Box::new),
         }
     }
 
@@ -356,8 +360,24 @@ impl Validator {
                     }
                     Role::System | Role::Developer => self.lane(t).user_turn(),
                 }
+                if t == MAIN_THREAD {
+                    if let Some(api) = self.api.as_mut() {
+                        let mut found: SmallVec<[Finding; 1]> = SmallVec::new();
+                        api.message(line, m, &mut |f| found.push(f));
+                        for f in found {
+                            self.emit(f, node, out);
+                        }
+                    }
+                }
             }
-            Entry::Compaction { carried } => self.compaction(line, t, carried, out),
+            Entry::Compaction { carried } => {
+                if t == MAIN_THREAD {
+                    if let Some(api) = self.api.as_mut() {
+                        api.compaction();
+                    }
+                }
+                self.compaction(line, t, carried, out)
+            }
             Entry::Other | Entry::Unknown => {}
         }
     }
@@ -405,6 +425,9 @@ impl Validator {
             let f = orphan(&p);
             self.emit(f, p.node, out);
         }
+        if let Some(api) = self.api.as_ref() {
+            api.end(&mut |f| out(Output::Finding(f)));
+        }
     }
 
     /// Lets go of the capacity of empty tables (calls pending, answered in a thread): a stream
@@ -443,6 +466,9 @@ impl Validator {
         }
         for p in self.pending() {
             v.push(orphan(p));
+        }
+        if let Some(api) = self.api.as_ref() {
+            api.end(&mut |f| v.push(f));
         }
         v
     }

@@ -565,6 +565,10 @@ impl Planner {
         let id = f.call_id.as_deref().unwrap_or("");
         match f.kind {
             k if k.is_framing() => self.edit(Edit::Remove { line: f.line, reason: k }),
+            // The API's own rules on blocks repair does not change (yet): said, not edited.
+            k if k.is_api_rule() => self.unrepaired(f.line, k, None, "not repaired: the block is kept as it is"),
+            // The API's own rules on blocks repair does not change (yet): said, not edited.
+            k if k.is_api_rule() => self.unrepaired(f.line, k, None, "not repaired: the block is kept as it is"),
             Kind::UnansweredCall => self.answer(f.kind, f.line, id, None),
             Kind::OrphanCall => match self.policy {
                 OrphanPolicy::Answer => self.answer(f.kind, f.line, id, Some(ResultText::Interrupted)),
