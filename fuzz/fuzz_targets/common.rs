@@ -8,7 +8,7 @@
 pub mod framing;
 #[path = "../../tests/integration/invariants.rs"]
 pub mod invariants;
-#[path = "../../tests/integration/mutate.rs"]
+#[path = "../../tests/integration/support/mutate.rs"]
 pub mod mutate;
 
 use std::path::{Path, PathBuf};

@@ -170,6 +170,25 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     result
 }
 
+/// A start that failed, with the configuration's lines behind it: the file checked against
+/// this machine (as `validate-config --check-env` does), each problem of a path the daemon
+/// writes (state directory, sinks) named `FILE:LINE: \`key\`: …`.
+fn named(args: &Args, e: anyhow::Error) -> anyhow::Error {
+    let Some(path) = &args.config else { return e };
+    let Err(ConfigErrors(errors)) = Config::load_checked(path, true) else { return e };
+    let lines: Vec<String> = errors
+        .iter()
+        .map(|c| c.parts())
+        .filter(|(_, _, m)| m.starts_with("`daemon.state_dir`") || m.starts_with("`sinks"))
+        .map(|(file, line, m)| format!("{file}:{}: {m}", line.unwrap_or(0)))
+        .collect();
+    if lines.is_empty() {
+        e
+    } else {
+        e.context(lines.join("\n"))
+    }
+}
+
 /// The metrics listener a configuration asks for, given the one running.
 enum Listener {
     /// The running one (same address), or none.
@@ -236,11 +255,16 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
+    // The daemon first (state directory, its lock, checkpoints, sinks), then the listener: a
+    // start that fails does not first log that it serves.
+    let mut started = match crate::daemon::start(cfg.clone(), health.clone(), tap.clone()).await {
+        Ok(s) => s,
+        Err(e) => return Err(named(&args, e)),
+    };
     let mut server = match listener(&cfg, None, &metrics, &health, &tap)? {
         Listener::New(s) => Some(s),
         Listener::Keep | Listener::Stop | Listener::Rebind(_) => None,
     };
-    let mut started = crate::daemon::start(cfg.clone(), health.clone(), tap.clone()).await?;
     loop {
         let stop = tokio_util::sync::CancellationToken::new();
         let daemon = tokio::spawn(started.run(stop.clone().cancelled_owned()));

@@ -202,7 +202,7 @@ pub enum SinkConfig {
         /// so do records that are no finding (`file_opened`, `compaction`, ...).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         severity: Option<Severity>,
-        /// Only findings of these kinds (names of README's kinds table); none: every kind.
+        /// Only findings of these kinds (names of the kinds table in docs/findings.md); none: every kind.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         kinds: Vec<Kind>,
     },

@@ -10,7 +10,7 @@
 //! report, the dry run and the rejects in the input's own line numbers). `--dry-run` runs the
 //! same rounds into a scratch directory and prints every edit they make.
 //!
-//! The filesystem side trusts nothing (see README, "Guarantees"):
+//! The filesystem side trusts nothing (see docs/commands/repair.md, "Guarantees"):
 //! - The input is opened once, as a regular file ([`regular::open`]), and every pass reads that
 //!   descriptor up to the length the first pass read: one snapshot, whatever is appended.
 //! - The idle guard holds to the end: just before the swap the file's identity, size and

@@ -243,12 +243,42 @@ fn malformed(number: u64, bytes: &[u8]) -> Finding {
             let msg = e.to_string();
             // serde_json names line and column of the one-line input; the column is what helps.
             match msg.rfind(" at line ") {
-                Some(i) => format!("not JSON: {} (column {})", &msg[..i], e.column()),
-                None => format!("not JSON: {msg}"),
+                Some(i) => format!("not JSON: {} (column {})", plain(&msg[..i]), e.column()),
+                None => format!("not JSON: {}", plain(&msg)),
             }
         }
     };
     Finding::new(number, Kind::MalformedLine, msg)
+}
+
+/// serde_json's words for what is wrong with a line, said for people who never wrote a parser
+/// ("expected ident" is "a word JSON does not have"); anything else as serde_json says it.
+fn plain(serde: &str) -> &str {
+    match serde {
+        "EOF while parsing a string" => "the line ends inside a string",
+        "EOF while parsing an object" => "the line ends before its object is closed",
+        "EOF while parsing a list" => "the line ends before a list is closed",
+        "EOF while parsing a value" => "the line ends where a value should be",
+        "expected `:`" => "a key without a `:` after it",
+        "expected `,` or `]`" => "a list item not followed by `,` or `]`",
+        "expected `,` or `}`" => "a value not followed by `,` or `}`",
+        "expected ident" => "a word JSON does not have (it has true, false and null)",
+        "expected value" => "no value where one should be",
+        "expected `\"`" => "an object key that is not in double quotes",
+        "key must be a string" => "an object key that is not a string",
+        "invalid escape" => "a backslash escape JSON does not have",
+        "invalid number" => "a number JSON cannot read",
+        "number out of range" => "a number too large to read",
+        "invalid unicode code point" => "a \\u escape that is no character",
+        "control character (\\u0000-\\u001F) found while parsing a string" => {
+            "a raw control character inside a string (a newline or tab must be written as \\n or \\t)"
+        }
+        "lone leading surrogate in hex escape" => "a \\u escape that is half a character (a lone surrogate)",
+        "unexpected end of hex escape" => "a \\u escape cut short",
+        "trailing comma" => "a comma before a closing bracket",
+        "trailing characters" => "more text after the record's end (two records on one line?)",
+        other => other,
+    }
 }
 
 /// Something that watches the pipeline line by line, in order: the repair planner does.
@@ -727,6 +757,31 @@ pub fn collect(outputs: impl IntoIterator<Item = Output>) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_that_is_not_json_is_said_in_plain_words_with_its_column() {
+        // Issue 30: parser jargon reached users ("not JSON: expected ident (column 2)").
+        for (line, said) in [
+            (&b"{\"a\": tx}"[..], "not JSON: a word JSON does not have (it has true, false and null) (column 8)"),
+            (b"{\"a\":\"x", "not JSON: the line ends inside a string (column 8)"),
+            (b"{\"a\":1", "not JSON: the line ends before its object is closed (column 7)"),
+            (b"{\"a\":[1", "not JSON: the line ends before a list is closed (column 8)"),
+            (b"{\"a\":", "not JSON: the line ends where a value should be (column 5)"),
+            (b"{\"a\" 1}", "not JSON: a key without a `:` after it (column 6)"),
+            (b"{\"a\":[1 2]}", "not JSON: a list item not followed by `,` or `]` (column 9)"),
+            (b"{\"a\":1 \"b\":2}", "not JSON: a value not followed by `,` or `}` (column 8)"),
+            (b"{\"a\":,}", "not JSON: no value where one should be (column 6)"),
+            (b"{a:1}", "not JSON: an object key that is not a string (column 2)"),
+            (b"{\"a\":\"\\q\"}", "not JSON: a backslash escape JSON does not have (column 8)"),
+            (b"{\"a\":\"\x01\"}", "not JSON: a raw control character inside a string (a newline or tab must be written as \\n or \\t) (column 7)"),
+            (b"{\"a\":1,}", "not JSON: a comma before a closing bracket (column 9)"),
+            (b"{\"a\":1}{\"b\":2}", "not JSON: more text after the record's end (two records on one line?) (column 8)"),
+            (b"{\"a\":\"\\u12\"}", "not JSON: a \\u escape cut short (column 11)"),
+            (b"{\"a\":\"\\ud800\"}", "not JSON: a \\u escape that is half a character (a lone surrogate) (column 13)"),
+        ] {
+            assert_eq!(malformed(1, line).message, said, "{}", String::from_utf8_lossy(line));
+        }
+    }
 
     #[test]
     fn usage_by_model_iterates_in_model_order_and_keeps_one_slot_a_model() {

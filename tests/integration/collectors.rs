@@ -57,8 +57,8 @@
 //! profile's fat LTO and single codegen unit turned off to save time; about 40 minutes of two
 //! busy cores), `target/release/vector` copied to `target/peer/vector/bin/vector`.
 
-use super::harness::{append_in_pieces, check_dir, fold, wait, Daemon};
-use super::receiver::free_port;
+use super::support::harness::{append_in_pieces, check_dir, fold, wait, Daemon};
+use super::support::receiver::free_port;
 use super::support::{data, jsonl_files};
 use serde_json::Value;
 use std::collections::BTreeMap;

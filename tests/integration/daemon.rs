@@ -5,7 +5,7 @@
 //! demotions applied) gives exactly what `transcriptd check --output json` reports on the final
 //! files.
 
-use super::harness::{append_in_pieces, metric, settle, wait, Daemon, Opts};
+use super::support::harness::{append_in_pieces, metric, settle, wait, Daemon, Opts};
 use super::support::{data, jsonl_files, transcriptd};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -414,4 +414,23 @@ fn validate_config_exit_codes() {
     let out = piped("[daemon]\nstate_dir = \"/tmp\"\nmax_open_filez = 3\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("<stdin>:3"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_start_that_fails_on_its_state_dir_names_the_config_line_and_never_said_it_serves() {
+    // Issue 30: `run` logged that it was serving, then failed on an uncreatable state_dir
+    // without naming the configuration's line.
+    let d = tempfile::tempdir().unwrap();
+    let config = d.path().join("c.toml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(
+        &config,
+        format!("[daemon]\nstate_dir = \"/proc/nope/state\"\n\n[[sources]]\ninclude = [\"{}/*.jsonl\"]\n\n[[sinks]]\ntype = \"prometheus\"\naddress = \"127.0.0.1:{port}\"\n", d.path().display()),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_transcriptd")).args(["run", "--config"]).arg(&config).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("c.toml:2: `daemon.state_dir`"), "the config line is not named: {err}");
+    assert!(!err.contains("serving /metrics"), "it said it serves before failing: {err}");
 }

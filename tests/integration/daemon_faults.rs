@@ -3,7 +3,7 @@
 //! SIGSTOP around in-place rewrites, inode reuse, `kill -9`, a shared stdout file, SIGHUP with a
 //! configuration that cannot start, connection floods under a descriptor limit — and kept fixed.
 
-use super::harness::{append, compactions_in, fold_records, http, metric, metric_sum, result_line, settle, wait, Daemon, Opts, Out};
+use super::support::harness::{append, compactions_in, fold_records, http, metric, metric_sum, result_line, settle, wait, Daemon, Opts, Out};
 use super::support::{data, transcriptd};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -505,7 +505,7 @@ fn a_restart_never_cuts_back_a_stdout_file_others_write() {
         }
         // At least once: every finding is there.
         let got = fold_records(&d.records());
-        let want = super::harness::check_dir(&d.watch_dir());
+        let want = super::support::harness::check_dir(&d.watch_dir());
         assert_eq!(got.findings(), want, "{out:?}");
     }
 }
@@ -859,7 +859,7 @@ fn a_closed_stderr_pipe_never_stops_the_daemon() {
 /// lost and nothing is reported twice, across the restart.
 #[test]
 fn a_file_whose_reads_hang_holds_up_only_itself() {
-    let Some(fs) = super::harness::StallFs::mount() else { return };
+    let Some(fs) = super::support::harness::StallFs::mount() else { return };
     std::fs::write(fs.mount_dir().join("stuck.jsonl"), result_line("s1")).unwrap();
     let mount = fs.mount_dir().display().to_string();
     let mut d = Daemon::prepare(Opts { daemon: "stall_timeout = \"1s\"".into(), ..Opts::default() });
@@ -891,7 +891,7 @@ fn a_file_whose_reads_hang_holds_up_only_itself() {
 
     fs.release();
     d.start();
-    let (got, want) = super::harness::settle_on(&d, &fs.mount_dir());
+    let (got, want) = super::support::harness::settle_on(&d, &fs.mount_dir());
     assert_eq!(got, want, "{}", d.log());
     assert_eq!(want.len(), 3, "{want:?}");
     let (got, want) = settle(&d);

@@ -11,7 +11,7 @@
 //! - the Dockerfile is multi-stage, pinned, non-root, and runs what the manifests expect;
 //! - the repair Job's arguments are accepted by the real CLI, and its N shards cover an archive.
 
-use super::harness::{wait, Daemon};
+use super::support::harness::{wait, Daemon};
 use super::support::{data, jsonl_files, root, transcriptd};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

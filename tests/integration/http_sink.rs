@@ -1,8 +1,8 @@
 //! The `http` sink against a real collector process (`peers/http_receiver.py`) that is down,
 //! answers errors, and comes back.
 
-use super::harness::{check_dir, fold, wait, Daemon};
-use super::receiver::{free_port, Receiver};
+use super::support::harness::{check_dir, fold, wait, Daemon};
+use super::support::receiver::{free_port, Receiver};
 use super::support::{data, jsonl_files};
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ fn a_collector_down_then_failing_loses_nothing_and_receives_each_batch_once() {
         got = fold(&r.records());
         got == want
     });
-    assert!(complete, "collector vs check: {:?}\n{}", super::harness::fold(&r.records()).len(), d.log());
+    assert!(complete, "collector vs check: {:?}\n{}", super::support::harness::fold(&r.records()).len(), d.log());
     // Every record arrived once (the fold panics on a finding emitted twice), and no batch came
     // twice: none was taken without its answer reaching the daemon.
     assert_eq!(r.resent(), 0);

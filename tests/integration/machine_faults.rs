@@ -7,7 +7,7 @@
 //! the mount is refused, unless `TRANSCRIPTD_REQUIRE_MOUNT` is set; the directory-sync test
 //! needs `strace` (`TRANSCRIPTD_REQUIRE_STRACE`).
 
-use super::harness::{http_get, listening_port, read_records, result_line, wait, Daemon, Opts};
+use super::support::harness::{http_get, listening_port, read_records, result_line, wait, Daemon, Opts};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -237,7 +237,7 @@ fn the_file_sink_directory_is_synced_before_a_checkpoint_names_a_new_file() {
         eprintln!("skipped: no strace on PATH");
         return;
     }
-    let mut d = Daemon::prepare(super::harness::Opts { extra: String::new(), ..Default::default() });
+    let mut d = Daemon::prepare(super::support::harness::Opts { extra: String::new(), ..Default::default() });
     let sink_dir = d.root.path().join("sink");
     let text = std::fs::read_to_string(d.config_path()).unwrap()
         + &format!("[[sinks]]\ntype = \"file\"\npath = \"{}/f.jsonl\"\nmax_bytes = \"2KiB\"\nkeep = 2\n", sink_dir.display());
@@ -257,7 +257,7 @@ fn the_file_sink_directory_is_synced_before_a_checkpoint_names_a_new_file() {
     std::fs::write(&f, "{\"role\":\"user\",\"content\":\"q\"}\n").unwrap();
     // Enough findings for a rotation or two.
     for i in 0..4 {
-        super::harness::append(&f, result_lines(i * 10..i * 10 + 10));
+        super::support::harness::append(&f, result_lines(i * 10..i * 10 + 10));
         std::thread::sleep(Duration::from_millis(400));
     }
     let rotated = wait(Duration::from_secs(20), || {
@@ -344,7 +344,7 @@ fn a_full_disk_under_the_file_sink_pauses_and_loses_nothing() {
     let first: BTreeMap<u64, usize> = (2..7).map(|l| (l, 1)).collect();
     assert!(wait(Duration::from_secs(10), || orphan_results(&read_records(&sink), "a.jsonl") == first), "{}", d.log());
     fill(&fs.dir.join("filler"));
-    super::harness::append(&f, result_lines(5..400));
+    super::support::harness::append(&f, result_lines(5..400));
     let paused = wait(Duration::from_secs(15), || d.health().is_some_and(|(s, b)| s == 503 && b.contains("sink paused: file:") && b.contains("No space left")));
     assert!(paused, "/health says the sink is paused: {:?}\n{}", d.health(), d.log());
     assert_eq!(d.metric("transcriptd_sink_paused{sink=\"file\"}"), Some(1.0));
@@ -412,8 +412,8 @@ fn a_new_device_number_with_the_same_inode_and_content_is_the_same_file() {
     // A record the daemon wrote after its last checkpoint before a crash: cut at the restart.
     let sink = sink_dir.join("f.jsonl");
     let late = "{\"type\":\"finding\",\"time\":\"2026-01-01T00:00:00Z\",\"file\":\"/late\",\"line\":1,\"kind\":\"orphan_result\",\"severity\":\"error\",\"message\":\"written after the checkpoint\"}\n";
-    super::harness::append(&sink, late);
-    super::harness::append(&f, result_lines(10..20));
+    super::support::harness::append(&sink, late);
+    super::support::harness::append(&f, result_lines(10..20));
     d.start();
     let want: BTreeMap<u64, usize> = (2..22).map(|l| (l, 1)).collect();
     let mut got = BTreeMap::new();

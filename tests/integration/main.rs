@@ -1,48 +1,63 @@
-//! The one integration test binary: data-driven rules, real transcripts, generated corpora,
-//! the CLI contract, the architecture guard, the deploy/ files against the code, the context,
-//! history and orphans stages with the reverse-paged reader, sessions over real directory
-//! trees, concurrent appends, and the report verb in a real browser.
+//! The one integration test binary, grouped by area as ripgrep's `tests/tests.rs` is, with the
+//! helpers apart in `support/` (paths, fixtures and expectation files; the daemon harness; the
+//! http receiver; the browser; the structured mutator the fuzz targets share). Test peers that
+//! run as other processes (fake providers, FUSE filesystems, receivers) are in `peers/`; the
+//! corpus generators in `tests/gen/`.
 
-mod advisories;
-mod append;
-mod architecture;
-mod browser;
+mod support;
+
+// Reading: framing, the scanner's rules, detection, and the check pipeline against ground truth.
 mod chunking;
-mod cli;
-mod collectors;
-mod context;
-mod daemon;
-mod daemon_faults;
-mod datasets;
-mod deploy;
 mod framing;
 mod generated;
-mod harness;
-mod hostile;
-mod http_sink;
-mod invariants;
-mod machine_faults;
-mod mutate;
-mod mutation;
-mod oracle;
-mod orphans;
 mod pipeline;
-mod powerloss;
 mod read_ahead;
-mod docs;
 mod real;
-mod receiver;
-mod reliability;
-mod repair;
-mod report;
-mod reverse;
 mod rules;
-mod safety;
-mod sessions;
-mod stallfs;
-mod support;
-mod tap;
 mod threads;
+
+// What the model sees: context, history, the reverse-paged reader, orphans.
+mod context;
+mod orphans;
+mod reverse;
+
+// Repair: its promises, fuzz-shared invariants and mutations, hostile trees, power loss.
+mod invariants;
+mod mutation;
+mod powerloss;
+mod repair;
+mod safety;
+
+// Datasets and batch files.
+mod datasets;
+
+// The real agents as the oracle.
+mod oracle;
+
+// The daemon: tailing, faults of files and machines, exactly-once, sinks and collectors, the
+// listener and its clients.
+mod append;
+mod collectors;
+mod daemon;
+mod daemon_faults;
+mod http_sink;
+mod machine_faults;
+mod reliability;
+mod stallfs;
+mod tap;
 mod top;
+
+// The command line and what users read: verbs, output, sessions, usage, the report, hostile
+// text, the docs against the binary.
+mod cli;
+mod docs;
+mod hostile;
+mod report;
+mod sessions;
 mod usage;
 mod ux;
+
+// The house: the import graph, advisories, deploy/ against the code.
+mod advisories;
+mod architecture;
+mod deploy;

@@ -9,7 +9,7 @@
 //! input whole in DIR.
 
 use super::invariants;
-use super::mutate::{mutate, Rng};
+use super::support::mutate::{mutate, Rng};
 use super::support::{data, expect_file, generate, jsonl_files};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;

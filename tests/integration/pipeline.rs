@@ -1,7 +1,7 @@
 //! The configured stage list is the pipeline, in order: the real daemon with stage lists other
 //! than the default, against `check` on the same files.
 
-use super::harness::{check_dir, fold, result_line, wait, Daemon, Opts};
+use super::support::harness::{check_dir, fold, result_line, wait, Daemon, Opts};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -145,11 +145,11 @@ fn a_large_backlog_read_in_steps_gives_what_check_gives() {
         .expect("python3 runs the generator");
     assert!(status.success());
     std::fs::rename(&big, d.watch_dir().join("big.jsonl")).unwrap();
-    let (got, want) = super::harness::settle(&d);
+    let (got, want) = super::support::harness::settle(&d);
     assert!(want.len() > 100, "the corpus has findings: {}", want.len());
     assert_eq!(got, want, "{}", d.log());
-    let folded = super::harness::fold_records(&d.records());
-    assert_eq!(folded.compaction_set(), super::harness::compactions_in(&d.watch_dir()));
+    let folded = super::support::harness::fold_records(&d.records());
+    assert_eq!(folded.compaction_set(), super::support::harness::compactions_in(&d.watch_dir()));
 }
 
 mod one_pairing {

@@ -19,7 +19,7 @@
 //! Without FUSE (no `/dev/fuse`, python3, fusepy or libfuse2, or a mount refused) each test
 //! says "skipped" in one line and passes, unless `TRANSCRIPTD_REQUIRE_FUSE` is set.
 
-use super::harness::{check_dir, compactions_in, fold_records, is_mount_point, read_records, wait, Daemon, Key, Opts, DEFAULT_STAGES};
+use super::support::harness::{check_dir, compactions_in, fold_records, is_mount_point, read_records, wait, Daemon, Key, Opts, DEFAULT_STAGES};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};

@@ -1,8 +1,8 @@
 //! A backlog read ahead on reader threads (`sources/backlog.rs`): the real daemon with large
 //! files found at once, against `check`, under a full `http` queue, truncation and `kill -9`.
 
-use super::harness::{check_dir, settle, wait, Daemon, Opts};
-use super::receiver::{free_port, Receiver};
+use super::support::harness::{check_dir, settle, wait, Daemon, Opts};
+use super::support::receiver::{free_port, Receiver};
 use std::path::Path;
 use std::time::Duration;
 
@@ -55,8 +55,8 @@ fn large_backlogs_read_ahead_give_what_check_gives() {
     let (got, want) = settle(&d);
     assert!(want.len() > 100, "the corpus has findings: {}", want.len());
     assert_eq!(got, want, "{}", d.log());
-    let folded = super::harness::fold_records(&d.records());
-    assert_eq!(folded.compaction_set(), super::harness::compactions_in(&d.watch_dir()));
+    let folded = super::support::harness::fold_records(&d.records());
+    assert_eq!(folded.compaction_set(), super::support::harness::compactions_in(&d.watch_dir()));
 }
 
 /// A file rewritten (truncated, then other content) while it is read ahead: the read-ahead is
@@ -111,6 +111,6 @@ fn a_full_http_queue_pauses_the_read_ahead_and_memory_stays_flat() {
     assert!(peak < 40 * 1024, "peak RSS {peak} KiB");
     let r = Receiver::start(&d.root.path().join("collector"), port, &[]);
     let want = check_dir(&d.watch_dir());
-    assert!(wait(Duration::from_secs(120), || super::harness::fold(&r.records()) == want), "{}", d.log());
+    assert!(wait(Duration::from_secs(120), || super::support::harness::fold(&r.records()) == want), "{}", d.log());
     assert_eq!(r.resent(), 0);
 }

@@ -14,7 +14,7 @@
 //! CI runs a bounded version. `benches/reliability.sh` runs the full one (sizes by environment:
 //! `TRANSCRIPTD_KILLS`, `TRANSCRIPTD_ROUNDS`, `TRANSCRIPTD_SEED`); each test prints its figures.
 
-use super::harness::{check_dir, compactions_in, fold_records, read_records, wait, Daemon, Key, Opts};
+use super::support::harness::{check_dir, compactions_in, fold_records, read_records, wait, Daemon, Key, Opts};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -399,7 +399,7 @@ fn rotation_model_findings_equal_check_on_what_the_files_held() {
 /// (one whose answer the kill cut off comes again with the same id, and is dropped).
 #[test]
 fn kill_9_harness_is_exactly_once_for_the_http_sink_with_the_collector_killed_too() {
-    use super::receiver::{free_port, Receiver};
+    use super::support::receiver::{free_port, Receiver};
     let kills = env_or("TRANSCRIPTD_KILLS", 25);
     let seed = seed();
     let mut rng = Rng::new(seed ^ 0x4854_5450);

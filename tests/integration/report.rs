@@ -3,7 +3,7 @@
 //! against `check` on generated archives; determinism; the repair plan; the progress bar; a DOM
 //! that does not grow with the archive.
 
-use super::browser::Chromium;
+use super::support::browser::Chromium;
 use super::support::{data, root, stdout, transcriptd};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -10,7 +10,7 @@
 //! Without FUSE (no `/dev/fuse`, python3-fusepy or libfuse2, or a mount refused) each test
 //! says "skipped" and passes, unless `TRANSCRIPTD_REQUIRE_FUSE` is set.
 
-use super::harness::{append, is_mount_point, result_line, settle, wait, Daemon, Opts, StallFs};
+use super::support::harness::{append, is_mount_point, result_line, settle, wait, Daemon, Opts, StallFs};
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::os::unix::fs::FileExt;

@@ -3,7 +3,7 @@
 //! records it missed, at the place of the gap; the others, and the daemon's stdout sink, get
 //! every record; the checkpoints move on while the slow client stalls.
 
-use super::harness::{http, wait, Daemon};
+use super::support::harness::{http, wait, Daemon};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -4,7 +4,7 @@
 //! kept as `target/top.txt` (and, with `UPDATE_EXPECT=1`, `tests/artifacts/top.txt`: the
 //! the screen in docs/commands/top.md).
 
-use super::harness::{metric_sum, wait, Daemon};
+use super::support::harness::{metric_sum, wait, Daemon};
 use super::support::{data, root};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -205,7 +205,7 @@ fn severity_and_kind_filter_check_and_orphans() {
 #[test]
 fn the_daemons_stdout_sink_filters_findings() {
     // In the configuration: errors of two kinds only.
-    let d = super::harness::Daemon::edited("", "", |c| {
+    let d = super::support::harness::Daemon::edited("", "", |c| {
         c.replace("type = \"stdout\"\n", "type = \"stdout\"\nseverity = \"error\"\nkinds = [\"orphan_call\", \"malformed_line\"]\n")
     });
     let w = d.watch_dir();
@@ -222,7 +222,7 @@ fn the_daemons_stdout_sink_filters_findings() {
     for f in ["noisy.jsonl", "chat.jsonl"] {
         std::fs::rename(staged.join(f), w.join(f)).unwrap();
     }
-    let done = super::harness::wait(Duration::from_secs(20), || d.records().iter().any(|r| r["kind"] == "orphan_call"));
+    let done = super::support::harness::wait(Duration::from_secs(20), || d.records().iter().any(|r| r["kind"] == "orphan_call"));
     assert!(done, "{}", d.log());
     std::thread::sleep(Duration::from_millis(500));
     let records = d.records();

@@ -6,7 +6,7 @@
 //! stderr logs, `/health`, `/metrics`, the checkpoint file), so these tests hold whatever the
 //! daemon's insides become.
 
-use super::support::transcriptd;
+use super::transcriptd;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -542,7 +542,7 @@ pub fn check_dir(dir: &Path) -> BTreeMap<Key, usize> {
 /// The compaction boundaries `transcriptd history` finds in every `*.jsonl` file under `dir`.
 pub fn compactions_in(dir: &Path) -> BTreeSet<(String, u64)> {
     let mut out = BTreeSet::new();
-    for f in super::support::jsonl_files(dir) {
+    for f in super::jsonl_files(dir) {
         let o = transcriptd(&["history", f.to_str().unwrap()]);
         for l in String::from_utf8_lossy(&o.stdout).lines() {
             if let Ok(v) = serde_json::from_str::<Value>(l) {
@@ -637,7 +637,7 @@ impl StallFs {
         std::fs::create_dir(root_path.join("mnt")).unwrap();
         let log = std::fs::File::create(root_path.join("stallfs.log")).unwrap();
         let mut cmd = Command::new("python3");
-        cmd.arg(super::support::root().join("tests/integration/peers/stallfs.py"))
+        cmd.arg(super::root().join("tests/integration/peers/stallfs.py"))
             .arg("--held")
             .arg(root_path.join("held"))
             .arg(root_path.join("backing"))

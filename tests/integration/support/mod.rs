@@ -1,4 +1,11 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests: paths, fixtures, running the binary and expectation
+//! files here; the daemon harness, the http receiver, the browser and the structured mutator
+//! (which the fuzz targets include too) beside it.
+
+pub mod browser;
+pub mod harness;
+pub mod mutate;
+pub mod receiver;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

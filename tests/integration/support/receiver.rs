@@ -40,7 +40,7 @@ impl Receiver {
     pub fn restart(&mut self) {
         let port_file = self.dir.join("port");
         let _ = std::fs::remove_file(&port_file);
-        let script = super::support::root().join("tests/integration/peers/http_receiver.py");
+        let script = super::root().join("tests/integration/peers/http_receiver.py");
         let child = Command::new("python3")
             .arg(script)
             .args(["--port", &self.port.to_string(), "--port-file", port_file.to_str().unwrap(), "--out", self.out().to_str().unwrap()])
