@@ -32,9 +32,14 @@ pub struct Args {
     /// With neither, ~/.claude/projects and ~/.codex/sessions are watched (once they exist).
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub watch: Vec<PathBuf>,
-    /// Serve Prometheus metrics and /health on this address (with --watch or the defaults).
+    /// Serve /metrics, /health, /stats and /tap on this address (with --watch or the defaults;
+    /// default 127.0.0.1:9464, which `tap` and `top` reach without flags; when another process
+    /// holds that default port the daemon runs without a listener and says so).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<String>,
+    /// No listener (with --watch or the defaults).
+    #[arg(long, conflicts_with = "metrics_addr")]
+    pub no_metrics: bool,
     /// Directory for checkpoints (with --watch or the defaults; default
     /// ~/.local/state/transcriptd).
     #[arg(long, value_name = "DIR")]
@@ -145,7 +150,12 @@ fn load(args: &Args) -> anyhow::Result<Resolved> {
         }
         args.watch.clone()
     };
-    let mut config = Config::for_watch(&dirs, args.metrics_addr.as_deref(), args.state_dir.as_deref());
+    let addr = match (&args.metrics_addr, args.no_metrics) {
+        (Some(a), _) => Some(a.as_str()),
+        (None, true) => None,
+        (None, false) => Some(DEFAULT_ADDR),
+    };
+    let mut config = Config::for_watch(&dirs, addr, args.state_dir.as_deref());
     let filter = args.filter.filter();
     for s in &mut config.sinks {
         if let SinkConfig::Stdout { severity, kinds } = s {
@@ -168,6 +178,16 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     // timeout.
     rt.shutdown_timeout(Duration::from_secs(1));
     result
+}
+
+/// Where the daemon serves on its built-in defaults and with `--watch`: loopback, as exporters
+/// do, and where `tap` and `top` look.
+const DEFAULT_ADDR: &str = "127.0.0.1:9464";
+
+/// Whether the listener is the built-in default, which another process may hold: then the
+/// daemon runs without it (an address asked for must be had).
+fn optional_listener(args: &Args) -> bool {
+    args.config.is_none() && args.metrics_addr.is_none()
 }
 
 /// A start that failed, with the configuration's lines behind it: the file checked against
@@ -203,7 +223,7 @@ enum Listener {
 }
 
 /// Binds the listener `cfg` asks for, unless the running one has its address.
-fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>, tap: &Arc<Tap>) -> anyhow::Result<Listener> {
+fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>, tap: &Arc<Tap>, optional: bool) -> anyhow::Result<Listener> {
     let Some(m) = &cfg.metrics else { return Ok(if running.is_some() { Listener::Stop } else { Listener::Keep }) };
     // The token file is read here, so that one that cannot be read stops a start or a reload.
     let limits = limits(cfg)?;
@@ -214,6 +234,10 @@ fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &Prometheu
         Ok(server) => Ok(Listener::New(server)),
         // 127.0.0.1:9464 -> 0.0.0.0:9464: the running listener holds the port itself.
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && running.is_some_and(|s| s.local().port() == m.addr.port()) => Ok(Listener::Rebind(m.addr)),
+        Err(e) if optional && running.is_none() && e.kind() == std::io::ErrorKind::AddrInUse => {
+            warn!(addr = %m.addr, "{} is in use (another transcriptd?): running without /metrics, /health and /tap; give --metrics-addr ADDR or --no-metrics", m.addr);
+            Ok(Listener::Keep)
+        }
         Err(e) => Err(anyhow::Error::new(e).context(format!("listening on {}", m.addr))),
     }
 }
@@ -247,7 +271,7 @@ fn prepare(
 ) -> anyhow::Result<(Resolved, Listener)> {
     let new = load(args)?;
     crate::daemon::preflight(&new)?;
-    let l = listener(&new, running, metrics, health, tap)?;
+    let l = listener(&new, running, metrics, health, tap, optional_listener(args))?;
     Ok((new, l))
 }
 
@@ -261,7 +285,7 @@ async fn supervise(args: Args, mut cfg: Resolved, metrics: PrometheusHandle, hea
         Ok(s) => s,
         Err(e) => return Err(named(&args, e)),
     };
-    let mut server = match listener(&cfg, None, &metrics, &health, &tap)? {
+    let mut server = match listener(&cfg, None, &metrics, &health, &tap, optional_listener(&args))? {
         Listener::New(s) => Some(s),
         Listener::Keep | Listener::Stop | Listener::Rebind(_) => None,
     };

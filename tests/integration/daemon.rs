@@ -434,3 +434,64 @@ fn a_start_that_fails_on_its_state_dir_names_the_config_line_and_never_said_it_s
     assert!(err.contains("c.toml:2: `daemon.state_dir`"), "the config line is not named: {err}");
     assert!(!err.contains("serving /metrics"), "it said it serves before failing: {err}");
 }
+
+#[test]
+fn the_built_in_defaults_serve_on_loopback_9464_and_a_second_daemon_goes_on_without_the_port() {
+    // Issue 30: the set-up's daemon served no listener, so `tap` and `top` could not reach it.
+    let d = tempfile::tempdir().unwrap();
+    let start = |name: &str| -> (std::process::Child, std::path::PathBuf) {
+        let log = d.path().join(format!("{name}.log"));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+            .args(["run", "--watch"])
+            .arg(d.path())
+            .arg("--state-dir")
+            .arg(d.path().join(name))
+            .env("TRANSCRIPTD_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        // Until it watches (it says whether it serves before that).
+        let begun = Instant::now();
+        while !std::fs::read_to_string(&log).unwrap_or_default().contains("watching") && begun.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (child, log)
+    };
+    let stop = |mut child: std::process::Child, log: &std::path::Path| -> (Option<i32>, String) {
+        // SAFETY: our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let code = child.wait().unwrap().code();
+        (code, std::fs::read_to_string(log).unwrap())
+    };
+    let health = || -> Option<String> {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect("127.0.0.1:9464").ok()?;
+        c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+        let mut s = String::new();
+        c.read_to_string(&mut s).ok()?;
+        Some(s)
+    };
+    // Other tests may hold the default port for a moment: try again until this one has it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (first, first_log) = loop {
+        let (child, log) = start("a");
+        let said = std::fs::read_to_string(&log).unwrap();
+        if said.contains("serving /metrics") {
+            assert!(said.contains("addr=127.0.0.1:9464"), "{said}");
+            break (child, log);
+        }
+        let (_, said) = stop(child, &log);
+        assert!(said.contains("127.0.0.1:9464 is in use"), "no listener on the defaults and no reason said: {said}");
+        assert!(Instant::now() < deadline, "127.0.0.1:9464 stayed taken for a minute");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(health().is_some_and(|h| h.starts_with("HTTP/1.1 200")), "/health on the default address");
+    // A second daemon on the defaults goes on without the port, and says why.
+    let (second, second_log) = start("b");
+    let (code, said) = stop(second, &second_log);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("127.0.0.1:9464 is in use") && said.contains("--no-metrics") && said.contains("watching"), "{said}");
+    let (code, said) = stop(first, &first_log);
+    assert_eq!(code, Some(0), "{said}");
+}
