@@ -373,6 +373,20 @@ fn flag_rows(section: &str) -> String {
     out
 }
 
+/// Every verb a user runs, by its name (`sessions list` for a verb with verbs), with its clap
+/// definition.
+fn leaf_verbs(cli: &clap::Command) -> Vec<(String, clap::Command)> {
+    let mut verbs = Vec::new();
+    for c in cli.get_subcommands() {
+        if c.has_subcommands() {
+            verbs.extend(c.get_subcommands().map(|s| (format!("{} {}", c.get_name(), s.get_name()), s.clone())));
+        } else {
+            verbs.push((c.get_name().to_owned(), c.clone()));
+        }
+    }
+    verbs
+}
+
 #[test]
 fn docs_and_help_describe_the_same_flags() {
     let pages = pages();
@@ -382,14 +396,7 @@ fn docs_and_help_describe_the_same_flags() {
     let common_table = common_section.split("\n## ").next().unwrap();
     let common: BTreeSet<String> = flags_in(&flag_rows(common_table));
     let global = longs(&cli);
-    let mut verbs: Vec<(String, clap::Command)> = Vec::new();
-    for c in cli.get_subcommands() {
-        if c.has_subcommands() {
-            verbs.extend(c.get_subcommands().map(|s| (format!("{} {}", c.get_name(), s.get_name()), s.clone())));
-        } else {
-            verbs.push((c.get_name().to_owned(), c.clone()));
-        }
-    }
+    let verbs = leaf_verbs(&cli);
     let mut problems = Vec::new();
     let mut everywhere = global.clone();
     for (name, c) in &verbs {
@@ -572,13 +579,7 @@ fn every_verb_says_its_exit_status_and_examples_as_its_page_does() {
     let pages = pages();
     let cli = transcriptd::cli::Cli::command();
     let mut verbs: Vec<(String, clap::Command)> = vec![("transcriptd".to_owned(), cli.clone())];
-    for c in cli.get_subcommands() {
-        if c.has_subcommands() {
-            verbs.extend(c.get_subcommands().map(|s| (format!("{} {}", c.get_name(), s.get_name()), s.clone())));
-        } else {
-            verbs.push((c.get_name().to_owned(), c.clone()));
-        }
-    }
+    verbs.extend(leaf_verbs(&cli));
     let mut problems = Vec::new();
     for (name, c) in &verbs {
         let Some(after) = c.get_after_long_help().map(|h| h.to_string()) else {

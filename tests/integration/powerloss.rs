@@ -19,15 +19,15 @@
 //! Without FUSE (no `/dev/fuse`, python3, fusepy or libfuse2, or a mount refused) each test
 //! says "skipped" in one line and passes, unless `TRANSCRIPTD_REQUIRE_FUSE` is set.
 
-use super::support::harness::{check_dir, compactions_in, fold_records, is_mount_point, read_records, wait, Daemon, Key, Opts, DEFAULT_STAGES};
+use super::support::harness::{check_dir, compactions_in, fold_records, is_mount_point, read_records, spawn_fuse_peer, wait, Daemon, Key, Opts, DEFAULT_STAGES};
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Crashes the repair test must have injected (and seen fire).
@@ -57,68 +57,18 @@ impl LossFs {
 
     /// [`LossFs::mount`], with `setup` run on the backing directory first.
     pub fn mount_with(setup: impl FnOnce(&Path)) -> Option<LossFs> {
-        let unavailable = |why: String| {
-            assert!(std::env::var_os("TRANSCRIPTD_REQUIRE_FUSE").is_none(), "{why}");
-            eprintln!("skipped: {why}");
-            None
-        };
-        if !Path::new("/dev/fuse").exists() {
-            return unavailable("no /dev/fuse (FUSE is not available here)".into());
-        }
         let root = tempfile::tempdir().unwrap();
         let r = root.path().canonicalize().unwrap();
         for d in ["backing", "mnt", "state"] {
             std::fs::create_dir(r.join(d)).unwrap();
         }
         setup(&r.join("backing"));
-        let log = std::fs::File::create(r.join("lossfs.log")).unwrap();
-        let mut cmd = Command::new("python3");
-        cmd.arg(super::support::root().join("tests/integration/peers/lossfs.py"))
-            .arg("--control")
-            .arg(r.join("control"))
-            .arg("--state")
-            .arg(r.join("state"))
-            .arg(r.join("backing"))
-            .arg(r.join("mnt"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log));
-        // SAFETY: prctl is async-signal-safe; it only sets the child's own parent-death signal.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return unavailable("no python3 on PATH".into()),
-            Err(e) => panic!("cannot start lossfs.py: {e}"),
-        };
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
-            let _ = tx.send(line);
-        });
-        let mut fs = LossFs { child: Some(child), root };
-        match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(line) if line == "mounted\n" => {
-                assert!(wait(Duration::from_secs(10), || fs.control("ping") == "ok"), "lossfs.py does not answer on its socket: {}", fs.log());
-                Some(fs)
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("lossfs.py did not mount in 20 s: {}", fs.log()),
-            Ok(line) if !line.is_empty() => panic!("lossfs.py said {line:?}, not \"mounted\": {}", fs.log()),
-            _ => {
-                let status = fs.child.take().unwrap().wait().unwrap();
-                let log = fs.log();
-                if status.code() == Some(3) {
-                    return unavailable(log.trim().replace('\n', "; "));
-                }
-                panic!("lossfs.py ended ({status}) before mounting: {log}");
-            }
-        }
+        let (control, state, backing, mnt) = (r.join("control"), r.join("state"), r.join("backing"), r.join("mnt"));
+        let args = [OsStr::new("--control"), control.as_os_str(), OsStr::new("--state"), state.as_os_str(), backing.as_os_str(), mnt.as_os_str()];
+        let child = spawn_fuse_peer("lossfs.py", &args, &r.join("lossfs.log"), Duration::from_secs(20))?;
+        let fs = LossFs { child: Some(child), root };
+        assert!(wait(Duration::from_secs(10), || fs.control("ping") == "ok"), "lossfs.py does not answer on its socket: {}", fs.log());
+        Some(fs)
     }
 
     fn dir(&self) -> PathBuf {

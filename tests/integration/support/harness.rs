@@ -9,6 +9,7 @@
 use super::transcriptd;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -593,6 +594,68 @@ pub fn settle_on(d: &Daemon, dir: &Path) -> (BTreeMap<Key, usize>, BTreeMap<Key,
     last
 }
 
+/// Starts a FUSE peer of `tests/integration/peers/` (`python3 SCRIPT ARGS`, its stderr to `log`)
+/// and waits up to `within` for it to print `mounted`. `None` (after saying why in one line)
+/// where FUSE cannot be used here: no `/dev/fuse`, no python3, or the peer's exit status 3 (no
+/// fusepy or libfuse2, the mount refused: its log says which); that fails instead when
+/// `TRANSCRIPTD_REQUIRE_FUSE` is set. The peer gets SIGTERM when the thread that started it
+/// ends (PR_SET_PDEATHSIG), and unmounts itself then.
+pub fn spawn_fuse_peer(script: &str, args: &[&OsStr], log: &Path, within: Duration) -> Option<Child> {
+    let unavailable = |why: String| {
+        assert!(std::env::var_os("TRANSCRIPTD_REQUIRE_FUSE").is_none(), "{why}");
+        eprintln!("skipped: {why}");
+        None
+    };
+    if !Path::new("/dev/fuse").exists() {
+        return unavailable("no /dev/fuse (FUSE is not available here)".into());
+    }
+    let read_log = || std::fs::read_to_string(log).unwrap_or_default();
+    let mut cmd = Command::new("python3");
+    cmd.arg(super::root().join("tests/integration/peers").join(script))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(log).unwrap()));
+    // SAFETY: prctl is async-signal-safe; it only sets the child's own parent-death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return unavailable("no python3 on PATH".into()),
+        Err(e) => panic!("cannot start {script}: {e}"),
+    };
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        let _ = tx.send(line);
+    });
+    let fail = |mut child: Child, why: String| -> ! {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{why}: {}", read_log())
+    };
+    match rx.recv_timeout(within) {
+        Ok(line) if line == "mounted\n" => Some(child),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => fail(child, format!("{script} did not mount in {within:?}")),
+        Ok(line) if !line.is_empty() => fail(child, format!("{script} said {line:?}, not \"mounted\"")),
+        // Its stdout closed: it ended.
+        _ => {
+            let status = child.wait().unwrap();
+            // 3: FUSE cannot be used here (the reason is in its log).
+            if status.code() == Some(3) {
+                return unavailable(read_log().trim().replace('\n', "; "));
+            }
+            panic!("{script} ended ({status}) before mounting: {}", read_log());
+        }
+    }
+}
+
 /// A filesystem whose reads can be made to hang, as a stuck NFS server's do: a passthrough
 /// FUSE mount ([`StallFs::mount_dir`]) of a temp directory ([`StallFs::backing_dir`]) served by
 /// `peers/stallfs.py` (fusepy over libfuse 2, multithreaded: one stuck read holds up no other
@@ -622,64 +685,14 @@ impl StallFs {
     /// when FUSE cannot be used here: no `/dev/fuse`, no python3, no fusepy or libfuse2, the
     /// mount refused; that fails instead when `TRANSCRIPTD_REQUIRE_FUSE` is set.
     pub fn mount() -> Option<StallFs> {
-        let unavailable = |why: String| {
-            assert!(std::env::var_os("TRANSCRIPTD_REQUIRE_FUSE").is_none(), "{why}");
-            eprintln!("skipped: {why}");
-            None
-        };
-        if !Path::new("/dev/fuse").exists() {
-            return unavailable("no /dev/fuse (FUSE is not available here)".into());
-        }
         let root = tempfile::tempdir().unwrap();
         // Canonical: the mount table names it so.
-        let root_path = root.path().canonicalize().unwrap();
-        std::fs::create_dir(root_path.join("backing")).unwrap();
-        std::fs::create_dir(root_path.join("mnt")).unwrap();
-        let log = std::fs::File::create(root_path.join("stallfs.log")).unwrap();
-        let mut cmd = Command::new("python3");
-        cmd.arg(super::root().join("tests/integration/peers/stallfs.py"))
-            .arg("--held")
-            .arg(root_path.join("held"))
-            .arg(root_path.join("backing"))
-            .arg(root_path.join("mnt"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log));
-        // SAFETY: prctl is async-signal-safe; it only sets the child's own parent-death signal.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return unavailable("no python3 on PATH".into()),
-            Err(e) => panic!("cannot start stallfs.py: {e}"),
-        };
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
-            let _ = tx.send(line);
-        });
-        let mut fs = StallFs { child: Some(child), root };
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(line) if line == "mounted\n" => Some(fs),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("stallfs.py did not mount in 10 s: {}", fs.log()),
-            Ok(line) if !line.is_empty() => panic!("stallfs.py said {line:?}, not \"mounted\": {}", fs.log()),
-            // Its stdout closed: it ended.
-            _ => {
-                let status = fs.child.take().unwrap().wait().unwrap();
-                let log = fs.log();
-                // 3: FUSE cannot be used here (the reason is in its log).
-                if status.code() == Some(3) {
-                    return unavailable(log.trim().replace('\n', "; "));
-                }
-                panic!("stallfs.py ended ({status}) before mounting: {log}");
-            }
-        }
+        let r = root.path().canonicalize().unwrap();
+        std::fs::create_dir(r.join("backing")).unwrap();
+        std::fs::create_dir(r.join("mnt")).unwrap();
+        let args = [r.join("held"), r.join("backing"), r.join("mnt")];
+        let child = spawn_fuse_peer("stallfs.py", &[OsStr::new("--held"), args[0].as_os_str(), args[1].as_os_str(), args[2].as_os_str()], &r.join("stallfs.log"), Duration::from_secs(10))?;
+        Some(StallFs { child: Some(child), root })
     }
 
     /// Where it is mounted.
