@@ -19,7 +19,7 @@
 //! Without FUSE (no `/dev/fuse`, python3, fusepy or libfuse2, or a mount refused) each test
 //! says "skipped" in one line and passes, unless `TRANSCRIPTD_REQUIRE_FUSE` is set.
 
-use super::support::harness::{check_dir, compactions_in, fold_records, is_mount_point, read_records, spawn_fuse_peer, wait, Daemon, Key, Opts, DEFAULT_STAGES};
+use super::support::harness::{check_dir, compactions_in, fold_records, read_records, spawn_fuse_peer, stop_fuse_peer, wait, Daemon, Key, Opts, DEFAULT_STAGES};
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::collections::{BTreeMap, BTreeSet};
@@ -162,22 +162,7 @@ impl LossFs {
 
 impl Drop for LossFs {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let end = Instant::now() + Duration::from_secs(10);
-            while c.try_wait().unwrap().is_none() && Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let mnt = self.mount_dir();
-        if is_mount_point(&mnt) {
-            let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
-            // SAFETY: a valid C string; MNT_DETACH detaches without waiting for its users.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
+        stop_fuse_peer(self.child.take(), &self.mount_dir());
     }
 }
 

@@ -754,27 +754,31 @@ impl Drop for StallFs {
     fn drop(&mut self) {
         // Readers held in the test (its threads, a daemon) go on first.
         self.release();
-        if let Some(mut c) = self.child.take() {
-            // SIGTERM: it lets held reads go, detaches the mount and exits.
-            // SAFETY: our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let end = Instant::now() + Duration::from_secs(10);
-            while c.try_wait().unwrap().is_none() && Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        // SIGTERM: it lets held reads go, detaches the mount and exits.
+        stop_fuse_peer(self.child.take(), &self.mount_dir());
+    }
+}
+
+/// Stops a FUSE peer (SIGTERM, then after 10 s SIGKILL) and, whatever became of it (killed, it
+/// never got to unmount), leaves no mount behind at `mnt`: lazily, so files still open on it do
+/// not keep it.
+pub fn stop_fuse_peer(child: Option<Child>, mnt: &Path) {
+    if let Some(mut c) = child {
+        // SAFETY: our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let end = Instant::now() + Duration::from_secs(10);
+        while c.try_wait().unwrap().is_none() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
         }
-        // Whatever became of the server (killed, it never got to unmount), no mount is left
-        // behind: lazily, so files still open on it do not keep it.
-        let mnt = self.mount_dir();
-        if is_mount_point(&mnt) {
-            let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
-            // SAFETY: a valid C string; MNT_DETACH detaches without waiting for its users.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                // Not root: the setuid helper does it.
-                let _ = Command::new("fusermount").args(["-uz", mnt.to_str().unwrap()]).stderr(Stdio::null()).status();
-            }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    if is_mount_point(mnt) {
+        let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string; MNT_DETACH detaches without waiting for its users.
+        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+            // Not root: the setuid helper does it.
+            let _ = Command::new("fusermount").args(["-uz", mnt.to_str().unwrap()]).stderr(Stdio::null()).status();
         }
     }
 }
