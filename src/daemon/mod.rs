@@ -35,6 +35,7 @@ pub mod watch;
 
 use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
 use crate::sinks::{Batch, Count, Gauges, Sink};
+use crate::sources::batch::is_repair_by_product;
 use crate::telemetry as t;
 use crate::transcript::repair::OrphanPolicy;
 use anyhow::Context;
@@ -191,8 +192,11 @@ struct Source {
 }
 
 impl Source {
+    /// Whether `p` is one of this source's files: its patterns say so, and it is no by-product
+    /// of a repair (a rejects file, a backup named `*.jsonl`), by the one rule `check` and
+    /// `sessions` follow too ([`is_repair_by_product`]).
     fn matches(&self, p: &Path) -> bool {
-        self.include.is_match(p) && !self.exclude.is_match(p)
+        self.include.is_match(p) && !self.exclude.is_match(p) && !p.file_name().and_then(|n| n.to_str()).is_some_and(is_repair_by_product)
     }
 
     fn rel(&self, p: &Path) -> PathBuf {

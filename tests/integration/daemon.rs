@@ -495,3 +495,22 @@ fn the_built_in_defaults_serve_on_loopback_9464_and_a_second_daemon_goes_on_with
     let (code, said) = stop(first, &first_log);
     assert_eq!(code, Some(0), "{said}");
 }
+
+#[test]
+fn a_repairs_by_products_are_never_read_as_transcripts() {
+    // Issue 30: the daemon read `.orig.jsonl` backups (their old errors reported again) and,
+    // where a source did not exclude them, `.rejects.jsonl` files, which `check` skips. One
+    // rule for by-products, everywhere (`sources::batch::is_repair_by_product`).
+    let d = Daemon::new("", "");
+    let broken = "{\"role\":\"tool\",\"tool_call_id\":\"BYPRODUCT\",\"content\":\"x\"}\n";
+    std::fs::write(d.watch_dir().join("s.jsonl.orig.jsonl"), broken).unwrap();
+    std::fs::write(d.watch_dir().join("s.jsonl.bak.jsonl"), broken).unwrap();
+    std::fs::write(d.watch_dir().join("s.jsonl"), "{\"role\":\"tool\",\"tool_call_id\":\"REAL\",\"content\":\"x\"}\n").unwrap();
+    assert!(wait(Duration::from_secs(10), || d.records().iter().any(|r| r["call_id"] == "REAL")), "{}", d.log());
+    std::thread::sleep(Duration::from_millis(600));
+    let read: Vec<Value> = d.records().into_iter().filter(|r| r["call_id"] == "BYPRODUCT").collect();
+    assert!(read.is_empty(), "a backup was read as a transcript: {read:?}");
+    // `check` of the directory agrees: only s.jsonl.
+    let o = super::support::transcriptd(&["check", "-o", "json", d.watch_dir().to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("BYPRODUCT"), "{}", String::from_utf8_lossy(&o.stdout));
+}
