@@ -667,7 +667,20 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     let (file, meta) = regular::open(path, Follow::Yes).with_context(|| format!("reading {}", path.display()))?;
     let before = Identity::of(&meta);
     let done = |r: Report| Ok(Attempt::Done(Box::new(r)));
-    if !s.force {
+    let out_run = !s.in_place && !s.dry_run;
+    if !s.force && out_run {
+        // `--out` never writes the input: a file modified a moment ago (copied in, say) is
+        // repaired; what would make the copy wrong is a process still writing it.
+        let (w, _) = holders::writers_of(before.dev, before.ino);
+        if !w.is_empty() {
+            return done(Report::skipped(
+                job,
+                SkipWhy::HeldOpen,
+                format!("held open for writing by {}: the output would miss what it still writes (--force repairs what is there now)", list(&w)),
+            ));
+        }
+    }
+    if !s.force && !out_run {
         let age = meta.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).unwrap_or_default();
         if age < s.min_idle {
             let what = if attempt > 0 { "it changed while being repaired: modified" } else { "modified" };

@@ -102,11 +102,13 @@ fn cli_repair_out_in_place_dry_run_and_rejects() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(src.join("sub/broken.jsonl"), std::fs::Permissions::from_mode(0o600)).unwrap();
 
-    // A freshly written file is live: skipped, exit 1.
+    // A freshly written file may be live: in place it is skipped, exit 1 (`--out`, which never
+    // writes the input, repairs it: only a process holding it open for writing stops that).
     let out = dir.path().join("out");
-    let r = transcriptd(&["repair", "--out", out.to_str().unwrap(), src.to_str().unwrap()]);
+    let r = transcriptd(&["repair", "--in-place", src.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(1), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(String::from_utf8_lossy(&r.stdout).contains("--min-idle"));
+    assert_eq!(std::fs::read(src.join("sub/broken.jsonl")).unwrap(), broken, "skipped: not touched");
 
     // Dry run: the plan, nothing written.
     let r = transcriptd(&["repair", "--dry-run", "--force", src.to_str().unwrap()]);

@@ -49,7 +49,7 @@ fn repair_says_why_each_file_was_skipped_in_text_and_json() {
     let bytes: u64 = ["a", "b", "c"].iter().map(|n| std::fs::metadata(input.join(format!("{n}.jsonl"))).unwrap().len()).sum();
     let out = d.path().join("out");
 
-    let o = transcriptd(&["repair", s(&input), "--out", s(&out)]);
+    let o = transcriptd(&["repair", s(&input), "--in-place"]);
     assert_eq!(o.status.code(), Some(1), "skipped files: exit 1");
     let text = stdout(&o);
     for f in ["a", "b"] {
@@ -63,7 +63,7 @@ fn repair_says_why_each_file_was_skipped_in_text_and_json() {
         format!("repair of 3 files ({human}) in Ts: 1 clean, 0 repaired, 0 partly repaired, 2 skipped: 2 modified within --min-idle 1m, 0 failed\n")
     );
 
-    let o = transcriptd(&["repair", s(&input), "--out", s(&out), "-o", "json", "--no-summary"]);
+    let o = transcriptd(&["repair", s(&input), "--in-place", "-o", "json", "--no-summary"]);
     let reports = json_lines(&o);
     let skipped: Vec<_> = reports.iter().filter(|r| r["status"] == "skipped").collect();
     assert_eq!(skipped.len(), 2, "{reports:?}");
@@ -77,6 +77,17 @@ fn repair_says_why_each_file_was_skipped_in_text_and_json() {
     assert!(skipped.iter().all(|r| r["reason"] == "recently_modified" && r["file"].as_str().is_some()), "{skipped:?}");
     assert!(no_time(&stderr(&o)).starts_with("dry run over 3 files ("), "{}", stderr(&o));
     assert!(stderr(&o).contains(": 1 clean, 0 to repair, 2 skipped: 2 modified within --min-idle 1m, 0 failed; nothing written"), "{}", stderr(&o));
+
+    // `--out` never writes the input: freshly copied files are repaired (issue 30: they were
+    // skipped), and a file a process holds open for writing is skipped, naming the process.
+    let o = transcriptd(&["repair", s(&input), "--out", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(no_time(&stderr(&o)).contains("1 clean, 2 repaired"), "{}", stderr(&o));
+    let writer = std::fs::OpenOptions::new().append(true).open(input.join("a.jsonl")).unwrap();
+    let o = transcriptd(&["repair", s(&input.join("a.jsonl")), "--out", s(&d.path().join("out2"))]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("skipped: held open for writing by pid"), "{}", stdout(&o));
+    drop(writer);
 }
 
 #[test]
