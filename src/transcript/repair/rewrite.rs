@@ -995,6 +995,11 @@ impl Rewriter {
                 Ok(Edited::Line(b)) => {
                     bytes = Cow::Owned(b);
                     modified = Some(Some(e.reason()));
+                    // A joined line takes the message id of the turn before: a line that read
+                    // as a retry of another message (which abandons the answer it replaces, and
+                    // demotes what lies only there) no longer does, and what it hid counts
+                    // again (tests/data/repair/0038): the output is checked again.
+                    self.log.recheck |= matches!(e, Edit::JoinTurn { .. });
                 }
                 Ok(Edited::Gone) => removed = Some(e.reason()),
                 Err(Unable(why)) => self.fail(e, why),
