@@ -219,15 +219,22 @@ pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_
     match r.status {
         Status::Clean | Status::Failed | Status::Planned => {}
         Status::Repaired | Status::Partial => {
-            writeln!(
-                out,
-                "{} {} ({} inserted, {} removed, {} modified)",
-                paint.location(&format!("{}:", r.file)),
-                if r.status == Status::Repaired { "repaired" } else { "partly repaired" },
-                l.inserted,
-                l.removed,
-                l.modified
-            )?;
+            let verdict = if r.status == Status::Repaired { "repaired" } else { "partly repaired" };
+            if matches!(r.format, Some(crate::transcript::Format::Dataset(_))) {
+                // A dataset's lines are its examples: say how many are gone from the training
+                // data, not "lines removed" (issue 30: `drop` removed 4 of 6 and said `repaired`).
+                let example = |n: u64| if n == 1 { "example" } else { "examples" };
+                writeln!(
+                    out,
+                    "{} {verdict}: {} {} dropped, {} changed (the originals are in its rejects file)",
+                    paint.location(&format!("{}:", r.file)),
+                    l.removed,
+                    example(l.removed),
+                    l.modified
+                )?;
+            } else {
+                writeln!(out, "{} {verdict} ({} inserted, {} removed, {} modified)", paint.location(&format!("{}:", r.file)), l.inserted, l.removed, l.modified)?;
+            }
             for u in &r.unrepaired {
                 writeln!(out, "{}", paint.at(&r.file, u.line, "error", u.kind.as_str(), &format!("not repaired: {}", u.why)))?;
             }
@@ -283,8 +290,15 @@ pub fn summary(reports: &[Report], bytes: u64, elapsed: Duration, dry_run: bool,
             count(Status::Failed)
         )
     } else {
+        // Examples dropped from datasets are data gone from the training set: counted apart.
+        let dropped: u64 = reports
+            .iter()
+            .filter(|r| matches!(r.format, Some(crate::transcript::Format::Dataset(_))) && matches!(r.status, Status::Repaired | Status::Partial))
+            .map(|r| r.lines.removed)
+            .sum();
+        let dropped = if dropped == 0 { String::new() } else { format!("; {dropped} dataset example{} dropped", if dropped == 1 { "" } else { "s" }) };
         format!(
-            "repair of {head}: {} clean, {} repaired, {} partly repaired, {skipped}, {} failed{shard}",
+            "repair of {head}: {} clean, {} repaired, {} partly repaired, {skipped}, {} failed{dropped}{shard}",
             count(Status::Clean),
             count(Status::Repaired),
             count(Status::Partial),

@@ -418,3 +418,19 @@ fn findings_on_generated_datasets_are_those_of_the_reference_build() {
         }
     }
 }
+
+#[test]
+fn a_dataset_repair_says_how_many_examples_it_dropped() {
+    // Issue 30: `--dataset-policy drop` removed 4 of 6 examples and said only "repaired (0
+    // inserted, 4 removed, 0 modified)": the examples gone from the training data are said as
+    // such, per file and in the summary.
+    let d = tempfile::tempdir().unwrap();
+    let broken = std::fs::read_to_string(data("dataset/openai-dataset/0002_issue_example.jsonl")).unwrap();
+    let clean = std::fs::read_to_string(data("dataset/openai-dataset/0001_clean_tool_round_trip.jsonl")).unwrap();
+    let f = d.path().join("train.jsonl");
+    std::fs::write(&f, format!("{clean}{broken}{broken}")).unwrap();
+    let o = transcriptd(&["repair", "--force", "--out", d.path().join("out").to_str().unwrap(), f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("train.jsonl: repaired: 2 examples dropped, 0 changed"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("; 2 dataset examples dropped"), "{}", stderr(&o));
+}
