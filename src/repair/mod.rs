@@ -668,9 +668,12 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     let before = Identity::of(&meta);
     let done = |r: Report| Ok(Attempt::Done(Box::new(r)));
     let out_run = !s.in_place && !s.dry_run;
-    if !s.force && out_run {
+    let age = meta.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).unwrap_or_default();
+    if !s.force && out_run && age < s.min_idle {
         // `--out` never writes the input: a file modified a moment ago (copied in, say) is
-        // repaired; what would make the copy wrong is a process still writing it.
+        // repaired; what would make the copy wrong is a process still writing it. (Only a file
+        // modified within --min-idle is looked for in /proc, a scan of every process: an
+        // archive of old files costs no scan per file.)
         let (w, _) = holders::writers_of(before.dev, before.ino);
         if !w.is_empty() {
             return done(Report::skipped(
@@ -681,7 +684,6 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         }
     }
     if !s.force && !out_run {
-        let age = meta.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).unwrap_or_default();
         if age < s.min_idle {
             let what = if attempt > 0 { "it changed while being repaired: modified" } else { "modified" };
             return done(Report::skipped(

@@ -193,7 +193,7 @@ pub struct Validator {
     /// `emitted` not yet demoted (their indexes) and the threads whose turns name a node (some
     /// may no longer), by node: what a branch that leaves takes with it is found from the
     /// branch, not by asking every call, finding and thread of the file.
-    pending_at: HashKeyed<SmallVec<[String; 1]>>,
+    pending_at: HashKeyed<Set<String>>,
     emitted_at: HashKeyed<SmallVec<[usize; 1]>>,
     lanes_at: HashKeyed<SmallVec<[u64; 1]>>,
     /// The main thread (every thread of the formats that have only one).
@@ -259,7 +259,7 @@ impl Validator {
             self.unindex(&old);
         }
         if let Some(n) = node {
-            self.pending_at.entry(n).or_default().push(id.clone());
+            self.pending_at.entry(n).or_default().insert(id.clone());
         }
         self.by_thread.entry(thread).or_default().insert(id);
     }
@@ -276,10 +276,10 @@ impl Validator {
             ids.remove(&p.id);
         }
         if let Some(n) = p.node {
+            // A set: a line with 100,000 calls answered one by one is not 100,000 scans of its
+            // list (the order of a node's ids is never read: `abandon` sorts what it takes).
             if let Some(ids) = self.pending_at.get_mut(&n) {
-                if let Some(i) = ids.iter().position(|id| *id == p.id) {
-                    ids.swap_remove(i);
-                }
+                ids.remove(&p.id);
                 if ids.is_empty() {
                     self.pending_at.remove(&n);
                 }
