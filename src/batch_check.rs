@@ -3,6 +3,7 @@
 //! file per thread of a pool, a large file parsed by several threads in turn.
 
 use crate::sources::batch::{self, Input};
+use crate::transcript::context::chain::Session;
 use crate::transcript::stages::validate::Validate;
 use crate::transcript::{checker, Event, Finding, Format, Options, Pipeline, Stats, StrictStop};
 use rayon::prelude::*;
@@ -88,10 +89,35 @@ pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, h
     match c.finish() {
         Ok((events, stats, format)) => {
             let outputs = events.into_iter().filter_map(|e| if let Event::Output(o) = e { Some(o) } else { None });
-            report(format, checker::collect(outputs), stats, None, None)
+            let mut findings = checker::collect(outputs);
+            if let Some(f) = lost_on_resume(input, format, &stats, &findings) {
+                let at = findings.partition_point(|g| g.line <= f.line);
+                findings.insert(at, f);
+            }
+            report(format, findings, stats, None, None)
         }
         Err(s) => report(None, Vec::new(), Stats::default(), Some(format!("{}:{s}", input.display())), Some(s)),
     }
+}
+
+/// Claude Code: what resuming the file silently leaves out after a parent that is missing
+/// (`context::chain`). Only a file where a line could not be read or named a parent not seen
+/// before it can lose anything that way: those are read a second time, in file order, to walk
+/// the chain as the agent does; every other file costs nothing more.
+fn lost_on_resume(input: &Input, format: Option<Format>, stats: &Stats, findings: &[Finding]) -> Option<Finding> {
+    if format != Some(Format::ClaudeCode) || (stats.dangling_parents == 0 && stats.bad_lines == 0 && !findings.iter().any(|f| f.kind.is_framing())) {
+        return None;
+    }
+    input.path()?;
+    let mut session = Session::default();
+    let mut buf = Vec::new();
+    batch::read_chunks(input, &mut buf, |chunk| {
+        session.feed(chunk);
+        true
+    })
+    .ok()?;
+    session.end();
+    session.lost()
 }
 
 /// Checks every input, `jobs` at a time, in path order.

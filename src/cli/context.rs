@@ -169,6 +169,17 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             };
             eprintln!("{}", paint.at(&name, line.unwrap_or(0), "error", s.kind.as_str(), &message));
         }
+        if let Some(l) = &scanned.context.lost {
+            let n = l.lines.len();
+            let message = format!(
+                "the line at byte {} names a parent that is not in the file and cannot be bridged: Claude Code resumes from it, and the {n} message line{} before it (from byte {}) {} not sent (`transcriptd check` names the lines)",
+                l.at,
+                if n == 1 { "" } else { "s" },
+                l.lines[0],
+                if n == 1 { "is" } else { "are" }
+            );
+            eprintln!("{}", paint.at(&name, 0, "error", "lost_on_resume", &message));
+        }
         if scanned.context.head_missing {
             eprintln!("{}", paint.note(&name, 1, "warning", "the rollout's first line is not a session_meta; the context starts without it"));
         }
@@ -186,5 +197,5 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             human_bytes(scanned.len),
         );
     }
-    Ok(if skipped.is_empty() && !scanned.context.head_missing { Exit::Clean } else { Exit::Findings })
+    Ok(if skipped.is_empty() && !scanned.context.head_missing && scanned.context.lost.is_none() { Exit::Clean } else { Exit::Findings })
 }

@@ -42,7 +42,8 @@ use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
 use crate::sources::READ_CHUNK;
 use crate::transcript::dataset::repair::{Action, Policy as DatasetPolicy};
-use crate::transcript::repair::{salvage, Emit, MAX_ROUNDS, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
+use crate::transcript::context::chain::Session;
+use crate::transcript::repair::{salvage, Edit, Emit, MAX_ROUNDS, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
 use crate::transcript::repair_run::{finish_plan, plan_pipeline, Rest, Step, StreamRepair};
 use crate::transcript::{Format, Options};
 use anyhow::Context;
@@ -259,6 +260,23 @@ fn plan_reader(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Re
         fed
     })?;
     finish_plan(p).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Claude Code: the edit that mends a missing parent the agent's chain walk would stop at
+/// ([`Session::bridge`]), if what `r` reads has one; its lines numbered as `r` reads them.
+fn bridge_plan(r: &mut impl Read, buf: &mut Vec<u8>) -> std::io::Result<Option<Plan>> {
+    let mut session = Session::default();
+    batch::read_to_end(r, buf, |chunk| {
+        session.feed(chunk);
+        true
+    })?;
+    session.end();
+    Ok(session.bridge().map(|(line, under)| Plan {
+        format: Some(Format::ClaudeCode),
+        edits: vec![Edit::Bridge { line, under, reason: crate::transcript::Kind::LostOnResume }],
+        recheck: true,
+        ..Plan::default()
+    }))
 }
 
 /// The error findings of what `r` reads (demotions applied), counted by kind.
@@ -742,14 +760,30 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         }
     }
     let first_edited = first.edited();
-    let edited = first_edited || salvaged.is_some();
+    // Claude Code: a line whose parent is missing (never written, or a line removed as
+    // unreadable) stops the agent's chain walk on resume, and the history before it is not
+    // sent. Only a file with such a line, or with lines removed, can have one.
+    let may_break = first.plan.format == Some(Format::ClaudeCode)
+        && (first.plan.dangling_parents > 0 || salvaged.is_some() || first.plan.edits.iter().any(|e| matches!(e, Edit::Remove { .. })));
+    let mut bridged_first = None;
+    let mut out = first.out.filter(|_| first_edited);
+    if may_break && !first_edited && salvaged.is_none() {
+        if let Some(bp) = bridge_plan(&mut ReadAt::new(&file, 0, Some(covered)), buf).with_context(|| format!("reading {}", path.display()))? {
+            let mut dest = AtomicFile::create(output, Some(keep)).with_context(|| format!("creating a temporary file beside {}", output.display()))?;
+            let log = rewrite(&mut ReadAt::new(&file, 0, Some(covered)), &bp, s, &mut dest, Some(&mut first.rejects), buf).with_context(|| path.display().to_string())?;
+            out = Some(dest);
+            bridged_first = Some((bp, log));
+        }
+    }
+    let edited = first_edited || salvaged.is_some() || bridged_first.is_some();
+    let bridge_last = first_edited || salvaged.is_some();
     let plan = first.plan;
     let mut rounds = if salvaged.is_some() { Rounds::with_max(MAX_ROUNDS + 1) } else { Rounds::new() };
     let mut report = Report::new(job, Status::Clean);
     report.format = dataset.map(Format::Dataset).or(plan.format);
     report.edits = plan.edits.len() + first.actions.len();
     report.dataset_actions = first.actions;
-    let out = match (first.out.filter(|_| first_edited), &salvaged) {
+    let out = match (out, &salvaged) {
         (Some(o), _) => Some(o),
         (None, Some((sv, scratch))) => {
             // Only the salvage changed the file: its output is the repair's.
@@ -785,6 +819,9 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     } else {
         rounds.verified(&plan);
     }
+    if let Some((bp, log)) = bridged_first {
+        rounds.record(&bp, log);
+    }
     while rounds.wants_another() {
         // The edits may have left new findings (two assistant turns side by side): check the
         // output again.
@@ -796,6 +833,18 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         let log = rewrite(&mut out.read_back()?, &again, s, &mut next, None, buf)?;
         rounds.record(&again, log);
         out = next;
+    }
+    if may_break && bridge_last {
+        // The edits are done: a break the agent's walk would stop at is mended last, on the
+        // lines as they now stand (a removed unreadable line leaves its child without parent).
+        if let Some(bp) = bridge_plan(&mut out.read_back()?, buf)? {
+            let mut next = AtomicFile::create(output, Some(keep))?;
+            let log = rewrite(&mut out.read_back()?, &bp, s, &mut next, None, buf)?;
+            rounds.record(&bp, log);
+            out = next;
+            let again = plan_reader(&mut out.read_back()?, s, buf)?;
+            rounds.verified(&again);
+        }
     }
     // The verdict holds only if the output checks no worse than the input: an error the input
     // did not have (or more of one kind) means an edit went wrong, whatever the plan says. The

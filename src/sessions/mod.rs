@@ -29,7 +29,7 @@ pub mod lines;
 pub mod meta;
 pub mod names;
 pub mod tail;
-pub mod timestamp;
+pub use crate::transcript::timestamp;
 
 pub use id::{validate_prefix, PrefixError};
 pub use layout::{discover, find_by_prefix, Discovery, Layout, Lost, Session};

@@ -75,6 +75,8 @@ pub struct Stats {
     pub compactions: u64,
     /// Lines that could not be read (framing findings).
     pub bad_lines: u64,
+    /// Claude Code: lines whose `parentUuid` names a line not seen before them.
+    pub dangling_parents: u64,
     /// Token usage by model: each API message once, with its final usage.
     pub tokens: ByModel,
 }
@@ -495,6 +497,7 @@ impl<O: Observer> Checker<O> {
             }
         }
         if let Some(v) = self.validator.take() {
+            self.stats.dangling_parents = v.dangling_parents();
             let start = self.outputs.len();
             let outputs = &mut self.outputs;
             v.finish(&mut |o| outputs.push(o));

@@ -101,11 +101,14 @@ pub enum Kind {
     /// Anthropic Messages: the history the agent sends on resume is over the 32 MB request
     /// limit ("request_too_large").
     RequestTooLarge,
+    /// Claude Code: a line whose parent is missing and cannot be bridged, so resuming the
+    /// session silently leaves out every message before it (since the last compaction).
+    LostOnResume,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 31] = [
+    pub const ALL: [Kind; 32] = [
         Kind::MalformedLine,
         Kind::InvalidUtf8,
         Kind::LineTooLong,
@@ -137,6 +140,7 @@ impl Kind {
         Kind::ImageTooLarge,
         Kind::EmptyImage,
         Kind::RequestTooLarge,
+        Kind::LostOnResume,
     ];
 
     /// The public name of the kind.
@@ -173,6 +177,7 @@ impl Kind {
             Kind::ImageTooLarge => "image_too_large",
             Kind::EmptyImage => "empty_image",
             Kind::RequestTooLarge => "request_too_large",
+            Kind::LostOnResume => "lost_on_resume",
         }
     }
 

@@ -600,9 +600,12 @@ impl Pipeline {
     pub fn finish_stages(self) -> Result<Finished, StrictStop> {
         match self.front {
             Front::Transcript(c) => {
-                let done = c.finish()?;
+                let mut done = c.finish()?;
                 let mut st = done.observer;
                 st.finish();
+                if let Some(v) = st.pairing.validator() {
+                    done.stats.dangling_parents = v.dangling_parents();
+                }
                 Ok(Finished { events: st.events, stats: done.stats, format: done.format, stages: st.list })
             }
             Front::Events(e) => {

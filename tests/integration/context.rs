@@ -2,7 +2,7 @@
 //! against `NNNN_name.expected`: where the cut is, which lines the raw output keeps, the
 //! canonical context and the history), the real compactions, and the bound on bytes read.
 
-use super::support::{data, expect_file, generate, jsonl_files, transcriptd};
+use super::support::{data, expect_file, generate, json_lines, jsonl_files, stderr, stdout, transcriptd};
 use std::path::Path;
 use transcriptd::cli::context::{scan, write, Scanned};
 use transcriptd::cli::history::{history, Render};
@@ -173,7 +173,7 @@ fn cli_context_raw_and_exit_codes() {
     assert_eq!(out.status.code(), Some(1), "unreadable lines are findings");
     let err = String::from_utf8_lossy(&out.stderr);
     // The read stopped at the boundary, so lines are located from the end of the file.
-    assert!(err.contains(": error: malformed_line: ") && err.contains("(at byte 851, line 4 from the end)\n"), "{err}");
+    assert!(err.contains(": error: malformed_line: ") && err.contains("(at byte 855, line 4 from the end)\n"), "{err}");
     assert!(err.contains(": error: torn_line: ") && err.contains(", line 1 from the end)\n"), "{err}");
     assert_eq!(transcriptd(&["context", "/nonexistent.jsonl"]).status.code(), Some(2));
     assert_eq!(transcriptd(&["history", "/nonexistent.jsonl"]).status.code(), Some(2));
@@ -224,5 +224,55 @@ fn cli_context_prints_what_the_agent_adds_on_resume() {
         let shown = String::from_utf8_lossy(&text.stdout);
         let word = if case.contains("codex") { "aborted" } else { added };
         assert!(shown.contains(word), "{case}: -o text shows it: {shown}");
+    }
+}
+
+/// The chain-walk cases (`tests/data/resume/claude-code`, measured against Claude Code by
+/// `oracle.rs`): `check`'s findings are those in `NNNN_name.expected` (`line kind severity
+/// [call_id]`), and a case that loses history on resume (`lost_on_resume`) is repaired into a
+/// file that checks clean, whose `context` sends every message line the input had but the
+/// unreadable ones, and whose rejects hold the line as it was.
+#[test]
+fn the_chain_walk_cases_check_as_expected_and_repair_keeps_their_history() {
+    let mut cases = jsonl_files(&data("resume/claude-code"));
+    cases.sort();
+    assert!(cases.len() >= 7);
+    let tmp = tempfile::tempdir().unwrap();
+    for case in &cases {
+        let o = transcriptd(&["check", "-o", "json", "--no-summary", case.to_str().unwrap()]);
+        let mut actual = String::new();
+        for v in json_lines(&o) {
+            actual.push_str(&format!("{} {} {}", v["line"].as_u64().unwrap_or(0), v["kind"].as_str().unwrap(), v["severity"].as_str().unwrap()));
+            if let Some(c) = v["call_id"].as_str() {
+                actual.push_str(&format!(" {c}"));
+            }
+            actual.push('\n');
+        }
+        expect_file(&case.with_extension("expected"), &actual);
+        if !actual.contains("lost_on_resume") {
+            continue;
+        }
+        let ctx = transcriptd(&["context", "--raw", "--no-summary", case.to_str().unwrap()]);
+        assert_eq!(ctx.status.code(), Some(1), "{}: context says history is lost: {}", case.display(), stderr(&ctx));
+        assert!(stderr(&ctx).contains("error: lost_on_resume: "), "{}", stderr(&ctx));
+        let out = tmp.path().join(case.file_stem().unwrap());
+        let o = transcriptd(&["repair", "--no-summary", "--out", out.to_str().unwrap(), case.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let repaired = out.join(case.file_name().unwrap());
+        let check = transcriptd(&["check", "--no-summary", repaired.to_str().unwrap()]);
+        assert_eq!(check.status.code(), Some(0), "{}", stdout(&check));
+        let ctx = transcriptd(&["context", "--raw", "--no-summary", repaired.to_str().unwrap()]);
+        assert_eq!(ctx.status.code(), Some(0), "{}", stderr(&ctx));
+        let messages = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|v| matches!(v["type"].as_str(), Some("user" | "assistant")))
+                .map(|v| v["uuid"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        let input = std::fs::read_to_string(case).unwrap();
+        assert_eq!(messages(&stdout(&ctx)), messages(&input), "{}: every message line is sent", case.display());
+        let rejects = std::fs::read_to_string(out.join(format!("{}.rejects.jsonl", case.file_stem().unwrap().to_str().unwrap()))).unwrap();
+        assert!(rejects.lines().any(|l| l.contains("\"reason\":\"lost_on_resume\"") && l.contains("\"action\":\"modified\"")), "{rejects}");
     }
 }

@@ -316,3 +316,55 @@ fn repaired_break_shapes_resume_in_the_agent_with_every_block_the_break_left() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Claude Code's chain walk (`src/transcript/context/chain.rs`), on the cases of
+/// `tests/data/resume/claude-code` (a real session, `spotter/tool_heavy.jsonl`, with one break
+/// each: a rewind, a missing parent within and beyond the 5 s the agent bridges, unreadable
+/// lines, a duplicate `tool_use` id): what Claude Code 2.1.332 sends on resume is what
+/// `context` prints, every case; and where the walk loses history (`lost_on_resume`), the
+/// repaired file resumes with all of it: the request the unbroken session gives, less only
+/// the blocks of a line the break destroyed.
+#[test]
+fn the_chain_walk_cases_resume_as_context_says_and_repaired_with_their_history() {
+    let Some(agents) = agents_or_skip() else { return };
+    let agent = agents.iter().find(|a| a.name == "claude-2.1.332").expect("claude-2.1.332");
+    let tmp = tempfile::tempdir().unwrap();
+    let resume = |file: &Path, name: &str| -> Value {
+        let req = tmp.path().join(format!("{name}.req.json"));
+        let o = oracle(&["resume", file.to_str().unwrap(), "--agent", "claude", "--bin", agent.bin.to_str().unwrap(), "--out", req.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: resume: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap()
+    };
+    let original = request_blocks(&resume(&root().join("tests/data/real/claude-code/spotter/tool_heavy.jsonl"), "original")).0;
+    let mut failures = Vec::new();
+    let mut cases: Vec<PathBuf> = super::support::jsonl_files(&root().join("tests/data/resume/claude-code"));
+    cases.sort();
+    assert!(cases.len() >= 7, "{cases:?}");
+    for case in &cases {
+        let name = case.file_stem().unwrap().to_str().unwrap().to_owned();
+        let req = tmp.path().join(format!("{name}.req.json"));
+        std::fs::write(&req, serde_json::to_vec(&resume(case, &name)).unwrap()).unwrap();
+        let ctx = tmp.path().join(format!("{name}.context.jsonl"));
+        std::fs::write(&ctx, transcriptd(&["context", "--no-summary", case.to_str().unwrap()]).stdout).unwrap();
+        let o = oracle(&["compare", "--agent", "claude", req.to_str().unwrap(), ctx.to_str().unwrap()]);
+        if !o.status.success() {
+            failures.push(format!("{name}: context differs from what the agent sends: {}", String::from_utf8_lossy(&o.stdout)));
+        }
+        let (_, kinds) = check_kinds(case);
+        if !kinds.iter().any(|k| k == "lost_on_resume") {
+            continue;
+        }
+        let out = tmp.path().join(format!("{name}.repaired"));
+        let o = transcriptd(&["repair", "--no-summary", "--out", out.to_str().unwrap(), case.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: repair: {}", String::from_utf8_lossy(&o.stderr));
+        let repaired = out.join(case.file_name().unwrap());
+        assert_eq!(check_kinds(&repaired), (Some(0), vec![]), "{name}: the repaired file");
+        let (blocks, errors) = request_blocks(&resume(&repaired, &format!("{name}.repaired")));
+        // What the break destroyed: the unreadable line's own blocks (a slash command's text).
+        let missing: Vec<&String> = original.iter().filter(|b| !blocks.contains(b)).collect();
+        if !errors.is_empty() || blocks.iter().any(|b| !original.contains(b)) || missing.iter().any(|b| !b.contains("command")) || missing.len() > 1 {
+            failures.push(format!("{name}: repaired:\n  original {original:?}\n  agent    {blocks:?}\n  errors   {errors:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

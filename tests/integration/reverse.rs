@@ -8,6 +8,7 @@ use super::support::{data, generate, jsonl_files};
 use proptest::prelude::*;
 use transcriptd::cli::context::scan;
 use transcriptd::transcript::checker::{read_line, Outcome};
+use transcriptd::transcript::context::chain::{walk, Node};
 use transcriptd::transcript::context::model_context::{ModelContextScan, RolloutItem};
 use transcriptd::transcript::lines::{lines, Block, LineSplitter};
 use transcriptd::transcript::model::Entry;
@@ -39,8 +40,19 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
                 Some(i) => Some(side(&all[i])),
                 None => all.iter().find(|l| message(l)).map(side),
             };
-            let kept = all.split_off(last.map_or(0, |i| i + 1));
-            kept.into_iter().filter(|l| main.is_none_or(|m| side(l) == m)).collect()
+            let from = last.map_or(0, |i| i + 1);
+            // The agent sends the chain of the newest leaf (`context::chain`), walked from the
+            // boundary on; a subagent's own file is kept whole.
+            let sent = if main == Some(true) {
+                vec![true; all.len() - from]
+            } else {
+                let nodes: Vec<Option<Node>> = all[last.unwrap_or(from)..].iter().map(|l| Node::read(&l.bytes)).collect();
+                let skip = usize::from(last.is_some());
+                let w = walk(&nodes, false);
+                (0..all.len() - from).map(|i| w.sent[i + skip] || !nodes[i + skip].as_ref().is_some_and(|n| n.message)).collect()
+            };
+            let kept = all.split_off(from);
+            kept.into_iter().zip(sent).filter(|(l, sent)| *sent && main.is_none_or(|m| side(l) == m)).map(|(l, _)| l).collect()
         }
         Some(Format::Codex) => {
             let mut scan = ModelContextScan::new();

@@ -3,7 +3,8 @@
 //! history the agent sends, as the real agents were measured to send it (TRUTH.md, "Every
 //! difference observed"; the oracle `tests/integration/peers/agent_oracle.py`).
 //!
-//! - **Claude Code** (modelled on 2.1.332): whitespace-only `text` blocks of assistant messages
+//! - **Claude Code** (modelled on 2.1.332): of two `tool_use` blocks with one id the later is
+//!   not sent, nor the later `tool_result` for that id; whitespace-only `text` blocks of assistant messages
 //!   are dropped; a `tool_use` named `Task` is sent as `Agent` (the tool's current name); the
 //!   calls of the last assistant message that have no `tool_result` get the agent's interrupted
 //!   result (`is_error`, [`CLAUDE_INTERRUPTED`]) in a user message after it; and a history that
@@ -99,6 +100,21 @@ fn is_type(b: &Value, ty: &str) -> bool {
 }
 
 fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
+    // A `tool_use` id used twice: the later call is not sent, nor the later result for that id.
+    let (mut calls, mut results): (HashSet<String>, HashSet<String>) = Default::default();
+    for r in &mut records {
+        let Some(v) = r.value.as_mut() else { continue };
+        let (seen, ty, key) = match role(v) {
+            Some("assistant") => (&mut calls, "tool_use", "id"),
+            Some("user") => (&mut results, "tool_result", "tool_use_id"),
+            _ => continue,
+        };
+        let Some(content) = v.get_mut("content").and_then(Value::as_array_mut) else { continue };
+        let before = content.len();
+        content.retain(|b| !is_type(b, ty) || b.get(key).and_then(Value::as_str).is_none_or(|id| seen.insert(id.to_owned())));
+        r.changed |= content.len() != before;
+    }
+    records.retain(|r| !(r.changed && r.value.as_ref().is_some_and(|v| blocks(v).is_empty() && v.get("content").is_some_and(Value::is_array))));
     for r in &mut records {
         let Some(v) = r.value.as_mut() else { continue };
         if role(v) != Some("assistant") {

@@ -5,6 +5,7 @@
 //! to the history when it resumes (answers open calls, closes the turn, drops what it never sends).
 
 pub mod agent;
+pub mod chain;
 pub mod compaction;
 pub mod model_context;
 pub mod resume;

@@ -15,6 +15,7 @@
 //!
 //! [`ReverseSplitter`]: crate::transcript::reverse::ReverseSplitter
 
+use super::chain::{self, Node};
 use super::compaction::CompactionCut;
 use super::model_context::{ModelContextScan, RolloutItem};
 use crate::transcript::formats::codex::ItemKind;
@@ -70,6 +71,18 @@ pub struct Context {
     /// Codex: the cut is bounded but the rollout's first line is not the `session_meta` that
     /// should come first, so the context starts without it.
     pub head_missing: bool,
+    /// Claude Code: where the chain walk stopped at a missing parent, and the message lines
+    /// before it that the agent therefore does not send ([`chain`]).
+    pub lost: Option<Lost>,
+}
+
+/// Claude Code: history the agent leaves out on resume because a parent is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// Offset of the line whose parent is missing (the resumed conversation starts there).
+    pub at: u64,
+    /// Offsets of the message lines before it that are not sent, oldest first.
+    pub lines: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -222,6 +235,7 @@ impl ContextScan {
         let format = self.detector.format();
         let mut claude_fields = Vec::new();
         let mut head_missing = false;
+        let mut lost = None;
         let (cut, lines) = match std::mem::replace(&mut self.route, Route::Whole(Vec::new())) {
             Route::Undecided(mut lines) | Route::Whole(mut lines) => {
                 lines.reverse();
@@ -233,8 +247,24 @@ impl ContextScan {
                 // (in a subagent's own file every line is a sidechain). Records of other threads,
                 // subagents that Claude Code 1.0.x wrote into the main file, are not context.
                 let main = c.boundary.as_ref().map(|(_, f)| f.sidechain()).or_else(|| c.lines.iter().find(|(_, f)| f.is_message()).map(|(_, f)| f.sidechain()));
+                // The agent sends the chain of the newest leaf, not every line (see `chain`): the
+                // boundary is the chain's root. Only message lines are judged by the walk; the
+                // others are not sent as messages anyway (a local_command line is placed by
+                // `write`).
+                // A subagent's own file (every line a sidechain) is not resumed by
+                // `claude --resume`: its lines are kept as they are.
+                let sent: Vec<bool> = if main == Some(true) {
+                    vec![true; c.lines.len()]
+                } else {
+                    let nodes: Vec<Option<Node>> = c.boundary.iter().chain(&c.lines).map(|(l, _)| Node::read(&l.bytes)).collect();
+                    let skip = usize::from(c.boundary.is_some());
+                    let walk = chain::walk(&nodes, false);
+                    let offset = |i: usize| if i < skip { c.boundary.as_ref().map_or(0, |(b, _)| b.offset) } else { c.lines[i - skip].0.offset };
+                    lost = walk.broken.as_ref().filter(|b| !b.lost.is_empty()).map(|b| Lost { at: offset(b.at), lines: b.lost.iter().map(|&i| offset(i)).collect() });
+                    (0..c.lines.len()).map(|i| walk.sent[i + skip] || !nodes[i + skip].as_ref().is_some_and(|n| n.message)).collect()
+                };
                 let cut = c.boundary.map_or(Cut::Whole, |(b, _)| Cut::Bounded { offset: b.offset });
-                let (lines, fields) = c.lines.into_iter().filter(|(_, f)| main.is_none_or(|m| f.sidechain() == m)).unzip();
+                let (lines, fields) = c.lines.into_iter().zip(sent).filter(|((_, f), sent)| *sent && main.is_none_or(|m| f.sidechain() == m)).map(|(l, _)| l).unzip();
                 claude_fields = fields;
                 (cut, lines)
             }
@@ -251,6 +281,6 @@ impl ContextScan {
                 (cut, items.into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes }).collect())
             }
         };
-        Context { format, cut, lines, claude_fields, skipped: self.skipped, head_missing }
+        Context { format, cut, lines, claude_fields, skipped: self.skipped, head_missing, lost }
     }
 }

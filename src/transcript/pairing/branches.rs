@@ -117,11 +117,15 @@ pub struct Branches {
     /// Lines recorded, oldest first, to forget beyond the horizon.
     order: std::collections::VecDeque<u64>,
     horizon: usize,
+    /// Lines whose parent the tree had not seen (a line that was never written, could not be
+    /// read, or is beyond the horizon): where Claude Code's chain walk may lose history on
+    /// resume, which a second look decides (`context::chain`).
+    dangling: u64,
 }
 
 impl Default for Branches {
     fn default() -> Self {
-        Branches { nodes: Map::default(), kids: HashKeyed::default(), order: Default::default(), horizon: HORIZON }
+        Branches { nodes: Map::default(), kids: HashKeyed::default(), order: Default::default(), horizon: HORIZON, dangling: 0 }
     }
 }
 
@@ -130,7 +134,18 @@ impl Branches {
     /// conversation child, when the line is a prompt (a rewind) or an answer that replaces an
     /// answer of another message there.
     pub fn record(&mut self, node: Node, line: Line) -> Option<u64> {
-        let parent = node.parent?;
+        let Some(parent) = node.parent else {
+            // A root (the first line, a compaction boundary): known, so that a line under it
+            // is not taken for one under a missing parent. Roots are few; a file of nothing but
+            // roots stops adding them at the horizon's size.
+            if self.nodes.len() < 2 * self.horizon {
+                self.nodes.entry(node.id).or_insert(Info::UNKNOWN);
+            }
+            return None;
+        };
+        if !self.nodes.contains_key(&parent) {
+            self.dangling += 1;
+        }
         let own = self.nodes.entry(node.id).or_insert(Info::UNKNOWN);
         let first = own.parent.is_none();
         let before = own.parent.replace(parent);
@@ -180,6 +195,11 @@ impl Branches {
             at.child = Some(node.id);
         }
         Some(child)
+    }
+
+    /// How many lines named a parent the tree had not seen.
+    pub fn dangling(&self) -> u64 {
+        self.dangling
     }
 
     fn unkid(&mut self, parent: u64, kid: u64) {

@@ -236,6 +236,12 @@ impl Validator {
         }
     }
 
+    /// Claude Code: how many lines named a parent not seen before them (see
+    /// [`Branches::dangling`]); 0 for the other formats.
+    pub fn dangling_parents(&self) -> u64 {
+        self.branches.as_ref().map_or(0, Branches::dangling)
+    }
+
     /// Calls still waiting for a result, in line order.
     pub fn pending(&self) -> Vec<&Pending> {
         let mut v: Vec<&Pending> = self.pending.values().collect();

@@ -116,6 +116,16 @@ pub enum Edit {
         /// The finding it repairs.
         reason: Kind,
     },
+    /// Claude Code: hang the line under line `under` (its `parentUuid` set to that line's
+    /// `uuid`): the parent it names is missing, and the agent's chain walk would stop there.
+    Bridge {
+        /// The line.
+        line: u64,
+        /// The line it hangs under: the nearest earlier line of its side that has a uuid.
+        under: u64,
+        /// The finding it repairs.
+        reason: Kind,
+    },
     /// The salvage round ([`super::salvage`]): the line kept in another shape instead of
     /// removed or emptied. Never handed to a rewriter.
     Salvage {
@@ -142,6 +152,7 @@ impl Edit {
             | Edit::DropCall { reason, .. }
             | Edit::JoinTurn { reason, .. }
             | Edit::MergeInto { reason, .. }
+            | Edit::Bridge { reason, .. }
             | Edit::Salvage { reason, .. } => *reason,
         }
     }
@@ -154,6 +165,7 @@ impl Edit {
             | Edit::DropCall { line, .. }
             | Edit::JoinTurn { line, .. }
             | Edit::MergeInto { line, .. }
+            | Edit::Bridge { line, .. }
             | Edit::Salvage { line, .. } => *line,
             Edit::Insert { after, .. } => *after,
         }
@@ -204,6 +216,9 @@ pub struct Plan {
     /// Whether the edits may leave new findings (a removed user line between two assistant
     /// turns): the output must be checked again.
     pub recheck: bool,
+    /// Claude Code: lines that named a parent not seen before them (where the agent's chain walk
+    /// may stop on resume: [`crate::transcript::context::chain`]).
+    pub dangling_parents: u64,
 }
 
 impl Plan {
@@ -565,8 +580,6 @@ impl Planner {
         let id = f.call_id.as_deref().unwrap_or("");
         match f.kind {
             k if k.is_framing() => self.edit(Edit::Remove { line: f.line, reason: k }),
-            // The API's own rules on blocks repair does not change (yet): said, not edited.
-            k if k.is_api_rule() => self.unrepaired(f.line, k, None, "not repaired: the block is kept as it is"),
             // The API's own rules on blocks repair does not change (yet): said, not edited.
             k if k.is_api_rule() => self.unrepaired(f.line, k, None, "not repaired: the block is kept as it is"),
             Kind::UnansweredCall => self.answer(f.kind, f.line, id, None),

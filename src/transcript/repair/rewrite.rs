@@ -547,6 +547,8 @@ pub struct Rewriter {
     parents: VecDeque<(u64, Node)>,
     /// The `message.id` of lines another line joins (`None`: it has none).
     message_ids: Map<u64, Option<String>>,
+    /// The `uuid`s of the lines a [`Edit::Bridge`] hangs a line under, read as they pass.
+    uuids: Map<u64, Option<String>>,
     held: Option<Held>,
     long: LongRecord,
     /// Whether to write rejects records (a later round's rejects are written from the input).
@@ -587,6 +589,7 @@ impl Rewriter {
             next_repoint: None,
             parents: VecDeque::new(),
             message_ids: Map::default(),
+            uuids: Map::default(),
             held: None,
             long: LongRecord::default(),
             write_rejects: true,
@@ -623,9 +626,9 @@ impl Rewriter {
             match e {
                 Edit::Insert { after, .. } => self.inserts.entry(*after).or_default().push(e.clone()),
                 other => {
-                    if let Edit::JoinTurn { like, .. } = other {
-                        self.like_lines.insert(*like);
-                        self.interesting.push(*like);
+                    if let Edit::JoinTurn { like: look, .. } | Edit::Bridge { under: look, .. } = other {
+                        self.like_lines.insert(*look);
+                        self.interesting.push(*look);
                     }
                     if let Edit::MergeInto { line, into, .. } = other {
                         let until = self.merge_targets.entry(*into).or_insert(*line);
@@ -647,6 +650,7 @@ impl Rewriter {
     pub fn accepts(&self, edit: &Edit) -> bool {
         let first = match edit {
             Edit::JoinTurn { line, like, .. } => (*line).min(*like),
+            Edit::Bridge { line, under, .. } => (*line).min(*under),
             Edit::MergeInto { line, into, .. } => (*line).min(*into),
             other => other.line(),
         };
@@ -947,6 +951,7 @@ impl Rewriter {
         }
         if self.like_lines.contains(&n) {
             self.message_ids.insert(n, claude_code::message_id(content));
+            self.uuids.insert(n, claude_code::claude_ids(content).0);
         }
         let mut merge = None;
         if edits.len() > 1 && edits.iter().all(|e| matches!(e, Edit::DropResults { .. })) {
@@ -982,6 +987,10 @@ impl Rewriter {
                         self.checked(Edited::Line(b), |m| m.role == Role::Assistant && m.turn == key)
                     }),
                     None => Err(Unable("the turn to join has no message id")),
+                },
+                Edit::Bridge { under, .. } => match self.uuids.get(under).cloned().flatten() {
+                    Some(uuid) => claude_code::set_parent(&bytes, Some(&uuid)).map(Edited::Line).ok_or(Unable("the line has no parentUuid to set")),
+                    None => Err(Unable("the line to hang it under has no uuid")),
                 },
                 Edit::MergeInto { .. } => {
                     merge = Some(e.clone());

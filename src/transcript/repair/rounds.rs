@@ -85,6 +85,10 @@ impl Rounds {
                 *line = self.input_line(*line);
                 *into = self.input_line(*into);
             }
+            Edit::Bridge { line, under, .. } => {
+                *line = self.input_line(*line);
+                *under = self.input_line(*under);
+            }
             Edit::Salvage { line, with, .. } => {
                 *line = self.input_line(*line);
                 *with = with.map(|w| self.input_line(w));
@@ -254,6 +258,7 @@ pub fn edit_name(e: &Edit) -> &'static str {
         Edit::DropCall { .. } => "drop_call",
         Edit::JoinTurn { .. } => "join_turn",
         Edit::MergeInto { .. } => "merge_into",
+        Edit::Bridge { .. } => "bridge",
         Edit::Salvage { .. } => "salvage",
     }
 }

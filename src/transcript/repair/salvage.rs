@@ -377,7 +377,7 @@ pub fn salvage(input: &[u8], plan: &Plan, max_line_bytes: usize) -> Option<Salva
     recs.sort_by_key(|r| r.0);
     let rejects = recs.into_iter().flat_map(|(_, r)| r.iter().copied()).collect();
     log.changes.sort_by_key(|c| c.line);
-    Some(Salvaged { output, rejects, plan: Plan { format: plan.format, edits, unrepaired: Vec::new(), recheck: true }, log })
+    Some(Salvaged { output, rejects, plan: Plan { format: plan.format, edits, unrepaired: Vec::new(), recheck: true, dangling_parents: plan.dangling_parents }, log })
 }
 
 /// A line written as it was.

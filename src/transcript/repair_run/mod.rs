@@ -32,16 +32,18 @@ pub fn plan_pipeline_with(opts: &Options, planner: Planner) -> Pipeline {
 
 /// Ends a [`plan_pipeline`]: the planner, its last edits planned (in planning order, not yet
 /// sorted), and the format the stream was read as in the end.
-pub fn finish_planner(p: Pipeline) -> Result<(Planner, Option<Format>), StrictStop> {
+pub fn finish_planner(p: Pipeline) -> Result<(Planner, Option<Format>, u64), StrictStop> {
     let mut done = p.finish_stages()?;
     let planner = done.take::<Planner>().expect("a plan pipeline has a planner");
-    Ok((*planner, done.format))
+    Ok((*planner, done.format, done.stats.dangling_parents))
 }
 
 /// Ends a [`plan_pipeline`]: its plan.
 pub fn finish_plan(p: Pipeline) -> Result<Plan, StrictStop> {
-    let (planner, format) = finish_planner(p)?;
-    Ok(planner.into_plan(format))
+    let (planner, format, dangling) = finish_planner(p)?;
+    let mut plan = planner.into_plan(format);
+    plan.dangling_parents = dangling;
+    Ok(plan)
 }
 
 /// A repair done in memory: the output, the rejects stream, the plans of each round and the

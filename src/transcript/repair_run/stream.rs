@@ -135,9 +135,10 @@ impl StreamRepair {
 
     /// The stream has ended: the plan is complete (the end brings a torn line, orphan calls).
     pub fn end(&mut self) -> Result<Option<Abandon>, StrictStop> {
-        let (planner, format) = super::finish_planner(self.checker.take().expect("ended once"))?;
+        let (planner, format, dangling) = super::finish_planner(self.checker.take().expect("ended once"))?;
         let late = take(&mut self.rewriter, &mut self.taken, planner.edits());
-        let plan = planner.into_plan(format);
+        let mut plan = planner.into_plan(format);
+        plan.dangling_parents = dangling;
         self.rewriter.set_format(plan.format.unwrap_or(Format::ClaudeCode));
         self.plan = Some(plan);
         Ok(late)

@@ -28,6 +28,11 @@ impl Timestamp {
         self.secs
     }
 
+    /// Milliseconds since the epoch (what JavaScript's `Date.parse` gives, to the millisecond).
+    pub fn unix_millis(self) -> i64 {
+        self.secs * 1000 + i64::from(self.nanos / 1_000_000)
+    }
+
     /// Parses an RFC 3339 date-time: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`. `t`, `z` and a
     /// space instead of `T` are accepted, as RFC 3339 allows. Fractions finer than nanoseconds
     /// are truncated. `None` for anything else (no time zone, out-of-range fields).

@@ -1,0 +1,436 @@
+//! Claude Code's chain walk: which lines of a session it sends when it resumes.
+//!
+//! Claude Code (modelled on 2.1.332, its loader read from the bundle and every rule below
+//! checked against the real agent with `tests/integration/peers/agent_oracle.py`) does not send
+//! the file's lines in order. It loads every line that has a `uuid` into a map and then:
+//!
+//! 1. **Chooses a leaf.** A *terminal* line is one that no line names as its parent; from each,
+//!    it climbs through non-message lines (progress, attachments, system records) to the first
+//!    `user` or `assistant` line, which is a leaf when no message line hangs under it. Of the
+//!    leaves that are messages of the main conversation (not `isSidechain`), the one with the
+//!    newest `timestamp` wins (the first in the file on a tie). A rewind appends a prompt under
+//!    an earlier line, so the abandoned branch ends in an older leaf and is not sent.
+//! 2. **Walks the `parentUuid` chain** from the leaf back to a line whose parent is null (the
+//!    first line, or a `compact_boundary`). A parent that is not in the map — a line that could
+//!    not be read, or one that was never written — is **bridged** to the line of the same side
+//!    (main or sidechain) not yet on the chain with the newest timestamp at or before the
+//!    child's, if that is at most [`BRIDGE_MS`] older; otherwise the walk **stops there** and
+//!    every line before it is silently left out of the resumed conversation. A cycle stops the
+//!    walk too.
+//! 3. **Recovers parallel calls.** Claude Code writes an API message with several `tool_use`
+//!    blocks as one line per block, each under the one before, and each call's result under its
+//!    own call, so the chain through the newest result passes only one sibling. Every line of an
+//!    assistant message on the chain (same `message.id`) is sent, with the results of its calls
+//!    (found by parent, or by `tool_use_id`).
+//!
+//! The sent lines keep the file's order. What is not modelled: the loader's checkpoint leaf
+//! (`leafUuid` records) and its storage-backend paths; lines without a `timestamp` take no
+//! part in bridging (as in the agent, where they parse as NaN).
+//!
+//! Pure: lines in, a verdict per line out.
+
+use crate::transcript::finding::{Finding, Kind};
+use crate::transcript::model::id_hash;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+
+/// How much older than the orphaned line the line a missing parent is bridged to may be
+/// (`eTr` in Claude Code 2.1.332's bundle: 5,000 ms).
+pub const BRIDGE_MS: i64 = 5_000;
+
+/// What the chain walk needs of one line (ids as [`id_hash`]es: a session's lines since its
+/// last compaction are held at once).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Node {
+    /// `uuid`; a line without one is not in the map (and so is never sent).
+    pub uuid: Option<u64>,
+    /// `parentUuid` (`None` for null or absent).
+    pub parent: Option<u64>,
+    /// `timestamp`, in milliseconds since the epoch, when it parses.
+    pub time: Option<i64>,
+    /// `isSidechain`.
+    pub sidechain: bool,
+    /// A `user` or `assistant` line, or a `system` `local_command` one (sent as user text).
+    pub message: bool,
+    /// An assistant line's `message.id`.
+    pub message_id: Option<u64>,
+    /// The ids of its `tool_use` blocks.
+    pub calls: Vec<u64>,
+    /// The `tool_use_id`s of its `tool_result` blocks.
+    pub results: Vec<u64>,
+    /// A `compact_boundary` record: the resumed conversation starts after the last one.
+    pub boundary: bool,
+}
+
+impl Node {
+    /// Reads a line; `None` when it is not a JSON object.
+    pub fn read(line: &[u8]) -> Option<Node> {
+        let v: Value = serde_json::from_slice(line).ok()?;
+        let o = v.as_object()?;
+        let s = |k: &str| o.get(k).and_then(Value::as_str).map(id_hash);
+        let ty = o.get("type").and_then(Value::as_str);
+        // A `local_command` record (a slash command and its output) is a user message to the
+        // loader: in the chain, and a leaf when it is the newest.
+        let message = matches!(ty, Some("user" | "assistant")) || (ty == Some("system") && o.get("subtype").and_then(Value::as_str) == Some("local_command"));
+        let msg = o.get("message");
+        let blocks = msg.and_then(|m| m.get("content")).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        let of = |ty: &str, key: &str| -> Vec<u64> {
+            blocks.iter().filter(|b| b.get("type").and_then(Value::as_str) == Some(ty)).filter_map(|b| b.get(key)?.as_str().map(id_hash)).collect()
+        };
+        Some(Node {
+            uuid: s("uuid"),
+            parent: s("parentUuid"),
+            time: o.get("timestamp").and_then(Value::as_str).and_then(crate::transcript::timestamp::Timestamp::parse_rfc3339).map(|t| t.unix_millis()),
+            sidechain: o.get("isSidechain").and_then(Value::as_bool).unwrap_or(false),
+            message,
+            message_id: if ty == Some("assistant") { msg.and_then(|m| m.get("id")).and_then(Value::as_str).map(id_hash) } else { None },
+            calls: if message { of("tool_use", "id") } else { Vec::new() },
+            results: if message { of("tool_result", "tool_use_id") } else { Vec::new() },
+            boundary: ty == Some("system") && o.get("subtype").and_then(Value::as_str) == Some("compact_boundary"),
+        })
+    }
+}
+
+/// Where the walk stopped short of the start: the line whose parent could be neither found nor
+/// bridged, and the message lines before it that the resumed conversation therefore lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Break {
+    /// Index (into the walk's input) of the line whose parent is missing.
+    pub at: usize,
+    /// The parent it names ([`id_hash`]).
+    pub parent: u64,
+    /// Main-conversation message lines before `at` that are not sent, oldest first.
+    pub lost: Vec<usize>,
+}
+
+/// The verdict of a walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Walk {
+    /// Per input line: whether the agent sends it.
+    pub sent: Vec<bool>,
+    /// Where a missing parent cut the history, if one did.
+    pub broken: Option<Break>,
+    /// Lines whose missing parent was bridged (index of the line, and of the line it was bridged to).
+    pub bridged: Vec<(usize, usize)>,
+}
+
+/// Walks `nodes` (a session's lines, in file order; `None` for a line that could not be read)
+/// as Claude Code does on resume. See the module docs. `side` is the `isSidechain` of the
+/// conversation resumed: `false` for a session, `true` for a subagent's own file (every line
+/// of it is a sidechain; Claude Code picks its leaf among them).
+pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
+    let n = nodes.len();
+    let mut sent = vec![false; n];
+    let node = |i: usize| nodes[i].as_ref();
+    // The map: a uuid names the last line that has it (a later line overwrites), in the order
+    // of its first appearance.
+    let mut by_uuid: HashMap<u64, usize> = HashMap::new();
+    let mut order: Vec<u64> = Vec::new();
+    for (i, nd) in nodes.iter().enumerate() {
+        if let Some(u) = nd.as_ref().and_then(|x| x.uuid) {
+            if by_uuid.insert(u, i).is_none() {
+                order.push(u);
+            }
+        }
+    }
+    let entries: Vec<usize> = order.iter().map(|u| by_uuid[u]).collect();
+    // 1. The leaf.
+    let parents: HashSet<u64> = entries.iter().filter_map(|&i| node(i)?.parent).collect();
+    let message_parents: HashSet<u64> = entries.iter().filter_map(|&i| node(i).filter(|x| x.message)?.parent).collect();
+    let mut leaves: HashSet<usize> = HashSet::new();
+    for &t in entries.iter().filter(|&&i| node(i).and_then(|x| x.uuid).is_some_and(|u| !parents.contains(&u))) {
+        let mut seen = HashSet::new();
+        let mut at = Some(t);
+        while let Some(i) = at {
+            if !seen.insert(i) {
+                break;
+            }
+            let Some(x) = node(i) else { break };
+            if x.message {
+                if x.uuid.is_some_and(|u| !message_parents.contains(&u)) {
+                    leaves.insert(i);
+                }
+                break;
+            }
+            at = x.parent.and_then(|p| by_uuid.get(&p).copied());
+        }
+    }
+    let newest = |pick: &dyn Fn(&Node) -> bool| -> Option<usize> {
+        let mut best: Option<(usize, i64)> = None;
+        for &i in &entries {
+            let Some(x) = node(i).filter(|x| pick(x)) else { continue };
+            let t = x.time.unwrap_or(i64::MIN);
+            if best.is_none_or(|(_, b)| t > b || b == i64::MIN) {
+                best = Some((i, t));
+            }
+        }
+        best.map(|(i, _)| i)
+    };
+    let leaf = if leaves.is_empty() {
+        newest(&|x| x.sidechain == side)
+    } else {
+        newest(&|x| x.message && x.sidechain == side && x.uuid.is_some_and(|u| leaves.contains(&by_uuid[&u])))
+    };
+    let Some(leaf) = leaf else { return Walk { sent, broken: None, bridged: Vec::new() } };
+    // 2. The chain.
+    let mut on: HashSet<usize> = HashSet::new();
+    let mut bridged = Vec::new();
+    let mut broken = None;
+    let mut at = Some(leaf);
+    while let Some(i) = at {
+        if !on.insert(i) {
+            break;
+        }
+        let x = node(i).expect("entries are read lines");
+        let Some(p) = x.parent else { break };
+        at = match by_uuid.get(&p).copied().filter(|j| !on.contains(j)) {
+            Some(j) => Some(j),
+            None => {
+                let to = bridge(nodes, &entries, &on, x);
+                match to {
+                    Some(j) => bridged.push((i, j)),
+                    None if !by_uuid.contains_key(&p) => broken = Some((i, p)),
+                    None => {}
+                }
+                to
+            }
+        };
+    }
+    // 3. The parallel calls of the messages on the chain, and their results.
+    let ids: HashSet<u64> = on.iter().filter_map(|&i| node(i)?.message_id).collect();
+    let mut group: HashSet<usize> = entries.iter().copied().filter(|&i| node(i).and_then(|x| x.message_id).is_some_and(|m| ids.contains(&m))).collect();
+    let group_uuids: HashSet<u64> = group.iter().filter_map(|&i| node(i)?.uuid).collect();
+    let calls: HashSet<u64> = group.iter().filter_map(|&i| node(i)).flat_map(|x| x.calls.iter().copied()).collect();
+    let results: Vec<usize> = entries
+        .iter()
+        .copied()
+        .filter(|&i| {
+            node(i).is_some_and(|x| {
+                x.message
+                    && !x.results.is_empty()
+                    && (x.parent.is_some_and(|p| group_uuids.contains(&p)) || x.results.iter().any(|r| calls.contains(r)))
+            })
+        })
+        .collect();
+    group.extend(results);
+    for i in on.into_iter().chain(group) {
+        sent[i] = true;
+    }
+    let broken = broken.map(|(at, parent)| Break {
+        at,
+        parent,
+        lost: (0..at).filter(|&i| !sent[i] && node(i).is_some_and(|x| x.message && x.sidechain == side)).collect(),
+    });
+    Walk { sent, broken, bridged }
+}
+
+/// A session's lines since its last compaction, fed in file order, to find what resuming it
+/// silently loses ([`Session::lost`]): what `check` reports as `lost_on_resume`.
+#[derive(Debug, Default)]
+pub struct Session {
+    nodes: Vec<Option<Node>>,
+    lines: Vec<u64>,
+    /// [`Session::feed`]: lines framed so far, and the start of the next one.
+    framed: u64,
+    partial: Vec<u8>,
+}
+
+impl Session {
+    /// Feeds the next bytes of the file (any split): each line is [`Session::push`]ed once its
+    /// newline arrives; [`Session::end`] takes a last line without one.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let mut rest = chunk;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            self.framed += 1;
+            if self.partial.is_empty() {
+                self.push(self.framed, &rest[..i]);
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(&rest[..i]);
+                self.push(self.framed, &line);
+            }
+            rest = &rest[i + 1..];
+        }
+        self.partial.extend_from_slice(rest);
+    }
+
+    /// The end of the file: a last line without its newline is a line too.
+    pub fn end(&mut self) {
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.framed += 1;
+            self.push(self.framed, &line);
+        }
+    }
+
+    /// Adds line `line` (its number in the file), `bytes` without the newline. A line that
+    /// cannot be read counts as a line without a uuid (the agent skips it).
+    pub fn push(&mut self, line: u64, bytes: &[u8]) {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let node = Node::read(bytes);
+        if node.as_ref().is_some_and(|n| n.boundary) {
+            self.nodes.clear();
+            self.lines.clear();
+        }
+        self.nodes.push(node);
+        self.lines.push(line);
+    }
+
+    /// Where the walk stops at a missing parent with history before it, if it does.
+    fn broken(&self) -> Option<Break> {
+        // A subagent's own file (its lines are sidechains) is not what `claude --resume` resumes:
+        // the agent walks it from the parent session, whose lines it names.
+        if self.nodes.iter().flatten().find(|n| n.boundary || n.message).is_some_and(|n| n.sidechain) {
+            return None;
+        }
+        walk(&self.nodes, false).broken.filter(|b| !b.lost.is_empty())
+    }
+
+    /// How to mend the break [`Session::lost`] reports: the line (its number) to hang under
+    /// the nearest earlier line of its side that has a uuid (that line's number). What the
+    /// missing line stood between is gone; the conversation on both sides of it is kept.
+    pub fn bridge(&self) -> Option<(u64, u64)> {
+        let b = self.broken()?;
+        let side = self.nodes[b.at].as_ref()?.sidechain;
+        let under = (0..b.at).rev().find(|&j| self.nodes[j].as_ref().is_some_and(|n| n.uuid.is_some() && n.sidechain == side))?;
+        Some((self.lines[b.at], self.lines[under]))
+    }
+
+    /// The finding for the history that resume leaves out after a missing parent, if any.
+    pub fn lost(&self) -> Option<Finding> {
+        let b = self.broken()?;
+        let (first, last) = (*b.lost.first()?, *b.lost.last()?);
+        let n = b.lost.len();
+        let (from, to, at) = (self.lines[first], self.lines[b.at], self.lines[last]);
+        let span = if from == at { format!("line {from}") } else { format!("lines {from}–{at}") };
+        Some(Finding::new(
+            to,
+            Kind::LostOnResume,
+            format!(
+                "this line's parentUuid names a line that is not in the file, and no line was written within {} s before it: Claude Code resumes the conversation from here, and the {n} message{} on {span} before it {} not sent (nothing says so)",
+                BRIDGE_MS / 1000,
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "is" } else { "are" },
+            ),
+        ))
+    }
+}
+
+/// The line a missing parent of `child` is bridged to: of the same side, not on the chain,
+/// the newest at or before the child's time (the first in the file on a tie), at most
+/// [`BRIDGE_MS`] older.
+fn bridge(nodes: &[Option<Node>], entries: &[usize], on: &HashSet<usize>, child: &Node) -> Option<usize> {
+    let t = child.time?;
+    let mut best: Option<(usize, i64)> = None;
+    for &i in entries {
+        let Some(x) = nodes[i].as_ref() else { continue };
+        let Some(ti) = x.time else { continue };
+        if x.sidechain != child.sidechain || on.contains(&i) || ti > t {
+            continue;
+        }
+        if best.is_none_or(|(_, b)| ti > b) {
+            best = Some((i, ti));
+        }
+    }
+    best.filter(|&(_, b)| t - b <= BRIDGE_MS).map(|(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(uuid: &str, parent: Option<&str>, secs: i64, ty: &str) -> Option<Node> {
+        Some(Node {
+            uuid: Some(id_hash(uuid)),
+            parent: parent.map(id_hash),
+            time: Some(secs * 1000),
+            sidechain: false,
+            message: ty != "progress",
+            message_id: (ty == "assistant").then(|| id_hash(&format!("msg-{uuid}"))),
+            ..Node::default()
+        })
+    }
+
+    fn sent(w: &Walk) -> Vec<usize> {
+        (0..w.sent.len()).filter(|&i| w.sent[i]).collect()
+    }
+
+    #[test]
+    fn a_rewound_branch_is_not_sent() {
+        let nodes = [
+            line("a", None, 0, "user"),
+            line("b", Some("a"), 1, "assistant"),
+            line("c", Some("b"), 2, "user"),
+            line("d", Some("c"), 3, "assistant"),
+            line("e", Some("b"), 10, "user"),
+        ];
+        let w = walk(&nodes, false);
+        assert_eq!(sent(&w), [0, 1, 4]);
+        assert_eq!(w.broken, None);
+    }
+
+    #[test]
+    fn a_missing_parent_is_bridged_within_five_seconds_and_cuts_the_history_beyond() {
+        let mut nodes = vec![line("a", None, 0, "user"), line("b", Some("a"), 1, "assistant"), None, line("d", Some("c"), 4, "user"), line("e", Some("d"), 5, "assistant")];
+        let w = walk(&nodes, false);
+        assert_eq!(sent(&w), [0, 1, 3, 4], "bridged to b, 3 s older");
+        assert_eq!(w.bridged, [(3, 1)]);
+        nodes[3] = line("d", Some("c"), 7, "user");
+        let w = walk(&nodes, false);
+        assert_eq!(sent(&w), [3, 4], "6 s: not bridged");
+        assert_eq!(w.broken, Some(Break { at: 3, parent: id_hash("c"), lost: vec![0, 1] }));
+    }
+
+    #[test]
+    fn the_parallel_calls_of_a_message_on_the_chain_are_sent_with_their_results() {
+        let call = |uuid: &str, parent: &str, secs: i64, id: &str| {
+            let mut n = line(uuid, Some(parent), secs, "assistant").unwrap();
+            n.message_id = Some(id_hash("m1"));
+            n.calls = vec![id_hash(id)];
+            Some(n)
+        };
+        let c1 = call("c1", "a", 1, "t1");
+        let c2 = call("c2", "c1", 1, "t2");
+        let result = |uuid: &str, parent: &str, secs: i64, id: &str| {
+            let mut n = line(uuid, Some(parent), secs, "user").unwrap();
+            n.results = vec![id_hash(id)];
+            Some(n)
+        };
+        let nodes = [line("a", None, 0, "user"), c1, c2, result("r2", "c2", 2, "t2"), result("r1", "c1", 3, "t1"), line("z", Some("r1"), 4, "assistant")];
+        assert_eq!(sent(&walk(&nodes, false)), [0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn the_leaf_climbs_through_progress_lines_and_the_newest_wins() {
+        let nodes = [line("a", None, 0, "user"), line("b", Some("a"), 1, "assistant"), line("p", Some("b"), 2, "progress"), line("x", Some("a"), 9, "assistant")];
+        assert_eq!(sent(&walk(&nodes, false)), [0, 3], "the leaf is x (newer than b, reached from p)");
+    }
+
+    #[test]
+    fn a_session_reports_the_lines_a_break_loses_since_the_last_compaction() {
+        let mut s = Session::default();
+        let l = |u: &str, p: Option<&str>, t: &str, ty: &str| {
+            let p = p.map_or("null".to_owned(), |p| format!("\"{p}\""));
+            format!(r#"{{"type":"{ty}","uuid":"{u}","parentUuid":{p},"timestamp":"2026-02-10T22:{t}.000Z","message":{{"role":"{ty}","content":"x"}}}}"#)
+        };
+        for (i, line) in [l("a", None, "00:00", "user"), l("b", Some("a"), "00:01", "assistant"), "{not json".to_owned(), l("d", Some("c"), "01:00", "user"), l("e", Some("d"), "01:01", "assistant")].iter().enumerate() {
+            s.push(i as u64 + 1, line.as_bytes());
+        }
+        let f = s.lost().expect("the break at line 4 loses lines 1-2");
+        assert_eq!(s.bridge(), Some((4, 2)), "line 4 hangs under line 2, the nearest with a uuid");
+        assert_eq!((f.line, f.kind), (4, Kind::LostOnResume));
+        assert!(f.message.contains("the 2 messages on lines 1–2"), "{}", f.message);
+        s.push(6, br#"{"type":"system","subtype":"compact_boundary","uuid":"z","parentUuid":null,"timestamp":"2026-02-10T22:02:00.000Z"}"#);
+        s.push(7, l("f", Some("z"), "02:01", "user").as_bytes());
+        assert_eq!(s.lost(), None, "a compaction after the break: nothing before it is sent anyway");
+    }
+
+    #[test]
+    fn reads_a_claude_code_line() {
+        let n = Node::read(br#"{"type":"assistant","uuid":"u","parentUuid":null,"timestamp":"2026-02-10T22:57:57.941Z","message":{"id":"m","content":[{"type":"tool_use","id":"t"}]}}"#).unwrap();
+        assert_eq!((n.uuid, n.parent, n.message, n.message_id, n.calls), (Some(id_hash("u")), None, true, Some(id_hash("m")), vec![id_hash("t")]));
+        assert_eq!(n.time, Some(1_770_764_277_941));
+    }
+}
