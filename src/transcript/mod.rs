@@ -22,6 +22,7 @@ pub mod repair_run;
 pub mod reverse;
 pub mod scan;
 pub mod stages;
+pub mod verdict;
 
 pub use checker::{check_bytes, Checked, Checker, Observer, Options, Stats, StrictStop};
 pub use filter::FindingFilter;
