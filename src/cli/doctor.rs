@@ -7,7 +7,7 @@
 //! `repair --in-place`'s ([`crate::repair::repair_file`], backup `.orig`, rejects file), and the
 //! writers are looked for in `/proc` as it does ([`crate::sources::holders`]).
 
-use super::args::OutputArgs;
+use super::args::{OutputArgs, ReadArgs};
 use super::output::{plural, FindingRecord};
 use super::safe::Safe;
 use super::style::Paint;
@@ -17,7 +17,6 @@ use crate::repair::{rejects_path, repair_file, Job, Report, Settings, Status};
 use crate::sessions::project::{sessions_of, Found};
 use crate::sources::batch::Input;
 use crate::sources::holders::{self, Holder};
-use crate::transcript::lines::DEFAULT_MAX_LINE_BYTES;
 use crate::transcript::repair::OrphanPolicy;
 use crate::transcript::verdict::{dropped, Verdict};
 use crate::transcript::Options;
@@ -40,6 +39,9 @@ pub struct Args {
     /// still running) is left alone.
     #[arg(long)]
     pub fix: bool,
+    /// How transcripts are read (by the check, and by the repair of --fix).
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// How results are written (-o json: one JSON object per session).
     #[command(flatten)]
     pub out: OutputArgs,
@@ -89,8 +91,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         super::style::error(e);
     }
     let inputs: Vec<Input> = sessions.found.iter().map(|f| Input::File(f.session.transcript.clone())).collect();
-    let jobs = super::jobs(None);
-    let opts = Options { format: None, max_line_bytes: DEFAULT_MAX_LINE_BYTES, strict: false, jobs };
+    let jobs = args.read.jobs();
+    let opts = Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs };
     let checks = check_all(&inputs, &opts, jobs);
     let mut rows: Vec<Row<'_>> =
         sessions.found.iter().zip(&checks).map(|(found, check)| Row { found, check, verdict: Verdict::of(&check.findings), fix: None }).collect();
@@ -152,7 +154,7 @@ fn fix(rows: &mut [Row<'_>], opts: &Options) {
         backup: Some(".orig".to_owned()),
         min_idle: Duration::ZERO,
         force: false,
-        ..Settings::copy(None, DEFAULT_MAX_LINE_BYTES, OrphanPolicy::Answer)
+        ..Settings::copy(opts.format, opts.max_line_bytes, OrphanPolicy::Answer)
     };
     let mut buf = Vec::new();
     for i in broken {
