@@ -48,7 +48,7 @@ impl Agent {
 
 /// `s` as one shell word: as it is when it holds only characters no shell treats specially,
 /// else in single quotes.
-fn shell_word(s: &str) -> String {
+pub fn shell_word(s: &str) -> String {
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+=:@%,".contains(c)) {
         s.to_owned()
     } else {
