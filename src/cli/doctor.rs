@@ -243,12 +243,26 @@ fn write_text(out: &mut impl Write, r: &Row<'_>, dir: &Path, now: SystemTime, pa
             let backup = rep.backup.as_deref().map(|b| format!("; the original is {}", Safe(b))).unwrap_or_default();
             let rejects = rejects_path(&f.session.transcript);
             let rejects = if rejects.exists() { format!(", the lines removed or changed are in {}", Safe(rejects.display())) } else { String::new() };
-            writeln!(out, "  fixed: {verdict} ({} inserted, {} removed, {} modified){backup}{rejects}", l.inserted, l.removed, l.modified)?;
+            let changed = l.inserted + l.removed + l.modified > 0 || rep.backup.is_some();
+            if changed {
+                writeln!(out, "  fixed: {verdict} ({} inserted, {} removed, {} modified){backup}{rejects}", l.inserted, l.removed, l.modified)?;
+            } else {
+                writeln!(out, "  not fixed: repair has no edit that mends it; the file is as it was")?;
+            }
+            for u in rep.unrepaired.iter().take(DROPS_SHOWN) {
+                let why = u.why.strip_prefix("not repaired: ").unwrap_or(&u.why);
+                writeln!(out, "  not repaired: line {}: {}: {}", u.line, u.kind, Safe(why))?;
+            }
+            if rep.unrepaired.len() > DROPS_SHOWN {
+                writeln!(out, "  and {} more not repaired", rep.unrepaired.len() - DROPS_SHOWN)?;
+            }
             let now = match &after.error {
                 Some(e) => format!("could not be checked again: {e}"),
                 None => verdict_text(&Verdict::of(&after.findings)),
             };
-            writeln!(out, "  now: {}", Safe(&now))?;
+            if changed {
+                writeln!(out, "  now: {}", Safe(&now))?;
+            }
             if r.now().resumes() {
                 writeln!(out, "  resume: {}", Safe(f.agent.resume_command(dir, &f.session.id)))?;
             }
@@ -299,6 +313,7 @@ fn record(r: &Row<'_>, dir: &Path, now: SystemTime) -> Value {
                 let mut x = json!({
                     "status": rep.status,
                     "lines": rep.lines,
+                    "unrepaired": rep.unrepaired,
                     "backup": rep.backup,
                     "rejects": rejects.exists().then(|| rejects.display().to_string()),
                 });

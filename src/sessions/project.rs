@@ -3,7 +3,7 @@
 //!
 //! - **Claude Code**: `<config>/projects/<encoded cwd>/<session-id>.jsonl`, where `<config>` is
 //!   `$CLAUDE_CONFIG_DIR` or `~/.claude`, and the encoding is [`claude_project_name`] (from the
-//!   2.1.332 bundle). With `$CLAUDE_CONFIG_DIR` set, `$CLAUDE_CODE_PROJECT_DIR_NAME` (letters,
+//!   2.1.332 bundle; for a long path also the whole name 2.0.77 gave it). With `$CLAUDE_CONFIG_DIR` set, `$CLAUDE_CODE_PROJECT_DIR_NAME` (letters,
 //!   digits, `_` and `-`, at most 64) names the directory instead, as the bundle does.
 //! - **Codex**: `<codex home>/sessions/YYYY/MM/DD/rollout-*.jsonl` (`$CODEX_HOME` or
 //!   `~/.codex`) whose first line is a `session_meta` whose `payload.cwd` is the directory.
@@ -138,10 +138,25 @@ fn claude_name_override() -> Option<String> {
     (ok && !device).then_some(name)
 }
 
-/// Claude Code's project directory for `dir` (canonical).
-pub fn claude_project_dir(dir: &Path) -> Option<PathBuf> {
-    let name = claude_name_override().unwrap_or_else(|| claude_project_name(&dir.to_string_lossy()));
-    Some(claude_config_dir()?.join("projects").join(name))
+/// The names Claude Code gives the project directory of `cwd`: [`claude_project_name`], and for
+/// a name it cuts, also the whole name that versions before the cut (2.0.77) gave it. Pure.
+pub fn claude_project_names(cwd: &str) -> Vec<String> {
+    let name = claude_project_name(cwd);
+    let whole: String = cwd.encode_utf16().map(|u| if u < 0x80 && (u as u8).is_ascii_alphanumeric() { u as u8 as char } else { '-' }).collect();
+    if whole == name {
+        vec![name]
+    } else {
+        vec![name, whole]
+    }
+}
+
+/// Claude Code's project directories for `dir` (canonical): where its sessions are.
+pub fn claude_project_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Some(projects) = claude_config_dir().map(|c| c.join("projects")) else { return Vec::new() };
+    match claude_name_override() {
+        Some(name) => vec![projects.join(name)],
+        None => claude_project_names(&dir.to_string_lossy()).into_iter().map(|n| projects.join(n)).collect(),
+    }
 }
 
 /// The `payload.cwd` of a rollout whose first line (in `head`) is a `session_meta`. Pure.
@@ -186,7 +201,11 @@ fn walk(dir: &Path, out: &mut Sessions) -> Vec<Session> {
 pub fn sessions_of(dir: &Path) -> Sessions {
     let mut out = Sessions::default();
     let mut found = Vec::new();
-    if let Some(project) = claude_project_dir(dir) {
+    for (i, project) in claude_project_dirs(dir).into_iter().enumerate() {
+        // The older whole name of a long path is said only when it is there.
+        if i > 0 && !project.is_dir() {
+            continue;
+        }
         for s in walk(&project, &mut out) {
             // Only the sessions themselves: an old-style `agent-*.jsonl` is a subagent's, and
             // what lies in subdirectories is no session of this directory.
@@ -244,6 +263,13 @@ mod tests {
              very-long-directory-name-very-long-directory-name-very-long-directory-name-very-long-direct-25ntl7"
         );
         assert_eq!(name.len(), 207);
+        // Claude Code 2.0.77 did not cut: its sessions of that directory are under the whole name.
+        let names = claude_project_names(&long);
+        assert_eq!(names.len(), 2);
+        assert_eq!(names[0], name);
+        assert!(names[1].starts_with(&name[..CLAUDE_NAME_MAX]) && names[1].ends_with("-proj-t---app"), "{}", names[1]);
+        assert_eq!(names[1].len(), long.encode_utf16().count());
+        assert_eq!(claude_project_names("/home/me/app"), ["-home-me-app"]);
         // A negative hash: its absolute value.
         let a = "/a".repeat(101);
         assert_eq!(claude_project_name(&a), format!("{}-qlz1ly", &"-a".repeat(100)));

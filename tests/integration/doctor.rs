@@ -226,3 +226,46 @@ fn no_session_says_where_it_looked_and_the_agents_own_variables_move_the_places(
     assert_eq!(run(&[]), 0);
     assert_eq!(run(&[("CLAUDE_CONFIG_DIR", &moved.join("claude")), ("CODEX_HOME", &moved.join("codex"))]), 3);
 }
+
+#[test]
+fn a_long_directory_is_found_under_the_cut_name_and_under_the_whole_one_older_versions_gave_it() {
+    let p = project();
+    // Over 200 characters once encoded, under 255 (a file name's limit).
+    let long = p.home.parent().unwrap().join("d".repeat(100)).join("e".repeat(100));
+    std::fs::create_dir_all(&long).unwrap();
+    let long = std::fs::canonicalize(&long).unwrap();
+    let names = transcriptd::sessions::project::claude_project_names(long.to_str().unwrap());
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names[1], encoded(&long));
+    assert!(names[0].len() > 200 && names[0].starts_with(&names[1][..200]) && names[0] != names[1]);
+    let projects = p.home.join(".claude/projects");
+    put(&projects.join(&names[0]).join(format!("{CLEAN}.jsonl")), std::fs::read(&p.clean).unwrap());
+    put(&projects.join(&names[1]).join(format!("{BROKEN}.jsonl")), std::fs::read(&p.broken).unwrap());
+    let o = p.doctor_in(&long, &["-o", "json"]);
+    let ids: Vec<String> = super::support::json_lines(&o).iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ids.len(), 2, "{ids:?} {}", stderr(&o));
+    assert!(ids.contains(&CLEAN.to_owned()) && ids.contains(&BROKEN.to_owned()), "{ids:?}");
+}
+
+#[test]
+fn fix_says_so_when_no_edit_mends_what_the_api_refuses() {
+    let p = project();
+    // An image over the API's limits and an unsigned thinking block: repair keeps such blocks.
+    let refused = p.broken.with_file_name("44444444-4444-4444-8444-444444444444.jsonl");
+    put(&refused, std::fs::read(data("check/claude-code/0024_api_rules_on_the_resumed_request.jsonl")).unwrap());
+    let before = std::fs::read(&refused).unwrap();
+    let o = p.doctor(&["--fix"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    let at = out.find("44444444-4444-4444-8444-444444444444").expect("listed");
+    let block: Vec<&str> = out[at..].lines().take_while(|l| l.starts_with("  ") || l.starts_with("44444444")).collect();
+    assert!(block[0].contains("will be refused: line 6: image_too_large: "), "{out}");
+    assert_eq!(block[1], "  not fixed: repair has no edit that mends it; the file is as it was", "{out}");
+    assert!(block[2].starts_with("  not repaired: line 6: image_too_large: "), "{out}");
+    assert!(!block.iter().any(|l| l.starts_with("  resume: ")), "{out}");
+    assert_eq!(std::fs::read(&refused).unwrap(), before);
+    assert!(!backup(&refused).exists());
+    // The others were fixed all the same.
+    assert_eq!(check_exit(&p.broken), Some(0));
+    assert!(stderr(&o).contains("fixed 2 of 3, 1 still will not resume whole"), "{}", stderr(&o));
+}
