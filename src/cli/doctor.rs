@@ -333,6 +333,9 @@ fn summary(rows: &[Row<'_>], dir: &Path, looked_in: &[PathBuf], fixed: bool) -> 
     let dir = Safe(dir.display()).to_string();
     if rows.is_empty() {
         let places: Vec<String> = looked_in.iter().map(|p| format!("{}{}", Safe(p.display()), if p.is_dir() { "" } else { " (absent)" })).collect();
+        if places.is_empty() {
+            return format!("no sessions of {dir}: HOME is not set, nor CLAUDE_CONFIG_DIR or CODEX_HOME, so there is nowhere to look");
+        }
         return format!("no sessions of {dir} (looked in {})", places.join(", "));
     }
     let count = |f: &dyn Fn(&Verdict) -> bool| rows.iter().filter(|r| r.check.error.is_none() && f(&r.verdict)).count();

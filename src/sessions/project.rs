@@ -173,11 +173,19 @@ pub fn codex_cwd(head: &[u8]) -> Option<String> {
 /// make it long).
 const CODEX_HEAD: u64 = 1 << 20;
 
+/// The start of a file up to its first newline (at most [`CODEX_HEAD`] bytes), read in 64 KiB
+/// steps: a listing reads every rollout's head, most of which is one short line.
 fn first_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
+    let mut file = crate::sources::regular::open_file(path)?.take(CODEX_HEAD);
     let mut head = Vec::new();
-    crate::sources::regular::open_file(path)?.take(CODEX_HEAD).read_to_end(&mut head)?;
-    Ok(head)
+    loop {
+        let start = head.len();
+        let n = (&mut file).take(64 << 10).read_to_end(&mut head)?;
+        if n == 0 || memchr::memchr(b'\n', &head[start..]).is_some() {
+            return Ok(head);
+        }
+    }
 }
 
 fn walk(dir: &Path, out: &mut Sessions) -> Vec<Session> {
@@ -286,6 +294,17 @@ mod tests {
         assert_eq!(codex_cwd(b"{\"type\":\"response_item\",\"payload\":{\"cwd\":\"/w/app\"}}\n"), None);
         assert_eq!(codex_cwd(b"{\"type\":\"session_meta\",\"payload\":{}}\n"), None);
         assert_eq!(codex_cwd(b"not json\n"), None);
+    }
+
+    #[test]
+    fn a_long_first_line_is_read_whole_and_no_more() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("rollout-x.jsonl");
+        let first = format!("{{\"type\":\"session_meta\",\"payload\":{{\"instructions\":\"{}\",\"cwd\":\"/w\"}}}}\n", "x".repeat(200 << 10));
+        std::fs::write(&p, format!("{first}{}", "{\"type\":\"response_item\"}\n".repeat(100_000))).unwrap();
+        let head = first_bytes(&p).unwrap();
+        assert!(head.len() >= first.len() && head.len() < first.len() + (64 << 10), "{}", head.len());
+        assert_eq!(codex_cwd(&head).as_deref(), Some("/w"));
     }
 
     #[test]
