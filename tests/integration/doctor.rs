@@ -269,3 +269,67 @@ fn fix_says_so_when_no_edit_mends_what_the_api_refuses() {
     assert_eq!(check_exit(&p.broken), Some(0));
     assert!(stderr(&o).contains("fixed 2 of 3, 1 still will not resume whole"), "{}", stderr(&o));
 }
+
+/// The real Claude Code (2.1.332, the pinned peer) started in a working directory whose
+/// encoded name is over 200 characters: doctor finds the session it writes, in the directory it
+/// chose. The agent runs in a network namespace with no provider: it writes the prompt, fails
+/// to connect and is killed.
+#[test]
+fn the_real_claude_code_files_a_long_directorys_session_where_doctor_looks() {
+    let rel = "claude-code-2.1.332/node_modules/@anthropic-ai/claude-code-linux-x64/claude";
+    let peer = std::env::var_os("TRANSCRIPTD_PEER_DIR").map(PathBuf::from).unwrap_or_else(|| super::support::root().join("target/peer"));
+    let bin = std::env::var_os("TRANSCRIPTD_CLAUDE").map(PathBuf::from).unwrap_or_else(|| peer.join(rel));
+    if !super::support::peer_present(&format!("Claude Code 2.1.332 ($TRANSCRIPTD_CLAUDE or $TRANSCRIPTD_PEER_DIR/{rel})"), bin.is_file()) {
+        return;
+    }
+    let ns = ["--net", "--map-root-user"];
+    let ns: &[&str] = if Command::new("unshare").args(ns).arg("true").status().is_ok_and(|s| s.success()) {
+        &ns
+    } else if Command::new("unshare").args(["--net", "true"]).status().is_ok_and(|s| s.success()) {
+        &ns[..1]
+    } else {
+        assert!(std::env::var_os("TRANSCRIPTD_REQUIRE_PEERS").is_none(), "cannot make a network namespace (unshare --net)");
+        eprintln!("skipped: cannot make a network namespace (unshare --net)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let cwd = tmp.path().join("d".repeat(150)).join("é".repeat(50)).join("😀app");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let cwd = std::fs::canonicalize(&cwd).unwrap();
+    let mut agent = Command::new("unshare")
+        .args(ns)
+        .arg(&bin)
+        .args(["-p", "hello", "--max-turns", "1"])
+        .current_dir(&cwd)
+        .env("HOME", &home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let projects = home.join(".claude/projects");
+    let session = (0..600).find_map(|_| {
+        let found = super::support::jsonl_files(&projects).into_iter().find(|f| std::fs::metadata(f).is_ok_and(|m| m.len() > 0));
+        if found.is_none() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        found
+    });
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    let session = session.expect("Claude Code wrote a session within a minute");
+    let names = transcriptd::sessions::project::claude_project_names(cwd.to_str().unwrap());
+    assert!(names[0].len() > 200, "{}", names[0]);
+    assert_eq!(session.parent().unwrap().file_name().unwrap().to_str().unwrap(), names[0], "the directory Claude Code chose");
+    let id = session.file_stem().unwrap().to_str().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_transcriptd")).args(["doctor", "-o", "json"]).current_dir(&cwd).env("HOME", &home).env_remove("CLAUDE_CONFIG_DIR").env_remove("CODEX_HOME").output().unwrap();
+    let records = super::support::json_lines(&o);
+    assert_eq!(records.len(), 1, "{}", stderr(&o));
+    assert_eq!(records[0]["id"], id);
+    assert_eq!(records[0]["agent"], "claude-code");
+}
