@@ -347,8 +347,9 @@ fn summary(rows: &[Row<'_>], dir: &Path, looked_in: &[PathBuf], fixed: bool) -> 
     let verb = |n: usize, one: &str, many: &str| if n == 1 { one.to_owned() } else { many.to_owned() };
     let n = rows.len();
     let mut s = format!(
-        "{n} session{} of {dir}: {resume} {}, {refused} will be refused, {drops} {}",
+        "{n} session{} of {dir}{}: {resume} {}, {refused} will be refused, {drops} {}",
         plural(n as u64),
+        if fixed { " as found" } else { "" },
         verb(resume, "resumes", "resume"),
         verb(drops, "resumes but loses part of its history", "resume but lose part of their history"),
     );
@@ -371,6 +372,9 @@ fn summary(rows: &[Row<'_>], dir: &Path, looked_in: &[PathBuf], fixed: bool) -> 
     let left = rows.iter().filter(|r| !r.now().resumes()).count() - held;
     if left > 0 {
         s.push_str(&format!(", {left} still will not resume whole (`transcriptd check FILE` says why, by line)"));
+    }
+    if rows.iter().all(|r| r.now().resumes()) {
+        s.push_str(&format!("; {} now", if n == 1 { "it resumes" } else { "every one resumes" }));
     }
     s
 }

@@ -148,7 +148,7 @@ fn fix_repairs_in_place_checks_again_and_prints_the_resume_command() {
     assert!(out.contains(&format!("  resume: cd '{}' && claude --resume {BROKEN}\n", p.cwd.display())), "{out}");
     assert!(out.contains(&format!("  resume: codex resume {CODEX}\n")), "{out}");
     assert_eq!(out.matches("  now: resumes\n").count(), 2, "{out}");
-    assert!(stderr(&o).contains("fixed 2 of 2"), "{}", stderr(&o));
+    assert!(stderr(&o).contains(" as found: 1 resumes, 1 will be refused, 1 resumes but loses part of its history; fixed 2 of 2; every one resumes now"), "{}", stderr(&o));
     // The repaired files check clean; the backups hold the original bytes; what was removed is in
     // the rejects file.
     for (file, original) in [(&p.broken, &broken), (&p.codex, &codex)] {
