@@ -5,7 +5,7 @@ use super::output::{human_bytes, plural, FindingRecord};
 use super::style::Paint;
 use super::{Exit, OutputFormat};
 use crate::batch_check::check_all;
-use crate::sources::batch;
+use crate::sources::batch::{self, Input};
 use crate::transcript::{Finding, FindingFilter, Format, Kind, Options, Severity};
 use anyhow::Context;
 use std::io::Write;
@@ -85,6 +85,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             }
         }
         count.bad_files += u64::from(file_errors);
+        if file_errors {
+            count.last_bad = Some(r.input.clone());
+            count.transcripts |= !matches!(r.format, Some(Format::Dataset(_)));
+        }
     }
     out.flush()?;
     if args.common.out.summary() {
@@ -92,9 +96,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         let lines: u64 = reports.iter().map(|r| r.stats.non_blank_lines()).sum();
         let bytes: u64 = reports.iter().map(|r| r.stats.bytes).sum();
         let secs = started.elapsed().as_secs_f64();
-        let Counts { errors, warnings, bad_files, hidden } = count;
+        let next = next_command(&count, &paths);
+        let Counts { errors, warnings, bad_files, hidden, .. } = count;
         eprintln!(
-            "checked {} file{} ({} line{}, {}) in {secs:.2}s: {errors} error{}, {warnings} warning{} in {bad_files} file{}{}{}",
+            "checked {} file{} ({} line{}, {}) in {secs:.2}s: {errors} error{}, {warnings} warning{} in {bad_files} file{}{}{}{next}",
             reports.len(),
             plural(reports.len() as u64),
             lines,
@@ -125,6 +130,26 @@ struct Counts {
     /// Files with an error finding reported.
     bad_files: u64,
     hidden: u64,
+    /// The last of them.
+    last_bad: Option<Input>,
+    /// Whether some of them is an agent's transcript (not a dataset).
+    transcripts: bool,
+}
+
+/// What the summary says to run next when there are errors: the repair of the one file with
+/// errors, or of the paths given; for agents' transcripts, with the agent quit (or `doctor
+/// --fix` in the project's directory). Nothing for standard input (`repair -` writes the repair
+/// to standard output: the user knows where it goes).
+fn next_command(count: &Counts, paths: &[PathBuf]) -> String {
+    let Some(last) = &count.last_bad else { return String::new() };
+    let word = |p: &std::path::Path| crate::sessions::project::shell_word(&p.display().to_string());
+    let target = match last {
+        Input::File(p) if count.bad_files == 1 => word(p),
+        Input::File(_) if paths.iter().all(|p| p.as_os_str() != "-") => paths.iter().map(|p| word(p)).collect::<Vec<_>>().join(" "),
+        _ => return String::new(),
+    };
+    let agent = if count.transcripts { " (quit the agent first, or run `transcriptd doctor --fix` in its project's directory)" } else { "" };
+    format!("; to fix: `transcriptd repair --in-place {}`{agent}", super::safe::Safe(target))
 }
 
 impl Counts {

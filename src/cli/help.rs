@@ -17,10 +17,23 @@ Exit status:
   2  usage or IO error
 
 Examples:
+  transcriptd doctor --fix                            # in the project: repair its sessions that will not resume
   transcriptd sessions list                           # find the session
   transcriptd check ~/.claude/projects/-home-me-app/SESSION.jsonl
   transcriptd repair --in-place ~/.claude/projects/-home-me-app/SESSION.jsonl
   transcriptd run                                     # the daemon on built-in defaults";
+
+/// `transcriptd doctor`.
+pub const DOCTOR: &str = "\
+Exit status:
+  0  every session of the directory resumes (after --fix: every one resumes now)
+  1  some session will be refused or resumes without some of its lines (after --fix: some still does)
+  2  usage or IO error: a directory or a session that could not be read, a repair that failed
+
+Examples:
+  transcriptd doctor                                  # the sessions of the current directory
+  transcriptd doctor --fix                            # quit the agent first
+  transcriptd doctor ~/src/app -o json";
 
 /// `transcriptd check`.
 pub const CHECK: &str = "\

@@ -5,6 +5,7 @@ pub mod check;
 pub mod client;
 pub mod completions;
 pub mod context;
+pub mod doctor;
 pub mod help;
 pub mod history;
 pub mod input;
@@ -72,6 +73,10 @@ pub enum Command {
     /// Repair transcripts so the agent can resume them, keeping every removed line.
     #[command(after_long_help = help::REPAIR)]
     Repair(repair::Args),
+    /// The sessions of a project directory, for every agent, newest first: whether each will
+    /// resume, and with --fix the broken ones repaired in place and the agent's resume command.
+    #[command(after_long_help = help::DOCTOR)]
+    Doctor(doctor::Args),
     /// Run the daemon: tail transcripts, report findings, export metrics.
     #[command(after_long_help = help::RUN)]
     Run(run::Args),
@@ -141,6 +146,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Repair(a) if a.reads_stdin() => repair_stdin::run(&a),
         Command::Repair(a) => repair::run(a),
+        Command::Doctor(a) => doctor::run(a),
         Command::Run(a) => run::run(a),
         Command::ValidateConfig(a) => run::validate(a),
         Command::Context(a) => context::run(a),

@@ -159,6 +159,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let mut paused_by_dir: BTreeMap<PathBuf, HashSet<String>> = BTreeMap::new();
     let (mut failed, mut orphans, mut paused, mut in_flight, mut hidden) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut by_handling: BTreeMap<&'static str, u64> = BTreeMap::new();
+    // The files with an orphan shown, for the command the summary names.
+    let mut orphan_files: Vec<crate::sources::batch::Input> = Vec::new();
     for (input, scanned) in inputs.iter().zip(scans) {
         let name = input.display();
         let scanned = scanned.and_then(|s| {
@@ -185,6 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 continue;
             }
         };
+        let orphans_before = orphans;
         for o in classify(&scanned.orphans, |t| registry.side_effect(t), &listed, policy) {
             if !filter.keeps(Kind::OrphanCall, severity_of(&o)) {
                 hidden += 1;
@@ -197,6 +200,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 *by_handling.entry(o.handling.as_str()).or_default() += 1;
             }
             write_orphan(&mut out, format, paint, &name, scanned.format, &o)?;
+        }
+        if orphans > orphans_before {
+            orphan_files.push(input.clone());
         }
         for c in &scanned.in_flight {
             if !filter.keeps(Kind::OrphanCall, Severity::Warning) {
@@ -216,12 +222,13 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         let handlings: Vec<String> = by_handling.iter().map(|(h, n)| format!("{n} {h}")).collect();
         let detail = if handlings.is_empty() { String::new() } else { format!(" ({})", handlings.join(", ")) };
         eprintln!(
-            "scanned {} file{}: {orphans} orphan{}{detail}, {paused} paused, {in_flight} in flight{}{}",
+            "scanned {} file{}: {orphans} orphan{}{detail}, {paused} paused, {in_flight} in flight{}{}{}",
             inputs.len(),
             plural(inputs.len() as u64),
             plural(orphans),
             if hidden > 0 { format!(" ({hidden} more not shown: --severity/--kind)") } else { String::new() },
             if failed + unreadable > 0 { format!("; {} could not be scanned", failed + unreadable) } else { String::new() },
+            next_command(&orphan_files, &paths, orphans),
         );
     }
     if failed + unreadable > 0 {
@@ -229,6 +236,27 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         anyhow::bail!("{n} input{} could not be scanned", plural(n));
     }
     Ok(if orphans > 0 { Exit::Findings } else { Exit::Clean })
+}
+
+/// What the summary says to run when there are orphans: the repair that answers each with an
+/// "interrupted" result (`repair --orphans`), of the one file that has them or of the paths
+/// given; nothing for standard input.
+fn next_command(files: &[crate::sources::batch::Input], paths: &[PathBuf], orphans: u64) -> String {
+    use crate::sources::batch::Input;
+    let word = |p: &Path| crate::sessions::project::shell_word(&p.display().to_string());
+    let target = match files {
+        [] => return String::new(),
+        [Input::File(p)] => word(p),
+        _ if files.iter().all(|f| matches!(f, Input::File(_))) && paths.iter().all(|p| p.as_os_str() != "-") => {
+            paths.iter().map(|p| word(p)).collect::<Vec<_>>().join(" ")
+        }
+        _ => return String::new(),
+    };
+    format!(
+        "; to answer {}: quit the agent, then `transcriptd repair --in-place {}` (an \"interrupted\" result for each; check its side effect before running it again)",
+        if orphans == 1 { "it" } else { "them" },
+        super::safe::Safe(target)
+    )
 }
 
 fn write_orphan(out: &mut impl Write, format: OutputFormat, paint: Paint, file: &str, fmt: Option<Format>, o: &Orphan) -> anyhow::Result<()> {

@@ -6,7 +6,8 @@
 //! The `sessions list` and `show` verbs use it, and so will the daemon, which is why the parts
 //! are separate: [`layout`] walks directories, [`meta`] loads sidecars, [`info`] reads what a
 //! listing shows, [`tail`] reads the last timestamp, [`index`] finds a line by uuid,
-//! [`history`] walks the conversation, [`lines`] frames lines with the core's splitter.
+//! [`history`] walks the conversation, [`lines`] frames lines with the core's splitter,
+//! [`project`] finds one working directory's sessions for every agent (`doctor`).
 //!
 //! Layouts understood (see [`layout`]):
 //!
@@ -28,6 +29,7 @@ pub mod layout;
 pub mod lines;
 pub mod meta;
 pub mod names;
+pub mod project;
 pub mod tail;
 pub use crate::transcript::timestamp;
 

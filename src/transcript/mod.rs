@@ -23,6 +23,7 @@ pub mod reverse;
 pub mod scan;
 pub mod stages;
 pub mod timestamp;
+pub mod verdict;
 
 pub use checker::{check_bytes, Checked, Checker, Observer, Options, Stats, StrictStop};
 pub use filter::FindingFilter;

@@ -30,6 +30,7 @@ const PAGES: &[&str] = &[
     "docs/formats.md",
     "docs/findings.md",
     "docs/commands/README.md",
+    "docs/commands/doctor.md",
     "docs/commands/check.md",
     "docs/commands/stats.md",
     "docs/commands/report.md",

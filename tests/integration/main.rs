@@ -51,6 +51,7 @@ mod top;
 // text, the docs against the binary.
 mod cli;
 mod docs;
+mod doctor;
 mod hostile;
 mod report;
 mod sessions;
