@@ -3,8 +3,10 @@
 //! history the agent sends, as the real agents were measured to send it (TRUTH.md, "Every
 //! difference observed"; the oracle `tests/integration/peers/agent_oracle.py`).
 //!
-//! - **Claude Code** (modelled on 2.1.332): of two `tool_use` blocks with one id the later is
-//!   not sent, nor the later `tool_result` for that id; whitespace-only `text` blocks of assistant messages
+//! - **Claude Code** (modelled on 2.1.332): last, it makes every call and result pair up as
+//!   the API wants ([`ensure_pairing`]: a second call with one id and results without their
+//!   call are not sent, a call without a result in the middle of the history gets an error
+//!   result); whitespace-only `text` blocks of assistant messages
 //!   are dropped; a `tool_use` named `Task` is sent as `Agent` (the tool's current name); the
 //!   calls of the last assistant message that have no `tool_result` get the agent's interrupted
 //!   result (`is_error`, [`CLAUDE_INTERRUPTED`]) in a user message after it; and a history that
@@ -31,6 +33,16 @@ use std::collections::HashSet;
 
 /// The result Claude Code 2.1.332 sends for a call the session ended before it was answered.
 pub const CLAUDE_INTERRUPTED: &str = "[Tool call interrupted: the session ended before this call's result was recorded, so its outcome is unknown. Check whether it took effect before relying on it or running it again.]";
+
+/// The text Claude Code sends in place of a first message that held only results whose call
+/// the history does not have.
+pub const CLAUDE_ORPHANED: &str = "[Orphaned tool result removed due to conversation resume]";
+
+/// The result Claude Code sends for a call in the middle of the history that has none.
+pub const CLAUDE_MISSING: &str = "[Tool result missing due to internal error]";
+
+/// What Claude Code sends as a user message left with no content.
+pub const CLAUDE_NO_CONTENT: &str = "(no content)";
 
 /// The assistant text Claude Code closes a history that ends with a user message with.
 pub const CLAUDE_NO_RESPONSE: &str = "No response requested.";
@@ -100,21 +112,6 @@ fn is_type(b: &Value, ty: &str) -> bool {
 }
 
 fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
-    // A `tool_use` id used twice: the later call is not sent, nor the later result for that id.
-    let (mut calls, mut results): (HashSet<String>, HashSet<String>) = Default::default();
-    for r in &mut records {
-        let Some(v) = r.value.as_mut() else { continue };
-        let (seen, ty, key) = match role(v) {
-            Some("assistant") => (&mut calls, "tool_use", "id"),
-            Some("user") => (&mut results, "tool_result", "tool_use_id"),
-            _ => continue,
-        };
-        let Some(content) = v.get_mut("content").and_then(Value::as_array_mut) else { continue };
-        let before = content.len();
-        content.retain(|b| !is_type(b, ty) || b.get(key).and_then(Value::as_str).is_none_or(|id| seen.insert(id.to_owned())));
-        r.changed |= content.len() != before;
-    }
-    records.retain(|r| !(r.changed && r.value.as_ref().is_some_and(|v| blocks(v).is_empty() && v.get("content").is_some_and(Value::is_array))));
     for r in &mut records {
         let Some(v) = r.value.as_mut() else { continue };
         if role(v) != Some("assistant") {
@@ -191,7 +188,168 @@ fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
         let texts: Vec<Value> = pending.into_iter().map(|t| json!({"type": "text", "text": if t.ends_with('\n') { t } else { t + "\n" }})).collect();
         records.push(Record::made(json!({"role": "user", "content": texts})));
     }
-    records
+    ensure_pairing(records)
+}
+
+/// What Claude Code 2.1.332 does to the messages it sends, last, so that every call has its
+/// result in the next message (`ensureToolResultPairing` in its bundle; consecutive user
+/// messages count as the one message they are sent as):
+///
+/// - a user message that does not follow an assistant message loses its `tool_result` blocks;
+///   left empty, it is not sent, or, as the first message, says [`CLAUDE_ORPHANED`];
+/// - an assistant message loses a `tool_use` whose id an earlier one has, `tool_result` blocks
+///   (they belong to user messages), and server/MCP tool uses without their result in the same
+///   message; a block removed between two thinking blocks leaves the text "[Tool use removed]",
+///   and a message left empty says "[Tool use interrupted]";
+/// - the user message after it loses results for calls the assistant message does not have,
+///   and second results for one call; a call it does not answer gets [`CLAUDE_MISSING`] (an
+///   error result) first; a message left empty says "(no content)"; with no user message after
+///   it, the results missing are sent as one.
+fn ensure_pairing(records: Vec<Record>) -> Vec<Record> {
+    let text = |t: &str| json!({"type": "text", "text": t, "citations": []});
+    let mut out: Vec<Record> = Vec::with_capacity(records.len());
+    let mut calls_seen: HashSet<String> = HashSet::new();
+    let mut last: Option<&'static str> = None;
+    let mut sent_any = false;
+    let mut records = records.into_iter().peekable();
+    while let Some(mut r) = records.next() {
+        let Some(v) = r.value.as_mut() else {
+            out.push(r);
+            continue;
+        };
+        match role(v) {
+            Some("user") => {
+                if last != Some("assistant") {
+                    if let Some(content) = v.get_mut("content").and_then(Value::as_array_mut) {
+                        let before = content.len();
+                        content.retain(|b| !is_type(b, "tool_result"));
+                        if content.len() != before {
+                            r.changed = true;
+                            if content.is_empty() {
+                                if sent_any {
+                                    continue;
+                                }
+                                content.push(json!({"type": "text", "text": CLAUDE_ORPHANED}));
+                            }
+                        }
+                    }
+                }
+                out.push(r);
+                last = Some("user");
+                sent_any = true;
+            }
+            Some("assistant") => {
+                let Some(content) = v.get_mut("content").and_then(Value::as_array_mut) else {
+                    out.push(r);
+                    last = Some("assistant");
+                    sent_any = true;
+                    continue;
+                };
+                let answered_here: HashSet<String> = content
+                    .iter()
+                    .filter(|b| !is_type(b, "tool_result"))
+                    .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str).map(str::to_owned))
+                    .collect();
+                let mut calls: Vec<String> = Vec::new();
+                let old = std::mem::take(content);
+                let mut kept = Vec::with_capacity(old.len());
+                let mut changed = false;
+                for (i, b) in old.iter().enumerate() {
+                    let id = b.get("id").and_then(Value::as_str);
+                    let drop = if is_type(b, "tool_use") {
+                        match id {
+                            Some(id) if !calls_seen.insert(id.to_owned()) => true,
+                            Some(id) => {
+                                calls.push(id.to_owned());
+                                false
+                            }
+                            None => false,
+                        }
+                    } else if is_type(b, "server_tool_use") || is_type(b, "mcp_tool_use") {
+                        id.is_none_or(|id| !answered_here.contains(id))
+                    } else {
+                        is_type(b, "tool_result")
+                    };
+                    if !drop {
+                        kept.push(b.clone());
+                        continue;
+                    }
+                    changed = true;
+                    let thinking = |j: Option<&Value>| j.is_some_and(|x| is_type(x, "thinking") || is_type(x, "redacted_thinking"));
+                    if thinking(i.checked_sub(1).and_then(|j| old.get(j))) && thinking(old.get(i + 1)) {
+                        kept.push(text("[Tool use removed]"));
+                    }
+                }
+                if kept.is_empty() {
+                    kept.push(text("[Tool use interrupted]"));
+                }
+                *content = if changed { kept } else { old };
+                r.changed |= changed;
+                out.push(r);
+                last = Some("assistant");
+                sent_any = true;
+                // The user message after it: the consecutive user records that follow.
+                let mut group: Vec<Record> = Vec::new();
+                while let Some(n) = records.next_if(|n| n.value.as_ref().and_then(role) == Some("user")) {
+                    group.push(n);
+                }
+                let mut results: Vec<String> = Vec::new();
+                for g in &group {
+                    for b in g.value.as_ref().map(blocks).unwrap_or_default().iter().filter(|b| is_type(b, "tool_result")) {
+                        results.extend(b.get("tool_use_id").and_then(Value::as_str).map(str::to_owned));
+                    }
+                }
+                let twice = results.len() != results.iter().collect::<HashSet<_>>().len();
+                let missing: Vec<&String> = calls.iter().filter(|c| !results.contains(c)).collect();
+                let strays: HashSet<&String> = results.iter().filter(|r| !calls.contains(r)).collect();
+                if missing.is_empty() && strays.is_empty() && !twice {
+                    if !group.is_empty() {
+                        last = Some("user");
+                    }
+                    out.extend(group);
+                    continue;
+                }
+                let filled: Vec<Value> =
+                    missing.iter().map(|id| json!({"type": "tool_result", "tool_use_id": id, "content": CLAUDE_MISSING, "is_error": true})).collect();
+                if group.is_empty() {
+                    if !filled.is_empty() {
+                        out.push(Record::made(json!({"role": "user", "content": filled})));
+                        last = Some("user");
+                    }
+                    continue;
+                }
+                let mut once: HashSet<String> = HashSet::new();
+                let mut first = true;
+                let mut any = false;
+                for mut g in group {
+                    let Some(gv) = g.value.as_mut() else { continue };
+                    if let Some(Value::String(s)) = gv.get("content") {
+                        let s = s.clone();
+                        gv["content"] = json!([{"type": "text", "text": s}]);
+                    }
+                    let Some(content) = gv.get_mut("content").and_then(Value::as_array_mut) else { continue };
+                    content.retain(|b| {
+                        !is_type(b, "tool_result")
+                            || b.get("tool_use_id").and_then(Value::as_str).is_none_or(|id| !strays.contains(&id.to_owned()) && once.insert(id.to_owned()))
+                    });
+                    if std::mem::take(&mut first) {
+                        content.splice(0..0, filled.iter().cloned());
+                    }
+                    g.changed = true;
+                    if !content.is_empty() {
+                        any = true;
+                        out.push(g);
+                    }
+                }
+                if !any {
+                    out.push(Record::made(json!({"role": "user", "content": CLAUDE_NO_CONTENT})));
+                }
+                last = Some("user");
+            }
+            _ => out.push(r),
+        }
+    }
+    out
 }
 
 /// Claude Code: the text a `system` record with `subtype: "local_command"` (a slash command run
@@ -372,6 +530,31 @@ mod tests {
         assert_eq!(got[1]["content"], json!([{"type":"text","text":"I will."},{"type":"tool_use","id":"t1","name":"Agent","input":{}}]));
         assert_eq!(got[2]["content"][0]["content"], CLAUDE_INTERRUPTED);
         assert_eq!(got[3]["content"][0]["text"], CLAUDE_NO_RESPONSE);
+    }
+
+    #[test]
+    fn claude_sends_no_result_before_the_first_answer_and_no_second_call_with_one_id() {
+        let got = run(
+            Format::ClaudeCode,
+            &[
+                r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t0","content":"x"}]}"#,
+                r#"{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}"#,
+                r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}"#,
+                r#"{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}},{"type":"text","text":"done"}]}"#,
+                r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"again"}]}"#,
+            ],
+        );
+        assert_eq!(got[0]["content"], json!([{"type":"text","text":CLAUDE_ORPHANED}]), "a first message of results only");
+        assert_eq!(got[3]["content"], json!([{"type":"text","text":"done"}]), "the second call with id t1 is not sent");
+        assert_eq!(got[4]["content"], CLAUDE_NO_CONTENT, "nor its result: the message left empty says so: {got:?}");
+        let got = run(
+            Format::ClaudeCode,
+            &[
+                r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t9","content":"y"},{"type":"text","text":"go on"}]}"#,
+                r#"{"role":"assistant","content":[{"type":"text","text":"ok"}]}"#,
+            ],
+        );
+        assert_eq!(got[0]["content"], json!([{"type":"text","text":"go on"}]), "the rest of the message is kept");
     }
 
     #[test]
