@@ -63,7 +63,7 @@ pub struct DaemonConfig {
     pub evict_after: Duration,
     /// Lines longer than this are `line_too_long` (bytes, with units: "64MiB").
     #[serde(default = "default_max_line_bytes")]
-    pub max_line_bytes: String,
+    pub max_line_bytes: Parsed<ByteSize>,
     /// `/health` reports the daemon stuck when one step of its loop (a read, a sink write, a
     /// checkpoint) runs longer than this.
     #[serde(default = "default_stall_timeout", with = "humantime_serde")]
@@ -100,7 +100,7 @@ pub struct SourceConfig {
     pub exclude: Vec<String>,
     /// `auto` to detect per file, or one of `claude-code`, `codex`, `openai-chat`, `anthropic`.
     #[serde(default = "default_format")]
-    pub format: String,
+    pub format: Parsed<Option<Format>>,
     /// Where to start in files found at startup with no checkpoint: `beginning` or `end`.
     /// Files created later are always read from the beginning.
     #[serde(default)]
@@ -161,7 +161,7 @@ pub enum StageConfig {
         min_idle: Duration,
         /// What to do with calls pending at the end: `answer`, `drop` or `keep`.
         #[serde(default = "default_orphans")]
-        orphans: String,
+        orphans: Parsed<OrphanPolicy>,
     },
 }
 
@@ -178,6 +178,56 @@ impl StageConfig {
             StageConfig::Repair { min_idle, .. } => Some(Box::new(stages::repair_trigger::RepairTrigger::new(*min_idle))),
         }
     }
+
+    /// What the stage needs of the shell that runs it (see [`Needs`]). Of a validated
+    /// configuration: a value that did not read panics here, and validation refuses it.
+    pub fn needs(&self) -> Needs {
+        match self {
+            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate => Needs::default(),
+            StageConfig::Orphans { grace, registry } => Needs { paused_calls: true, registry: registry.clone(), quiet: Some(*grace), ..Needs::default() },
+            StageConfig::Repair { mode, orphans, .. } => Needs { repair: Some(RepairRequest { mode: *mode, orphans: *orphans.get() }), ..Needs::default() },
+        }
+    }
+}
+
+/// What a stage needs of the shell beyond its file's lines: inputs the shell reads for it, and
+/// work the shell does when it asks. The shell serves these without knowing which stage asked:
+/// a new stage that reads a shell input says so here, and the daemon matches on no stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The calls a host paused beside the file (`pending.json`), read when the file's deadline
+    /// comes and handed in as [`crate::transcript::Inputs::paused`].
+    pub paused_calls: bool,
+    /// A tool registry (side effects per tool) in place of the shipped one; the metrics of
+    /// orphan calls use it too.
+    pub registry: Option<PathBuf>,
+    /// Repairs: what the shell does with a file the stage reports due
+    /// ([`crate::transcript::Event::RepairDue`]).
+    pub repair: Option<RepairRequest>,
+    /// The quiet time after which the tail of a live file is reported (a torn last line, an
+    /// empty open turn, a pending call): one for every stage of the list.
+    pub quiet: Option<Duration>,
+}
+
+impl Needs {
+    /// What either needs (for each setting that both give, `self`'s).
+    pub fn and(self, other: Needs) -> Needs {
+        Needs {
+            paused_calls: self.paused_calls || other.paused_calls,
+            registry: self.registry.or(other.registry),
+            repair: self.repair.or(other.repair),
+            quiet: self.quiet.or(other.quiet),
+        }
+    }
+}
+
+/// How the shell repairs a file a stage reports due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepairRequest {
+    /// A repaired copy, or only the plan.
+    pub mode: RepairMode,
+    /// What becomes of calls pending at the end.
+    pub orphans: OrphanPolicy,
 }
 
 /// What the repair stage does.
@@ -212,7 +262,7 @@ pub enum SinkConfig {
         path: PathBuf,
         /// Rotate when the file grows past this ("100MiB").
         #[serde(default = "default_rotate_bytes")]
-        max_bytes: String,
+        max_bytes: Parsed<ByteSize>,
         /// Rotated files kept (`path.1` newest ... `path.N`).
         #[serde(default = "default_keep")]
         keep: usize,
@@ -226,7 +276,7 @@ pub enum SinkConfig {
     Prometheus {
         /// Listen address; loopback by default (another address is logged as a warning).
         #[serde(default = "default_metrics_addr")]
-        address: String,
+        address: Parsed<SocketAddr>,
         /// Connections served at once; one more closes the oldest. Lowered to fit the
         /// descriptor limit.
         #[serde(default = "default_max_connections")]
@@ -261,7 +311,7 @@ pub enum SinkConfig {
         max_records: usize,
         /// Bytes per POST at most ("1MiB"); a longer record goes alone.
         #[serde(default = "default_http_max_bytes")]
-        max_bytes: String,
+        max_bytes: Parsed<ByteSize>,
         /// How long a batch that is not full waits for more records.
         #[serde(default = "default_http_max_delay", with = "humantime_serde")]
         max_delay: Duration,
@@ -273,7 +323,7 @@ pub enum SinkConfig {
         retry_max: Duration,
         /// Undelivered bytes the spool may hold before reading pauses ("256MiB").
         #[serde(default = "default_http_queue_bytes")]
-        queue_bytes: String,
+        queue_bytes: Parsed<ByteSize>,
         /// Time for one request (connect, send, answer).
         #[serde(default = "default_http_timeout", with = "humantime_serde")]
         timeout: Duration,
@@ -283,8 +333,8 @@ pub enum SinkConfig {
 fn default_http_max_records() -> usize {
     1000
 }
-fn default_http_max_bytes() -> String {
-    "1MiB".into()
+fn default_http_max_bytes() -> Parsed<ByteSize> {
+    Parsed::new("1MiB")
 }
 fn default_http_max_delay() -> Duration {
     Duration::from_secs(1)
@@ -295,8 +345,8 @@ fn default_http_retry_initial() -> Duration {
 fn default_http_retry_max() -> Duration {
     Duration::from_secs(30)
 }
-fn default_http_queue_bytes() -> String {
-    "256MiB".into()
+fn default_http_queue_bytes() -> Parsed<ByteSize> {
+    Parsed::new("256MiB")
 }
 fn default_http_timeout() -> Duration {
     Duration::from_secs(10)
@@ -308,8 +358,8 @@ pub struct SinkContext<'a> {
     pub state_dir: &'a Path,
     /// The tool registry (side effects, for the metrics of orphan calls).
     pub registry: &'a tools::ToolRegistry,
-    /// What runs a due repair, for `repaired_files` (the daemon hands in the repair driver:
-    /// sinks do not know how to repair).
+    /// What runs a due repair, for a sink that writes them ([`SinkNeeds::repairs_into`]: the
+    /// daemon hands in the repair driver; sinks do not know how to repair).
     pub repairer: Option<crate::sinks::repaired::Repairer>,
     /// Notified by a sink that has records of its own waiting ([`crate::sinks::Sink::take_records`]).
     pub wake: std::sync::Arc<tokio::sync::Notify>,
@@ -332,7 +382,7 @@ impl SinkConfig {
                 Some(Box::new(outputs::StdoutSink::new().filtered(filter)))
             }
             SinkConfig::File { path, max_bytes, keep } => {
-                let max = parse_size(max_bytes).map_err(anyhow::Error::msg)? as u64;
+                let max = max_bytes.read().map_err(|m| anyhow::anyhow!("max_bytes: {m}"))?.bytes() as u64;
                 Some(Box::new(outputs::FileSink::open(path, max, *keep).with_context(|| format!("opening {}", path.display()))?))
             }
             SinkConfig::RepairedFiles { dir } => {
@@ -347,19 +397,13 @@ impl SinkConfig {
         })
     }
 
-    /// The `http` sink's settings, resolved (sizes parsed, the URL checked).
+    /// The `http` sink's settings, resolved (the URL checked, sizes read).
     pub fn http_settings(&self) -> Result<crate::sinks::http::Settings, String> {
         let SinkConfig::Http { url, max_records, max_bytes, max_delay, retry_initial, retry_max, queue_bytes, timeout } = self else {
             return Err("not an http sink".into());
         };
-        crate::sinks::http::Target::parse(url)?;
-        let size = |key: &str, v: &str| parse_size(v).map(|n| n as u64).map_err(|m| format!("{key}: {m}"));
-        if *max_records == 0 {
-            return Err("max_records: must be at least 1".into());
-        }
-        if timeout.is_zero() || retry_initial.is_zero() || retry_max < retry_initial {
-            return Err("timeout and retry_initial must be more than 0, retry_max at least retry_initial".into());
-        }
+        self.http_problem().map_or(Ok(()), Err)?;
+        let size = |key: &str, v: &Parsed<ByteSize>| v.read().map(|n| n.bytes() as u64).map_err(|m| format!("{key}: {m}"));
         Ok(crate::sinks::http::Settings {
             url: url.clone(),
             max_records: *max_records,
@@ -370,6 +414,123 @@ impl SinkConfig {
             queue_bytes: size("queue_bytes", queue_bytes)?,
             timeout: *timeout,
         })
+    }
+
+    /// What is wrong with the `http` sink's settings besides its sizes (which name their keys
+    /// of their own): its URL, batch size and times.
+    fn http_problem(&self) -> Option<String> {
+        let SinkConfig::Http { url, max_records, retry_initial, retry_max, timeout, .. } = self else { return None };
+        if let Err(m) = crate::sinks::http::Target::parse(url) {
+            return Some(m);
+        }
+        if *max_records == 0 {
+            return Some("max_records: must be at least 1".into());
+        }
+        if timeout.is_zero() || retry_initial.is_zero() || retry_max < retry_initial {
+            return Some("timeout and retry_initial must be more than 0, retry_max at least retry_initial".into());
+        }
+        None
+    }
+}
+
+/// A setting written as a string (a size, an address, a name) and read once, when the file is:
+/// the text as written, and its value or why it has none. Text that does not read is a problem
+/// of validation ([`Config::resolve`]) that names the key and its line, not an error of the
+/// TOML: the rest of its element is still read and checked with the others. The TOML surface
+/// is the string.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed<T> {
+    text: String,
+    value: Result<T, String>,
+}
+
+/// How a [`Parsed`] setting reads its text.
+pub trait Setting: Sized {
+    /// The value `text` means, or what is wrong with it.
+    fn read(text: &str) -> Result<Self, String>;
+}
+
+impl<T: Setting> Parsed<T> {
+    /// `text`, read.
+    pub fn new(text: impl Into<String>) -> Self {
+        let text = text.into();
+        let value = T::read(&text);
+        Parsed { text, value }
+    }
+}
+
+impl<T> Parsed<T> {
+    /// The text as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The value, or what is wrong with the text.
+    pub fn read(&self) -> Result<&T, &str> {
+        self.value.as_ref().map_err(String::as_str)
+    }
+
+    /// The value, in a validated configuration.
+    ///
+    /// # Panics
+    ///
+    /// When the text did not read: validation refuses such a configuration.
+    pub fn get(&self) -> &T {
+        match &self.value {
+            Ok(v) => v,
+            Err(m) => panic!("a setting of an unvalidated configuration: {m}"),
+        }
+    }
+}
+
+impl<'de, T: Setting> Deserialize<'de> for Parsed<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Parsed::new)
+    }
+}
+
+impl<T> Serialize for Parsed<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.text.serialize(s)
+    }
+}
+
+impl Setting for OrphanPolicy {
+    fn read(text: &str) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+/// A format setting: `auto` (`None`: detected per file) or a format's name.
+impl Setting for Option<Format> {
+    fn read(text: &str) -> Result<Self, String> {
+        match text {
+            "auto" => Ok(None),
+            f => f.parse().map(Some),
+        }
+    }
+}
+
+impl Setting for SocketAddr {
+    fn read(text: &str) -> Result<Self, String> {
+        text.parse().map_err(|e| format!("{text}: {e}"))
+    }
+}
+
+/// A number of bytes, written with an optional unit ("64MiB", see [`parse_size`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(usize);
+
+impl ByteSize {
+    /// The number of bytes.
+    pub fn bytes(self) -> usize {
+        self.0
+    }
+}
+
+impl Setting for ByteSize {
+    fn read(text: &str) -> Result<Self, String> {
+        parse_size(text).map(ByteSize)
     }
 }
 
@@ -400,6 +561,32 @@ impl SinkConfig {
     pub fn stdout() -> Self {
         SinkConfig::Stdout { severity: None, kinds: Vec::new() }
     }
+
+    /// What the sink needs of the shell that runs it (see [`SinkNeeds`]).
+    pub fn needs(&self) -> SinkNeeds {
+        match self {
+            SinkConfig::File { path, .. } => {
+                SinkNeeds { dirs: path.parent().filter(|d| !d.as_os_str().is_empty()).map(Path::to_path_buf).into_iter().collect(), appends_to: Some(path.clone()), ..SinkNeeds::default() }
+            }
+            SinkConfig::RepairedFiles { dir } => SinkNeeds { repairs_into: Some(dir.clone()), dirs: vec![dir.clone()], ..SinkNeeds::default() },
+            SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => SinkNeeds::default(),
+        }
+    }
+}
+
+/// What a sink needs of the shell beyond the records it is given, as [`Needs`] is for a
+/// stage: the shell serves it without knowing which sink asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SinkNeeds {
+    /// The sink writes the repairs the stages request, into this directory: the shell hands it
+    /// the repair driver ([`SinkContext::repairer`]) and makes the plans of repair mode `plan`
+    /// against the same directory.
+    pub repairs_into: Option<PathBuf>,
+    /// Directories that must exist before it opens (made when the daemon starts, and by the
+    /// check of a reloaded configuration).
+    pub dirs: Vec<PathBuf>,
+    /// A file it appends to, which must open for appending before the daemon starts.
+    pub appends_to: Option<PathBuf>,
 }
 
 fn default_state_dir() -> PathBuf {
@@ -420,11 +607,11 @@ fn default_poll_interval() -> Duration {
 fn default_evict_after() -> Duration {
     Duration::from_secs(15 * 60)
 }
-fn default_max_line_bytes() -> String {
-    "64MiB".into()
+fn default_max_line_bytes() -> Parsed<ByteSize> {
+    Parsed::new("64MiB")
 }
-fn default_format() -> String {
-    "auto".into()
+fn default_format() -> Parsed<Option<Format>> {
+    Parsed::new("auto")
 }
 fn default_grace() -> Duration {
     Duration::from_secs(600)
@@ -432,11 +619,11 @@ fn default_grace() -> Duration {
 fn default_min_idle() -> Duration {
     Duration::from_secs(60)
 }
-fn default_orphans() -> String {
-    "answer".into()
+fn default_orphans() -> Parsed<OrphanPolicy> {
+    Parsed::new("answer")
 }
-fn default_rotate_bytes() -> String {
-    "100MiB".into()
+fn default_rotate_bytes() -> Parsed<ByteSize> {
+    Parsed::new("100MiB")
 }
 fn default_keep() -> usize {
     5
@@ -456,8 +643,8 @@ fn default_tap_buffer() -> usize {
 fn default_request_timeout() -> Duration {
     Duration::from_secs(5)
 }
-fn default_metrics_addr() -> String {
-    "127.0.0.1:9464".into()
+fn default_metrics_addr() -> Parsed<SocketAddr> {
+    Parsed::new("127.0.0.1:9464")
 }
 fn default_stages() -> Vec<StageConfig> {
     vec![StageConfig::Parse, StageConfig::Compaction, StageConfig::Orphans { grace: default_grace(), registry: None }, StageConfig::Validate]
@@ -558,12 +745,6 @@ impl From<ConfigError> for ConfigErrors {
 pub struct Resolved {
     /// The configuration as written.
     pub config: Config,
-    /// Line limit in bytes.
-    pub max_line_bytes: usize,
-    /// Per source: its format (`None` to detect) and the orphan policy of the repair stage.
-    pub formats: Vec<Option<Format>>,
-    /// Orphan policy of the repair stage, if there is one.
-    pub repair_orphans: OrphanPolicy,
     /// Prometheus listen address, if the sink is configured.
     pub metrics_addr: Option<SocketAddr>,
     /// The Prometheus sink's settings, if it is configured.
@@ -639,10 +820,16 @@ impl Config {
         Config::parse(&text, &path.display().to_string())
     }
 
+    /// What the stages need of the shell, together ([`StageConfig::needs`]).
+    pub fn needs(&self) -> Needs {
+        self.stages.iter().map(StageConfig::needs).fold(Needs::default(), Needs::and)
+    }
+
     /// The quiet time after which the tail of a live file is reported (a torn last line, an
-    /// empty open turn): the `orphans` stage's grace period, or its default without one.
+    /// empty open turn): the one a stage asks for (the `orphans` stage's grace period), or the
+    /// default grace without one.
     pub fn quiet(&self) -> Duration {
-        self.stages.iter().find_map(|s| if let StageConfig::Orphans { grace, .. } = s { Some(*grace) } else { None }).unwrap_or_else(default_grace)
+        self.stages.iter().find_map(|s| s.needs().quiet).unwrap_or_else(default_grace)
     }
 
     /// Reads, parses and validates a file, with every error it has (see [`Config::check_text`]);
@@ -785,14 +972,15 @@ impl Config {
         if self.sources.is_empty() {
             bad(Place::section("sources"), "at least one source is needed".into());
         }
-        let max_line_bytes = parse_size(&self.daemon.max_line_bytes).map_err(|m| bad(Place::key("daemon", None, "max_line_bytes"), m)).ok();
+        if let Err(m) = self.daemon.max_line_bytes.read() {
+            bad(Place::key("daemon", None, "max_line_bytes"), m.to_owned());
+        }
         if self.daemon.max_open_files == 0 {
             bad(Place::key("daemon", None, "max_open_files"), "must be at least 1".into());
         }
         if self.daemon.stall_timeout.is_zero() {
             bad(Place::key("daemon", None, "stall_timeout"), "must be more than 0".into());
         }
-        let mut formats = Vec::new();
         let mut names: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         for (i, s) in self.sources.iter().enumerate() {
             if let Some(n) = &s.name {
@@ -816,24 +1004,21 @@ impl Config {
                     }
                 }
             }
-            formats.push(match s.format.as_str() {
-                "auto" => None,
-                f => f.parse::<Format>().map_err(|m| bad(Place::key("sources", Some(i), "format"), m)).ok(),
-            });
+            if let Err(m) = s.format.read() {
+                bad(Place::key("sources", Some(i), "format"), m.to_owned());
+            }
         }
         if !matches!(self.stages.first(), Some(StageConfig::Parse)) {
             bad(Place::element("stages", 0), "the first stage must be `parse`".into());
         }
-        let mut repair_orphans = OrphanPolicy::Answer;
         let mut seen = std::collections::HashMap::new();
         for (i, st) in self.stages.iter().enumerate() {
             if let Some(j) = seen.insert(std::mem::discriminant(st), i) {
                 bad(Place::element("stages", i), format!("stages[{j}] is the same stage: each stage may appear once"));
             }
             if let StageConfig::Repair { orphans, mode, .. } = st {
-                match orphans.parse() {
-                    Ok(o) => repair_orphans = o,
-                    Err(m) => bad(Place::key("stages", Some(i), "orphans"), m),
+                if let Err(m) = orphans.read() {
+                    bad(Place::key("stages", Some(i), "orphans"), m.to_owned());
                 }
                 if *mode == RepairMode::Copy && !self.sinks.iter().any(|s| matches!(s, SinkConfig::RepairedFiles { .. })) {
                     bad(Place::element("stages", i), "repair mode `copy` needs a `repaired_files` sink".into());
@@ -862,10 +1047,10 @@ impl Config {
                     if request_timeout.is_zero() {
                         bad(Place::key("sinks", Some(i), "request_timeout"), "must be more than 0".into());
                     }
-                    match address.parse() {
+                    match address.read() {
                         Ok(addr) => {
                             metrics = Some(MetricsSettings {
-                                addr,
+                                addr: *addr,
                                 max_connections: *max_connections,
                                 request_timeout: *request_timeout,
                                 tap_clients: *tap_clients,
@@ -873,20 +1058,25 @@ impl Config {
                                 token_file: token_file.clone(),
                             })
                         }
-                        Err(e) => bad(Place::key("sinks", Some(i), "address"), format!("{address}: {e}")),
+                        Err(m) => bad(Place::key("sinks", Some(i), "address"), m.to_owned()),
                     }
                 }
                 SinkConfig::File { max_bytes, keep, .. } => {
-                    if let Err(m) = parse_size(max_bytes) {
-                        bad(Place::key("sinks", Some(i), "max_bytes"), m);
+                    if let Err(m) = max_bytes.read() {
+                        bad(Place::key("sinks", Some(i), "max_bytes"), m.to_owned());
                     }
                     if *keep == 0 {
                         bad(Place::key("sinks", Some(i), "keep"), "must be at least 1".into());
                     }
                 }
-                SinkConfig::Http { .. } => {
-                    if let Err(m) = s.http_settings() {
+                SinkConfig::Http { max_bytes, queue_bytes, .. } => {
+                    if let Some(m) = s.http_problem() {
                         bad(Place::element("sinks", i), m);
+                    }
+                    for (key, size) in [("max_bytes", max_bytes), ("queue_bytes", queue_bytes)] {
+                        if let Err(m) = size.read() {
+                            bad(Place::key("sinks", Some(i), key), m.to_owned());
+                        }
                     }
                 }
                 SinkConfig::Stdout { .. } | SinkConfig::RepairedFiles { .. } => {}
@@ -895,14 +1085,12 @@ impl Config {
         if !problems.is_empty() {
             return (None, problems);
         }
-        let max_line_bytes = max_line_bytes.expect("no problem: the size parsed");
         let mut config = self;
         config.make_absolute();
-        let mut metrics = metrics;
         if let Some(t) = metrics.as_mut().and_then(|m| m.token_file.as_mut()) {
             *t = std::path::absolute(&*t).unwrap_or_else(|_| t.clone());
         }
-        (Some(Resolved { config, max_line_bytes, formats, repair_orphans, metrics_addr: metrics.as_ref().map(|m| m.addr), metrics }), problems)
+        (Some(Resolved { config, metrics_addr: metrics.as_ref().map(|m| m.addr), metrics }), problems)
     }
 
     /// Every path the daemon keeps made absolute against the current directory, as it is at
@@ -972,7 +1160,7 @@ impl Config {
         let mut sinks = vec![SinkConfig::stdout()];
         if let Some(a) = metrics_addr {
             sinks.push(SinkConfig::Prometheus {
-                address: a.to_owned(),
+                address: Parsed::new(a),
                 max_connections: default_max_connections(),
                 request_timeout: default_request_timeout(),
                 tap_clients: default_tap_clients(),
@@ -997,6 +1185,11 @@ impl Config {
 }
 
 impl Resolved {
+    /// The line limit, in bytes.
+    pub fn max_line_bytes(&self) -> usize {
+        self.config.daemon.max_line_bytes.get().bytes()
+    }
+
     /// What `run` needs of this machine that the file alone cannot tell (`validate-config
     /// --check-env`, as `vector validate` checks its environment): the state directory (and a
     /// `repaired_files` directory) exists and is writable or can be created, the `file` sink's
@@ -1167,7 +1360,46 @@ mod tests {
         bad("[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"parse\"\n[[stages]]\ntype=\"repair\"\n", "repaired_files");
         bad("[daemon]\nmax_line_bytes=\"lots\"\n[[sources]]\ninclude=[\"/x\"]\n", "daemon.max_line_bytes");
         bad("sources = []\n", "sources");
+        bad("[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"parse\"\n[[stages]]\ntype=\"repair\"\nmode=\"plan\"\norphans=\"maybe\"\n", "stages[1].orphans");
         bad("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"http\"\nurl=\"https://x/\"\n", "sinks[0]");
         bad("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"http\"\nurl=\"http://x/\"\nmax_bytes=\"lots\"\n", "max_bytes");
+    }
+
+    #[test]
+    fn stages_say_what_they_need_of_the_shell() {
+        let text = "[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"parse\"\n[[stages]]\ntype=\"compaction\"\n[[stages]]\ntype=\"orphans\"\ngrace=\"5s\"\nregistry=\"/r/tools.toml\"\n[[stages]]\ntype=\"validate\"\n[[stages]]\ntype=\"repair\"\nmode=\"plan\"\norphans=\"drop\"\n";
+        let c = Config::parse(text, "t.toml").unwrap();
+        for pure in [0, 1, 3] {
+            assert_eq!(c.stages[pure].needs(), Needs::default(), "{:?}", c.stages[pure]);
+        }
+        let orphans = Needs { paused_calls: true, registry: Some("/r/tools.toml".into()), repair: None, quiet: Some(Duration::from_secs(5)) };
+        assert_eq!(c.stages[2].needs(), orphans);
+        let repair = RepairRequest { mode: RepairMode::Plan, orphans: OrphanPolicy::Drop };
+        assert_eq!(c.stages[4].needs(), Needs { repair: Some(repair), ..Needs::default() });
+        assert_eq!(c.needs(), Needs { repair: Some(repair), ..orphans });
+        assert_eq!(c.quiet(), Duration::from_secs(5));
+        // Repair's defaults; no `orphans` stage: nothing paused is read, the default grace is the
+        // quiet time.
+        let c = Config::parse("[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"parse\"\n[[stages]]\ntype=\"repair\"\n", "t.toml").unwrap();
+        assert_eq!(c.needs(), Needs { repair: Some(RepairRequest { mode: RepairMode::Copy, orphans: OrphanPolicy::Answer }), ..Needs::default() });
+        assert_eq!(c.quiet(), default_grace());
+        // The shipped defaults: the orphans stage's.
+        let c = Config::parse("[[sources]]\ninclude=[\"/x\"]\n", "t.toml").unwrap();
+        assert_eq!(c.needs(), Needs { paused_calls: true, quiet: Some(default_grace()), ..Needs::default() });
+    }
+
+    #[test]
+    fn sinks_say_what_they_need_of_the_shell() {
+        let text = "[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"stdout\"\n[[sinks]]\ntype=\"file\"\npath=\"/o/out.jsonl\"\n[[sinks]]\ntype=\"repaired_files\"\ndir=\"/o/repaired\"\n[[sinks]]\ntype=\"prometheus\"\n[[sinks]]\ntype=\"http\"\nurl=\"http://x/\"\n";
+        let c = Config::parse(text, "t.toml").unwrap();
+        let needs: Vec<SinkNeeds> = c.sinks.iter().map(SinkConfig::needs).collect();
+        assert_eq!(needs[1], SinkNeeds { dirs: vec!["/o".into()], appends_to: Some("/o/out.jsonl".into()), repairs_into: None });
+        assert_eq!(needs[2], SinkNeeds { dirs: vec!["/o/repaired".into()], appends_to: None, repairs_into: Some("/o/repaired".into()) });
+        for plain in [0, 3, 4] {
+            assert_eq!(needs[plain], SinkNeeds::default(), "{:?}", c.sinks[plain]);
+        }
+        // A file named without a directory needs none made.
+        let c = Config::parse("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"file\"\npath=\"out.jsonl\"\n", "t.toml").unwrap();
+        assert_eq!(c.sinks[0].needs(), SinkNeeds { appends_to: Some("out.jsonl".into()), ..SinkNeeds::default() });
     }
 }

@@ -33,11 +33,10 @@ pub mod tail;
 pub mod tap;
 pub mod watch;
 
-use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
+use crate::config::{ReadFrom, RepairMode, RepairRequest, Resolved, SourceKind};
 use crate::sinks::{Batch, Count, Gauges, Sink};
 use crate::sources::batch::is_repair_by_product;
 use crate::telemetry as t;
-use crate::transcript::repair::OrphanPolicy;
 use anyhow::Context;
 use crate::sinks::record::{now, Record};
 use health::Health;
@@ -53,33 +52,31 @@ use tracing::{debug, info, warn};
 pub const FILE_BUDGET: u64 = 8 << 20;
 
 /// What the loop needs of the configured stage list: the pipeline each file runs (the stages,
-/// in order), and the settings of the work the shell does for stages (repairs; the tool
-/// registry for `orphan_tool_calls_total`).
+/// in order), and what the stages need of the shell ([`crate::config::Needs`]): the repairs
+/// they request, the tool registry (also for `orphan_tool_calls_total`), the paused calls and
+/// the quiet time (in the spec).
 #[derive(Debug)]
 struct StageSettings {
     spec: Arc<tail::Spec>,
-    repair: Option<(crate::config::RepairMode, OrphanPolicy)>,
+    repair: Option<RepairRequest>,
     /// Side effects of tools, for `orphan_tool_calls_total` (the metrics sink's).
     registry: crate::config::tools::ToolRegistry,
 }
 
 impl StageSettings {
     fn from(r: &Resolved) -> anyhow::Result<Self> {
-        let mut registry = crate::config::tools::ToolRegistry::builtin();
-        let mut repair = None;
-        for st in &r.config.stages {
-            match st {
-                StageConfig::Orphans { registry: Some(path), .. } => registry = crate::config::tools::ToolRegistry::load(path)?,
-                StageConfig::Repair { mode, .. } => repair = Some((*mode, r.repair_orphans)),
-                _ => {}
-            }
-        }
-        let spec = tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes };
-        Ok(StageSettings { spec: Arc::new(spec), repair, registry })
+        let needs = r.config.needs();
+        let registry = match &needs.registry {
+            Some(path) => crate::config::tools::ToolRegistry::load(path)?,
+            None => crate::config::tools::ToolRegistry::builtin(),
+        };
+        let spec = tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes(), paused_calls: needs.paused_calls };
+        Ok(StageSettings { spec: Arc::new(spec), repair: needs.repair, registry })
     }
 }
 
-/// The sinks, in the configured order, and the directory the repair stage writes into.
+/// The sinks, in the configured order, and the directory the repairs the stages request are
+/// written into (the one a sink asks for: [`crate::config::SinkNeeds::repairs_into`]).
 struct Sinks {
     list: Vec<Box<dyn Sink>>,
     repaired_dir: Option<PathBuf>,
@@ -126,11 +123,13 @@ impl Sinks {
     async fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint, registry: &crate::config::tools::ToolRegistry) -> anyhow::Result<Sinks> {
         let wake = Arc::new(tokio::sync::Notify::new());
         let mut sinks = Sinks { list: Vec::new(), repaired_dir: None, wake: wake.clone() };
-        let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry, repairer: Some(repairer()), wake };
         for s in &cfg.config.sinks {
-            if let SinkConfig::RepairedFiles { dir } = s {
-                sinks.repaired_dir = Some(dir.clone());
+            let needs = s.needs();
+            let repairer = needs.repairs_into.is_some().then(repairer);
+            if needs.repairs_into.is_some() {
+                sinks.repaired_dir = needs.repairs_into;
             }
+            let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry, repairer, wake: wake.clone() };
             if let Some(mut sink) = s.build(&ctx)? {
                 sink.recover(cp.sink(&sink.key())).await?;
                 sinks.list.push(sink);
@@ -219,7 +218,7 @@ fn compile(r: &Resolved) -> anyhow::Result<Vec<Source>> {
         roots.dedup();
         out.push(Source {
             kind: s.kind,
-            format: r.formats[i],
+            format: *s.format.get(),
             read_from: s.read_from,
             include: set(&s.include).with_context(|| format!("sources[{i}].include"))?,
             exclude: set(&s.exclude).with_context(|| format!("sources[{i}].exclude"))?,
@@ -242,15 +241,12 @@ pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
     tempfile::tempfile_in(state).with_context(|| format!("state directory {} is not writable", state.display()))?;
     checkpoint::load(state)?;
     for s in &cfg.config.sinks {
-        match s {
-            SinkConfig::File { path, .. } => {
-                if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-                }
-                std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
-            }
-            SinkConfig::RepairedFiles { dir } => std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?,
-            SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => {}
+        let needs = s.needs();
+        for d in &needs.dirs {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        if let Some(path) = &needs.appends_to {
+            std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
         }
     }
     Ok(())
@@ -1107,13 +1103,13 @@ impl Daemon {
         }
         self.files.settle();
         let repair_due = self.files.take_repair_due();
-        if let Some((mode, policy)) = self.stages.repair {
+        if let Some(request) = self.stages.repair {
             let due: Vec<PathBuf> = repair_due
                 .into_iter()
                 .filter(|p| self.files.get_mut(p).is_some_and(|t| std::mem::take(&mut t.repair_due) && t.repaired_size != Some(t.size)))
                 .collect();
             for p in due {
-                self.repair(&p, mode, policy);
+                self.repair(&p, request);
             }
         }
         // A read that hangs (a hung filesystem) holds up its file only: said once, and counted
@@ -1184,9 +1180,10 @@ impl Daemon {
     /// and hands back its record (see `sinks::repaired`). A plan (mode `plan`, which writes no
     /// file) runs here on the blocking pool; its record comes when it is done
     /// ([`Daemon::repaired`]). One plan per file at a time.
-    fn repair(&mut self, p: &Path, mode: crate::config::RepairMode, policy: OrphanPolicy) {
+    fn repair(&mut self, p: &Path, request: RepairRequest) {
         let Some(t) = self.files.get_mut(p) else { return };
-        if mode == crate::config::RepairMode::Copy {
+        let policy = request.orphans;
+        if request.mode == RepairMode::Copy {
             t.repaired_size = Some(t.size);
             let due = crate::sinks::repaired::Due {
                 seq: 0,
@@ -1194,7 +1191,7 @@ impl Daemon {
                 rel: t.rel.clone(),
                 format: t.format(),
                 orphans: policy,
-                max_line_bytes: self.cfg.max_line_bytes,
+                max_line_bytes: self.cfg.max_line_bytes(),
             };
             self.due.push(due);
             return;
@@ -1203,7 +1200,7 @@ impl Daemon {
             return;
         }
         t.repaired_size = Some(t.size);
-        let settings = crate::repair::Settings { dry_run: true, ..crate::repair::Settings::copy(t.format(), self.cfg.max_line_bytes, policy) };
+        let settings = crate::repair::Settings { dry_run: true, ..crate::repair::Settings::copy(t.format(), self.cfg.max_line_bytes(), policy) };
         let dir = self.sinks.repaired_dir.clone().unwrap_or_else(std::env::temp_dir);
         let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone(), walked: None };
         self.repairing.insert(p.to_path_buf());
