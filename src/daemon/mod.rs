@@ -6,9 +6,11 @@
 //! and timers (grace periods, repairs, checkpoints, rescans, retries) wake it; it applies what
 //! is new, writes the records to the sinks, flushes them, and checkpoints. A single owner keeps
 //! the order of each file's records, needs no locks, and lets 10,000 idle files cost nothing
-//! but their entry in a map. The loop reads no watched file itself: each look at a file (stat,
-//! open, identity checks, the read of what is new, at most 1 MiB) is a [`fetch`] on tokio's
-//! blocking pool, each walk of a directory or look at a path an event names a [`scan`], and the
+//! but their entry in a map. The loop reads no watched file itself but in two rare cases (the
+//! rest of a file that left its path with more than [`fetch::MAX_REST`] unread, `Tailed::read`;
+//! the identity check of a file seen under a new name before its fetch found it gone,
+//! `Tailed::same_file_at`): each look at a file (stat, open, identity checks, the read of what
+//! is new, at most 1 MiB) is a [`fetch`] on tokio's blocking pool, each walk of a directory or look at a path an event names a [`scan`], and the
 //! loop applies their answers as one more kind of event, so a file whose reads hang holds up
 //! only itself and the loop always answers events, signals and `/health` (see [`health`]). A
 //! large backlog is read and parsed ahead on reader threads ([`crate::sources::backlog`], both
