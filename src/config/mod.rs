@@ -179,13 +179,25 @@ impl StageConfig {
         }
     }
 
-    /// What the stage needs of the shell that runs it (see [`Needs`]). Of a validated
-    /// configuration: a value that did not read panics here, and validation refuses it.
+    /// What the stage needs of the shell that runs it (see [`Needs`]).
+    ///
+    /// # Panics
+    ///
+    /// On a setting that did not read ([`Parsed::get`]), which validation refuses.
     pub fn needs(&self) -> Needs {
         match self {
             StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate => Needs::default(),
-            StageConfig::Orphans { grace, registry } => Needs { paused_calls: true, registry: registry.clone(), quiet: Some(*grace), ..Needs::default() },
+            StageConfig::Orphans { registry, .. } => Needs { paused_calls: true, registry: registry.clone(), quiet: self.quiet(), ..Needs::default() },
             StageConfig::Repair { mode, orphans, .. } => Needs { repair: Some(RepairRequest { mode: *mode, orphans: *orphans.get() }), ..Needs::default() },
+        }
+    }
+
+    /// The quiet period the stage asks for ([`Needs::quiet`]); this part of its needs reads no
+    /// setting, so it holds of a configuration not validated yet.
+    pub fn quiet(&self) -> Option<Duration> {
+        match self {
+            StageConfig::Orphans { grace, .. } => Some(*grace),
+            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Repair { .. } => None,
         }
     }
 }
@@ -829,7 +841,7 @@ impl Config {
     /// empty open turn): the one a stage asks for (the `orphans` stage's grace period), or the
     /// default grace without one.
     pub fn quiet(&self) -> Duration {
-        self.stages.iter().find_map(|s| s.needs().quiet).unwrap_or_else(default_grace)
+        self.stages.iter().find_map(StageConfig::quiet).unwrap_or_else(default_grace)
     }
 
     /// Reads, parses and validates a file, with every error it has (see [`Config::check_text`]);
@@ -1383,6 +1395,10 @@ mod tests {
         let c = Config::parse("[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"parse\"\n[[stages]]\ntype=\"repair\"\n", "t.toml").unwrap();
         assert_eq!(c.needs(), Needs { repair: Some(RepairRequest { mode: RepairMode::Copy, orphans: OrphanPolicy::Answer }), ..Needs::default() });
         assert_eq!(c.quiet(), default_grace());
+        // The quiet period reads no setting: it holds before validation.
+        let c = Config::parse("[[sources]]\ninclude=[\"/x\"]\n[[stages]]\ntype=\"parse\"\n[[stages]]\ntype=\"orphans\"\ngrace=\"7s\"\n[[stages]]\ntype=\"repair\"\nmode=\"plan\"\norphans=\"maybe\"\n", "t.toml").unwrap();
+        assert_eq!(c.quiet(), Duration::from_secs(7));
+        assert_eq!((c.stages[1].quiet(), c.stages[2].quiet()), (Some(Duration::from_secs(7)), None));
         // The shipped defaults: the orphans stage's.
         let c = Config::parse("[[sources]]\ninclude=[\"/x\"]\n", "t.toml").unwrap();
         assert_eq!(c.needs(), Needs { paused_calls: true, quiet: Some(default_grace()), ..Needs::default() });
