@@ -1088,7 +1088,7 @@ impl Daemon {
                 continue;
             }
             if t.reads_paused() {
-                t.await_paused();
+                t.hold_for_paused();
                 let dir = t.path.parent().map(Path::to_path_buf).unwrap_or_default();
                 let waiting = self.paused_waiting.entry(dir.clone()).or_default();
                 if waiting.is_empty() {

@@ -784,7 +784,7 @@ impl Tailed {
 
     /// Its deadline came, and the paused calls are being read: the deadline waits for them
     /// ([`Tailed::handle_timeout`]).
-    pub fn await_paused(&mut self) {
+    pub fn hold_for_paused(&mut self) {
         self.timing_out = true;
     }
 
