@@ -21,6 +21,7 @@
 //! [`Started::run`] runs until the shutdown future completes. The shell (`cli/run.rs`) uses
 //! the split to refuse a reload whose configuration cannot start and keep the running one.
 
+pub mod build;
 pub mod checkpoint;
 pub mod fds;
 pub mod fetch;
@@ -36,9 +37,8 @@ pub mod tap;
 pub mod watch;
 
 use crate::config::{ReadFrom, RepairMode, RepairRequest, Resolved, SourceKind};
-use crate::sinks::{Batch, Count, Gauges, Sink};
-use crate::sources::batch::is_repair_by_product;
-use crate::telemetry as t;
+use crate::sinks::{Batch, Count, Gauges};
+use crate::telemetry;
 use anyhow::Context;
 use crate::sinks::record::{now, Record};
 use health::Health;
@@ -50,209 +50,11 @@ use tail::{Kind, Polled, Tailed};
 use tokio_stream::StreamExt;
 use tracing::{debug, info, warn};
 
+use build::{compile, repair_record, Sinks, Source, StageSettings};
+
 /// Bytes one file reads at most per poll, so that files share a step.
 pub const FILE_BUDGET: u64 = 8 << 20;
 
-/// What the loop needs of the configured stage list: the pipeline each file runs (the stages,
-/// in order), and what the stages need of the shell ([`crate::config::Needs`]): the repairs
-/// they request, the tool registry (also for `orphan_tool_calls_total`), the paused calls and
-/// the quiet time (in the spec).
-#[derive(Debug)]
-struct StageSettings {
-    spec: Arc<tail::Spec>,
-    repair: Option<RepairRequest>,
-    /// Side effects of tools, for `orphan_tool_calls_total` (the metrics sink's).
-    registry: crate::config::tools::ToolRegistry,
-}
-
-impl StageSettings {
-    fn from(r: &Resolved) -> anyhow::Result<Self> {
-        let needs = r.config.needs();
-        let registry = match &needs.registry {
-            Some(path) => crate::config::tools::ToolRegistry::load(path)?,
-            None => crate::config::tools::ToolRegistry::builtin(),
-        };
-        let spec = tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes(), paused_calls: needs.paused_calls };
-        Ok(StageSettings { spec: Arc::new(spec), repair: needs.repair, registry })
-    }
-}
-
-/// The sinks, in the configured order, and the directory the repairs the stages request are
-/// written into (the one a sink asks for: [`crate::config::SinkNeeds::repairs_into`]).
-struct Sinks {
-    list: Vec<Box<dyn Sink>>,
-    repaired_dir: Option<PathBuf>,
-    /// Notified by a sink that has records of its own (a repair it wrote).
-    wake: Arc<tokio::sync::Notify>,
-}
-
-/// The repair driver as the `repaired_files` sink runs it: a copy of the file under the sink's
-/// directory (never in place), and the record of what it did.
-fn repairer() -> crate::sinks::repaired::Repairer {
-    Arc::new(|due: &crate::sinks::repaired::Due, dir: &Path| {
-        let settings = crate::repair::Settings::copy(due.format, due.max_line_bytes, due.orphans);
-        let job = crate::repair::Job { input: due.file.clone(), output: dir.join(&due.rel), rel: due.rel.clone(), walked: None };
-        let report = crate::repair::repair_file(&job, &settings, &mut Vec::new());
-        repair_record(&due.file, report)
-    })
-}
-
-/// The record of a repair the daemon ran (none when there is nothing to report; a failure is
-/// logged).
-fn repair_record(p: &Path, report: crate::repair::Report) -> Option<Record> {
-    use crate::repair::Status;
-    match report.status {
-        Status::Planned => Some(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
-        Status::Repaired | Status::Partial => Some(Record::Repaired {
-            time: now(),
-            file: report.file,
-            output: report.output.unwrap_or_default(),
-            inserted: report.lines.inserted,
-            removed: report.lines.removed,
-            modified: report.lines.modified,
-        }),
-        Status::Failed => {
-            warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed");
-            None
-        }
-        Status::Clean | Status::Skipped => None,
-    }
-}
-
-impl Sinks {
-    /// Builds the configured sinks and recovers each to the position the checkpoint recorded
-    /// for it.
-    async fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint, registry: &crate::config::tools::ToolRegistry) -> anyhow::Result<Sinks> {
-        let wake = Arc::new(tokio::sync::Notify::new());
-        let mut sinks = Sinks { list: Vec::new(), repaired_dir: None, wake: wake.clone() };
-        for s in &cfg.config.sinks {
-            let needs = s.needs();
-            let repairer = needs.repairs_into.is_some().then(repairer);
-            if needs.repairs_into.is_some() {
-                sinks.repaired_dir = needs.repairs_into;
-            }
-            let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry, repairer, wake: wake.clone() };
-            if let Some(mut sink) = s.build(&ctx)? {
-                sink.recover(cp.sink(&sink.key())).await?;
-                sinks.list.push(sink);
-            }
-        }
-        Ok(sinks)
-    }
-
-    async fn write(&mut self, batch: &Batch) -> anyhow::Result<()> {
-        for s in &mut self.list {
-            s.write(batch).await?;
-        }
-        Ok(())
-    }
-
-    async fn flush(&mut self) -> anyhow::Result<()> {
-        for s in &mut self.list {
-            s.flush().await?;
-        }
-        Ok(())
-    }
-
-    /// Where each sink stands: what it made durable or had acknowledged.
-    fn positions(&self) -> std::collections::BTreeMap<String, crate::sinks::Position> {
-        self.list.iter().filter_map(|s| Some((s.key(), s.position()?))).collect()
-    }
-
-    /// Records the sinks made of work they ran on their own (repairs written).
-    fn take_records(&mut self) -> Vec<Record> {
-        self.list.iter_mut().flat_map(|s| s.take_records()).collect()
-    }
-
-    /// Waits for the work the sinks run on their own (at shutdown).
-    async fn settle(&mut self) -> anyhow::Result<()> {
-        for s in &mut self.list {
-            s.settle().await?;
-        }
-        Ok(())
-    }
-
-    /// Tells every sink a checkpoint was stored; whether some position moved.
-    async fn checkpointed(&mut self) -> anyhow::Result<bool> {
-        let mut moved = false;
-        for s in &mut self.list {
-            moved |= s.checkpointed().await?;
-        }
-        Ok(moved)
-    }
-}
-
-/// A source, compiled.
-struct Source {
-    kind: SourceKind,
-    format: Option<crate::transcript::Format>,
-    read_from: ReadFrom,
-    include: globset::GlobSet,
-    exclude: globset::GlobSet,
-    roots: Vec<PathBuf>,
-}
-
-impl Source {
-    /// Whether `p` is one of this source's files: its patterns say so, and it is no by-product
-    /// of a repair (a rejects file, a backup named `*.jsonl`), by the one rule `check` and
-    /// `sessions` follow too ([`is_repair_by_product`]).
-    fn matches(&self, p: &Path) -> bool {
-        self.include.is_match(p) && !self.exclude.is_match(p) && !p.file_name().and_then(|n| n.to_str()).is_some_and(is_repair_by_product)
-    }
-
-    fn rel(&self, p: &Path) -> PathBuf {
-        self.roots.iter().find_map(|r| p.strip_prefix(r).ok()).map_or_else(|| PathBuf::from(p.file_name().unwrap_or_default()), Path::to_path_buf)
-    }
-}
-
-fn compile(r: &Resolved) -> anyhow::Result<Vec<Source>> {
-    let mut out = Vec::new();
-    for (i, s) in r.config.sources.iter().enumerate() {
-        let set = |pats: &[String]| -> anyhow::Result<globset::GlobSet> {
-            let mut b = globset::GlobSetBuilder::new();
-            for p in pats {
-                b.add(globset::GlobBuilder::new(&crate::config::expand_home(p)).literal_separator(true).build()?);
-            }
-            Ok(b.build()?)
-        };
-        let mut roots: Vec<PathBuf> = s.include.iter().map(|p| crate::config::literal_root(&crate::config::expand_home(p))).collect();
-        roots.sort();
-        roots.dedup();
-        out.push(Source {
-            kind: s.kind,
-            format: *s.format.get(),
-            read_from: s.read_from,
-            include: set(&s.include).with_context(|| format!("sources[{i}].include"))?,
-            exclude: set(&s.exclude).with_context(|| format!("sources[{i}].exclude"))?,
-            roots,
-        });
-    }
-    Ok(out)
-}
-
-/// Checks what a configuration needs to start, without touching a running daemon: stages,
-/// sources, a writable state directory with a readable checkpoint, the file sink, the repaired
-/// files' directory. A reload whose configuration fails this is refused.
-pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
-    StageSettings::from(cfg)?;
-    compile(cfg)?;
-    let state = &cfg.config.daemon.state_dir;
-    std::fs::create_dir_all(state).with_context(|| format!("creating state directory {}", state.display()))?;
-    // Unnamed where the filesystem can (a named one is removed at once): a crash here leaves
-    // nothing.
-    tempfile::tempfile_in(state).with_context(|| format!("state directory {} is not writable", state.display()))?;
-    checkpoint::load(state)?;
-    for s in &cfg.config.sinks {
-        let needs = s.needs();
-        for d in &needs.dirs {
-            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-        }
-        if let Some(path) = &needs.appends_to {
-            std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
-        }
-    }
-    Ok(())
-}
 
 /// A file that could not be read, waiting to be tried again.
 #[derive(Debug)]
@@ -353,7 +155,7 @@ pub struct Started {
 /// to `tap`'s clients.
 pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> anyhow::Result<Started> {
     // Counters count from the first byte read.
-    t::install();
+    telemetry::install();
     let stages = StageSettings::from(&cfg)?;
     let sources = compile(&cfg)?;
     let state_dir = &cfg.config.daemon.state_dir;
@@ -1322,7 +1124,7 @@ impl Daemon {
         self.checkpoint_cost = began.elapsed();
         match stored {
             Ok(()) => {
-                metrics::counter!(t::CHECKPOINT_WRITES, "result" => "ok").increment(1);
+                metrics::counter!(telemetry::CHECKPOINT_WRITES, "result" => "ok").increment(1);
                 self.health.checkpoint(Ok(()));
                 if std::mem::take(&mut self.checkpoint_failing) {
                     info!("checkpoints are written again");
@@ -1335,7 +1137,7 @@ impl Daemon {
                 Ok(())
             }
             Err(e) => {
-                metrics::counter!(t::CHECKPOINT_WRITES, "result" => "error").increment(1);
+                metrics::counter!(telemetry::CHECKPOINT_WRITES, "result" => "error").increment(1);
                 self.health.checkpoint(Err(e.to_string()));
                 if std::mem::replace(&mut self.checkpoint_failing, true) {
                     debug!(error = %e, "cannot write checkpoint; will retry");
