@@ -10,16 +10,17 @@
 //! rest of a file that left its path with more than [`fetch::MAX_REST`] unread, `Tailed::read`;
 //! the identity check of a file seen under a new name before its fetch found it gone,
 //! `Tailed::same_file_at`): each look at a file (stat, open, identity checks, the read of what
-//! is new, at most 1 MiB) is a [`fetch`] on tokio's blocking pool, each walk of a directory or look at a path an event names a [`scan`], and the
-//! loop applies their answers as one more kind of event, so a file whose reads hang holds up
-//! only itself and the loop always answers events, signals and `/health` (see [`health`]). A
-//! large backlog is read and parsed ahead on reader threads ([`crate::sources::backlog`], both
-//! cores), and the loop takes the parsed reads from their streams, applying at most
-//! [`FILE_BUDGET`] bytes of them per step in file order.
+//! is new, at most 1 MiB) is a [`fetch`] on tokio's blocking pool, each walk of a directory or
+//! look at a path an event names a [`scan`], and the loop applies their answers as one more
+//! kind of event, so a file whose reads hang holds up only itself and the loop always answers
+//! events, signals and `/health` (see [`health`]). A large backlog is read and parsed ahead on
+//! reader threads ([`crate::sources::backlog`], both cores), and the loop takes the parsed
+//! reads from their streams, applying at most [`FILE_BUDGET`] bytes of them per step in file
+//! order.
 //!
-//! [`start`] builds everything that can fail (sinks, checkpoint, watches) without reading;
-//! [`Started::run`] runs until the shutdown future completes. The shell (`cli/run.rs`) uses
-//! the split to refuse a reload whose configuration cannot start and keep the running one.
+//! [`start`] builds everything that can fail (sinks, checkpoint, watches: [`build`]) without
+//! reading; [`Started::run`] runs until the shutdown future completes. The shell (`cli/run.rs`)
+//! uses the split to refuse a reload whose configuration cannot start and keep the running one.
 
 pub mod build;
 pub mod checkpoint;
