@@ -270,7 +270,7 @@ fn prepare(
     tap: &Arc<Tap>,
 ) -> anyhow::Result<(Resolved, Listener)> {
     let new = load(args)?;
-    crate::daemon::preflight(&new)?;
+    crate::daemon::build::preflight(&new)?;
     let l = listener(&new, running, metrics, health, tap, optional_listener(args))?;
     Ok((new, l))
 }

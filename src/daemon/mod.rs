@@ -6,19 +6,23 @@
 //! and timers (grace periods, repairs, checkpoints, rescans, retries) wake it; it applies what
 //! is new, writes the records to the sinks, flushes them, and checkpoints. A single owner keeps
 //! the order of each file's records, needs no locks, and lets 10,000 idle files cost nothing
-//! but their entry in a map. The loop reads no watched file itself: each look at a file (stat,
-//! open, identity checks, the read of what is new, at most 1 MiB) is a [`fetch`] on tokio's
-//! blocking pool, each walk of a directory or look at a path an event names a [`scan`], and the
-//! loop applies their answers as one more kind of event, so a file whose reads hang holds up
-//! only itself and the loop always answers events, signals and `/health` (see [`health`]). A
-//! large backlog is read and parsed ahead on reader threads ([`crate::sources::backlog`], both
-//! cores), and the loop takes the parsed reads from their streams, applying at most
-//! [`FILE_BUDGET`] bytes of them per step in file order.
+//! but their entry in a map. The loop reads no watched file itself but in two rare cases (the
+//! rest of a file that left its path with more than [`fetch::MAX_REST`] unread, `Tailed::read`;
+//! the identity check of a file seen under a new name before its fetch found it gone,
+//! `Tailed::same_file_at`): each look at a file (stat, open, identity checks, the read of what
+//! is new, at most 1 MiB) is a [`fetch`] on tokio's blocking pool, each walk of a directory or
+//! look at a path an event names a [`scan`], and the loop applies their answers as one more
+//! kind of event, so a file whose reads hang holds up only itself and the loop always answers
+//! events, signals and `/health` (see [`health`]). A large backlog is read and parsed ahead on
+//! reader threads ([`crate::sources::backlog`], both cores), and the loop takes the parsed
+//! reads from their streams, applying at most [`FILE_BUDGET`] bytes of them per step in file
+//! order.
 //!
-//! [`start`] builds everything that can fail (sinks, checkpoint, watches) without reading;
-//! [`Started::run`] runs until the shutdown future completes. The shell (`cli/run.rs`) uses
-//! the split to refuse a reload whose configuration cannot start and keep the running one.
+//! [`start`] builds everything that can fail (sinks, checkpoint, watches: [`build`]) without
+//! reading; [`Started::run`] runs until the shutdown future completes. The shell (`cli/run.rs`)
+//! uses the split to refuse a reload whose configuration cannot start and keep the running one.
 
+pub mod build;
 pub mod checkpoint;
 pub mod fds;
 pub mod fetch;
@@ -33,11 +37,9 @@ pub mod tail;
 pub mod tap;
 pub mod watch;
 
-use crate::config::{ReadFrom, Resolved, SinkConfig, SourceKind, StageConfig};
-use crate::sinks::{Batch, Count, Gauges, Sink};
-use crate::sources::batch::is_repair_by_product;
-use crate::telemetry as t;
-use crate::transcript::repair::OrphanPolicy;
+use crate::config::{ReadFrom, RepairMode, RepairRequest, Resolved, SourceKind};
+use crate::sinks::{Batch, Count, Gauges};
+use crate::telemetry;
 use anyhow::Context;
 use crate::sinks::record::{now, Record};
 use health::Health;
@@ -49,212 +51,11 @@ use tail::{Kind, Polled, Tailed};
 use tokio_stream::StreamExt;
 use tracing::{debug, info, warn};
 
+use build::{compile, repair_record, Sinks, Source, StageSettings};
+
 /// Bytes one file reads at most per poll, so that files share a step.
 pub const FILE_BUDGET: u64 = 8 << 20;
 
-/// What the loop needs of the configured stage list: the pipeline each file runs (the stages,
-/// in order), and the settings of the work the shell does for stages (repairs; the tool
-/// registry for `orphan_tool_calls_total`).
-#[derive(Debug)]
-struct StageSettings {
-    spec: Arc<tail::Spec>,
-    repair: Option<(crate::config::RepairMode, OrphanPolicy)>,
-    /// Side effects of tools, for `orphan_tool_calls_total` (the metrics sink's).
-    registry: crate::config::tools::ToolRegistry,
-}
-
-impl StageSettings {
-    fn from(r: &Resolved) -> anyhow::Result<Self> {
-        let mut registry = crate::config::tools::ToolRegistry::builtin();
-        let mut repair = None;
-        for st in &r.config.stages {
-            match st {
-                StageConfig::Orphans { registry: Some(path), .. } => registry = crate::config::tools::ToolRegistry::load(path)?,
-                StageConfig::Repair { mode, .. } => repair = Some((*mode, r.repair_orphans)),
-                _ => {}
-            }
-        }
-        let spec = tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes };
-        Ok(StageSettings { spec: Arc::new(spec), repair, registry })
-    }
-}
-
-/// The sinks, in the configured order, and the directory the repair stage writes into.
-struct Sinks {
-    list: Vec<Box<dyn Sink>>,
-    repaired_dir: Option<PathBuf>,
-    /// Notified by a sink that has records of its own (a repair it wrote).
-    wake: Arc<tokio::sync::Notify>,
-}
-
-/// The repair driver as the `repaired_files` sink runs it: a copy of the file under the sink's
-/// directory (never in place), and the record of what it did.
-fn repairer() -> crate::sinks::repaired::Repairer {
-    Arc::new(|due: &crate::sinks::repaired::Due, dir: &Path| {
-        let settings = crate::repair::Settings::copy(due.format, due.max_line_bytes, due.orphans);
-        let job = crate::repair::Job { input: due.file.clone(), output: dir.join(&due.rel), rel: due.rel.clone(), walked: None };
-        let report = crate::repair::repair_file(&job, &settings, &mut Vec::new());
-        repair_record(&due.file, report)
-    })
-}
-
-/// The record of a repair the daemon ran (none when there is nothing to report; a failure is
-/// logged).
-fn repair_record(p: &Path, report: crate::repair::Report) -> Option<Record> {
-    use crate::repair::Status;
-    match report.status {
-        Status::Planned => Some(Record::RepairPlanned { time: now(), file: report.file, edits: report.edits }),
-        Status::Repaired | Status::Partial => Some(Record::Repaired {
-            time: now(),
-            file: report.file,
-            output: report.output.unwrap_or_default(),
-            inserted: report.lines.inserted,
-            removed: report.lines.removed,
-            modified: report.lines.modified,
-        }),
-        Status::Failed => {
-            warn!(file = %p.display(), error = report.message.as_deref().unwrap_or(""), "repair failed");
-            None
-        }
-        Status::Clean | Status::Skipped => None,
-    }
-}
-
-impl Sinks {
-    /// Builds the configured sinks and recovers each to the position the checkpoint recorded
-    /// for it.
-    async fn open(cfg: &Resolved, cp: &checkpoint::Checkpoint, registry: &crate::config::tools::ToolRegistry) -> anyhow::Result<Sinks> {
-        let wake = Arc::new(tokio::sync::Notify::new());
-        let mut sinks = Sinks { list: Vec::new(), repaired_dir: None, wake: wake.clone() };
-        let ctx = crate::config::SinkContext { state_dir: &cfg.config.daemon.state_dir, registry, repairer: Some(repairer()), wake };
-        for s in &cfg.config.sinks {
-            if let SinkConfig::RepairedFiles { dir } = s {
-                sinks.repaired_dir = Some(dir.clone());
-            }
-            if let Some(mut sink) = s.build(&ctx)? {
-                sink.recover(cp.sink(&sink.key())).await?;
-                sinks.list.push(sink);
-            }
-        }
-        Ok(sinks)
-    }
-
-    async fn write(&mut self, batch: &Batch) -> anyhow::Result<()> {
-        for s in &mut self.list {
-            s.write(batch).await?;
-        }
-        Ok(())
-    }
-
-    async fn flush(&mut self) -> anyhow::Result<()> {
-        for s in &mut self.list {
-            s.flush().await?;
-        }
-        Ok(())
-    }
-
-    /// Where each sink stands: what it made durable or had acknowledged.
-    fn positions(&self) -> std::collections::BTreeMap<String, crate::sinks::Position> {
-        self.list.iter().filter_map(|s| Some((s.key(), s.position()?))).collect()
-    }
-
-    /// Records the sinks made of work they ran on their own (repairs written).
-    fn take_records(&mut self) -> Vec<Record> {
-        self.list.iter_mut().flat_map(|s| s.take_records()).collect()
-    }
-
-    /// Waits for the work the sinks run on their own (at shutdown).
-    async fn settle(&mut self) -> anyhow::Result<()> {
-        for s in &mut self.list {
-            s.settle().await?;
-        }
-        Ok(())
-    }
-
-    /// Tells every sink a checkpoint was stored; whether some position moved.
-    async fn checkpointed(&mut self) -> anyhow::Result<bool> {
-        let mut moved = false;
-        for s in &mut self.list {
-            moved |= s.checkpointed().await?;
-        }
-        Ok(moved)
-    }
-}
-
-/// A source, compiled.
-struct Source {
-    kind: SourceKind,
-    format: Option<crate::transcript::Format>,
-    read_from: ReadFrom,
-    include: globset::GlobSet,
-    exclude: globset::GlobSet,
-    roots: Vec<PathBuf>,
-}
-
-impl Source {
-    /// Whether `p` is one of this source's files: its patterns say so, and it is no by-product
-    /// of a repair (a rejects file, a backup named `*.jsonl`), by the one rule `check` and
-    /// `sessions` follow too ([`is_repair_by_product`]).
-    fn matches(&self, p: &Path) -> bool {
-        self.include.is_match(p) && !self.exclude.is_match(p) && !p.file_name().and_then(|n| n.to_str()).is_some_and(is_repair_by_product)
-    }
-
-    fn rel(&self, p: &Path) -> PathBuf {
-        self.roots.iter().find_map(|r| p.strip_prefix(r).ok()).map_or_else(|| PathBuf::from(p.file_name().unwrap_or_default()), Path::to_path_buf)
-    }
-}
-
-fn compile(r: &Resolved) -> anyhow::Result<Vec<Source>> {
-    let mut out = Vec::new();
-    for (i, s) in r.config.sources.iter().enumerate() {
-        let set = |pats: &[String]| -> anyhow::Result<globset::GlobSet> {
-            let mut b = globset::GlobSetBuilder::new();
-            for p in pats {
-                b.add(globset::GlobBuilder::new(&crate::config::expand_home(p)).literal_separator(true).build()?);
-            }
-            Ok(b.build()?)
-        };
-        let mut roots: Vec<PathBuf> = s.include.iter().map(|p| crate::config::literal_root(&crate::config::expand_home(p))).collect();
-        roots.sort();
-        roots.dedup();
-        out.push(Source {
-            kind: s.kind,
-            format: r.formats[i],
-            read_from: s.read_from,
-            include: set(&s.include).with_context(|| format!("sources[{i}].include"))?,
-            exclude: set(&s.exclude).with_context(|| format!("sources[{i}].exclude"))?,
-            roots,
-        });
-    }
-    Ok(out)
-}
-
-/// Checks what a configuration needs to start, without touching a running daemon: stages,
-/// sources, a writable state directory with a readable checkpoint, the file sink, the repaired
-/// files' directory. A reload whose configuration fails this is refused.
-pub fn preflight(cfg: &Resolved) -> anyhow::Result<()> {
-    StageSettings::from(cfg)?;
-    compile(cfg)?;
-    let state = &cfg.config.daemon.state_dir;
-    std::fs::create_dir_all(state).with_context(|| format!("creating state directory {}", state.display()))?;
-    // Unnamed where the filesystem can (a named one is removed at once): a crash here leaves
-    // nothing.
-    tempfile::tempfile_in(state).with_context(|| format!("state directory {} is not writable", state.display()))?;
-    checkpoint::load(state)?;
-    for s in &cfg.config.sinks {
-        match s {
-            SinkConfig::File { path, .. } => {
-                if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-                }
-                std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
-            }
-            SinkConfig::RepairedFiles { dir } => std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?,
-            SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => {}
-        }
-    }
-    Ok(())
-}
 
 /// A file that could not be read, waiting to be tried again.
 #[derive(Debug)]
@@ -355,7 +156,7 @@ pub struct Started {
 /// to `tap`'s clients.
 pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> anyhow::Result<Started> {
     // Counters count from the first byte read.
-    t::install();
+    telemetry::install();
     let stages = StageSettings::from(&cfg)?;
     let sources = compile(&cfg)?;
     let state_dir = &cfg.config.daemon.state_dir;
@@ -1090,7 +891,7 @@ impl Daemon {
                 continue;
             }
             if t.reads_paused() {
-                t.await_paused();
+                t.hold_for_paused();
                 let dir = t.path.parent().map(Path::to_path_buf).unwrap_or_default();
                 let waiting = self.paused_waiting.entry(dir.clone()).or_default();
                 if waiting.is_empty() {
@@ -1107,13 +908,13 @@ impl Daemon {
         }
         self.files.settle();
         let repair_due = self.files.take_repair_due();
-        if let Some((mode, policy)) = self.stages.repair {
+        if let Some(request) = self.stages.repair {
             let due: Vec<PathBuf> = repair_due
                 .into_iter()
                 .filter(|p| self.files.get_mut(p).is_some_and(|t| std::mem::take(&mut t.repair_due) && t.repaired_size != Some(t.size)))
                 .collect();
             for p in due {
-                self.repair(&p, mode, policy);
+                self.repair(&p, request);
             }
         }
         // A read that hangs (a hung filesystem) holds up its file only: said once, and counted
@@ -1184,9 +985,10 @@ impl Daemon {
     /// and hands back its record (see `sinks::repaired`). A plan (mode `plan`, which writes no
     /// file) runs here on the blocking pool; its record comes when it is done
     /// ([`Daemon::repaired`]). One plan per file at a time.
-    fn repair(&mut self, p: &Path, mode: crate::config::RepairMode, policy: OrphanPolicy) {
+    fn repair(&mut self, p: &Path, request: RepairRequest) {
         let Some(t) = self.files.get_mut(p) else { return };
-        if mode == crate::config::RepairMode::Copy {
+        let policy = request.orphans;
+        if request.mode == RepairMode::Copy {
             t.repaired_size = Some(t.size);
             let due = crate::sinks::repaired::Due {
                 seq: 0,
@@ -1194,7 +996,7 @@ impl Daemon {
                 rel: t.rel.clone(),
                 format: t.format(),
                 orphans: policy,
-                max_line_bytes: self.cfg.max_line_bytes,
+                max_line_bytes: self.cfg.max_line_bytes(),
             };
             self.due.push(due);
             return;
@@ -1203,7 +1005,7 @@ impl Daemon {
             return;
         }
         t.repaired_size = Some(t.size);
-        let settings = crate::repair::Settings { dry_run: true, ..crate::repair::Settings::copy(t.format(), self.cfg.max_line_bytes, policy) };
+        let settings = crate::repair::Settings { dry_run: true, ..crate::repair::Settings::copy(t.format(), self.cfg.max_line_bytes(), policy) };
         let dir = self.sinks.repaired_dir.clone().unwrap_or_else(std::env::temp_dir);
         let job = crate::repair::Job { input: p.to_path_buf(), output: dir.join(&t.rel), rel: t.rel.clone(), walked: None };
         self.repairing.insert(p.to_path_buf());
@@ -1323,7 +1125,7 @@ impl Daemon {
         self.checkpoint_cost = began.elapsed();
         match stored {
             Ok(()) => {
-                metrics::counter!(t::CHECKPOINT_WRITES, "result" => "ok").increment(1);
+                metrics::counter!(telemetry::CHECKPOINT_WRITES, "result" => "ok").increment(1);
                 self.health.checkpoint(Ok(()));
                 if std::mem::take(&mut self.checkpoint_failing) {
                     info!("checkpoints are written again");
@@ -1336,7 +1138,7 @@ impl Daemon {
                 Ok(())
             }
             Err(e) => {
-                metrics::counter!(t::CHECKPOINT_WRITES, "result" => "error").increment(1);
+                metrics::counter!(telemetry::CHECKPOINT_WRITES, "result" => "error").increment(1);
                 self.health.checkpoint(Err(e.to_string()));
                 if std::mem::replace(&mut self.checkpoint_failing, true) {
                     debug!(error = %e, "cannot write checkpoint; will retry");

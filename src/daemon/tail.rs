@@ -55,6 +55,9 @@ pub struct Spec {
     pub quiet: std::time::Duration,
     /// Line limit.
     pub max_line: usize,
+    /// Whether a stage reads the calls a host paused beside a transcript (`pending.json`) when
+    /// its deadline comes ([`crate::config::Needs::paused_calls`]).
+    pub paused_calls: bool,
 }
 
 impl Spec {
@@ -773,15 +776,15 @@ impl Tailed {
         self.pipeline.as_ref().filter(|_| !self.replaying && self.ahead.is_none() && !self.timing_out).and_then(Pipeline::poll_deadline).map(instant)
     }
 
-    /// Whether its stages read the calls a host paused beside it (`pending.json`, for the
-    /// `orphans` stage) when its deadline comes.
+    /// Whether its stages read the calls a host paused beside it (`pending.json`) when its
+    /// deadline comes.
     pub fn reads_paused(&self) -> bool {
-        matches!(self.kind, Kind::Transcript(_)) && self.spec.stages.iter().any(|s| matches!(s, crate::config::StageConfig::Orphans { .. }))
+        matches!(self.kind, Kind::Transcript(_)) && self.spec.paused_calls
     }
 
     /// Its deadline came, and the paused calls are being read: the deadline waits for them
     /// ([`Tailed::handle_timeout`]).
-    pub fn await_paused(&mut self) {
+    pub fn hold_for_paused(&mut self) {
         self.timing_out = true;
     }
 

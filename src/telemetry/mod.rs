@@ -1,7 +1,7 @@
 //! Telemetry in one place: metric names, their help texts, and the Prometheus recorder.
 //!
-//! The core never touches metrics; the daemon reports what the core counted through the
-//! functions here. Names carry the `transcriptd_` prefix; no label holds a file or session
+//! The core never touches metrics; the daemon's `prometheus` sink counts what the core produced
+//! under the names here, and [`install`] sets up the recorder that serves them. Names carry the `transcriptd_` prefix; no label holds a file or session
 //! (cardinality stays bounded by formats, kinds, models and tools).
 
 use metrics::{describe_counter, describe_gauge, Unit};

@@ -1,8 +1,9 @@
 //! The check pipeline for one stream: framing → format detection → adapter → validation.
 //!
-//! Fed byte chunks (never the whole file), it produces [`Output`]s and [`Stats`]. Both shells
-//! drive it: `transcriptd check` over whole files, the daemon over tailed ones, so the two agree
-//! by construction. [`feed_parallel`] feeds a whole stream, parsing on several threads; pairing
+//! Fed byte chunks (never the whole file), it produces [`Output`]s and [`Stats`]. It is the
+//! parse front of [`super::Pipeline`] (its own validation off: the `validate` stage does that),
+//! which both shells drive, so the two agree by construction; [`check_bytes`] and the tests
+//! still use its built-in validation. [`feed_parallel`] feeds a whole stream, parsing on several threads; pairing
 //! stays in file order, so the outputs are identical.
 //!
 //! Calling order: [`Checker::feed`] any number of times, then [`Checker::finish`] once.

@@ -17,7 +17,7 @@
 //! threads, rewinds) are the costliest state of a stream, and two stages read them: `validate`
 //! reports their findings, `orphans` reads the calls they leave pending. They are not run once
 //! per stage: the runner ([`Stages`]) keeps one [`Pairing`] per stream, made only when a stage
-//! of the list declares it reads it ([`Stage::pairs`]), feeds it each entry before handing the
+//! of the list declares it reads it ([`Stage::reads_pairing`]), feeds it each entry before handing the
 //! entry to the stages, ends it before the stages' `finish`, and hands it (read-only) to every
 //! stage call. This changes nothing a stage reports: the pairing's state after a line depends
 //! on the lines alone, never on the stages around it, so each stage reads exactly what its own
@@ -108,14 +108,14 @@ pub struct Inputs {
 /// [`Finished::take`]).
 ///
 /// Each call is handed the stream's [`Pairing`]: the one pairing state machine of the list,
-/// kept by the runner for the stages that ask for it ([`Stage::pairs`]); the other stages
+/// kept by the runner for the stages that ask for it ([`Stage::reads_pairing`]); the other stages
 /// ignore it.
 pub trait Stage: Any + Send + fmt::Debug {
     /// The stage's name, as in the configuration (`validate`, `orphans`, ...).
     fn name(&self) -> &'static str;
     /// Whether the stage reads the stream's [`Pairing`]: the runner pairs the lines (once,
     /// however many stages read it) only when a stage of the list does.
-    fn pairs(&self) -> bool {
+    fn reads_pairing(&self) -> bool {
         false
     }
     /// The format is known (before the first [`Input::Entry`]).
@@ -166,7 +166,7 @@ pub trait Stage: Any + Send + fmt::Debug {
 }
 
 /// The pairing of one stream: the pairing rules (`validate_canonical`, docs/requirements.md) ([`Validator`]) run **once** over its
-/// lines, for every stage of the list that reads them ([`Stage::pairs`]: `validate` reports its
+/// lines, for every stage of the list that reads them ([`Stage::reads_pairing`]: `validate` reports its
 /// findings, `orphans` reads the calls it leaves pending). The runner feeds each entry to it
 /// before handing the entry to the stages, and at the end of the stream ends it before the
 /// stages' [`Stage::finish`]; the stages only read it. Its state after a line depends on the
@@ -188,7 +188,7 @@ pub struct Pairing {
 impl Pairing {
     /// A pairing for a stage list: it pairs only if a stage of `list` reads it.
     fn of(list: &[Box<dyn Stage>]) -> Self {
-        Pairing { wanted: list.iter().any(|s| s.pairs()), ..Pairing::default() }
+        Pairing { wanted: list.iter().any(|s| s.reads_pairing()), ..Pairing::default() }
     }
 
     /// The pairing state machine, once the format is known (and a stage reads it).

@@ -5,6 +5,8 @@
 //!   keeps it testable and shared by the batch verbs and the daemon.
 //! - The top-level modules import each other without a circle: each layer can be read, and
 //!   tested, without the ones above it.
+//! - The daemon serves what stages and sinks say they need (`StageConfig::needs`,
+//!   `SinkConfig::needs`) without naming a stage or a sink.
 
 use super::support::root;
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +45,9 @@ struct Paths {
     /// Other paths: in expressions, types, patterns, macro names.
     named: Vec<Vec<String>>,
     macros: Vec<String>,
+    /// The tokens of each macro call, as text (`matches!(s, A::B { .. })`: paths inside a
+    /// macro are not parsed).
+    macro_tokens: Vec<String>,
 }
 
 fn flatten(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, String)>) {
@@ -135,6 +140,7 @@ impl<'ast> Visit<'ast> for Collector {
         if let Some(last) = m.path.segments.last() {
             self.paths.macros.push(last.ident.to_string());
         }
+        self.paths.macro_tokens.push(m.tokens.to_string());
         syn::visit::visit_macro(self, m);
     }
 }
@@ -416,4 +422,57 @@ fn the_folder_graphs_resolve_super_self_and_children() {
     // `use super::health::Health` in daemon/http.rs; `crate::transcript::…` from the shell.
     assert!(has("daemon::http", "daemon::health"));
     assert!(edges.iter().any(|(f, t)| f[0] == "cli" && t[0] == "transcript"));
+}
+
+/// The config enums whose variants the daemon and the sinks must not name.
+const CONFIG_ENUMS: &[&str] = &["StageConfig", "SinkConfig"];
+
+/// The variants of [`CONFIG_ENUMS`] a source text names (`StageConfig::Orphans`), in paths,
+/// `use` items and macro calls, test-only code left out.
+fn config_variants_named(text: &str) -> BTreeSet<String> {
+    let paths = paths_of(text);
+    let mut found = BTreeSet::new();
+    for p in paths.uses.iter().chain(&paths.named) {
+        if let Some(i) = p.iter().position(|s| CONFIG_ENUMS.contains(&s.as_str())) {
+            if let Some(v) = p.get(i + 1) {
+                found.insert(format!("{}::{v}", p[i]));
+            }
+        }
+    }
+    for tokens in &paths.macro_tokens {
+        let t: String = tokens.chars().filter(|c| !c.is_whitespace()).collect();
+        for e in CONFIG_ENUMS {
+            for (at, _) in t.match_indices(&format!("{e}::")) {
+                let rest = &t[at + e.len() + 2..];
+                let v: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                found.insert(format!("{e}::{v}"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_daemon_and_the_sinks_name_no_stage_or_sink_variant() {
+    let mut all = Vec::new();
+    for dir in ["src/daemon", "src/sinks"] {
+        let files = rust_files(&root().join(dir));
+        assert!(files.len() >= 5, "{dir}");
+        for f in files {
+            for v in config_variants_named(&std::fs::read_to_string(&f).unwrap()) {
+                all.push(format!("{}: {v}", f.display()));
+            }
+        }
+    }
+    assert!(all.is_empty(), "the shell peeks at a stage or sink instead of serving what it needs (StageConfig::needs, SinkConfig::needs):\n{}", all.join("\n"));
+    // The finder finds the peeks this replaced: in a macro, a pattern, through an alias.
+    for peek in [
+        "fn f(s: &[crate::config::StageConfig]) -> bool { s.iter().any(|s| matches!(s, crate::config::StageConfig::Orphans { .. })) }",
+        "use crate::config::SinkConfig; fn f(s: &SinkConfig) { if let SinkConfig::RepairedFiles { dir } = s { drop(dir) } }",
+        "use crate::config::StageConfig as S; fn f(s: &S) -> bool { match s { S::Repair { .. } => true, _ => false } }",
+    ] {
+        assert_eq!(config_variants_named(peek).len(), 1, "missed in {peek}");
+    }
+    assert!(config_variants_named("#[cfg(test)] mod tests { fn f() { let _ = crate::config::SinkConfig::stdout(); } }").is_empty());
+    assert!(config_variants_named("fn f(s: &crate::config::StageConfig) -> crate::config::Needs { s.needs() }").is_empty());
 }

@@ -191,7 +191,7 @@ impl Stage for Orphans {
         "orphans"
     }
 
-    fn pairs(&self) -> bool {
+    fn reads_pairing(&self) -> bool {
         true
     }
 

@@ -27,7 +27,7 @@ impl Stage for Validate {
         "validate"
     }
 
-    fn pairs(&self) -> bool {
+    fn reads_pairing(&self) -> bool {
         true
     }
 
