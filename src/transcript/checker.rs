@@ -55,7 +55,8 @@ pub struct StrictStop {
 pub struct Stats {
     /// Non-blank lines read (complete ones).
     pub lines: u64,
-    /// Bytes framed into complete lines, blank ones included.
+    /// Bytes read: those framed into lines, blank ones included, and a torn last line's (a
+    /// summary that counts the torn line among the lines counts its bytes too).
     pub bytes: u64,
     /// Conversation entries.
     pub messages: u64,
@@ -490,6 +491,7 @@ impl<O: Observer> Checker<O> {
         }
         let line = self.next_line;
         if let Some(t) = self.splitter.finish() {
+            self.stats.bytes += t.len;
             let f = Finding::new(line, Kind::TornLine, format!("last line ({} bytes) has no newline: an interrupted write", t.len));
             self.fault(f);
             if let Some(s) = self.stopped.take() {
