@@ -254,6 +254,17 @@ fn malformed(number: u64, bytes: &[u8]) -> Finding {
     Finding::new(number, Kind::MalformedLine, msg)
 }
 
+/// What is wrong with a JSON text (a meta sidecar, say) in plain words, where it is: `a word
+/// JSON does not have (it has true, false and null) (line 3, column 9)`, not serde_json's
+/// `expected ident at line 3 column 9`.
+pub fn json_error_in_words(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    match msg.rfind(" at line ") {
+        Some(i) => format!("{} (line {}, column {})", plain(&msg[..i]), e.line(), e.column()),
+        None => plain(&msg).to_owned(),
+    }
+}
+
 /// serde_json's words for what is wrong with a line, said for people who never wrote a parser
 /// ("expected ident" is "a word JSON does not have"); anything else as serde_json says it.
 fn plain(serde: &str) -> &str {

@@ -704,3 +704,17 @@ fn a_second_repair_in_place_says_clean_and_the_dry_run_says_what_it_inserts_in_w
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(std::fs::read(&f).unwrap(), input);
 }
+
+/// Issue 30.11: serde_json's parser jargon does not reach users; a broken meta sidecar is said
+/// in words, with where.
+#[test]
+fn a_meta_sidecar_that_is_not_json_is_said_in_plain_words() {
+    let d = tempfile::tempdir().unwrap();
+    put(&d.path().join("abcd1234.jsonl"), "{\"role\":\"user\",\"content\":\"hi\"}\n");
+    put(&d.path().join("abcd1234.meta.json"), "{\"session_id\": tx}\n");
+    let o = transcriptd(&["show", "abcd", "--root", s(d.path())]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("abcd1234.meta.json: meta sidecar cannot be parsed: a word JSON does not have (it has true, false and null) (line 1, column 17)"), "{err}");
+    assert!(!err.contains("expected ident"), "{err}");
+}
