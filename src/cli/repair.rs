@@ -56,9 +56,10 @@ pub struct Args {
     /// without results. A line the policy cannot make clean is dropped.
     #[arg(long, default_value = "drop", value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["drop", "truncate", "answer"]), |p| p.parse::<DatasetPolicy>().expect("a policy")), value_name = "POLICY")]
     pub dataset_policy: DatasetPolicy,
-    /// In place (and in a dry run), skip files modified more recently than this: they may still
-    /// be written. Files that change while repaired, and files another process holds open for
-    /// writing, are skipped too. With --out, which never writes the input, only the last two.
+    /// In place (and in a dry run), skip files modified more recently than this that need an
+    /// edit: they may still be written (a file that needs none is reported clean). Files that
+    /// change while repaired, and files another process holds open for writing, are skipped
+    /// too. With --out, which never writes the input, only the last two.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub min_idle: Duration,
     /// Repair files even if they are live. In place, lines a writer appends to the old file

@@ -13,6 +13,8 @@
 //! The filesystem side trusts nothing (see docs/commands/repair.md, "Guarantees"):
 //! - The input is opened once, as a regular file ([`regular::open`]), and every pass reads that
 //!   descriptor up to the length the first pass read: one snapshot, whatever is appended.
+//! - A file modified within `--min-idle` is skipped (in place, in a dry run) only if it needs an
+//!   edit: one that needs none is reported as it is, so a run right after a repair says clean.
 //! - The idle guard holds to the end: just before the swap the file's identity, size and
 //!   modification time are checked again ([`Guard`]); a file that changed is not replaced, but
 //!   repaired again (at most [`ATTEMPTS`] times), so the guards apply anew, or reported.
