@@ -53,38 +53,53 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         );
         if count.add(&filter, &f) {
             count.bad_files += 1;
+            count.files += 1;
             write_finding(&mut out, format, paint, &m.transcript.display().to_string(), None, &f)?;
         }
     }
     let mut failed = 0u64;
+    let mut stopped = 0u64;
     for r in &reports {
+        if let Some(stop) = &r.stop {
+            // --strict stopped at a line that cannot be read: that line is the file's one
+            // finding, said on stderr (why the run exits 2), written as a record with -o json,
+            // and counted as the error it is.
+            stopped += 1;
+            let f = Finding::new(stop.line, stop.kind, stop.message.clone());
+            let name = r.input.display();
+            count.found(&f);
+            count.bad_files += 1;
+            count.files += 1;
+            count.last_bad = Some(r.input.clone());
+            count.transcripts |= !matches!(r.format, Some(Format::Dataset(_)));
+            if format == OutputFormat::Json {
+                write_finding(&mut out, format, paint, &name, r.format, &f)?;
+            }
+            out.flush()?;
+            eprintln!(
+                "{}",
+                super::style::stderr().at(&name, stop.line, "error", stop.kind.as_str(), &format!("{} (--strict stops at the first line that cannot be read)", stop.message))
+            );
+            continue;
+        }
         if let Some(e) = &r.error {
             failed += 1;
             out.flush()?;
-            match &r.stop {
-                Some(s) => eprintln!(
-                    "{}",
-                    super::style::stderr().at(
-                        &r.input.display(),
-                        s.line,
-                        "error",
-                        s.kind.as_str(),
-                        &format!("{} (--strict stops at the first line that cannot be read)", s.message)
-                    )
-                ),
-                None => super::style::error(e),
-            }
+            super::style::error(e);
             continue;
         }
         let name = r.input.display();
         let mut file_errors = false;
+        let mut file_findings = false;
         for f in &r.findings {
             if count.add(&filter, f) {
                 file_errors |= f.severity == Severity::Error;
+                file_findings = true;
                 write_finding(&mut out, format, paint, &name, r.format, f)?;
             }
         }
         count.bad_files += u64::from(file_errors);
+        count.files += u64::from(file_findings);
         if file_errors {
             count.last_bad = Some(r.input.clone());
             count.transcripts |= !matches!(r.format, Some(Format::Dataset(_)));
@@ -97,9 +112,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         let bytes: u64 = reports.iter().map(|r| r.stats.bytes).sum();
         let secs = started.elapsed().as_secs_f64();
         let next = next_command(&count, &paths);
-        let Counts { errors, warnings, bad_files, hidden, .. } = count;
+        let Counts { errors, warnings, files, hidden, .. } = count;
         eprintln!(
-            "checked {} file{} ({} line{}, {}) in {secs:.2}s: {errors} error{}, {warnings} warning{} in {bad_files} file{}{}{}{next}",
+            "checked {} file{} ({} line{}, {}) in {secs:.2}s: {errors} error{}, {warnings} warning{} in {files} file{}{}{}{}{next}",
             reports.len(),
             plural(reports.len() as u64),
             lines,
@@ -107,17 +122,21 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             human_bytes(bytes),
             plural(errors),
             plural(warnings),
-            plural(bad_files),
+            plural(files),
             if hidden > 0 { format!(" ({hidden} more not shown: --severity/--kind)") } else { String::new() },
+            if stopped > 0 { format!("; --strict stopped at a line that cannot be read in {stopped} file{}", plural(stopped)) } else { String::new() },
             if failed > 0 { format!("; {failed} could not be checked") } else { String::new() },
         );
         if !found.skipped.is_empty() {
             eprintln!("skipped {} path{} ({unreadable} could not be read)", found.skipped.len(), plural(found.skipped.len() as u64));
         }
     }
-    if failed > 0 || unreadable > 0 {
-        let n = failed + unreadable as u64;
-        anyhow::bail!("{n} input{} could not be checked", plural(n));
+    let n = failed + unreadable as u64;
+    match (n, stopped) {
+        (0, 0) => {}
+        (0, s) => anyhow::bail!("--strict: {s} file{} {} a line that cannot be read", plural(s), if s == 1 { "has" } else { "have" }),
+        (n, 0) => anyhow::bail!("{n} input{} could not be checked", plural(n)),
+        (n, s) => anyhow::bail!("{n} input{} could not be checked, and --strict stopped at a line that cannot be read in {s}", plural(n)),
     }
     Ok(if count.errors > 0 { Exit::Findings } else { Exit::Clean })
 }
@@ -127,8 +146,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
 struct Counts {
     errors: u64,
     warnings: u64,
-    /// Files with an error finding reported.
+    /// Files with an error finding reported (the next command repairs them).
     bad_files: u64,
+    /// Files with any finding reported (what the summary's `in N files` counts).
+    files: u64,
     hidden: u64,
     /// The last of them.
     last_bad: Option<Input>,
@@ -159,11 +180,16 @@ impl Counts {
             self.hidden += 1;
             return false;
         }
+        self.found(f);
+        true
+    }
+
+    /// Counts `f` by its severity (a --strict stop is counted so whatever the filter).
+    fn found(&mut self, f: &Finding) {
         match f.severity {
             Severity::Error => self.errors += 1,
             Severity::Warning => self.warnings += 1,
         }
-        true
     }
 }
 

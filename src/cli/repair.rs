@@ -6,7 +6,7 @@ use super::output::human_bytes;
 use super::{Exit, OutputFormat};
 use crate::sources::batch;
 use crate::transcript::dataset::repair::Policy as DatasetPolicy;
-use crate::transcript::repair::OrphanPolicy;
+use crate::transcript::repair::{Edit, OrphanPolicy};
 use anyhow::Context;
 use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
@@ -43,7 +43,8 @@ pub struct Args {
     /// file a writer appended to during the repair is kept all the same).
     #[arg(long, requires = "in_place")]
     pub no_backup: bool,
-    /// Print the plan, one JSON action per line, and write nothing.
+    /// Print the plan, one line per action (-o json: one JSON action per line), and write
+    /// nothing.
     #[arg(long, conflicts_with_all = ["out", "in_place"])]
     pub dry_run: bool,
     /// What to do with calls still pending at the end: answer them with an "interrupted" error
@@ -55,9 +56,10 @@ pub struct Args {
     /// without results. A line the policy cannot make clean is dropped.
     #[arg(long, default_value = "drop", value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["drop", "truncate", "answer"]), |p| p.parse::<DatasetPolicy>().expect("a policy")), value_name = "POLICY")]
     pub dataset_policy: DatasetPolicy,
-    /// In place (and in a dry run), skip files modified more recently than this: they may still
-    /// be written. Files that change while repaired, and files another process holds open for
-    /// writing, are skipped too. With --out, which never writes the input, only the last two.
+    /// In place (and in a dry run), skip files modified more recently than this that need an
+    /// edit: they may still be written (a file that needs none is reported clean). Files that
+    /// change while repaired, and files another process holds open for writing, are skipped
+    /// too. With --out, which never writes the input, only the last two.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub min_idle: Duration,
     /// Repair files even if they are live. In place, lines a writer appends to the old file
@@ -127,6 +129,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         );
         bar
     });
+    // The summary's size is the input's, whatever the mode: taken before --in-place replaces it.
+    let bytes: u64 = jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| m.len()).sum();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs_n).build().context("starting worker threads")?;
     let reports: Vec<Report> = pool.install(|| {
         jobs.par_iter()
@@ -153,7 +157,6 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     for r in reports.iter().filter(|r| r.status == Status::Failed) {
         super::style::error(format_args!("{}: {}", r.file, r.message.as_deref().unwrap_or("")));
     }
-    let bytes: u64 = jobs.iter().filter_map(|j| std::fs::metadata(&j.input).ok()).map(|m| m.len()).sum();
     if args.out_args.summary() {
         eprintln!("{}", summary(&reports, bytes, started.elapsed(), args.dry_run, args.min_idle, args.shard));
         if !skipped.is_empty() {
@@ -187,6 +190,9 @@ pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_
         out.write_all(b"\n")?;
         Ok(())
     };
+    if dry_run && format == OutputFormat::Text {
+        return write_plan_text(out, r, paint);
+    }
     if dry_run {
         for e in &r.plan {
             let mut extra = vec![("round", serde_json::Value::from(e.round))];
@@ -256,6 +262,68 @@ pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_
         }
     }
     Ok(())
+}
+
+/// `--dry-run` in text: the plan, one line per action, as `FILE:LINE: plan: KIND: WHAT` (the
+/// finding it repairs, then what will be done, in input lines), then the findings it would
+/// leave and a skip, as the repair itself says them.
+fn write_plan_text(out: &mut impl Write, r: &Report, paint: super::style::Paint) -> anyhow::Result<()> {
+    for e in &r.plan {
+        let mut what = describe(&e.edit);
+        if e.on_inserted {
+            what.push_str(" (on the line an earlier round inserted after it)");
+        }
+        if e.round > 1 {
+            what.push_str(&format!(" (round {})", e.round));
+        }
+        writeln!(out, "{}", paint.at(&r.file, e.edit.line(), "plan", e.edit.reason().as_str(), &what))?;
+    }
+    for line in &r.reparented {
+        writeln!(out, "{}", paint.note(&r.file, *line, "plan", "re-point the line's parentUuid to the parent it has once the lines above are edited"))?;
+    }
+    for a in &r.dataset_actions {
+        let at = a.message_index.map(|m| format!(" (message {m})")).unwrap_or_default();
+        let what = if a.action == "remove" {
+            format!("drop the example{at}: it goes to the rejects file")
+        } else {
+            format!("replace the example with its repaired conversation{at}: the original goes to the rejects file")
+        };
+        writeln!(out, "{}", paint.at(&r.file, a.line, "plan", a.reason.as_str(), &what))?;
+    }
+    for u in &r.unrepaired {
+        writeln!(out, "{}", paint.at(&r.file, u.line, "error", u.kind.as_str(), &format!("not repaired: {}", u.why)))?;
+    }
+    if r.status == Status::Skipped {
+        writeln!(out, "{}", paint.note(&r.file, 0, "warning", &format!("skipped: {}", r.message.as_deref().unwrap_or(""))))?;
+    }
+    Ok(())
+}
+
+/// What an edit will do, in words (the text of an inserted result quoted in full).
+fn describe(e: &Edit) -> String {
+    use crate::transcript::repair::plan::How;
+    match e {
+        Edit::Remove { .. } => "remove the line (it goes to the rejects file)".into(),
+        Edit::Insert { call_id, tool, text, .. } => {
+            let tool = if tool.is_empty() { String::new() } else { format!(" ({tool})") };
+            format!("insert after this line an error result for call `{call_id}`{tool}: {:?}", text.text())
+        }
+        Edit::DropResults { call_id, keep_first: true, .. } => format!("remove from the line the results for call `{call_id}` but the first"),
+        Edit::DropResults { call_id, keep_first: false, .. } => format!("remove from the line the results for call `{call_id}`"),
+        Edit::DropCall { call_id, .. } => format!("remove call `{call_id}` from the line"),
+        Edit::JoinTurn { like, .. } => format!("give the line the message.id of line {like}, joining that turn"),
+        Edit::MergeInto { into, .. } => format!("merge the line's message into the assistant message of line {into}"),
+        Edit::Bridge { under, .. } => format!("hang the line under line {under} (its parentUuid set to that line's uuid)"),
+        Edit::Salvage { how, with, .. } => match (how, with) {
+            (How::StripNul, _) => "drop the NUL bytes padding the line".into(),
+            (How::SplitGlued, _) => "keep the complete record glued into the line as a line of its own".into(),
+            (How::JoinSplit, Some(w)) => format!("join the line and those after it up to line {w} into the one record they were split from"),
+            (How::JoinSplit, None) => "join the line with the next into the one record they were split from".into(),
+            (How::EndLine, _) => "end the complete last line with its newline".into(),
+            (How::MoveAfter, Some(w)) => format!("move the result to after its call's line {w}"),
+            (How::MoveAfter, None) => "move the result to after its call's line".into(),
+        },
+    }
 }
 
 /// The summary line: what each file came to, every count named for what it counts.

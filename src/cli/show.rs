@@ -170,7 +170,7 @@ fn write_summary(out: &mut impl Write, s: &Summary) -> io::Result<()> {
     }
     writeln!(out, "turns        {}", s.turns)?;
     writeln!(out, "messages     {}", s.messages)?;
-    writeln!(out, "tool calls   {} ({} results)", s.tool_calls, s.tool_results)?;
+    writeln!(out, "tool calls   {} ({} result{})", s.tool_calls, s.tool_results, plural(s.tool_results))?;
     writeln!(out, "compactions  {}", s.compactions)?;
     writeln!(out, "findings     {} error{}, {} warning{}", s.errors, plural(s.errors), s.warnings, plural(s.warnings))?;
     for (kind, c) in &s.findings {

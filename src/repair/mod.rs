@@ -13,6 +13,8 @@
 //! The filesystem side trusts nothing (see docs/commands/repair.md, "Guarantees"):
 //! - The input is opened once, as a regular file ([`regular::open`]), and every pass reads that
 //!   descriptor up to the length the first pass read: one snapshot, whatever is appended.
+//! - A file modified within `--min-idle` is skipped (in place, in a dry run) only if it needs an
+//!   edit: one that needs none is reported as it is, so a run right after a repair says clean.
 //! - The idle guard holds to the end: just before the swap the file's identity, size and
 //!   modification time are checked again ([`Guard`]); a file that changed is not replaced, but
 //!   repaired again (at most [`ATTEMPTS`] times), so the guards apply anew, or reported.
@@ -701,20 +703,18 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
             ));
         }
     }
-    if !s.force && !out_run {
-        if age < s.min_idle {
-            let what = if attempt > 0 { "it changed while being repaired: modified" } else { "modified" };
-            return done(Report::skipped(
-                job,
-                SkipWhy::RecentlyModified,
-                format!(
-                    "{what} {}s ago, within --min-idle {}s: it may still be written (use --force to repair it anyway)",
-                    age.as_secs(),
-                    s.min_idle.as_secs()
-                ),
-            ));
-        }
-    }
+    // In place (and in a dry run) a file modified within --min-idle may still be written: it is
+    // skipped if it needs an edit. One that needs none is reported as it is, so that a second
+    // run right after a repair (whose output is new) says the file is clean instead of skipping
+    // it (issue 30).
+    let recent = (!s.force && !out_run && age < s.min_idle).then(|| {
+        let what = if attempt > 0 { "it changed while being repaired: modified" } else { "modified" };
+        Report::skipped(
+            job,
+            SkipWhy::RecentlyModified,
+            format!("{what} {}s ago, within --min-idle {}s: it may still be written (use --force to repair it anyway)", age.as_secs(), s.min_idle.as_secs()),
+        )
+    });
     // Without --force the checks before the swap look for writers (looks through /proc only
     // for the files replaced, not for every file); with it, a writer decides how to read.
     let writers = if s.in_place && s.force && !s.dry_run { holders::writers_of(before.dev, before.ino).0 } else { Vec::new() };
@@ -724,6 +724,9 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     let dataset = dataset::dataset_of(&file, s).with_context(|| format!("reading {}", path.display()))?;
     if let (true, Some(d)) = (s.dry_run, dataset) {
         let actions = dataset::plan(&mut ReadAt::new(&file, 0, limit), d, policy, s, buf).with_context(|| format!("reading {}", path.display()))?;
+        if let (false, Some(skipped)) = (actions.is_empty(), recent) {
+            return done(skipped);
+        }
         let mut report = Report::new(job, if actions.is_empty() { Status::Clean } else { Status::Planned });
         report.format = Some(Format::Dataset(d));
         report.edits = actions.len();
@@ -776,6 +779,9 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         }
     }
     let edited = first_edited || salvaged.is_some() || bridged_first.is_some();
+    if let (true, Some(skipped)) = (edited, recent) {
+        return done(skipped); // nothing was written: the output is a temporary file
+    }
     let bridge_last = first_edited || salvaged.is_some();
     let plan = first.plan;
     let mut rounds = if salvaged.is_some() { Rounds::with_max(MAX_ROUNDS + 1) } else { Rounds::new() };

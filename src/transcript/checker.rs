@@ -56,7 +56,8 @@ pub struct StrictStop {
 pub struct Stats {
     /// Non-blank lines read (complete ones).
     pub lines: u64,
-    /// Bytes framed into complete lines, blank ones included.
+    /// Bytes read: those framed into lines, blank ones included, and a torn last line's (a
+    /// summary that counts the torn line among the lines counts its bytes too).
     pub bytes: u64,
     /// Conversation entries.
     pub messages: u64,
@@ -252,6 +253,17 @@ fn malformed(number: u64, bytes: &[u8]) -> Finding {
         }
     };
     Finding::new(number, Kind::MalformedLine, msg)
+}
+
+/// What is wrong with a JSON text (a meta sidecar, say) in plain words, where it is: `a word
+/// JSON does not have (it has true, false and null) (line 3, column 9)`, not serde_json's
+/// `expected ident at line 3 column 9`.
+pub fn json_error_in_words(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    match msg.rfind(" at line ") {
+        Some(i) => format!("{} (line {}, column {})", plain(&msg[..i]), e.line(), e.column()),
+        None => plain(&msg).to_owned(),
+    }
 }
 
 /// serde_json's words for what is wrong with a line, said for people who never wrote a parser
@@ -491,6 +503,7 @@ impl<O: Observer> Checker<O> {
         }
         let line = self.next_line;
         if let Some(t) = self.splitter.finish() {
+            self.stats.bytes += t.len;
             let f = Finding::new(line, Kind::TornLine, format!("last line ({} bytes) has no newline: an interrupted write", t.len));
             self.fault(f);
             if let Some(s) = self.stopped.take() {

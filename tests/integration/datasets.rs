@@ -224,7 +224,7 @@ fn the_cli_names_line_and_message() {
     let o = transcriptd(&["check", "--no-summary", "-o", "json", "--format", "sharegpt", case.to_str().unwrap()]);
     assert_eq!(json_lines(&o)[0]["kind"], "not_a_conversation");
     // A dataset's dry-run plan names each line and why.
-    let o = transcriptd(&["repair", "--force", "--no-summary", "--dry-run", "--dataset-policy", "truncate", case.to_str().unwrap()]);
+    let o = transcriptd(&["repair", "--force", "--no-summary", "--dry-run", "-o", "json", "--dataset-policy", "truncate", case.to_str().unwrap()]);
     let plan = json_lines(&o);
     assert_eq!((plan[0]["line"].as_u64(), plan[0]["action"].as_str(), plan[0]["reason"].as_str()), (Some(1), Some("replace"), Some("unanswered_call")));
 }

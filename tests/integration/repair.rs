@@ -111,7 +111,7 @@ fn cli_repair_out_in_place_dry_run_and_rejects() {
     assert_eq!(std::fs::read(src.join("sub/broken.jsonl")).unwrap(), broken, "skipped: not touched");
 
     // Dry run: the plan, nothing written.
-    let r = transcriptd(&["repair", "--dry-run", "--force", src.to_str().unwrap()]);
+    let r = transcriptd(&["repair", "--dry-run", "--force", "-o", "json", src.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(0));
     let plan = String::from_utf8(r.stdout).unwrap();
     assert!(plan.contains("\"action\":\"drop_results\"") && plan.contains("toolu_01FdQ8qTyVyZjE3Kw4dguQGx"), "{plan}");
@@ -281,7 +281,7 @@ fn cli_dry_run_lists_every_edit_of_every_round() {
         } else {
             &[]
         };
-        let mut args = vec!["repair", "--force", "--no-summary", "--dry-run"];
+        let mut args = vec!["repair", "--force", "--no-summary", "--dry-run", "-o", "json"];
         args.extend_from_slice(policy);
         args.push(src.to_str().unwrap());
         let plan = transcriptd(&args);

@@ -4,7 +4,7 @@
 //! manual pages, `-`, sessions without repair by-products, and `validate-config` reporting every
 //! error.
 
-use super::support::{data, json_lines, no_time, put, set_mtime, stderr, stdout, transcriptd, transcriptd_home};
+use super::support::{data, json_lines, no_time, put, put_fixture, set_mtime, stderr, stdout, transcriptd, transcriptd_home};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -599,4 +599,122 @@ fn a_dash_reads_standard_input_for_every_verb_that_takes_a_transcript() {
     let o = with_stdin(&["repair", "-"], &input);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("needs --rejects FILE"), "{}", stderr(&o));
+}
+
+/// Issue 30.7: every count of a summary adds up with the others and with the files.
+#[test]
+fn summaries_add_up_and_a_strict_stop_is_a_counted_finding_in_json_too() {
+    let d = tempfile::tempdir().unwrap();
+    // A torn last line is one of the lines counted, and its bytes are among the bytes.
+    let torn = d.path().join("torn.jsonl");
+    put(&torn, "{\"role\":\"user\",\"content\":\"hi\"}\n{\"role\":\"assistant\",\"content\":\"ok\"}\n{\"role\":\"user\",\"con");
+    let o = transcriptd(&["check", s(&torn)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(no_time(&stderr(&o)).starts_with("checked 1 file (3 lines, 86 B) in Ts: 1 error, 0 warnings in 1 file;"), "{}", stderr(&o));
+    // A warning about one file is in that one file.
+    let o = transcriptd(&["check", s(&data("check/claude-code/0007_empty_assistant_turn_spans_split_lines.jsonl"))]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains(": 0 errors, 1 warning in 1 file\n"), "{}", stderr(&o));
+
+    // --strict -o json: the stop is the file's finding on stdout as a record, and the summary
+    // counts the error it is (it said 0 errors in 0 files, and wrote no JSON).
+    let bad = d.path().join("bad.jsonl");
+    put(&bad, "{\"role\":\"user\",\"content\":\"hi\"}\nnot json\n{\"role\":\"assistant\",\"content\":\"ok\"}\n");
+    let o = transcriptd(&["check", "--strict", "-o", "json", s(&bad)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let records = json_lines(&o);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert_eq!(
+        (r["file"].as_str(), r["line"].as_u64(), r["kind"].as_str(), r["severity"].as_str()),
+        (Some(s(&bad)), Some(2), Some("malformed_line"), Some("error")),
+        "{r}"
+    );
+    let err = stderr(&o);
+    assert!(err.contains(": 1 error, 0 warnings in 1 file; --strict stopped at a line that cannot be read in 1 file;"), "{err}");
+    assert!(err.contains("transcriptd: error: --strict: 1 file has a line that cannot be read") && !err.contains("0 errors"), "{err}");
+    // In text the stop stays on stderr, once.
+    let o = transcriptd(&["check", "--strict", s(&bad)]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(2), String::new()));
+    assert_eq!(stderr(&o).matches(":2: error: malformed_line: ").count(), 1, "{}", stderr(&o));
+
+    // show: one result is `1 result`.
+    let home = d.path().join("home");
+    put_fixture("check/claude-code/0004_orphan_result.jsonl", &home.join(".claude/projects/-w/4c2d0000-1111-4222-8333-444455556666.jsonl"));
+    let o = transcriptd_home(&home, &["show", "4c2d"]);
+    assert!(stdout(&o).contains("\ntool calls   0 (1 result)\n"), "{}", stdout(&o));
+
+    // repair's summary gives the input's size, in place as with --out (in place it gave the
+    // repaired file's).
+    let input = std::fs::read(data("check/claude-code/0002_orphan_call_at_end.jsonl")).unwrap();
+    let size = format!("repair of 1 file ({} B) in Ts: ", input.len());
+    let f = d.path().join("in/a.jsonl");
+    put(&f, &input);
+    let o = transcriptd(&["repair", "--force", "--out", s(&d.path().join("out")), s(&f)]);
+    assert!(no_time(&stderr(&o)).starts_with(&size), "{}", stderr(&o));
+    let o = transcriptd(&["repair", "--force", "--in-place", s(&f)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::metadata(&f).unwrap().len() > input.len() as u64, "repaired: a result inserted");
+    assert!(no_time(&stderr(&o)).starts_with(&size), "{}", stderr(&o));
+}
+
+/// Issue 30.8: repair does not trip on its own work, and its plan reads as text.
+#[test]
+fn a_second_repair_in_place_says_clean_and_the_dry_run_says_what_it_inserts_in_words() {
+    let d = tempfile::tempdir().unwrap();
+    let input = std::fs::read(data("check/claude-code/0002_orphan_call_at_end.jsonl")).unwrap();
+    let f = d.path().join("a.jsonl");
+    put(&f, &input);
+    set_mtime(&f, 1_600_000_000);
+
+    // The dry run, in text: one line per action, the text it inserts in full; no JSON.
+    let interrupted = "Tool call was interrupted and did not complete; its effects, if any, are unknown. (Result inserted by transcriptd repair.)";
+    let o = transcriptd(&["repair", "--dry-run", "--no-summary", s(&f)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("{}:2: plan: orphan_call: insert after this line an error result for call `t1` (Bash): \"{interrupted}\"\n", f.display())
+    );
+    // In JSON, `text` is the text inserted, not a name for it.
+    let o = transcriptd(&["repair", "--dry-run", "-o", "json", "--no-summary", s(&f)]);
+    let plan = json_lines(&o);
+    assert_eq!((plan.len(), plan[0]["action"].as_str(), plan[0]["text"].as_str()), (1, Some("insert"), Some(interrupted)), "{plan:?}");
+
+    // The repair inserts that text; a second run right after it (its output is new, well
+    // within --min-idle) finds the file clean instead of skipping it.
+    let o = transcriptd(&["repair", "--in-place", s(&f)]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let repaired = std::fs::read(&f).unwrap();
+    assert!(String::from_utf8_lossy(&repaired).contains(interrupted));
+    for args in [vec!["repair", "--in-place"], vec!["repair", "--dry-run"]] {
+        let o = transcriptd(&[&args[..], &[s(&f)]].concat());
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}{}", stdout(&o), stderr(&o));
+        assert_eq!(stdout(&o), "", "{args:?}");
+        assert!(stderr(&o).contains(": 1 clean, 0 "), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("1 skipped"), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(std::fs::read(&f).unwrap(), repaired, "a clean file is not rewritten");
+    // A file modified a moment ago that needs an edit is still left alone, and the dry run
+    // says so in text.
+    put(&f, &input);
+    let o = transcriptd(&["repair", "--dry-run", "--no-summary", s(&f)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).starts_with(&format!("{}: warning: skipped: modified ", f.display())), "{}", stdout(&o));
+    let o = transcriptd(&["repair", "--in-place", s(&f)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(std::fs::read(&f).unwrap(), input);
+}
+
+/// Issue 30.11: serde_json's parser jargon does not reach users; a broken meta sidecar is said
+/// in words, with where.
+#[test]
+fn a_meta_sidecar_that_is_not_json_is_said_in_plain_words() {
+    let d = tempfile::tempdir().unwrap();
+    put(&d.path().join("abcd1234.jsonl"), "{\"role\":\"user\",\"content\":\"hi\"}\n");
+    put(&d.path().join("abcd1234.meta.json"), "{\"session_id\": tx}\n");
+    let o = transcriptd(&["show", "abcd", "--root", s(d.path())]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("abcd1234.meta.json: meta sidecar cannot be parsed: a word JSON does not have (it has true, false and null) (line 1, column 17)"), "{err}");
+    assert!(!err.contains("expected ident"), "{err}");
 }

@@ -21,9 +21,9 @@ pub const NOT_EXECUTED_DUE_TO_INVALID_PEER: &str =
 /// The result of a call that was interrupted (a kill, a crash) and never completed.
 pub const INTERRUPTED: &str = "Tool call was interrupted and did not complete; its effects, if any, are unknown. (Result inserted by transcriptd repair.)";
 
-/// Which synthetic text a result gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+/// Which synthetic text a result gets. It serializes as the text itself: a plan (`repair
+/// --dry-run`) says what will be inserted, not a name for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ResultText {
     /// [`NOT_EXECUTED`].
     NotExecuted,
@@ -41,6 +41,12 @@ impl ResultText {
             ResultText::InvalidPeer => NOT_EXECUTED_DUE_TO_INVALID_PEER,
             ResultText::Interrupted => INTERRUPTED,
         }
+    }
+}
+
+impl serde::Serialize for ResultText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.text())
     }
 }
 
