@@ -21,7 +21,7 @@
 //!    blocks as one line per block, each under the one before, and each call's result under its
 //!    own call, so the chain through the newest result passes only one sibling. Every line of an
 //!    assistant message on the chain (same `message.id`) is sent, with the results of its calls
-//!    (found by parent, or by `tool_use_id`).
+//!    (found by parent, or by `tool_use_id`); not a line whose calls have no result in the file.
 //!
 //! The sent lines keep the file's order. What is not modelled: the loader's checkpoint leaf
 //! (`leafUuid` records) and its storage-backend paths; lines without a `timestamp` take no
@@ -198,7 +198,17 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
     }
     // 3. The parallel calls of the messages on the chain, and their results.
     let ids: HashSet<u64> = on.iter().filter_map(|&i| node(i)?.message_id).collect();
-    let mut group: HashSet<usize> = entries.iter().copied().filter(|&i| node(i).and_then(|x| x.message_id).is_some_and(|m| ids.contains(&m))).collect();
+    // A sibling comes back for its results: one whose calls have none in the file (a call the
+    // session abandoned, which Claude Code 2.0.77 leaves on a side branch) is not sent.
+    let answered: HashSet<u64> = entries.iter().filter_map(|&i| node(i)).flat_map(|x| x.results.iter().copied()).collect();
+    let mut group: HashSet<usize> = entries
+        .iter()
+        .copied()
+        .filter(|&i| {
+            on.contains(&i)
+                || node(i).is_some_and(|x| x.message_id.is_some_and(|m| ids.contains(&m)) && (x.calls.is_empty() || x.calls.iter().any(|c| answered.contains(c))))
+        })
+        .collect();
     let group_uuids: HashSet<u64> = group.iter().filter_map(|&i| node(i)?.uuid).collect();
     let calls: HashSet<u64> = group.iter().filter_map(|&i| node(i)).flat_map(|x| x.calls.iter().copied()).collect();
     let results: Vec<usize> = entries
