@@ -65,6 +65,76 @@ pub struct Node {
 impl Node {
     /// Reads a line; `None` when it is not a JSON object.
     pub fn read(line: &[u8]) -> Option<Node> {
+        Self::read_fields(line).or_else(|| Self::read_value(line))
+    }
+
+    /// The fast path: only the fields the walk needs, the rest skipped unbuilt. `None` for what
+    /// it cannot take (a key given twice, a field of another type): [`Node::read_value`] decides.
+    fn read_fields(line: &[u8]) -> Option<Node> {
+        use serde::Deserialize;
+        use std::borrow::Cow;
+        #[derive(Deserialize)]
+        struct Block<'a> {
+            #[serde(rename = "type", borrow)]
+            ty: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            id: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            tool_use_id: Option<Cow<'a, str>>,
+        }
+        #[derive(Deserialize)]
+        struct Message<'a> {
+            #[serde(borrow)]
+            id: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            content: Option<&'a serde_json::value::RawValue>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Line<'a> {
+            #[serde(rename = "type", borrow)]
+            ty: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            subtype: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            uuid: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            parent_uuid: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            timestamp: Option<Cow<'a, str>>,
+            is_sidechain: Option<bool>,
+            #[serde(borrow)]
+            message: Option<Message<'a>>,
+        }
+        let l: Line<'_> = serde_json::from_slice(line).ok()?;
+        let ty = l.ty.as_deref();
+        let message = matches!(ty, Some("user" | "assistant")) || (ty == Some("system") && l.subtype.as_deref() == Some("local_command"));
+        let blocks: Vec<Block<'_>> = match l.message.as_ref().and_then(|m| m.content) {
+            Some(raw) if raw.get().starts_with('[') => serde_json::from_str(raw.get()).ok()?,
+            _ => Vec::new(),
+        };
+        let of = |want: &str, pick: for<'b> fn(&'b Block<'b>) -> Option<&'b str>| -> Vec<u64> {
+            if !message {
+                return Vec::new();
+            }
+            blocks.iter().filter(|b| b.ty.as_deref() == Some(want)).filter_map(|b| pick(b).map(id_hash)).collect()
+        };
+        Some(Node {
+            uuid: l.uuid.as_deref().map(id_hash),
+            parent: l.parent_uuid.as_deref().map(id_hash),
+            time: l.timestamp.as_deref().and_then(crate::transcript::timestamp::Timestamp::parse_rfc3339).map(|t| t.unix_millis()),
+            sidechain: l.is_sidechain.unwrap_or(false),
+            message,
+            message_id: if ty == Some("assistant") { l.message.as_ref().and_then(|m| m.id.as_deref()).map(id_hash) } else { None },
+            calls: of("tool_use", |b| b.id.as_deref()),
+            results: of("tool_result", |b| b.tool_use_id.as_deref()),
+            boundary: ty == Some("system") && l.subtype.as_deref() == Some("compact_boundary"),
+        })
+    }
+
+    /// The slow path, for every JSON object: the whole line as a value (a key given twice: the
+    /// last counts, as in the agent's `JSON.parse`).
+    fn read_value(line: &[u8]) -> Option<Node> {
         let v: Value = serde_json::from_slice(line).ok()?;
         let o = v.as_object()?;
         let s = |k: &str| o.get(k).and_then(Value::as_str).map(id_hash);
@@ -435,6 +505,24 @@ mod tests {
         s.push(6, br#"{"type":"system","subtype":"compact_boundary","uuid":"z","parentUuid":null,"timestamp":"2026-02-10T22:02:00.000Z"}"#);
         s.push(7, l("f", Some("z"), "02:01", "user").as_bytes());
         assert_eq!(s.lost(), None, "a compaction after the break: nothing before it is sent anyway");
+    }
+
+    #[test]
+    fn the_fast_read_and_the_whole_value_agree() {
+        for line in [
+            &br#"{"type":"assistant","uuid":"u","parentUuid":"p","isSidechain":true,"timestamp":"2026-02-10T22:57:57.941Z","message":{"id":"m","content":[{"type":"tool_use","id":"t","input":{"a":[1,{"b":null}]}},{"type":"text","text":"x"}]}}"#[..],
+            br#"{"type":"user","uuid":"u","parentUuid":null,"message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"y"}]}]}}"#,
+            br#"{"type":"user","uuid":"u","message":{"content":"a string"}}"#,
+            br#"{"type":"system","subtype":"local_command","uuid":"s","parentUuid":"u","content":"<command-name>/x</command-name>"}"#,
+            br#"{"type":"system","subtype":"compact_boundary","uuid":"b","parentUuid":null,"logicalParentUuid":"x"}"#,
+            br#"{"type":"progress","uuid":"p","parentUuid":"u","data":{"type":"hook_progress"}}"#,
+            br#"{"type":"user","uuid":"abc","parentUuid":"p"}"#,
+        ] {
+            assert_eq!(Node::read_fields(line), Node::read_value(line), "{}", String::from_utf8_lossy(line));
+        }
+        let twice = br#"{"type":"user","uuid":"a","uuid":"b"}"#;
+        assert_eq!(Node::read_fields(twice), None, "a key given twice is not the fast path's");
+        assert_eq!(Node::read(twice).and_then(|n| n.uuid), Some(id_hash("b")), "the last counts");
     }
 
     #[test]
