@@ -35,6 +35,18 @@ Examples:
   transcriptd doctor --fix                            # quit the agent first
   transcriptd doctor ~/src/app -o json";
 
+/// `transcriptd explain`.
+pub const EXPLAIN: &str = "\
+Exit status:
+  0  the session has no error finding as it is now (the error is not about it as it is)
+  1  the session has error findings (those behind the API error are named)
+  2  usage or IO error: no such session, an error text that names nothing transcriptd knows
+
+Examples:
+  transcriptd explain ~/.claude/projects/-home-me-app/SESSION.jsonl 'messages.98.content.1: unexpected `tool_use_id` found in `tool_result` blocks: toolu_01…'
+  transcriptd explain 0c6e3f4e - < error.txt                                     # a session by id prefix, the error pasted into a file
+  transcriptd explain -o json SESSION.jsonl 'No tool output found for function call call_…'";
+
 /// `transcriptd check`.
 pub const CHECK: &str = "\
 Exit status:

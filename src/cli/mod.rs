@@ -6,6 +6,7 @@ pub mod client;
 pub mod completions;
 pub mod context;
 pub mod doctor;
+pub mod explain;
 pub mod help;
 pub mod history;
 pub mod input;
@@ -77,6 +78,10 @@ pub enum Command {
     /// resume, and with --fix the broken ones repaired in place and the agent's resume command.
     #[command(after_long_help = help::DOCTOR)]
     Doctor(doctor::Args),
+    /// Trace an API error the agent printed ("messages.98.content.1: unexpected `tool_use_id`
+    /// …") to the session line behind it, the finding there, and the command that repairs it.
+    #[command(after_long_help = help::EXPLAIN)]
+    Explain(explain::Args),
     /// Run the daemon: tail transcripts, report findings, export metrics.
     #[command(after_long_help = help::RUN)]
     Run(run::Args),
@@ -147,6 +152,7 @@ pub fn main() -> ExitCode {
         Command::Repair(a) if a.reads_stdin() => repair_stdin::run(&a),
         Command::Repair(a) => repair::run(a),
         Command::Doctor(a) => doctor::run(a),
+        Command::Explain(a) => explain::run(a),
         Command::Run(a) => run::run(a),
         Command::ValidateConfig(a) => run::validate(a),
         Command::Context(a) => context::run(a),

@@ -8,6 +8,7 @@ pub mod canonical;
 pub mod checker;
 pub mod context;
 pub mod dataset;
+pub mod explain;
 pub mod filter;
 pub mod finding;
 pub mod formats;

@@ -368,3 +368,85 @@ fn the_chain_walk_cases_resume_as_context_says_and_repaired_with_their_history()
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Whether line `n` of `file` (1-based) holds the request block `b` the agent sent: a call or
+/// result with its id, or a text or thinking block with its text (the agent may end a text it
+/// joins to the next message with a newline; a `system` `local_command` line's `content` is a
+/// user text). Written apart from `explain`'s own matching.
+fn line_holds(file: &[u8], n: u64, b: &Value) -> bool {
+    let Some(line) = file.split(|&c| c == b'\n').nth(n as usize - 1) else { return false };
+    let Ok(v) = serde_json::from_slice::<Value>(line) else { return false };
+    let content = if v["subtype"] == "local_command" { &v["content"] } else { &v["message"]["content"] };
+    let content = match content {
+        Value::String(s) => vec![serde_json::json!({"type": "text", "text": s})],
+        Value::Array(a) => a.clone(),
+        _ => Vec::new(),
+    };
+    let text = |x: &Value, k: &str| x[k].as_str().map(|t| t.trim_end_matches('\n').to_owned());
+    content.iter().any(|c| {
+        c["type"] == b["type"]
+            && match b["type"].as_str() {
+                Some("tool_use") => c["id"] == b["id"],
+                Some("tool_result") => c["tool_use_id"] == b["tool_use_id"],
+                Some("text") => text(c, "text") == text(b, "text"),
+                Some("thinking") => text(c, "thinking") == text(b, "thinking"),
+                _ => c == b,
+            }
+    })
+}
+
+/// `explain` counts `messages.N.content.M` as the agent does: on sessions Claude Code 2.1.332
+/// resumes (a real one, and the chain-walk cases, where the request is not the file's lines in
+/// order: a rewound branch left out, history lost at a missing parent, a duplicate call
+/// dropped), every block of the request the agent sends, by its position, is traced by
+/// `explain` to a file line that holds that very block, or to the agent itself for the blocks
+/// it makes on resume (which no line holds).
+#[test]
+fn explain_traces_each_block_of_the_agents_request_to_the_line_it_came_from() {
+    let Some(agents) = agents_or_skip() else { return };
+    let agent = agents.iter().find(|a| a.name == "claude-2.1.332").expect("claude-2.1.332");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = vec![root().join("tests/data/real/claude-code/spotter/tool_heavy.jsonl")];
+    files.extend(super::support::jsonl_files(&root().join("tests/data/resume/claude-code")));
+    files.sort();
+    let (mut traced, mut made, mut failures) = (0, 0, Vec::new());
+    for file in &files {
+        let name = file.file_stem().unwrap().to_str().unwrap().to_owned();
+        let req = tmp.path().join(format!("{name}.req.json"));
+        let o = oracle(&["resume", file.to_str().unwrap(), "--agent", "claude", "--bin", agent.bin.to_str().unwrap(), "--out", req.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: resume: {}", String::from_utf8_lossy(&o.stderr));
+        let req: Value = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
+        let messages = req["body"]["messages"].as_array().unwrap();
+        let bytes = std::fs::read(file).unwrap();
+        // The last message is the new turn (the prompt and the agent's reminders).
+        for (n, m) in messages[..messages.len() - 1].iter().enumerate() {
+            let blocks = match &m["content"] {
+                Value::String(s) => vec![serde_json::json!({"type": "text", "text": s})],
+                Value::Array(a) => a.clone(),
+                _ => Vec::new(),
+            };
+            for (k, b) in blocks.iter().enumerate() {
+                let o = transcriptd(&["explain", "-o", "json", file.to_str().unwrap(), &format!("messages.{n}.content.{k}: (a position)")]);
+                let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{name}: {e}: {}", String::from_utf8_lossy(&o.stderr)));
+                let at = &v["at"];
+                let from = &at["from"][0];
+                let ok = at["type"] == b["type"]
+                    && match (from["line"].as_u64(), from.get("made_by_agent")) {
+                        (Some(l), _) => line_holds(&bytes, l, b),
+                        (None, Some(_)) => {
+                            made += 1;
+                            (1..=bytes.split(|&c| c == b'\n').count() as u64).all(|l| !line_holds(&bytes, l, b))
+                        }
+                        _ => false,
+                    };
+                traced += 1;
+                if !ok {
+                    failures.push(format!("{name}: messages.{n}.content.{k} is {b} in the agent's request; explain says {at}"));
+                }
+            }
+        }
+    }
+    eprintln!("{traced} blocks traced in {} files ({made} made by the agent)", files.len());
+    assert!(traced > 100 && made > 0, "{traced} blocks, {made} made by the agent");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
