@@ -44,7 +44,7 @@ Exit status:
 
 Examples:
   transcriptd explain ~/.claude/projects/-home-me-app/SESSION.jsonl 'messages.98.content.1: unexpected `tool_use_id` found in `tool_result` blocks: toolu_01…'
-  transcriptd explain 0c6e3f4e - < error.txt                                     # a session by id prefix, the error pasted into a file
+  transcriptd explain 0c6e3f4e -                      # a session by id prefix; paste the error, then Ctrl-D
   transcriptd explain -o json SESSION.jsonl 'No tool output found for function call call_…'";
 
 /// `transcriptd check`.

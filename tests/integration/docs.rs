@@ -31,6 +31,7 @@ const PAGES: &[&str] = &[
     "docs/findings.md",
     "docs/commands/README.md",
     "docs/commands/doctor.md",
+    "docs/commands/explain.md",
     "docs/commands/check.md",
     "docs/commands/stats.md",
     "docs/commands/report.md",

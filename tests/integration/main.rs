@@ -52,6 +52,7 @@ mod top;
 mod cli;
 mod docs;
 mod doctor;
+mod explain;
 mod hostile;
 mod report;
 mod sessions;
