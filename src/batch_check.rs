@@ -90,6 +90,10 @@ pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, h
         Ok((events, stats, format)) => {
             let outputs = events.into_iter().filter_map(|e| if let Event::Output(o) = e { Some(o) } else { None });
             let mut findings = checker::collect(outputs);
+            // The chat reader knows which API a file is for only once it is read.
+            if let Some(f @ (Format::OpenAiChat | Format::Anthropic)) = format {
+                findings.iter_mut().for_each(|g| crate::transcript::verdict::tell(f, g));
+            }
             if let Some(f) = lost_on_resume(input, format, &stats, &findings) {
                 let at = findings.partition_point(|g| g.line <= f.line);
                 findings.insert(at, f);

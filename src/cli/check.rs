@@ -204,7 +204,7 @@ pub fn write_finding(out: &mut impl Write, format: OutputFormat, paint: Paint, f
         OutputFormat::Text => {
             let call = f.call_id.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
             let at = f.message_index.map(|m| format!("message {m}: ")).unwrap_or_default();
-            writeln!(out, "{}", paint.at(file, f.line, f.severity.as_str(), f.kind.as_str(), &format!("{at}{}{call}", f.message)))?;
+            writeln!(out, "{}", paint.at(file, f.line, f.severity.as_str(), f.kind.as_str(), &format!("{at}{}{call}", f.says())))?;
         }
     }
     Ok(())

@@ -72,7 +72,7 @@ impl Row<'_> {
     /// The verdict that holds now: after a repair, the repaired file's.
     fn now(&self) -> Verdict {
         match &self.fix {
-            Some(Fix::Repaired(_, after)) if after.error.is_none() => Verdict::of(&after.findings),
+            Some(Fix::Repaired(_, after)) if after.error.is_none() => Verdict::of(after.format, &after.findings),
             _ => self.verdict.clone(),
         }
     }
@@ -95,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let opts = Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs };
     let checks = check_all(&inputs, &opts, jobs);
     let mut rows: Vec<Row<'_>> =
-        sessions.found.iter().zip(&checks).map(|(found, check)| Row { found, check, verdict: Verdict::of(&check.findings), fix: None }).collect();
+        sessions.found.iter().zip(&checks).map(|(found, check)| Row { found, check, verdict: Verdict::of(check.format, &check.findings), fix: None }).collect();
     if args.fix {
         fix(&mut rows, &opts);
     }
@@ -195,7 +195,7 @@ fn verdict_text(v: &Verdict) -> String {
         Verdict::Refused(f) => {
             let call = f.call_id.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
             let at = if f.is_whole_file() { String::new() } else { format!("line {}: ", f.line) };
-            format!("will be refused: {at}{}: {}{call}", f.kind, f.message)
+            format!("will be refused: {at}{}: {}{call}", f.kind, f.says())
         }
         Verdict::Drops(fs) => {
             let shown: Vec<String> = fs.iter().take(DROPS_SHOWN).map(dropped).collect();
@@ -258,7 +258,7 @@ fn write_text(out: &mut impl Write, r: &Row<'_>, dir: &Path, now: SystemTime, pa
             }
             let now = match &after.error {
                 Some(e) => format!("could not be checked again: {e}"),
-                None => verdict_text(&Verdict::of(&after.findings)),
+                None => verdict_text(&Verdict::of(after.format, &after.findings)),
             };
             if changed {
                 writeln!(out, "  now: {}", Safe(&now))?;
@@ -319,7 +319,7 @@ fn record(r: &Row<'_>, dir: &Path, now: SystemTime) -> Value {
                 });
                 match &after.error {
                     Some(e) => x["error"] = e.clone().into(),
-                    None => x["after"] = verdict(&Verdict::of(&after.findings)),
+                    None => x["after"] = verdict(&Verdict::of(after.format, &after.findings)),
                 }
                 x
             }

@@ -183,7 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 writeln!(out, "  {}", Safe(&id_text(i)))?;
             }
             for f in &related {
-                writeln!(out, "  {}", paint.at(&name, f.line, f.severity.as_str(), f.kind.as_str(), &f.message))?;
+                writeln!(out, "  {}", paint.at(&name, f.line, f.severity.as_str(), f.kind.as_str(), &f.says()))?;
             }
             match (&fix, related.is_empty()) {
                 (None, _) => writeln!(

@@ -100,7 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if !out_args.quiet {
         let (name, paint) = (input.display(), super::style::stderr());
         for f in &faults {
-            eprintln!("{}", paint.at(&name, f.line, f.severity.as_str(), f.kind.as_str(), &f.message));
+            eprintln!("{}", paint.at(&name, f.line, f.severity.as_str(), f.kind.as_str(), &f.says()));
         }
     }
     Ok(if faults.is_empty() { Exit::Clean } else { Exit::Findings })

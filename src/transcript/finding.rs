@@ -248,6 +248,11 @@ pub struct Finding {
     pub message_index: Option<u64>,
     /// A sentence for people.
     pub message: String,
+    /// What resuming the session does about it, when that is known: the agent's own handling
+    /// (Claude Code, Codex, as measured: TRUTH.md) or the provider API's error text
+    /// ([`crate::transcript::verdict::on_resume`]). Text output appends it to the message.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub on_resume: Option<String>,
     /// The conversation thread it is about (Claude Code; [`MAIN_THREAD`] otherwise): what the
     /// repair planner needs to act within that thread. Not part of the output.
     #[serde(skip)]
@@ -272,7 +277,7 @@ impl Finding {
 
     /// A finding with the kind's default severity.
     pub fn new(line: u64, kind: Kind, message: impl Into<String>) -> Self {
-        Finding { line, kind, severity: kind.default_severity(), call_id: None, tool: None, message_index: None, message: message.into(), thread: MAIN_THREAD }
+        Finding { line, kind, severity: kind.default_severity(), call_id: None, tool: None, message_index: None, message: message.into(), on_resume: None, thread: MAIN_THREAD }
     }
 
     /// Adds the call id.
@@ -288,10 +293,20 @@ impl Finding {
         self
     }
 
-    /// Lowers the severity to a warning, saying why.
+    /// The message for people: with what resume does about it, when that is known.
+    pub fn says(&self) -> std::borrow::Cow<'_, str> {
+        match &self.on_resume {
+            Some(r) => format!("{}; {r}", self.message).into(),
+            None => self.message.as_str().into(),
+        }
+    }
+
+    /// Lowers the severity to a warning, saying why (what resume does no longer applies: the
+    /// agent never sends what a demoted finding is about).
     pub fn demote(&mut self, why: &str) {
         if self.severity == Severity::Error {
             self.severity = Severity::Warning;
+            self.on_resume = None;
             self.message.push_str(" (");
             self.message.push_str(why);
             self.message.push(')');

@@ -7,20 +7,22 @@
 //! - Some errors the agent **mends and resumes past, losing something**: a line it cannot read
 //!   (`malformed_line`, `invalid_utf8`, `line_too_long`, `torn_line`) is left out of the history
 //!   it sends (and, in Claude Code, the lines whose chain led through it); a result without its
-//!   call (`orphan_result`) is not sent; a call without its result (`orphan_call`,
-//!   `unanswered_call`) is answered with the agent's own "interrupted" / `"aborted"` result, or
-//!   dropped (Claude Code 2.0.77), so its real outcome is lost; the history before a line whose
-//!   parent is missing (`lost_on_resume`: Claude Code's chain walk stops there).
-//!   [`Verdict::Drops`].
+//!   call (`orphan_result`) is not sent, nor (Claude Code) a second result for one call
+//!   (`duplicate_result`); a call without its result (`orphan_call`, `unanswered_call`) is
+//!   answered with the agent's own "interrupted" / "missing" / `"aborted"` result, or dropped
+//!   (Claude Code 2.0.77), so its real outcome is lost; the history before a line whose parent
+//!   is missing (`lost_on_resume`: Claude Code's chain walk stops there). [`on_resume`] says it
+//!   per format and kind, and the findings carry it. [`Verdict::Drops`].
 //! - Every other error is taken as the provider **refusing** the history the agent sends: the
 //!   Anthropic Messages API's own rules (`empty_text`, `unsigned_thinking`, …: the API's error
 //!   texts are quoted in TRUTH.md), and the kinds no agent was measured to mend
-//!   (`duplicate_result`, `consecutive_assistant`, …). [`Verdict::Refused`].
+//!   (`consecutive_assistant`, …). [`Verdict::Refused`].
 //! - Warnings do not stop a resume ([`crate::transcript::Severity::Warning`]): [`Verdict::Resumes`].
 //!
 //! Pure: findings in, a verdict out.
 
-use crate::transcript::{Finding, Kind, Severity};
+use crate::transcript::model::MAIN_THREAD;
+use crate::transcript::{Finding, Format, Kind, Severity};
 use serde::Serialize;
 
 /// What resuming a session will do.
@@ -47,18 +49,76 @@ pub enum Word {
     Drops,
 }
 
-/// Whether the agents were measured to resume past an error of this kind (leaving out or
-/// replacing what it is about) rather than sending a history the provider refuses.
-pub fn agent_mends(kind: Kind) -> bool {
-    kind.is_framing() || matches!(kind, Kind::OrphanResult | Kind::OrphanCall | Kind::UnansweredCall | Kind::LostOnResume)
+/// Whether the agent of a file of `format` was measured to resume past an error of this kind
+/// (leaving out or replacing what it is about) rather than sending a history the provider
+/// refuses: the lines it cannot read, the history its chain walk loses, and what
+/// [`on_resume`] says it mends. A file of no known format mends only what cannot be read.
+pub fn agent_mends(format: Option<Format>, kind: Kind) -> bool {
+    kind.is_framing() || kind == Kind::LostOnResume || matches!(format.and_then(|f| on_resume(f, kind)), Some(OnResume::Agent(_)))
+}
+
+/// What resuming a session does about a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnResume {
+    /// The agent mends it and resumes past it, leaving out or replacing what it is about.
+    Agent(&'static str),
+    /// The provider refuses the request, with this error.
+    Refused(&'static str),
+}
+
+impl OnResume {
+    /// In words, for the finding's message.
+    pub fn text(self) -> &'static str {
+        match self {
+            OnResume::Agent(t) | OnResume::Refused(t) => t,
+        }
+    }
+}
+
+/// What resuming a file of `format` does about a finding of the main conversation: what the
+/// agent does (Claude Code 2.1.332 and Codex 0.171.0 as measured, TRUTH.md, "Every difference
+/// observed" and "The chain walk"; `src/transcript/context/agent.rs` models it), or, for the API
+/// formats, the provider's error text (TRUTH.md, "The API's rules", with their sources). `None`
+/// where nothing was measured or found.
+pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
+    match (format, kind) {
+        (Format::ClaudeCode, Kind::OrphanCall) => Some(OnResume::Agent("on resume Claude Code answers it as interrupted: its real result is lost")),
+        (Format::ClaudeCode, Kind::UnansweredCall) => Some(OnResume::Agent("on resume Claude Code answers it with \"[Tool result missing due to internal error]\"")),
+        (Format::ClaudeCode, Kind::OrphanResult) => Some(OnResume::Agent("on resume Claude Code does not send it")),
+        (Format::ClaudeCode, Kind::DuplicateCallId) => Some(OnResume::Agent("on resume Claude Code does not send this call, nor a result for its id after it")),
+        (Format::ClaudeCode, Kind::DuplicateResult) => Some(OnResume::Agent("on resume Claude Code does not send it")),
+        (Format::Codex, Kind::OrphanCall | Kind::UnansweredCall) => Some(OnResume::Agent("on resume Codex answers it \"aborted\": its real result is lost")),
+        (Format::Codex, Kind::OrphanResult) => Some(OnResume::Agent("on resume Codex does not send it")),
+        (Format::Anthropic, Kind::OrphanCall | Kind::UnansweredCall) => {
+            Some(OnResume::Refused("the API refuses it: \"`tool_use` ids were found without `tool_result` blocks immediately after\""))
+        }
+        (Format::Anthropic, Kind::OrphanResult) => Some(OnResume::Refused("the API refuses it: \"unexpected `tool_use_id` found in `tool_result` blocks\"")),
+        (Format::Anthropic, Kind::DuplicateCallId) => Some(OnResume::Refused("the API refuses it: \"`tool_use` ids must be unique\"")),
+        (Format::OpenAiChat, Kind::OrphanCall | Kind::UnansweredCall) => {
+            Some(OnResume::Refused("the API refuses it: \"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'\""))
+        }
+        (Format::OpenAiChat, Kind::OrphanResult) => {
+            Some(OnResume::Refused("the API refuses it: \"messages with role 'tool' must be a response to a preceeding message with 'tool_calls'\""))
+        }
+        _ => None,
+    }
+}
+
+/// Says in `f` what resuming a file of `format` does about it ([`on_resume`]), when it is a
+/// finding of the main conversation (a sidechain is not what resume sends) and an error, or a
+/// duplicate call id (a warning whose later call Claude Code silently does not send).
+pub fn tell(format: Format, f: &mut Finding) {
+    if f.thread == MAIN_THREAD && (f.severity == Severity::Error || f.kind == Kind::DuplicateCallId) {
+        f.on_resume = on_resume(format, f.kind).map(|r| r.text().to_owned());
+    }
 }
 
 impl Verdict {
-    /// The verdict on a session whose check found `findings` (in any order).
-    pub fn of(findings: &[Finding]) -> Verdict {
+    /// The verdict on a session of `format` whose check found `findings` (in any order).
+    pub fn of(format: Option<Format>, findings: &[Finding]) -> Verdict {
         let mut errors: Vec<&Finding> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
         errors.sort_by_key(|f| f.line);
-        if let Some(f) = errors.iter().find(|f| !agent_mends(f.kind)) {
+        if let Some(f) = errors.iter().find(|f| !agent_mends(format, f.kind)) {
             return Verdict::Refused((*f).clone());
         }
         if errors.is_empty() {
@@ -90,6 +150,7 @@ pub fn dropped(f: &Finding) -> String {
     match f.kind {
         Kind::OrphanCall | Kind::UnansweredCall => format!("the result of call{call} at line {} ({})", f.line, f.kind),
         Kind::OrphanResult => format!("the result at line {} ({})", f.line, f.kind),
+        Kind::DuplicateResult => format!("the second result{call} at line {} ({})", f.line, f.kind),
         Kind::LostOnResume => format!("the history before line {} ({})", f.line, f.kind),
         _ => format!("line {} ({})", f.line, f.kind),
     }
@@ -99,27 +160,36 @@ pub fn dropped(f: &Finding) -> String {
 mod tests {
     use super::*;
 
+    const CC: Option<Format> = Some(Format::ClaudeCode);
+
     fn f(line: u64, kind: Kind) -> Finding {
         Finding::new(line, kind, "m")
     }
 
     #[test]
     fn warnings_resume_mended_errors_drop_the_rest_is_refused() {
-        assert_eq!(Verdict::of(&[]), Verdict::Resumes);
-        assert_eq!(Verdict::of(&[f(3, Kind::InvalidArguments)]), Verdict::Resumes, "a warning");
+        assert_eq!(Verdict::of(CC, &[]), Verdict::Resumes);
+        assert_eq!(Verdict::of(CC, &[f(3, Kind::InvalidArguments)]), Verdict::Resumes, "a warning");
         let torn = f(9, Kind::TornLine);
         let orphan = f(4, Kind::OrphanCall).with_call("toolu_1", Some("Bash"));
-        assert_eq!(Verdict::of(&[torn.clone(), orphan.clone()]), Verdict::Drops(vec![orphan.clone(), torn.clone()]));
+        assert_eq!(Verdict::of(CC, &[torn.clone(), orphan.clone()]), Verdict::Drops(vec![orphan.clone(), torn.clone()]));
         // One error no agent mends makes the whole session refused, whatever its line.
         let blank = f(12, Kind::EmptyText);
-        assert_eq!(Verdict::of(&[torn.clone(), blank.clone(), orphan.clone()]), Verdict::Refused(blank.clone()));
+        assert_eq!(Verdict::of(CC, &[torn.clone(), blank.clone(), orphan.clone()]), Verdict::Refused(blank.clone()));
         // The first of them by line.
+        let consecutive = f(2, Kind::ConsecutiveAssistant);
+        assert_eq!(Verdict::of(CC, &[blank.clone(), consecutive.clone()]), Verdict::Refused(consecutive));
+        // Claude Code sends the first result of a call only; the API refuses the second.
         let dup = f(2, Kind::DuplicateResult);
-        assert_eq!(Verdict::of(&[blank, dup.clone()]), Verdict::Refused(dup));
+        assert_eq!(Verdict::of(CC, &[dup.clone()]), Verdict::Drops(vec![dup.clone()]));
+        assert_eq!(Verdict::of(Some(Format::Anthropic), &[dup.clone()]), Verdict::Refused(dup));
+        assert_eq!(Verdict::of(Some(Format::Anthropic), &[orphan.clone()]), Verdict::Refused(orphan.clone()));
+        assert_eq!(Verdict::of(Some(Format::Codex), &[orphan.clone()]), Verdict::Drops(vec![orphan.clone()]));
+        assert_eq!(Verdict::of(None, &[torn.clone()]), Verdict::Drops(vec![torn.clone()]));
         // A demoted error (an abandoned branch) is a warning.
         let mut demoted = f(5, Kind::ConsecutiveAssistant);
         demoted.demote("on an abandoned branch");
-        assert_eq!(Verdict::of(&[demoted]), Verdict::Resumes);
+        assert_eq!(Verdict::of(CC, &[demoted]), Verdict::Resumes);
         assert_eq!(dropped(&orphan), "the result of call toolu_1 at line 4 (orphan_call)");
         assert_eq!(dropped(&torn), "line 9 (torn_line)");
     }

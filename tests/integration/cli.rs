@@ -1,7 +1,7 @@
 //! The command-line contract of `check`: exit codes, output formats, strict mode, stdin, paths,
 //! broken pipes.
 
-use super::support::{data, transcriptd};
+use super::support::{data, stdout, transcriptd};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -124,4 +124,39 @@ fn missing_transcript_beside_a_meta_sidecar_is_reported() {
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("missing_transcript") && text.contains("agent-1.jsonl"), "{text}");
+}
+
+/// Each finding of the main conversation says what resuming does about it (`on_resume`): what
+/// the agent does (Claude Code, Codex), or the API's own error (the API formats, each its own
+/// once the file says which API it is for); not a sidechain's finding, nor one demoted because
+/// resume never sends its branch; and text output appends it to the message.
+#[test]
+fn findings_say_what_resume_does_about_them() {
+    let on_resume = |fixture: &str| -> Vec<(String, Option<String>)> {
+        let o = transcriptd(&["check", "--no-summary", "-o", "json", data(fixture).to_str().unwrap()]);
+        super::support::json_lines(&o).iter().map(|v| (v["kind"].as_str().unwrap().to_owned(), v["on_resume"].as_str().map(str::to_owned))).collect()
+    };
+    let said = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        on_resume("check/claude-code/0002_orphan_call_at_end.jsonl"),
+        [("orphan_call".to_owned(), said("on resume Claude Code answers it as interrupted: its real result is lost"))]
+    );
+    assert_eq!(
+        on_resume("check/claude-code/0008_duplicate_call_id_is_one_pending_call.jsonl")[0].1,
+        said("on resume Claude Code does not send this call, nor a result for its id after it")
+    );
+    assert_eq!(on_resume("check/codex/0003_orphan_call_at_end.jsonl")[0].1, said("on resume Codex answers it \"aborted\": its real result is lost"));
+    assert_eq!(
+        on_resume("check/anthropic/0002_unanswered_call.jsonl")[0].1,
+        said("the API refuses it: \"`tool_use` ids were found without `tool_result` blocks immediately after\"")
+    );
+    assert_eq!(
+        on_resume("check/openai-chat/0003_orphan_tool_message.jsonl")[0].1,
+        said("the API refuses it: \"messages with role 'tool' must be a response to a preceeding message with 'tool_calls'\"")
+    );
+    // A subagent's thread is not what resume sends; an abandoned branch is never sent.
+    assert!(on_resume("check/claude-code/0020_inline_subagent_break_stays_in_its_thread.jsonl").iter().all(|(_, r)| r.is_none()));
+    assert_eq!(on_resume("check/claude-code/0011_rewind_demotes_findings_on_abandoned_branch.jsonl"), [("unanswered_call".to_owned(), None)]);
+    let o = transcriptd(&["check", "--no-summary", data("check/claude-code/0002_orphan_call_at_end.jsonl").to_str().unwrap()]);
+    assert!(stdout(&o).contains("has no result at the end of the transcript; on resume Claude Code answers it as interrupted: its real result is lost ["), "{}", stdout(&o));
 }

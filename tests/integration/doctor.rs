@@ -52,7 +52,7 @@ fn project() -> Project {
     let clean = dir.join(format!("{CLEAN}.jsonl"));
     let broken = dir.join(format!("{BROKEN}.jsonl"));
     put(&clean, std::fs::read(data("agents/sessions/claude-2.1.332/echo.jsonl")).unwrap());
-    // A second result for one call: the API refuses the history.
+    // A second result for one call: Claude Code sends the first only, so the second is lost.
     put(&broken, std::fs::read(data("check/claude-code/0005_duplicate_result.jsonl")).unwrap());
     // A subagent's transcript and another directory's session are not this directory's sessions.
     put(&dir.join(format!("{CLEAN}/subagents/agent-a1.jsonl")), std::fs::read(data("check/claude-code/0005_duplicate_result.jsonl")).unwrap());
@@ -106,14 +106,14 @@ fn lists_the_directorys_sessions_newest_first_with_whether_each_resumes() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "only this directory's three sessions, one line each:\n{out}");
     assert!(lines[0].starts_with(&format!("claude-code  {BROKEN}")), "{out}");
-    assert!(lines[0].contains(" 1m ago  will be refused: line 4: duplicate_result: "), "{out}");
+    assert!(lines[0].ends_with(" 1m ago  resumes but drops: the second result t1 at line 4 (duplicate_result)"), "{out}");
     assert!(lines[1].starts_with(&format!("codex        {CODEX}")), "{out}");
     assert!(lines[1].contains(" 8m ago  resumes but drops: the result of call call_oracle"), "{out}");
     assert!(lines[1].ends_with("at line 12 (orphan_call)"), "{out}");
     assert!(lines[2].starts_with(&format!("claude-code  {CLEAN}")) && lines[2].ends_with(" 2h ago  resumes"), "{out}");
     let err = stderr(&o);
     assert!(err.contains("3 sessions of "), "{err}");
-    assert!(err.contains("1 resumes, 1 will be refused, 1 resumes but loses part of its history"), "{err}");
+    assert!(err.contains("1 resumes, 0 will be refused, 2 resume but lose part of their history"), "{err}");
     assert!(err.contains("quit the agent, run `transcriptd doctor --fix`"), "{err}");
     // Nothing written without --fix.
     assert_eq!(std::fs::read(&p.broken).unwrap(), before);
@@ -126,9 +126,10 @@ fn lists_the_directorys_sessions_newest_first_with_whether_each_resumes() {
     let records = super::support::json_lines(&o);
     let got: Vec<(&str, &str, &str)> =
         records.iter().map(|r| (r["agent"].as_str().unwrap(), r["id"].as_str().unwrap(), r["verdict"].as_str().unwrap())).collect();
-    assert_eq!(got, [("claude-code", BROKEN, "refused"), ("codex", CODEX, "drops"), ("claude-code", CLEAN, "resumes")]);
-    assert_eq!(records[0]["refused_for"]["kind"], "duplicate_result");
-    assert_eq!(records[0]["refused_for"]["line"], 4);
+    assert_eq!(got, [("claude-code", BROKEN, "drops"), ("codex", CODEX, "drops"), ("claude-code", CLEAN, "resumes")]);
+    assert_eq!(records[0]["drops"][0]["kind"], "duplicate_result");
+    assert_eq!(records[0]["drops"][0]["line"], 4);
+    assert_eq!(records[0]["drops"][0]["on_resume"], "on resume Claude Code does not send it");
     assert_eq!(records[1]["drops"][0]["kind"], "orphan_call");
     assert_eq!(records[0]["file"], p.broken.to_str().unwrap());
     assert_eq!(records[0]["resume_command"], format!("cd '{}' && claude --resume {BROKEN}", p.cwd.display()));
@@ -136,6 +137,17 @@ fn lists_the_directorys_sessions_newest_first_with_whether_each_resumes() {
     // -q: the exit status alone.
     let o = p.doctor(&["-q"]);
     assert_eq!((o.status.code(), o.stdout.is_empty(), o.stderr.is_empty()), (Some(1), true, true));
+
+    // A block the API refuses (an image over its limits): the session will be refused.
+    let refused = p.broken.with_file_name("33333333-3333-4333-8333-333333333333.jsonl");
+    put(&refused, std::fs::read(data("check/claude-code/0024_api_rules_on_the_resumed_request.jsonl")).unwrap());
+    let o = p.doctor(&[]);
+    let out = stdout(&o);
+    assert!(
+        out.lines().any(|l| l.starts_with("claude-code  33333333-3333-4333-8333-333333333333") && l.contains(" will be refused: line 6: image_too_large: ")),
+        "{out}"
+    );
+    assert!(stderr(&o).contains("4 sessions of "), "{}", stderr(&o));
 }
 
 #[test]
@@ -148,7 +160,7 @@ fn fix_repairs_in_place_checks_again_and_prints_the_resume_command() {
     assert!(out.contains(&format!("  resume: cd '{}' && claude --resume {BROKEN}\n", p.cwd.display())), "{out}");
     assert!(out.contains(&format!("  resume: codex resume {CODEX}\n")), "{out}");
     assert_eq!(out.matches("  now: resumes\n").count(), 2, "{out}");
-    assert!(stderr(&o).contains(" as found: 1 resumes, 1 will be refused, 1 resumes but loses part of its history; fixed 2 of 2; every one resumes now"), "{}", stderr(&o));
+    assert!(stderr(&o).contains(" as found: 1 resumes, 0 will be refused, 2 resume but lose part of their history; fixed 2 of 2; every one resumes now"), "{}", stderr(&o));
     // The repaired files check clean; the backups hold the original bytes; what was removed is in
     // the rejects file.
     for (file, original) in [(&p.broken, &broken), (&p.codex, &codex)] {

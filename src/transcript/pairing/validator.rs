@@ -30,6 +30,7 @@ use super::branches::{Branches, HashKeyed, Line, HORIZON};
 use super::threads::Threads;
 use crate::transcript::finding::{Finding, Kind, Output, Severity};
 use crate::transcript::formats::Format;
+use crate::transcript::verdict::tell;
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, MAIN_THREAD};
 use crate::transcript::{Map, Set};
 use smallvec::SmallVec;
@@ -234,6 +235,21 @@ impl Validator {
             emitted: Vec::new(),
             api: ApiRules::new(format).map(Box::new),
         }
+    }
+
+    /// The format it pairs.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// `f` with what resuming the file does about it ([`tell`]). Not for a file read as OpenAI
+    /// chat: the chat reader takes a file for OpenAI's until a line says it is Anthropic's, and
+    /// the two APIs answer with different errors; `check` says it once the file is read.
+    pub fn with_resume(&self, mut f: Finding) -> Finding {
+        if self.format != Format::OpenAiChat {
+            tell(self.format, &mut f);
+        }
+        f
     }
 
     /// Claude Code: how many lines named a parent not seen before them (see

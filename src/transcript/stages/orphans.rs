@@ -179,7 +179,7 @@ impl Orphans {
         let mut out = Vec::new();
         for p in v.pending() {
             if self.declared.insert(p.id.clone()) && !skip.contains(&p.id) {
-                out.push(orphan(p));
+                out.push(v.with_resume(orphan(p)));
             }
         }
         out

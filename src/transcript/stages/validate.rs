@@ -1,6 +1,6 @@
 //! The `validate` stage: the pairing rules' findings where the stage stands in the list.
 
-use crate::transcript::finding::Kind;
+use crate::transcript::finding::{Kind, Output};
 use crate::transcript::pairing::validator::Validator;
 use crate::transcript::pipeline::{Event, Input, Inputs, Pairing, Quiet, Stage};
 
@@ -33,7 +33,7 @@ impl Stage for Validate {
 
     fn input(&mut self, input: &Input<'_, '_>, pairing: &Pairing, events: &mut Vec<Event>) {
         match input {
-            Input::Entry { .. } => events.extend(pairing.found().iter().cloned().map(Event::Output)),
+            Input::Entry { .. } => events.extend(said(pairing).map(Event::Output)),
             Input::Dataset(o) => events.push(Event::Output((*o).clone())),
             Input::Event { .. } | Input::Fault => {}
         }
@@ -56,15 +56,24 @@ impl Stage for Validate {
             return;
         }
         if let Some(v) = pairing.validator() {
-            events.extend(v.tail().into_iter().filter(|f| f.kind != Kind::OrphanCall).map(Event::Tail));
+            events.extend(v.tail().into_iter().filter(|f| f.kind != Kind::OrphanCall).map(|f| Event::Tail(v.with_resume(f))));
         }
     }
 
     fn finish(&mut self, pairing: &Pairing, events: &mut Vec<Event>) {
-        events.extend(pairing.found().iter().cloned().map(Event::Output));
+        events.extend(said(pairing).map(Event::Output));
     }
 
     fn pending(&self, pairing: &Pairing) -> Option<usize> {
         pairing.validator().map(Validator::pending_count)
     }
+}
+
+/// What the pairing found for the current input, each finding of the main conversation with
+/// what resuming the file does about it ([`Validator::with_resume`]).
+fn said(pairing: &Pairing) -> impl Iterator<Item = Output> + '_ {
+    pairing.found().iter().cloned().map(|o| match (o, pairing.validator()) {
+        (Output::Finding(f), Some(v)) => Output::Finding(v.with_resume(f)),
+        (o, _) => o,
+    })
 }
