@@ -1111,6 +1111,7 @@ impl Daemon {
                         offset: t.committed(),
                         tail: t.tail.clone(),
                         tail_done: t.tail_done,
+                        tail_end: t.tail_end(),
                         announced: t.announced,
                         owed: t.owed(),
                     })
