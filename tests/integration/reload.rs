@@ -166,3 +166,35 @@ fn tail_findings_that_still_hold_survive_reloads_and_restarts_once() {
     assert_eq!(counters(&d), (1.0, 1.0, 1.0), "the rewritten file's findings, counted once: {:?}", counters(&d));
     assert_eq!(d.stop(), Some(0));
 }
+
+/// The same within one process: a quiet file's state is dropped (`evict_after`) and, polled
+/// again (`watch = "poll"` looks at every file each `poll_interval`), is not rebuilt for a torn
+/// line read before; it is rebuilt, and its findings retracted once, when it grows.
+#[test]
+fn an_evicted_file_with_a_torn_line_is_not_taken_for_grown() {
+    let d = Daemon::new("watch = \"poll\"\nevict_after = \"300ms\"", "");
+    let w = d.watch_dir();
+    std::fs::write(w.join("both.jsonl"), format!("{USER}{}{TORN}", call_line("call_both"))).unwrap();
+    let reported = vec![
+        ("both.jsonl".to_owned(), "orphan_call".to_owned(), Some("call_both".to_owned())),
+        ("both.jsonl".to_owned(), "torn_line".to_owned(), None),
+    ];
+    assert!(wait(Duration::from_secs(10), || tail_reports(&d) == reported), "{:?}\n{}", tail_reports(&d), d.log());
+    // Evicted after 300 ms, polled every 500 ms, grace 300 ms: several rounds of each.
+    std::thread::sleep(PAST_GRACE * 2);
+    assert_eq!(tail_reports(&d), reported, "reported again\n{}", d.log());
+    assert_eq!(retractions(&d), vec![], "retracted though it holds\n{}", d.log());
+    assert_eq!(counters(&d), (1.0, 1.0, 1.0));
+    let lag = d.get("/metrics").and_then(|m| super::support::harness::metric(&m, "transcriptd_source_lag_bytes"));
+    assert_eq!(lag, Some(0.0), "a torn line read is not unread");
+    append(&w.join("both.jsonl"), format!("ly\"}}\n{}", result_line("call_both")));
+    let want = vec![
+        ("both.jsonl".to_owned(), "orphan_call".to_owned(), "the file grew".to_owned()),
+        ("both.jsonl".to_owned(), "torn_line".to_owned(), "the file grew".to_owned()),
+    ];
+    assert!(wait(Duration::from_secs(10), || retractions(&d) == want), "{:?}\n{}", retractions(&d), d.log());
+    let (got, check) = settle(&d);
+    assert_eq!(got, check, "{}", d.log());
+    std::thread::sleep(PAST_GRACE);
+    assert_eq!((tail_reports(&d), retractions(&d)), (reported, want), "{}", d.log());
+}
