@@ -60,6 +60,10 @@ pub struct FileCheckpoint {
     /// `fp_end`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tail_end: Option<u64>,
+    /// Calls waiting for their result at its tail as last read (for the gauge: a file not read
+    /// again after a restart still has them; checkpoints before this field: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pending: u64,
     /// Whether its `file_opened` was reported (checkpoints before this field: yes).
     #[serde(default = "yes")]
     pub announced: bool,
@@ -72,6 +76,10 @@ pub struct FileCheckpoint {
 
 fn yes() -> bool {
     true
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The whole checkpoint.
@@ -165,6 +173,7 @@ mod tests {
                 tail: vec![],
                 tail_done: true,
                 tail_end: Some(5),
+                pending: 2,
                 announced: true,
                 owed: vec!["repair".to_owned()],
             }],

@@ -1112,6 +1112,7 @@ impl Daemon {
                         tail: t.tail.clone(),
                         tail_done: t.tail_done,
                         tail_end: t.tail_end(),
+                        pending: t.pending() as u64,
                         announced: t.announced,
                         owed: t.owed(),
                     })

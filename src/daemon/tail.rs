@@ -24,7 +24,14 @@
 //! drops the read-ahead: the file is read again from the last line applied. The pipeline
 //! state of a quiet file is dropped from memory and rebuilt from the file when it grows again:
 //! the file is replayed up to the committed offset without emitting anything, fetched or read
-//! ahead too.
+//! ahead too. A restart does the same from the checkpoint.
+//!
+//! **Tail findings** (a torn last line, orphan calls, empty turns: [`Event::Tail`]) are about
+//! the file as it stands: they are kept (`tail`, and in the checkpoint), with where the file had
+//! been read to when they were looked at, and retracted when it grows, is rewritten or goes.
+//! A rebuild of the state — after an eviction, a reload, a restart — replays up to there (past
+//! the torn line, which is not growth then) and tells the stages that the tail stands
+//! ([`Pipeline::tail_stands`]): nothing is retracted or reported again that still holds.
 
 use crate::sinks::record::{now, Change, Record};
 use super::fetch::{self, Outcome};
@@ -275,6 +282,7 @@ impl Tailed {
         self.tail_end = self.tail_done.then(|| cp.tail_end.unwrap_or(cp.fp_end).max(cp.offset));
         self.announced = cp.announced;
         self.owed = cp.owed.clone();
+        self.pending_seen = cp.pending as usize;
     }
 
     /// Where the file was read to when its tail was last looked at, if it has not grown since
@@ -633,7 +641,7 @@ impl Tailed {
     }
 
     /// Whether the unread part is a backlog to read ahead, and where the read-ahead ends
-    /// (`Some(None)`: at the end of the file; a replay ends at the committed offset).
+    /// (`Some(None)`: at the end of the file; a replay ends where [`Tailed::replay_end`] says).
     fn read_ahead_end(&self) -> Option<Option<u64>> {
         let end = self.replaying.then(|| self.replay_end());
         (end.unwrap_or(self.size).saturating_sub(self.offset) >= READ_AHEAD_MIN).then_some(end)

@@ -49,11 +49,7 @@ fn name(file: &Value) -> String {
 
 /// The sum of the samples of `name` whose labels contain `label` (`""`: all).
 fn counted(metrics: &str, name: &str, label: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metrics.lines().filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
 }
 
 /// What this process counted of the tail findings: torn lines, orphan calls (the findings
@@ -65,6 +61,11 @@ fn counters(d: &Daemon) -> (f64, f64, f64) {
         counted(&m, "transcriptd_findings_total", "kind=\"orphan_call\""),
         counted(&m, "transcriptd_orphan_tool_calls_total", ""),
     )
+}
+
+/// The calls waiting for their result now (the gauge).
+fn pending(d: &Daemon) -> Option<f64> {
+    super::support::harness::metric(&d.get("/metrics")?, "transcriptd_pending_tool_calls")
 }
 
 /// Whether the last checkpoint records the tail findings of every file in `want` (name, count).
@@ -99,12 +100,14 @@ fn tail_findings_that_still_hold_survive_reloads_and_restarts_once() {
     let tails = [("torn.jsonl", 1), ("open.jsonl", 1), ("both.jsonl", 2), ("gone.jsonl", 1)];
     assert!(wait(Duration::from_secs(10), || checkpointed(&d, &tails)), "the tails are checkpointed");
     assert!(wait(Duration::from_secs(10), || counters(&d) == (3.0, 2.0, 2.0)), "{:?}", counters(&d));
+    assert_eq!(pending(&d), Some(2.0));
     // Every step below: still exactly one report of each, no retraction.
     let unchanged = |d: &Daemon, step: &str| {
         std::thread::sleep(PAST_GRACE);
         assert_eq!(tail_reports(d), reported, "{step}: reported again\n{}", d.log());
         assert_eq!(retractions(d), vec![], "{step}: retracted though it holds\n{}", d.log());
         fold(&d.records());
+        assert_eq!(pending(d), Some(2.0), "{step}: the calls still wait");
     };
 
     // SIGHUP, the same configuration: the same process, its counters go on.
@@ -175,10 +178,8 @@ fn an_evicted_file_with_a_torn_line_is_not_taken_for_grown() {
     let d = Daemon::new("watch = \"poll\"\nevict_after = \"300ms\"", "");
     let w = d.watch_dir();
     std::fs::write(w.join("both.jsonl"), format!("{USER}{}{TORN}", call_line("call_both"))).unwrap();
-    let reported = vec![
-        ("both.jsonl".to_owned(), "orphan_call".to_owned(), Some("call_both".to_owned())),
-        ("both.jsonl".to_owned(), "torn_line".to_owned(), None),
-    ];
+    let reported =
+        vec![("both.jsonl".to_owned(), "orphan_call".to_owned(), Some("call_both".to_owned())), ("both.jsonl".to_owned(), "torn_line".to_owned(), None)];
     assert!(wait(Duration::from_secs(10), || tail_reports(&d) == reported), "{:?}\n{}", tail_reports(&d), d.log());
     // Evicted after 300 ms, polled every 500 ms, grace 300 ms: several rounds of each.
     std::thread::sleep(PAST_GRACE * 2);
