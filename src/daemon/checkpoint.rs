@@ -54,6 +54,16 @@ pub struct FileCheckpoint {
     /// restart; checkpoints before this field: when `tail` is not empty).
     #[serde(default)]
     pub tail_done: bool,
+    /// Where the file had been read to when its tail was looked at, if it has not grown since:
+    /// the bytes up to there (a torn line's, beyond `offset`) are what the tail findings are
+    /// about, and are replayed without being taken for growth (checkpoints before this field:
+    /// `fp_end`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail_end: Option<u64>,
+    /// Calls waiting for their result at its tail as last read (for the gauge: a file not read
+    /// again after a restart still has them; checkpoints before this field: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pending: u64,
     /// Whether its `file_opened` was reported (checkpoints before this field: yes).
     #[serde(default = "yes")]
     pub announced: bool,
@@ -66,6 +76,10 @@ pub struct FileCheckpoint {
 
 fn yes() -> bool {
     true
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The whole checkpoint.
@@ -158,6 +172,8 @@ mod tests {
                 offset: 5,
                 tail: vec![],
                 tail_done: true,
+                tail_end: Some(5),
+                pending: 2,
                 announced: true,
                 owed: vec!["repair".to_owned()],
             }],

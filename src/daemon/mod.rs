@@ -1111,6 +1111,8 @@ impl Daemon {
                         offset: t.committed(),
                         tail: t.tail.clone(),
                         tail_done: t.tail_done,
+                        tail_end: t.tail_end(),
+                        pending: t.pending() as u64,
                         announced: t.announced,
                         owed: t.owed(),
                     })

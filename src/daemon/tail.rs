@@ -24,7 +24,14 @@
 //! drops the read-ahead: the file is read again from the last line applied. The pipeline
 //! state of a quiet file is dropped from memory and rebuilt from the file when it grows again:
 //! the file is replayed up to the committed offset without emitting anything, fetched or read
-//! ahead too.
+//! ahead too. A restart does the same from the checkpoint.
+//!
+//! **Tail findings** (a torn last line, orphan calls, empty turns: [`Event::Tail`]) are about
+//! the file as it stands: they are kept (`tail`, and in the checkpoint), with where the file had
+//! been read to when they were looked at, and retracted when it grows, is rewritten or goes.
+//! A rebuild of the state — after an eviction, a reload, a restart — replays up to there (past
+//! the torn line, which is not growth then) and tells the stages that the tail stands
+//! ([`Pipeline::tail_stands`]): nothing is retracted or reported again that still holds.
 
 use crate::sinks::record::{now, Change, Record};
 use super::fetch::{self, Outcome};
@@ -179,6 +186,12 @@ pub struct Tailed {
     pub tail: Vec<Finding>,
     /// Whether the tail was evaluated since the last growth.
     pub tail_done: bool,
+    /// Where the file was read to when its tail was last looked at (`tail_done`, or findings
+    /// in `tail`), if it has not grown since: what `tail` says is about the file up to there (a
+    /// torn line is beyond `committed`). A rebuild of the state (a restart, a reload, an
+    /// eviction) replays up to there without emitting, and the tail stands; only bytes beyond
+    /// it are growth.
+    tail_end: Option<u64>,
     /// Size at the last poll.
     pub size: u64,
     /// Modification time at the last poll (seconds, nanoseconds).
@@ -235,6 +248,7 @@ impl Tailed {
             modified: None,
             tail: Vec::new(),
             tail_done: false,
+            tail_end: None,
             size: 0,
             mtime: (0, 0),
             mtime_s: 0,
@@ -263,8 +277,24 @@ impl Tailed {
         self.fp = (cp.fp_len > 0).then_some(Fingerprint { end: cp.fp_end, len: cp.fp_len, hash: cp.fp_hash });
         self.tail_done = cp.tail_done || !cp.tail.is_empty();
         self.tail = cp.tail.clone();
+        // Checkpoints before `tail_end`: the fingerprint's end, the read offset when it was
+        // taken (a torn line's bytes were read then).
+        self.tail_end = self.tail_done.then(|| cp.tail_end.unwrap_or(cp.fp_end).max(cp.offset));
         self.announced = cp.announced;
         self.owed = cp.owed.clone();
+        self.pending_seen = cp.pending as usize;
+    }
+
+    /// Where the file was read to when its tail was last looked at, if it has not grown since
+    /// (for the checkpoint).
+    pub fn tail_end(&self) -> Option<u64> {
+        self.tail_end
+    }
+
+    /// Where a replay that rebuilds the state ends: the committed offset, or beyond it where
+    /// the tail was looked at (a torn line, read and reported before).
+    fn replay_end(&self) -> u64 {
+        self.committed.max(self.tail_end.unwrap_or(0))
     }
 
     /// Device and inode.
@@ -300,7 +330,7 @@ impl Tailed {
 
     /// Bytes written and not read yet.
     pub fn lag(&self) -> u64 {
-        self.size.saturating_sub(self.offset.max(self.committed))
+        self.size.saturating_sub(self.offset.max(self.replay_end()))
     }
 
     /// Whether a file handle is open.
@@ -380,13 +410,14 @@ impl Tailed {
         self.ring.clear();
         self.tail.clear();
         self.tail_done = false;
+        self.tail_end = None;
         self.seen = Stats::default();
         self.events_seen.clear();
     }
 
     /// What identifies the content read so far, for a fetch to check.
     fn check(&self) -> fetch::Check {
-        fetch::Check { end: self.offset.max(self.committed).max(self.fp.map_or(0, |fp| fp.end)), head: self.head, fp: self.fp }
+        fetch::Check { end: self.offset.max(self.replay_end()).max(self.fp.map_or(0, |fp| fp.end)), head: self.head, fp: self.fp }
     }
 
     /// Whether `path` holds this very file: the same inode, and the content read from it (a
@@ -429,18 +460,18 @@ impl Tailed {
             tracing::warn!(file = %self.path.display(), "a reader thread failed; reading on the loop");
             self.stop_read_ahead();
         }
-        if self.replaying && self.pipeline.is_some() && self.offset >= self.committed {
+        if self.replaying && self.pipeline.is_some() && self.offset >= self.replay_end() {
             self.finish_replay();
         }
         // Read ahead: the reader threads are on it; the fetch only checks the file.
         let read = self.ahead.is_none().then(|| {
             // A file whose state is not in memory is rebuilt from its start.
-            let (at, replay) = if self.pipeline.is_some() { (self.offset, self.replaying) } else { (0, self.committed > 0) };
+            let (at, replay) = if self.pipeline.is_some() { (self.offset, self.replaying) } else { (0, self.replay_end() > 0) };
             // Nothing new: a file whose state is not in memory is not rebuilt for nothing,
             // unless its tail is still to be evaluated (restored from a checkpoint taken
-            // before that).
-            let beyond = (!self.replaying && (self.pipeline.is_some() || self.tail_done)).then(|| self.offset.max(self.committed));
-            fetch::Plan { at, until: replay.then_some(self.committed), beyond }
+            // before that). A torn line read before is not new.
+            let beyond = (!self.replaying && (self.pipeline.is_some() || self.tail_done)).then(|| self.offset.max(self.replay_end()));
+            fetch::Plan { at, until: replay.then_some(self.replay_end()), beyond }
         });
         let rest_from = self.is_loaded().then(|| match (&self.ahead, &self.pipeline) {
             (Some(_), Some(p)) => p.committed_offset(),
@@ -520,7 +551,7 @@ impl Tailed {
         if n > 0 {
             self.fp = Some(Fingerprint { end: self.offset, len: data.tail.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(&data.tail) });
         }
-        if self.replaying && self.offset >= self.committed {
+        if self.replaying && self.offset >= self.replay_end() {
             self.finish_replay();
         }
         let ahead = self.start_read_ahead();
@@ -545,7 +576,7 @@ impl Tailed {
             self.pipeline = Some(p);
             self.offset = 0;
             self.ring.clear();
-            self.replaying = self.committed > 0;
+            self.replaying = self.replay_end() > 0;
         }
     }
 
@@ -610,9 +641,9 @@ impl Tailed {
     }
 
     /// Whether the unread part is a backlog to read ahead, and where the read-ahead ends
-    /// (`Some(None)`: at the end of the file; a replay ends at the committed offset).
+    /// (`Some(None)`: at the end of the file; a replay ends where [`Tailed::replay_end`] says).
     fn read_ahead_end(&self) -> Option<Option<u64>> {
-        let end = self.replaying.then_some(self.committed);
+        let end = self.replaying.then(|| self.replay_end());
         (end.unwrap_or(self.size).saturating_sub(self.offset) >= READ_AHEAD_MIN).then_some(end)
     }
 
@@ -713,7 +744,7 @@ impl Tailed {
         }
         if ended {
             self.ring = Vec::new();
-            if self.replaying && self.offset >= self.committed {
+            if self.replaying && self.offset >= self.replay_end() {
                 self.finish_replay();
             }
         }
@@ -735,6 +766,7 @@ impl Tailed {
                 None => self.last_growth = Instant::now(),
             }
             self.counts.push(Count::BytesRead(fresh));
+            self.tail_end = None;
             if self.tail_done || !self.tail.is_empty() {
                 for f in std::mem::take(&mut self.tail) {
                     out.push(retracted(&self.path, &f, "the file grew"));
@@ -760,12 +792,16 @@ impl Tailed {
         }
     }
 
-    /// The pipeline is rebuilt up to the committed offset: what replay produced was reported
-    /// before; only its counters matter.
+    /// The pipeline is rebuilt up to the committed offset (or where the tail was looked at):
+    /// what replay produced was reported before; only its counters matter. What was reported
+    /// about the tail still holds (the file did not grow): it is not due again.
     fn finish_replay(&mut self) {
         self.replaying = false;
         if let Some(p) = self.pipeline.as_mut() {
             p.replayed(&std::mem::take(&mut self.owed));
+            if self.tail_end.is_some() {
+                p.tail_stands(self.tail_done, &self.tail);
+            }
             self.seen = p.stats().cloned().unwrap_or_default();
             self.events_seen = p.counts().cloned().unwrap_or_default();
         }
@@ -804,6 +840,9 @@ impl Tailed {
         self.collect(out);
         if self.pipeline.as_ref().is_some_and(Pipeline::tail_done) {
             self.tail_done = true;
+        }
+        if self.tail_done || !self.tail.is_empty() {
+            self.tail_end = Some(self.offset);
         }
     }
 

@@ -151,6 +151,12 @@ pub trait Stage: Any + Send + fmt::Debug {
     /// an evicted file's state): forget what they would make due, except what the stage still
     /// owed when its state was dropped (`owed`: its [`Stage::owes`] then).
     fn replayed(&mut self, _owed: bool) {}
+    /// After [`Stage::replayed`]: the replay ended where the stream stood when its tail was
+    /// last looked at, and the stream has not grown since, so what was said about the tail then
+    /// still holds. `done`: whether the quiet period had passed then; `reported`: the tail
+    /// findings reported then. A stage marks them reported, so that nothing of it is due again
+    /// until the stream grows (a restart, a reload or an eviction changes nothing about a file).
+    fn tail_stands(&mut self, _done: bool, _reported: &[Finding]) {}
     /// The stream is complete: add what its end makes final. The pairing's
     /// [`Pairing::found`] holds what the end of the stream adds to it.
     fn finish(&mut self, _pairing: &Pairing, _events: &mut Vec<Event>) {}
@@ -556,6 +562,18 @@ impl Pipeline {
         }
     }
 
+    /// After [`Pipeline::replayed`], when the replay ended where the stream stood when its tail
+    /// was last looked at and the stream has not grown since: what was reported about the tail
+    /// then still holds (`done`: the quiet period had passed; `reported`: the tail findings
+    /// reported then). Neither the front's torn line nor a stage's tail is due again until the
+    /// stream grows ([`Stage::tail_stands`]).
+    pub fn tail_stands(&mut self, done: bool, reported: &[Finding]) {
+        self.tail_done = done;
+        for s in &mut self.stages_mut().list {
+            s.tail_stands(done, reported);
+        }
+    }
+
     /// Whether the front's quiet period passed since the last growth (its tail was reported).
     pub fn tail_done(&self) -> bool {
         self.tail_done
@@ -664,6 +682,12 @@ impl Quiet {
         self.done = false;
     }
 
+    /// It was taken before the state was rebuilt, and the stream has not grown since
+    /// ([`Stage::tail_stands`]): done.
+    pub fn stands(&mut self) {
+        self.done = true;
+    }
+
     /// When it is due, if it is not done.
     pub fn deadline(&self) -> Option<Duration> {
         (!self.done).then(|| self.last_growth.saturating_add(self.period))
@@ -674,5 +698,67 @@ impl Quiet {
         let due = self.deadline().is_some_and(|d| now >= d);
         self.done |= due;
         due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::stages::{orphans::Orphans, validate::Validate};
+
+    const GRACE: Duration = Duration::from_secs(30);
+    /// A chat stream whose last call has no result and whose last line is torn.
+    const STREAM: &[u8] = b"{\"role\":\"user\",\"content\":\"q\"}\n{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"function\":{\"name\":\"Read\",\"arguments\":\"{}\"}}]}\n{\"role\":\"assistant\",\"content\":\"half";
+
+    fn pipeline() -> Pipeline {
+        let stages: Vec<Box<dyn Stage>> = vec![Box::new(Orphans::new(GRACE)), Box::new(Validate::new(GRACE))];
+        Pipeline::transcript(Options { format: Some(Format::OpenAiChat), ..Options::default() }, stages, GRACE)
+    }
+
+    /// The tail findings a deadline at `now` reports.
+    fn tail_at(p: &mut Pipeline, now: Duration) -> Vec<Finding> {
+        p.handle_timeout(now, &Inputs::default());
+        p.drain().filter_map(|e| if let Event::Tail(f) = e { Some(f) } else { None }).collect()
+    }
+
+    /// A state rebuilt from the same bytes (a restart, a reload, an eviction) after its tail
+    /// was reported: the tail stands, nothing is due again until the stream grows.
+    #[test]
+    fn a_rebuilt_state_whose_tail_stands_reports_nothing_again() {
+        let secs = Duration::from_secs;
+        let mut first = pipeline();
+        first.feed(STREAM).unwrap();
+        first.drain().for_each(drop);
+        first.grew(secs(100));
+        let reported = tail_at(&mut first, secs(130));
+        let kinds: Vec<Kind> = reported.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, vec![Kind::TornLine, Kind::OrphanCall], "{reported:?}");
+        assert_eq!(first.poll_deadline(), None);
+
+        // Rebuilt as the daemon does: the clock at its start, the bytes replayed.
+        let rebuilt = || {
+            let mut p = pipeline();
+            p.grew(secs(1000));
+            p.feed(STREAM).unwrap();
+            p.replayed::<&str>(&[]);
+            p
+        };
+        // Without being told that the tail stands, the rebuilt state reports it again (the
+        // bug of issue 30.3).
+        assert_eq!(tail_at(&mut rebuilt(), secs(1030)).len(), 2);
+        let mut p = rebuilt();
+        p.tail_stands(true, &reported);
+        assert_eq!(p.poll_deadline(), None, "nothing due");
+        assert!(tail_at(&mut p, secs(5000)).is_empty());
+        // Growth: the tail is looked at again (the shell retracted what it reported).
+        p.grew(secs(6000));
+        assert_eq!(tail_at(&mut p, secs(6030)).len(), 2);
+
+        // A call not reported then (paused in `pending.json`) is looked at again.
+        let mut p = rebuilt();
+        p.tail_stands(true, &reported[..1]);
+        assert_eq!(p.poll_deadline(), Some(secs(1030)));
+        let again: Vec<Kind> = tail_at(&mut p, secs(1030)).iter().map(|f| f.kind).collect();
+        assert_eq!(again, vec![Kind::OrphanCall]);
     }
 }

@@ -43,6 +43,7 @@ mod daemon_faults;
 mod http_sink;
 mod machine_faults;
 mod reliability;
+mod reload;
 mod stallfs;
 mod tap;
 mod top;

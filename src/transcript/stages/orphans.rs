@@ -212,6 +212,12 @@ impl Stage for Orphans {
         waiting.then(|| self.last_growth.unwrap_or_default() + self.grace)
     }
 
+    fn tail_stands(&mut self, _done: bool, reported: &[Finding]) {
+        // The calls reported still hold. Those not reported (paused then, or not due yet) are
+        // looked at again at the next deadline: `pending.json` may have changed meanwhile.
+        self.declared = reported.iter().filter(|f| f.kind == crate::transcript::Kind::OrphanCall).filter_map(|f| f.call_id.clone()).collect();
+    }
+
     fn handle_timeout(&mut self, now: Duration, inputs: &Inputs, pairing: &Pairing, events: &mut Vec<Event>) {
         if self.poll_deadline(pairing).is_some_and(|d| now >= d) {
             let v = pairing.validator().expect("a deadline means a pairing");

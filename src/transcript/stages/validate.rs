@@ -51,6 +51,13 @@ impl Stage for Validate {
         self.quiet.deadline()
     }
 
+    fn tail_stands(&mut self, done: bool, _reported: &[crate::transcript::Finding]) {
+        // Its tail (the empty turns) was looked at with the front's, at the same quiet period.
+        if done {
+            self.quiet.stands();
+        }
+    }
+
     fn handle_timeout(&mut self, now: std::time::Duration, _inputs: &Inputs, pairing: &Pairing, events: &mut Vec<Event>) {
         if !self.quiet.take(now) {
             return;
