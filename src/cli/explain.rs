@@ -93,7 +93,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         .with_context(|| format!("{name}: read failed"))?;
     let mut records = Vec::new();
     super::context::write(&scanned.context, false, &mut records).with_context(|| name.clone())?;
-    let request = as_sent(records.split(|&b| b == b'\n').filter(|r| !r.is_empty()).filter_map(|r| serde_json::from_slice(r).ok()).collect());
+    let records: Vec<Value> = records.split(|&b| b == b'\n').filter(|r| !r.is_empty()).filter_map(|r| serde_json::from_slice(r).ok()).collect();
+    // Claude Code sends consecutive messages of one role as one; an API history file is the
+    // request as it is.
+    let request = if scanned.context.format == Some(Format::ClaudeCode) { as_sent(records) } else { records };
     let bytes = std::fs::read(&file).with_context(|| format!("{name}: read failed"))?;
     let mut lines: Vec<Line<'_>> = Vec::new();
     let mut starts = Vec::new();
@@ -109,10 +112,18 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         scanned.context.lines.iter().filter_map(|l| starts.binary_search(&l.offset).ok()).map(|i| i as u64 + 1).collect();
     let preferred = |n: u64| sent.contains(&n);
 
-    // Claude Code and the Anthropic format count messages as the Messages API does; the other
-    // formats' errors name ids.
-    let counts_messages = matches!(scanned.context.format, Some(Format::ClaudeCode | Format::Anthropic));
-    let located = error.position.filter(|_| counts_messages).map(|position| locate(&request, position, &lines, &preferred));
+    // Claude Code and the API history formats count messages as their APIs do; Codex's errors
+    // name ids.
+    let counts_messages = matches!(scanned.context.format, Some(Format::ClaudeCode | Format::Anthropic | Format::OpenAiChat));
+    let mut located = error.position.filter(|_| counts_messages).map(|position| locate(&request, position, &lines, &preferred));
+    // An API history file is the request: its message N is its N-th message line.
+    if let (Some(l), Some(Format::Anthropic | Format::OpenAiChat)) = (located.as_mut(), scanned.context.format) {
+        let unreadable: BTreeSet<u64> = scanned.context.skipped.iter().map(|s| s.offset).collect();
+        let nth = scanned.context.lines.iter().filter(|c| !unreadable.contains(&c.offset) && !c.bytes.iter().all(u8::is_ascii_whitespace)).nth(l.position.message);
+        if let Some(n) = nth.and_then(|c| starts.binary_search(&c.offset).ok()) {
+            l.origin = vec![Origin::Line(n as u64 + 1)];
+        }
+    }
     let mut ids = error.ids.clone();
     if let Some((_, Some(id))) = located.as_ref().and_then(|l| l.block.as_ref()) {
         if !ids.contains(id) {

@@ -53,13 +53,15 @@ pub enum Rule {
 
 impl Rule {
     /// The wording that names each rule, lowercased, most specific first.
-    const WORDING: [(&'static str, Rule); 19] = [
+    const WORDING: [(&'static str, Rule); 21] = [
         ("unexpected `tool_use_id`", Rule::ResultWithoutCall),
         ("unexpected tool_use_id", Rule::ResultWithoutCall),
         ("no tool call found for function call output", Rule::ResultWithoutCall),
+        ("messages with role 'tool' must be a response to a prece", Rule::ResultWithoutCall),
         ("were found without `tool_result` blocks", Rule::CallWithoutResult),
         ("were found without tool_result blocks", Rule::CallWithoutResult),
         ("no tool output found for function call", Rule::CallWithoutResult),
+        ("must be followed by tool messages responding to each", Rule::CallWithoutResult),
         ("ids must be unique", Rule::DuplicateId),
         ("duplicate item found with id", Rule::DuplicateId),
         ("block(s) at the beginning of this message", Rule::ResultNotFirst),
@@ -145,11 +147,29 @@ impl ApiError {
 }
 
 /// The first `messages.N[.content.M]` of `text`.
+///
+/// Anthropic writes `messages.98.content.1`; OpenAI's `param` is `messages.[3].role` (or
+/// `messages[3]`).
 fn position(text: &str) -> Option<Position> {
     let mut rest = text;
-    while let Some(i) = rest.find("messages.") {
-        rest = &rest[i + "messages.".len()..];
-        let Some((message, after)) = number(rest) else { continue };
+    while let Some(i) = rest.find("messages") {
+        rest = &rest[i + "messages".len()..];
+        let (n, bracket) = match rest.strip_prefix(".[").or_else(|| rest.strip_prefix('[')) {
+            Some(r) => (r, true),
+            None => match rest.strip_prefix('.') {
+                Some(r) => (r, false),
+                None => continue,
+            },
+        };
+        let Some((message, after)) = number(n) else { continue };
+        let after = if bracket {
+            match after.strip_prefix(']') {
+                Some(a) => a,
+                None => continue,
+            }
+        } else {
+            after
+        };
         let block = after.strip_prefix(".content.").and_then(number).map(|(b, _)| b);
         return Some(Position { message, block });
     }
@@ -425,6 +445,13 @@ mod tests {
         let e = ApiError::parse(r#"{\"message\":\"messages.1.content.0.thinking.signature: Field required\"}"#);
         assert_eq!((e.position, e.rule), (Some(Position { message: 1, block: Some(0) }), Some(Rule::ThinkingSignature)));
         assert_eq!(ApiError::parse("messages: text content blocks must be non-empty").rule, Some(Rule::EmptyText));
+        // OpenAI chat (miurla/morphic#136, BerriAI/litellm#10083).
+        let e = ApiError::parse(r#"{"error":{"message":"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.","type":"invalid_request_error","param":"messages.[3].role","code":null}}"#);
+        assert_eq!((e.position, e.rule), (Some(Position { message: 3, block: None }), Some(Rule::ResultWithoutCall)));
+        let e = ApiError::parse("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_jJATmoUd");
+        assert_eq!((e.position, e.ids, e.rule), (None, vec!["call_jJATmoUd".to_owned()], Some(Rule::CallWithoutResult)));
+        assert_eq!(ApiError::parse("at messages[7]").position, Some(Position { message: 7, block: None }));
+        assert_eq!(ApiError::parse("messages.[x] messages.2").position, Some(Position { message: 2, block: None }));
         assert_eq!(ApiError::parse("srvtoolu_0123abcd").ids, ["srvtoolu_0123abcd"]);
         assert_eq!(ApiError::parse("No tool output found for function call c1.").ids, ["c1"]);
         assert_eq!(ApiError::parse("No tool call found for function call output with call_id call_9zz.").ids, ["call_9zz"]);

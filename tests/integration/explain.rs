@@ -117,3 +117,17 @@ fn an_error_that_names_nothing_and_a_session_that_is_not_there_are_usage_errors(
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no such file"), "{}", stderr(&o));
 }
+
+#[test]
+fn an_openai_chat_error_is_traced_by_its_message_index() {
+    let file = data("check/openai-chat/0003_orphan_tool_message.jsonl");
+    let error = r#"{"error":{"message":"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.","type":"invalid_request_error","param":"messages.[1].role","code":null}}"#;
+    let o = transcriptd(&["explain", "-o", "json", file.to_str().unwrap(), error]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["rule"], "result_without_call");
+    assert_eq!(v["at"]["role"], "tool");
+    assert_eq!(v["at"]["from"], serde_json::json!([{"line": 2}]));
+    assert_eq!(v["findings"][0]["kind"], "orphan_result");
+    assert_eq!(v["findings"][0]["line"], 2);
+}
