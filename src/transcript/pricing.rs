@@ -128,7 +128,8 @@ impl Prices {
     /// name itself; else the name behind one of the prefixes LiteLLM files Claude and
     /// OpenRouter models under; else the entry whose name contains the model's or is contained
     /// in it (case aside), the closest in length, the first in the table on a tie (so
-    /// `converse/jp.anthropic.claude-haiku-4-5-20251001-v1:0` finds Bedrock's Japanese entry).
+    /// `converse/jp.anthropic.claude-haiku-4-5-20251001-v1:0` finds Bedrock's Japanese entry),
+    /// where the part matched has a version number and six characters (unlike ccusage).
     /// None: the table does not price it, and its cost is unknown.
     pub fn lookup(&self, model: &str) -> Option<(&str, &Price)> {
         const PREFIXES: [&str; 5] = ["anthropic/", "claude-3-5-", "claude-3-", "claude-", "openrouter/openai/"];
@@ -146,7 +147,8 @@ impl Prices {
         let mut best: Option<(usize, &str, &Price)> = None;
         for (m, p) in &self.entries {
             let have = m.to_lowercase();
-            if !have.contains(&want) && !want.contains(&have) {
+            let inner = if have.len() < want.len() { &have } else { &want };
+            if !(have.contains(&want) || want.contains(&have)) || !specific(inner) {
                 continue;
             }
             let diff = have.len().abs_diff(want.len());
@@ -156,6 +158,13 @@ impl Prices {
         }
         best.map(|(_, m, p)| (m, p))
     }
+}
+
+/// Whether a name says enough to be matched inside another: a version number in it and six
+/// characters at least. ccusage matches any part (a model named `m` would take the first price
+/// whose name has an `m`); a wrong price is worse than an unknown one.
+fn specific(name: &str) -> bool {
+    name.len() >= 6 && name.bytes().any(|b| b.is_ascii_digit())
 }
 
 /// The cost in US dollars of `all` tokens of a model at `price`, of which `long` came from
@@ -275,6 +284,9 @@ mod tests {
         assert_eq!(t.lookup("sonnet-4-5").unwrap().0, "claude-sonnet-4-5", "a key containing the name");
         assert_eq!(t.lookup("converse/jp.anthropic.claude-haiku-4-5-20251001-v1:0").unwrap().0, "jp.anthropic.claude-haiku-4-5-20251001-v1:0");
         assert_eq!(t.lookup("unknown"), None);
+        assert_eq!(t.lookup("m"), None, "a part without a version number matches nothing");
+        assert_eq!(t.lookup("sonnet"), None);
+        assert_eq!(t.lookup("4-5"), None, "nor one too short");
         assert_eq!(t.lookup("claude-x"), None);
         assert_eq!(t.lookup(""), None);
         assert_eq!(t.len(), 4, "the image model prices no tokens");
