@@ -20,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod prices;
 pub mod repair;
 pub mod sessions;
 pub mod sinks;

@@ -81,6 +81,10 @@ pub struct Stats {
     pub dangling_parents: u64,
     /// Token usage by model: each API message once, with its final usage.
     pub tokens: ByModel,
+    /// The part of `tokens` from requests whose prompt (input and cache) passed
+    /// [`pricing::LONG_CONTEXT_TOKENS`](crate::transcript::pricing::LONG_CONTEXT_TOKENS), which
+    /// long-context prices charge at their higher rates as a whole.
+    pub long_context: ByModel,
 }
 
 /// Token usage by model, in model order. Most files name one or two models: a sorted vector
@@ -681,14 +685,17 @@ impl<O: Observer> Checker<O> {
                     None
                 }
             };
-            let t = self.stats.tokens.entry(model);
             let old = counted.unwrap_or_default();
-            // Saturating: a count is what a transcript says (`1e85` reads as `u64::MAX`), and a
-            // sum that wrapped would report a handful of tokens (or panic in a debug build).
-            t.input = t.input.saturating_add(u.input).saturating_sub(old.input);
-            t.output = t.output.saturating_add(u.output).saturating_sub(old.output);
-            t.cache_read = t.cache_read.saturating_add(u.cache_read).saturating_sub(old.cache_read);
-            t.cache_creation = t.cache_creation.saturating_add(u.cache_creation).saturating_sub(old.cache_creation);
+            replace(self.stats.tokens.entry(model), &old, &u);
+            // A request whose prompt passed the long-context threshold is priced at the long
+            // rates as a whole (input, cache and output): its tokens are kept apart too, so a
+            // price can be put on them after the fact (`pricing`).
+            let long = |u: &Usage| u.prompt() > crate::transcript::pricing::LONG_CONTEXT_TOKENS;
+            if long(&old) || long(&u) {
+                let none = Usage::default();
+                let (o, n) = (if long(&old) { &old } else { &none }, if long(&u) { &u } else { &none });
+                replace(self.stats.long_context.entry(model), o, n);
+            }
         }
     }
 
@@ -734,6 +741,17 @@ pub fn unknown_format(forced: Option<Format>, detected: Option<Format>, stats: &
 /// of one message are separated only by results and by other threads' lines (parallel
 /// subagents), so a few suffice; a miss scans them all, for every message.
 const RECENT_MESSAGES: usize = 16;
+
+/// Takes `old` out of the counts `t` and puts `new` in. Saturating: a count is what a transcript
+/// says (`1e85` reads as `u64::MAX`), and a sum that wrapped would report a handful of tokens
+/// (or panic in a debug build).
+fn replace(t: &mut Usage, old: &Usage, new: &Usage) {
+    t.input = t.input.saturating_add(new.input).saturating_sub(old.input);
+    t.output = t.output.saturating_add(new.output).saturating_sub(old.output);
+    t.cache_read = t.cache_read.saturating_add(new.cache_read).saturating_sub(old.cache_read);
+    t.cache_creation = t.cache_creation.saturating_add(new.cache_creation).saturating_sub(old.cache_creation);
+    t.cache_creation_1h = t.cache_creation_1h.saturating_add(new.cache_creation_1h).saturating_sub(old.cache_creation_1h);
+}
 
 /// All the tokens of a usage report.
 fn total(u: &Usage) -> u64 {

@@ -17,6 +17,7 @@ pub mod lines;
 pub mod model;
 pub mod pairing;
 pub mod pipeline;
+pub mod pricing;
 pub mod progress;
 pub mod repair;
 pub mod repair_run;

@@ -82,6 +82,10 @@ pub struct Usage {
     pub cache_read: u64,
     /// Input tokens written to the prompt cache.
     pub cache_creation: u64,
+    /// The part of `cache_creation` written with a one-hour lifetime (Claude's
+    /// `cache_creation.ephemeral_1h_input_tokens`), which Anthropic prices higher than the
+    /// default five minutes. Never more than `cache_creation`.
+    pub cache_creation_1h: u64,
 }
 
 impl Usage {
@@ -97,6 +101,13 @@ impl Usage {
         self.output = self.output.saturating_add(o.output);
         self.cache_read = self.cache_read.saturating_add(o.cache_read);
         self.cache_creation = self.cache_creation.saturating_add(o.cache_creation);
+        self.cache_creation_1h = self.cache_creation_1h.saturating_add(o.cache_creation_1h);
+    }
+
+    /// The prompt's size: every input token, read from the cache, written to it or neither
+    /// (what a long-context price tier is decided on).
+    pub fn prompt(&self) -> u64 {
+        self.input.saturating_add(self.cache_read).saturating_add(self.cache_creation)
     }
 }
 

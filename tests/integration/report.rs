@@ -470,3 +470,28 @@ fn report_page_load() {
         println!("round {round}: {t}");
     }
 }
+
+/// The report's cost by model is `usage`'s for the same files (one pricing for both), a model
+/// without a price has a null cost and is named, and the total is the priced models' sum.
+#[test]
+fn cost_by_model_is_usages() {
+    let repo = super::support::root();
+    for dir in ["tests/data/real/claude-code", "tests/data/check/claude-code"] {
+        let out = report_cmd(&repo, &["report", dir, "-o", "json", "--no-summary"]);
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let usage = Command::new(env!("CARGO_BIN_EXE_transcriptd")).current_dir(&repo).args(["usage", dir, "-o", "json"]).output().unwrap();
+        let want: BTreeMap<String, Option<f64>> = json_lines(&usage.stdout).iter().map(|r| (s(&r["model"]), r["cost_usd"].as_f64())).collect();
+        let got: BTreeMap<String, Option<f64>> =
+            json["tokens"]["by_model"].as_array().unwrap().iter().map(|m| (s(&m["model"]), m["cost_usd"].as_f64())).collect();
+        assert_eq!(got, want, "{dir}");
+        let unpriced: Vec<String> = want.iter().filter(|(_, c)| c.is_none()).map(|(m, _)| m.clone()).collect();
+        let mut named: Vec<String> = json["tokens"]["unpriced_models"].as_array().unwrap().iter().map(s).collect();
+        named.sort();
+        assert_eq!(named, unpriced, "{dir}");
+        let sum: f64 = want.values().flatten().sum();
+        assert!((json["tokens"]["cost_usd"].as_f64().unwrap() - sum).abs() < 1e-9, "{dir}: {}", json["tokens"]["cost_usd"]);
+    }
+    let text = String::from_utf8(report_cmd(&repo, &["report", "tests/data/check/claude-code", "--no-summary"]).stdout).unwrap();
+    assert!(text.contains("tokens       claude-x: 248 (93 in, 155 out, 0 cache read, 0 cache write), cost unknown"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("cost         $0.0") && l.ends_with("(cost unknown for 3 models: claude-x, claude-b, claude-a)")), "{text}");
+}

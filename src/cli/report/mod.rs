@@ -54,6 +54,10 @@ pub struct Args {
     /// With --plan: what repair does with calls pending at the end (as `repair --orphans`).
     #[arg(long, default_value = "answer", value_parser = clap::value_parser!(OrphanPolicy))]
     pub orphans: OrphanPolicy,
+    /// Price tokens with this table (LiteLLM's `model_prices_and_context_window.json` shape)
+    /// instead of the one built in, as `usage --prices`.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
     /// Tool registry for the side effects of calls without results (as `orphans --registry`);
     /// default: the built-in config/tools.toml.
     #[arg(long, value_name = "FILE")]
@@ -130,6 +134,7 @@ fn fold(acc: &mut Acc, mut r: FileReport, head: &[u8], plan: Option<(&Scratch, &
 /// Builds the report of `paths` (what [`run`] writes), and the number of paths that could not
 /// be read.
 pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> {
+    let mut pricer = crate::prices::Pricer::new(crate::prices::load(args.prices.as_deref())?);
     let registry = match &args.registry {
         Some(p) => ToolRegistry::load(p)?,
         None => ToolRegistry::builtin(),
@@ -177,7 +182,7 @@ pub fn build(args: &Args, paths: &[PathBuf]) -> anyhow::Result<(Report, usize)> 
         acc.add_missing(m.transcript.display().to_string(), m.meta.display().to_string());
     }
     let meta = Meta { generated: generated(), paths: paths.iter().map(|p| p.display().to_string()).collect(), orphans: policy_name(args.orphans) };
-    let report = acc.finish(meta, &found.skipped, &registry);
+    let report = acc.finish(meta, &found.skipped, &registry, &mut pricer);
     Ok((report, found.errors()))
 }
 
@@ -257,14 +262,23 @@ fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     for m in &r.tokens.by_model {
         writeln!(
             out,
-            "tokens       {}: {} ({} in, {} out, {} cache read, {} cache write)",
+            "tokens       {}: {} ({} in, {} out, {} cache read, {} cache write), {}",
             Safe(&m.model),
             m.total,
             m.tokens.input,
             m.tokens.output,
             m.tokens.cache_read,
-            m.tokens.cache_creation
+            m.tokens.cache_creation,
+            m.cost_usd.map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"))
         )?;
+    }
+    if !r.tokens.by_model.is_empty() {
+        let unknown = match r.tokens.unpriced_models.len() {
+            0 => String::new(),
+            n => format!(" (cost unknown for {n} model{}: {})", plural(n as u64), r.tokens.unpriced_models.iter().map(|m| Safe(m).to_string()).collect::<Vec<_>>().join(", ")),
+        };
+        let cost = r.tokens.cost_usd.map_or_else(|| "unknown".to_owned(), |c| format!("${c:.4}"));
+        writeln!(out, "cost         {cost}{unknown}")?;
     }
     if let Some(p) = &r.plan {
         writeln!(

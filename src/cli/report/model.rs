@@ -13,6 +13,8 @@ use super::schema::{Bucket, CallsWithoutResults, Compactions, DatedCounts, Effec
 use super::session::{day_string, DatedBy, SessionDate};
 use crate::batch_check::FileReport;
 use crate::config::tools::ToolRegistry;
+use crate::prices::{Cost, Pricer};
+use crate::transcript::model::Usage;
 use crate::repair::{Report as RepairReport, Status as RepairStatus};
 use crate::sources::batch::Skipped;
 use crate::transcript::{Format, Kind, Severity};
@@ -214,6 +216,9 @@ pub struct Acc {
     compaction_histogram: [u64; 6],
     tools: HashMap<String, [u64; 2]>,
     models: HashMap<String, Tokens>,
+    /// By model, as `models` (capped alike): all tokens and the long-context ones, priced at
+    /// the end.
+    priced: HashMap<String, (Usage, Usage)>,
     worst_errors: Top<SessionRow>,
     worst_backlog: Top<SessionRow>,
     most_compactions: Top<SessionRow>,
@@ -304,6 +309,11 @@ impl Acc {
             let t = Tokens { input: u.input, output: u.output, cache_read: u.cache_read, cache_creation: u.cache_creation };
             add_capped(&mut day.tokens, model, |slot| slot.add(&t));
             add_capped(&mut self.models, model, |slot| slot.add(&t));
+            let long = s.long_context.get(model).copied().unwrap_or_default();
+            add_capped(&mut self.priced, model, |(a, l)| {
+                a.add(u);
+                l.add(&long);
+            });
         }
         self.compaction_histogram[compaction_bucket(s.compactions)] += 1;
         let wanted =
@@ -385,6 +395,10 @@ impl Acc {
             a[1] += b[1];
         });
         merge_capped(&mut self.models, o.models, |a, b| a.add(&b));
+        merge_capped(&mut self.priced, o.priced, |(a, l), (b, m)| {
+            a.add(&b);
+            l.add(&m);
+        });
         self.worst_errors.merge(o.worst_errors);
         self.worst_backlog.merge(o.worst_backlog);
         self.most_compactions.merge(o.most_compactions);
@@ -398,7 +412,7 @@ impl Acc {
     }
 
     /// The report.
-    pub fn finish(self, meta: Meta, skipped: &[Skipped], registry: &ToolRegistry) -> Report {
+    pub fn finish(self, meta: Meta, skipped: &[Skipped], registry: &ToolRegistry, pricer: &mut Pricer) -> Report {
         let totals = Totals {
             files: self.files,
             sessions: self.files - self.subagents,
@@ -424,7 +438,8 @@ impl Acc {
             .collect();
         let kinds = kind_rows(&self.kinds);
         let over_time = over_time(&self.days, &self.undated, self.dated_by);
-        let tokens = tokens(&self.models, &self.days, &self.undated, &over_time);
+        let mut tokens = tokens(&self.models, &self.days, &self.undated, &over_time);
+        price(&mut tokens, &self.priced, pricer);
         let unanswered = unanswered(&self.tools, registry);
         let compactions = Compactions {
             total: self.compactions,
@@ -642,8 +657,27 @@ fn over_time(days: &BTreeMap<i64, Day>, undated: &Day, dated_by: [u64; 3]) -> Ov
     }
 }
 
+/// Puts a cost on each model's tokens and their sum. The `(other)` row (models past the cap) has
+/// no single price: its cost is unknown, as is a model's the table does not price.
+fn price(t: &mut TokenUsage, priced: &HashMap<String, (Usage, Usage)>, pricer: &mut Pricer) {
+    let mut sum = None;
+    for m in &mut t.by_model {
+        let cost = match priced.get(&m.model) {
+            Some((all, long)) if m.model != OTHER => pricer.cost(&m.model, all, long),
+            _ => Cost { usd: None, priced_as: None },
+        };
+        match cost.usd {
+            Some(c) => sum = Some(sum.unwrap_or(0.0) + c),
+            None => t.unpriced_models.push(m.model.clone()),
+        }
+        m.cost_usd = cost.usd;
+        m.priced_as = cost.priced_as;
+    }
+    t.cost_usd = sum;
+}
+
 fn tokens(models: &HashMap<String, Tokens>, days: &BTreeMap<i64, Day>, undated: &Day, time: &OverTime) -> TokenUsage {
-    let mut by_model: Vec<ModelTokens> = models.iter().map(|(m, t)| ModelTokens { model: m.clone(), total: t.total(), tokens: *t }).collect();
+    let mut by_model: Vec<ModelTokens> = models.iter().map(|(m, t)| ModelTokens { model: m.clone(), total: t.total(), tokens: *t, cost_usd: None, priced_as: None }).collect();
     by_model.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.model.cmp(&b.model)));
     // The chart's models: the largest ones, the rest summed.
     let charted: Vec<&str> = by_model.iter().take(CHART_MODELS).map(|m| m.model.as_str()).collect();
@@ -677,7 +711,7 @@ fn tokens(models: &HashMap<String, Tokens>, days: &BTreeMap<i64, Day>, undated: 
         undated_tokens.add(t);
     }
     let undated = undated_tokens;
-    TokenUsage { total, by_model, chart_models, over_time, undated }
+    TokenUsage { total, cost_usd: None, unpriced_models: Vec::new(), by_model, chart_models, over_time, undated }
 }
 
 fn unanswered(tools: &HashMap<String, [u64; 2]>, registry: &ToolRegistry) -> CallsWithoutResults {

@@ -281,11 +281,12 @@ fn tokens(r: &Report) -> Markup {
             h2 { "Token usage by model" }
             @if t.by_model.is_empty() { p { "No token usage in these transcripts." } } @else {
                 table {
-                    tr { th { "model" } th.n { "input" } th.n { "output" } th.n { "cache read" } th.n { "cache write" } th.n { "total" } }
+                    tr { th { "model" } th.n { "input" } th.n { "output" } th.n { "cache read" } th.n { "cache write" } th.n { "total" } th.n { "cost $" } }
                     @for m in &t.by_model {
-                        tr { td { code { (m.model) } } td.n { (number(m.tokens.input)) } td.n { (number(m.tokens.output)) } td.n { (number(m.tokens.cache_read)) } td.n { (number(m.tokens.cache_creation)) } td.n { (number(m.total)) } }
+                        tr { td { code { (m.model) } } td.n { (number(m.tokens.input)) } td.n { (number(m.tokens.output)) } td.n { (number(m.tokens.cache_read)) } td.n { (number(m.tokens.cache_creation)) } td.n { (number(m.total)) } td.n { (crate::cli::usage::dollars(m.cost_usd)) } }
                     }
                 }
+                p { "Cost: " (t.cost_usd.map_or_else(|| "unknown".to_owned(), |c| format!("${c:.4}"))) @if !t.unpriced_models.is_empty() { " (unknown for " (t.unpriced_models.join(", ")) ": no price in the table)" } ", at LiteLLM's prices built in or those of " code { "--prices" } "." }
                 h3 { "Over time" }
                 p.note { "All tokens (input, output, cache read and write) by session date." }
                 @if periods.iter().any(|p| p.values.iter().any(|v| *v > 0)) { (svg::columns("tokens-over-time", "Tokens by model and session date", &series, &periods)) }

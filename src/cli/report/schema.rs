@@ -339,6 +339,11 @@ pub struct ModelTokens {
     /// The counts.
     #[serde(flatten)]
     pub tokens: Tokens,
+    /// Their cost in US dollars; null when the price table has no price for the model (and
+    /// for `(other)`, many models summed).
+    pub cost_usd: Option<f64>,
+    /// The price table's entry used.
+    pub priced_as: Option<String>,
 }
 
 /// A model's tokens in one period.
@@ -360,6 +365,10 @@ pub struct PeriodTokens {
 pub struct TokenUsage {
     /// All models.
     pub total: Tokens,
+    /// The cost of the models priced, in US dollars (null: none is).
+    pub cost_usd: Option<f64>,
+    /// The models whose cost is unknown (no price), not in `cost_usd`.
+    pub unpriced_models: Vec<String>,
     /// By model, most first.
     pub by_model: Vec<ModelTokens>,
     /// The models the time chart shows.

@@ -109,10 +109,21 @@ fn read_usage(s: &mut Scanner<'_>) -> scan::Result<Option<Usage>> {
             b"output_tokens" => u.output = s.opt_count()?,
             b"cache_read_input_tokens" => u.cache_read = s.opt_count()?,
             b"cache_creation_input_tokens" => u.cache_creation = s.opt_count()?,
+            b"cache_creation" => {
+                s.opt_object(|s, k| {
+                    match &*k.key() {
+                        b"ephemeral_1h_input_tokens" => u.cache_creation_1h = s.opt_count()?,
+                        _ => s.skip()?,
+                    }
+                    Ok(())
+                })?;
+            }
             _ => s.skip()?,
         }
         Ok(())
     })?;
+    // The one-hour part is part of the whole: a line that says more is read as all one-hour.
+    u.cache_creation_1h = u.cache_creation_1h.min(u.cache_creation);
     Ok(is_object.then_some(u))
 }
 

@@ -128,7 +128,7 @@ fn read_usage(s: &mut Scanner<'_>) -> scan::Result<Option<(Usage, u64)>> {
         }
         Ok(())
     })?;
-    let u = Usage { key: 0, input: input.saturating_sub(cached), output, cache_read: cached, cache_creation: 0 };
+    let u = Usage { key: 0, input: input.saturating_sub(cached), output, cache_read: cached, cache_creation: 0, cache_creation_1h: 0 };
     Ok(is_object.then_some((u, total)))
 }
 
@@ -593,6 +593,6 @@ mod tests {
     #[test]
     fn token_count_usage() {
         let p = parse(br#"{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":10,"cached_input_tokens":4,"output_tokens":3,"total_tokens":13},"last_token_usage":{"input_tokens":10,"cached_input_tokens":4,"output_tokens":3,"total_tokens":13}}}}"#).unwrap();
-        assert_eq!(p.usage, Some(Usage { key: 13, input: 6, output: 3, cache_read: 4, cache_creation: 0 }));
+        assert_eq!(p.usage, Some(Usage { key: 13, input: 6, output: 3, cache_read: 4, cache_creation: 0, cache_creation_1h: 0 }));
     }
 }
