@@ -5,6 +5,7 @@ pub mod check;
 pub mod client;
 pub mod completions;
 pub mod context;
+pub mod conversation;
 pub mod doctor;
 pub mod explain;
 pub mod help;
@@ -195,6 +196,18 @@ pub fn jobs(requested: Option<usize>) -> usize {
 pub fn default_roots() -> Vec<std::path::PathBuf> {
     let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
     [home.join(".claude/projects"), home.join(".codex/sessions")].into_iter().filter(|p| p.is_dir()).collect()
+}
+
+/// The roots given, or the standard locations that exist.
+pub fn roots_or_default(given: &[std::path::PathBuf]) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    if !given.is_empty() {
+        return Ok(given.to_vec());
+    }
+    let roots = default_roots();
+    if roots.is_empty() {
+        anyhow::bail!("no root given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
+    }
+    Ok(roots)
 }
 
 #[cfg(test)]

@@ -45,20 +45,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
 }
 
-/// The roots given, or the standard locations that exist.
-pub fn roots_or_default(given: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    if !given.is_empty() {
-        return Ok(given.to_vec());
-    }
-    let roots = super::default_roots();
-    if roots.is_empty() {
-        anyhow::bail!("no root given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
-    }
-    Ok(roots)
-}
-
 fn list(args: ListArgs) -> anyhow::Result<Exit> {
-    let roots = roots_or_default(&args.roots)?;
+    let roots = super::roots_or_default(&args.roots)?;
     let found = discover(&roots)?;
     let (rows, left_out) = info::rows(&found.sessions);
 

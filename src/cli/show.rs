@@ -7,7 +7,7 @@ use crate::sources::READ_CHUNK;
 use super::output::{human_bytes, plural};
 use super::render;
 use super::safe::{self, Safe};
-use super::sessions::roots_or_default;
+use super::roots_or_default;
 use super::{Exit, OutputFormat};
 use crate::sessions::history::{full_history, HistoryItem};
 use crate::sessions::index::UuidIndex;
@@ -190,7 +190,7 @@ fn print_history(out: &mut impl Write, session: &Session, read: &ReadArgs, outpu
     if output == OutputFormat::Json {
         // The same records as `transcriptd history`: one history, one shape.
         let input = crate::sources::batch::Input::File(session.transcript.clone());
-        let faults = super::history::history(&input, read.format, read.max_line_bytes, super::history::Render::Canonical, out)?;
+        let faults = super::conversation::history(&input, read.format, read.max_line_bytes, super::conversation::Render::Canonical, out)?;
         return Ok(if faults.is_empty() { Exit::Clean } else { Exit::Findings });
     }
     let head = read_head(&session.transcript).with_context(|| session.transcript.display().to_string())?;

@@ -1,7 +1,7 @@
 //! Validation and resolution: the values that parse but cannot work, each with its place; the
 //! configuration made absolute; what `run` needs of the machine (`--check-env`).
 
-use super::model::{Config, RepairMode, SinkConfig, StageConfig};
+use super::model::{Config, RepairMode, SinkConfig, SourceConfig, StageConfig};
 use super::{expand_home, literal_root, tools};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -75,6 +75,103 @@ impl Place {
     }
 }
 
+/// A problem with one element of a section: the key it is about (`None`: the element as a
+/// whole) and what is wrong. Each config type says its own ([`SourceConfig::validate`],
+/// [`StageConfig::validate`], [`SinkConfig::validate`]); [`Config::resolve`] adds where.
+type Problems = Vec<(Option<&'static str>, String)>;
+
+impl SourceConfig {
+    /// What is wrong with this source on its own, key by key (names are checked across sources
+    /// by [`Config::resolve`]).
+    pub fn validate(&self) -> Vec<(&'static str, String)> {
+        let mut problems = Vec::new();
+        if self.include.is_empty() {
+            problems.push(("include", "at least one pattern is needed".into()));
+        }
+        for (key, pats) in [("include", &self.include), ("exclude", &self.exclude)] {
+            for g in pats {
+                if let Err(e) = globset::Glob::new(&expand_home(g)) {
+                    problems.push((key, format!("`{g}`: {e}")));
+                }
+            }
+        }
+        if let Err(m) = self.format.read() {
+            problems.push(("format", m.to_owned()));
+        }
+        problems
+    }
+}
+
+impl StageConfig {
+    /// What is wrong with this stage, given the configured `sinks` (a stage may need one).
+    /// Every variant is named: a new stage does not compile until it says what it checks.
+    pub fn validate(&self, sinks: &[SinkConfig]) -> Problems {
+        let mut problems = Vec::new();
+        match self {
+            StageConfig::Repair { orphans, mode, .. } => {
+                if let Err(m) = orphans.read() {
+                    problems.push((Some("orphans"), m.to_owned()));
+                }
+                if *mode == RepairMode::Copy && !sinks.iter().any(|s| matches!(s, SinkConfig::RepairedFiles { .. })) {
+                    problems.push((None, "repair mode `copy` needs a `repaired_files` sink".into()));
+                }
+            }
+            StageConfig::Orphans { registry: Some(r), .. } => {
+                if let Err(e) = tools::ToolRegistry::load(r) {
+                    problems.push((Some("registry"), e.to_string()));
+                }
+            }
+            StageConfig::Orphans { registry: None, .. } | StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate => {}
+        }
+        problems
+    }
+}
+
+impl SinkConfig {
+    /// What is wrong with this sink on its own. Every variant is named: a new sink does not
+    /// compile until it says what it checks.
+    pub fn validate(&self) -> Problems {
+        let mut problems = Vec::new();
+        let mut bad = |key: &'static str, m: String| problems.push((Some(key), m));
+        match self {
+            SinkConfig::Prometheus { address, max_connections, request_timeout, tap_buffer, .. } => {
+                if *max_connections == 0 {
+                    bad("max_connections", "must be at least 1".into());
+                }
+                if *tap_buffer == 0 {
+                    bad("tap_buffer", "must be at least 1".into());
+                }
+                if request_timeout.is_zero() {
+                    bad("request_timeout", "must be more than 0".into());
+                }
+                if let Err(m) = address.read() {
+                    bad("address", m.to_owned());
+                }
+            }
+            SinkConfig::File { max_bytes, keep, .. } => {
+                if let Err(m) = max_bytes.read() {
+                    bad("max_bytes", m.to_owned());
+                }
+                if *keep == 0 {
+                    bad("keep", "must be at least 1".into());
+                }
+            }
+            SinkConfig::Http { max_bytes, queue_bytes, .. } => {
+                if let Some(m) = self.http_problem() {
+                    problems.push((None, m));
+                }
+                for (key, size) in [("max_bytes", max_bytes), ("queue_bytes", queue_bytes)] {
+                    if let Err(m) = size.read() {
+                        problems.push((Some(key), m.to_owned()));
+                    }
+                }
+            }
+            SinkConfig::Stdout { .. } | SinkConfig::RepairedFiles { .. } => {}
+        }
+        problems
+    }
+}
+
 impl Config {
     /// Every value that parses but cannot work, with where it is; the resolved configuration
     /// when there is none.
@@ -106,18 +203,8 @@ impl Config {
                     }
                 }
             }
-            if s.include.is_empty() {
-                bad(Place::key("sources", Some(i), "include"), "at least one pattern is needed".into());
-            }
-            for (key, pats) in [("include", &s.include), ("exclude", &s.exclude)] {
-                for g in pats {
-                    if let Err(e) = globset::Glob::new(&expand_home(g)) {
-                        bad(Place::key("sources", Some(i), key), format!("`{g}`: {e}"));
-                    }
-                }
-            }
-            if let Err(m) = s.format.read() {
-                bad(Place::key("sources", Some(i), "format"), m.to_owned());
+            for (key, m) in s.validate() {
+                bad(Place::key("sources", Some(i), key), m);
             }
         }
         if !matches!(self.stages.first(), Some(StageConfig::Parse)) {
@@ -128,18 +215,8 @@ impl Config {
             if let Some(j) = seen.insert(std::mem::discriminant(st), i) {
                 bad(Place::element("stages", i), format!("stages[{j}] is the same stage: each stage may appear once"));
             }
-            if let StageConfig::Repair { orphans, mode, .. } = st {
-                if let Err(m) = orphans.read() {
-                    bad(Place::key("stages", Some(i), "orphans"), m.to_owned());
-                }
-                if *mode == RepairMode::Copy && !self.sinks.iter().any(|s| matches!(s, SinkConfig::RepairedFiles { .. })) {
-                    bad(Place::element("stages", i), "repair mode `copy` needs a `repaired_files` sink".into());
-                }
-            }
-            if let StageConfig::Orphans { registry: Some(r), .. } = st {
-                if let Err(e) = tools::ToolRegistry::load(r) {
-                    bad(Place::key("stages", Some(i), "registry"), e.to_string());
-                }
+            for (key, m) in st.validate(&self.sinks) {
+                bad(key.map_or_else(|| Place::element("stages", i), |k| Place::key("stages", Some(i), k)), m);
             }
         }
         let mut metrics = None;
@@ -148,50 +225,20 @@ impl Config {
             if let Some(j) = sinks_seen.insert(s.type_name(), i) {
                 bad(Place::element("sinks", i), format!("a second `{}` sink (sinks[{j}] is one): each sink may appear once", s.type_name()));
             }
-            match s {
-                SinkConfig::Prometheus { address, max_connections, request_timeout, tap_clients, tap_buffer, token_file } => {
-                    if *max_connections == 0 {
-                        bad(Place::key("sinks", Some(i), "max_connections"), "must be at least 1".into());
-                    }
-                    if *tap_buffer == 0 {
-                        bad(Place::key("sinks", Some(i), "tap_buffer"), "must be at least 1".into());
-                    }
-                    if request_timeout.is_zero() {
-                        bad(Place::key("sinks", Some(i), "request_timeout"), "must be more than 0".into());
-                    }
-                    match address.read() {
-                        Ok(addr) => {
-                            metrics = Some(MetricsSettings {
-                                addr: *addr,
-                                max_connections: *max_connections,
-                                request_timeout: *request_timeout,
-                                tap_clients: *tap_clients,
-                                tap_buffer: *tap_buffer,
-                                token_file: token_file.clone(),
-                            })
-                        }
-                        Err(m) => bad(Place::key("sinks", Some(i), "address"), m.to_owned()),
-                    }
+            for (key, m) in s.validate() {
+                bad(key.map_or_else(|| Place::element("sinks", i), |k| Place::key("sinks", Some(i), k)), m);
+            }
+            if let SinkConfig::Prometheus { address, max_connections, request_timeout, tap_clients, tap_buffer, token_file } = s {
+                if let Ok(addr) = address.read() {
+                    metrics = Some(MetricsSettings {
+                        addr: *addr,
+                        max_connections: *max_connections,
+                        request_timeout: *request_timeout,
+                        tap_clients: *tap_clients,
+                        tap_buffer: *tap_buffer,
+                        token_file: token_file.clone(),
+                    });
                 }
-                SinkConfig::File { max_bytes, keep, .. } => {
-                    if let Err(m) = max_bytes.read() {
-                        bad(Place::key("sinks", Some(i), "max_bytes"), m.to_owned());
-                    }
-                    if *keep == 0 {
-                        bad(Place::key("sinks", Some(i), "keep"), "must be at least 1".into());
-                    }
-                }
-                SinkConfig::Http { max_bytes, queue_bytes, .. } => {
-                    if let Some(m) = s.http_problem() {
-                        bad(Place::element("sinks", i), m);
-                    }
-                    for (key, size) in [("max_bytes", max_bytes), ("queue_bytes", queue_bytes)] {
-                        if let Err(m) = size.read() {
-                            bad(Place::key("sinks", Some(i), key), m.to_owned());
-                        }
-                    }
-                }
-                SinkConfig::Stdout { .. } | SinkConfig::RepairedFiles { .. } => {}
             }
         }
         if !problems.is_empty() {

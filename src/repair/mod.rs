@@ -283,16 +283,16 @@ fn bridge_plan(r: &mut impl Read, buf: &mut Vec<u8>) -> std::io::Result<Option<P
 
 /// The error findings of what `r` reads (demotions applied), counted by kind.
 fn error_kinds(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<std::collections::BTreeMap<crate::transcript::Kind, usize>> {
-    let mut c = crate::transcript::Checker::new(Options { strict: false, jobs: 1, ..s.check.clone() });
+    let mut c = crate::transcript::check::pipeline(Options { strict: false, jobs: 1, ..s.check.clone() });
     let mut fed = Ok(());
     batch::read_to_end(r, buf, |chunk| {
         fed = c.feed(chunk);
         fed.is_ok()
     })?;
     fed.map_err(|e| anyhow::anyhow!("{e}"))?;
-    let done = c.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (events, _, _) = c.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut kinds = std::collections::BTreeMap::new();
-    for f in crate::transcript::checker::collect(done.outputs) {
+    for f in crate::transcript::check::findings(events) {
         if f.severity == crate::transcript::Severity::Error {
             *kinds.entry(f.kind).or_default() += 1;
         }

@@ -1,10 +1,11 @@
-//! The check pipeline for one stream: framing → format detection → adapter → validation.
+//! The parse front of a transcript stream: framing → format detection → adapter → counters.
 //!
-//! Fed byte chunks (never the whole file), it produces [`Output`]s and [`Stats`]. It is the
-//! parse front of [`super::Pipeline`] (its own validation off: the `validate` stage does that),
-//! which both shells drive, so the two agree by construction; [`check_bytes`] and the tests
-//! still use its built-in validation. [`feed_parallel`] feeds a whole stream, parsing on several threads; pairing
-//! stays in file order, so the outputs are identical.
+//! Fed byte chunks (never the whole file), it produces the framing [`Output`]s, hands each
+//! readable line to its [`Observer`] and counts [`Stats`]. It validates nothing: it is the front
+//! of [`super::Pipeline`], whose stages pair and validate, and every shell, test and fuzz target
+//! checks through the pipeline ([`super::check::check_bytes`] too). [`feed_parallel`] feeds a
+//! whole stream, parsing on several threads; the lines reach the observer in file order, so the
+//! outputs are identical.
 //!
 //! Calling order: [`Checker::feed`] any number of times, then [`Checker::finish`] once.
 
@@ -13,7 +14,6 @@ use super::finding::{Finding, Kind, Output};
 use super::formats::{Detector, Format};
 use super::lines::{self, Block, LineSplitter};
 use super::model::{Entry, Parsed, Usage};
-use super::pairing::validator::{Pending, Validator};
 use super::scan;
 
 mod parallel;
@@ -300,11 +300,10 @@ fn plain(serde: &str) -> &str {
     }
 }
 
-/// Something that watches the pipeline line by line, in order: the repair planner does.
+/// Something that watches the front line by line, in order: a pipeline's stages do.
 ///
-/// For each readable line, the outputs the validator produced while taking the line come first
-/// (they describe the state *before* the line), then [`Observer::line`] with the line itself.
-/// Framing findings and the findings of [`Checker::finish`] arrive through [`Observer::output`].
+/// Each readable line reaches [`Observer::line`]; framing findings and the findings of
+/// [`Checker::finish`] arrive through [`Observer::output`].
 pub trait Observer: Send {
     /// The format, once it is known (before the first line in that format).
     fn format(&mut self, _format: Format) {}
@@ -332,14 +331,12 @@ pub struct Checked<O = ()> {
     pub observer: O,
 }
 
-/// The check pipeline for one stream. See the module docs.
+/// The parse front of one stream. See the module docs.
 #[derive(Debug)]
 pub struct Checker<O = ()> {
     opts: Options,
     splitter: LineSplitter,
     detector: Detector,
-    /// The built-in pairing (boxed: a pipeline, which pairs in a stage, keeps none).
-    validator: Option<Box<Validator>>,
     outputs: Vec<Output>,
     stats: Stats,
     stopped: Option<StrictStop>,
@@ -351,8 +348,6 @@ pub struct Checker<O = ()> {
     recent_usage: std::collections::VecDeque<(u64, Usage)>,
     /// Number of the next physical line.
     next_line: u64,
-    /// Whether the built-in validation runs (off when validation is a pipeline stage).
-    validate: bool,
     /// Whether the observer was told the format.
     told: bool,
     observer: O,
@@ -376,7 +371,6 @@ impl<O: Observer> Checker<O> {
     /// numbered from 1). The pairing state starts empty.
     pub fn with_splitter(opts: Options, splitter: LineSplitter, observer: O) -> Self {
         let detector = opts.format.map_or_else(Detector::new, Detector::fixed);
-        let validator = opts.format.map(|f| Box::new(Validator::new(f)));
         let told = opts.format.is_some();
         let mut observer = observer;
         if let Some(f) = opts.format {
@@ -386,7 +380,6 @@ impl<O: Observer> Checker<O> {
             opts,
             splitter,
             detector,
-            validator,
             outputs: Vec::new(),
             stats: Stats::default(),
             stopped: None,
@@ -395,18 +388,9 @@ impl<O: Observer> Checker<O> {
             main_side: None,
             recent_usage: std::collections::VecDeque::new(),
             next_line: 1,
-            validate: true,
             told,
             observer,
         }
-    }
-
-    /// The same checker without its built-in validation: framing, detection, adapters and
-    /// counters only (the pipeline runs validation as a stage). Before the first feed.
-    pub fn without_validation(mut self) -> Self {
-        self.validate = false;
-        self.validator = None;
-        self
     }
 
     /// The format, once known.
@@ -434,33 +418,18 @@ impl<O: Observer> Checker<O> {
         self.outputs.drain(..)
     }
 
-    /// Calls waiting for a result at this point of the stream.
-    pub fn pending(&self) -> Vec<&Pending> {
-        self.validator.as_ref().map(|v| v.pending()).unwrap_or_default()
-    }
-
-    /// What [`Checker::finish`] would add if the stream ended now, without ending it: a torn
-    /// last line, an empty open turn, calls pending at the tail. Lenient policy only.
-    pub fn tail(&self) -> Vec<Finding> {
-        let mut v = Vec::new();
+    /// The `torn_line` [`Checker::finish`] would report if the stream ended now, without ending
+    /// it. Lenient policy only.
+    pub fn torn(&self) -> Option<Finding> {
         let held = self.splitter.pending_bytes();
-        if held > 0 && !self.splitter.pending_is_blank() {
-            v.push(Finding::new(self.next_line, Kind::TornLine, format!("last line ({held} bytes) has no newline: an interrupted write")));
-        }
-        if let Some(val) = &self.validator {
-            v.extend(val.tail());
-        }
-        v
+        (held > 0 && !self.splitter.pending_is_blank())
+            .then(|| Finding::new(self.next_line, Kind::TornLine, format!("last line ({held} bytes) has no newline: an interrupted write")))
     }
 
-    /// Lets go of spare capacity between reads: outputs already drained, the built-in pairing's
-    /// empty tables. The state is kept.
+    /// Lets go of spare capacity between reads: outputs already drained. The state is kept.
     pub fn shrink(&mut self) {
         if self.outputs.is_empty() {
             self.outputs = Vec::new();
-        }
-        if let Some(v) = self.validator.as_mut() {
-            v.shrink();
         }
     }
 
@@ -499,8 +468,8 @@ impl<O: Observer> Checker<O> {
         }
     }
 
-    /// Ends the stream: a last line without a newline is `torn_line`; pending calls become
-    /// `orphan_call`.
+    /// Ends the stream: a last line without a newline is `torn_line`; a stream none of whose
+    /// lines was of a known format is `unknown_format`.
     pub fn finish(mut self) -> Result<Checked<O>, StrictStop> {
         if let Some(s) = self.stopped.take() {
             return Err(s);
@@ -512,15 +481,6 @@ impl<O: Observer> Checker<O> {
             self.fault(f);
             if let Some(s) = self.stopped.take() {
                 return Err(s);
-            }
-        }
-        if let Some(v) = self.validator.take() {
-            self.stats.dangling_parents = v.dangling_parents();
-            let start = self.outputs.len();
-            let outputs = &mut self.outputs;
-            v.finish(&mut |o| outputs.push(o));
-            for o in &self.outputs[start..] {
-                self.observer.output(o);
             }
         }
         if let Some(f) = unknown_format(self.opts.format, self.detector.format(), &self.stats) {
@@ -594,9 +554,6 @@ impl<O: Observer> Checker<O> {
         self.observer.detecting(line.number);
         if let (false, Some(f)) = (self.told, self.detector.format()) {
             self.told = true;
-            if self.validate {
-                self.validator = Some(Box::new(Validator::new(f)));
-            }
             self.observer.format(f);
         }
     }
@@ -621,18 +578,9 @@ impl<O: Observer> Checker<O> {
                     self.outputs.push(o);
                 }
             }
-            Outcome::Parsed(line, mut p) => {
+            Outcome::Parsed(line, p) => {
                 self.stats.lines += 1;
                 self.count(&p);
-                if let Some(v) = self.validator.as_mut() {
-                    let start = self.outputs.len();
-                    let outputs = &mut self.outputs;
-                    v.push(line, &p, &mut |o| outputs.push(o));
-                    p.thread = v.thread();
-                    for o in &self.outputs[start..] {
-                        self.observer.output(o);
-                    }
-                }
                 self.observer.line(line, &p);
             }
         }
@@ -756,26 +704,6 @@ fn replace(t: &mut Usage, old: &Usage, new: &Usage) {
 /// All the tokens of a usage report.
 fn total(u: &Usage) -> u64 {
     u.total()
-}
-
-/// Checks a whole in-memory transcript: the findings (demotions applied, sorted by line), the
-/// stats and the format. A convenience for tests and small inputs.
-pub fn check_bytes(input: &[u8], opts: Options) -> Result<(Vec<Finding>, Stats, Option<Format>), StrictStop> {
-    let jobs = opts.jobs;
-    let mut c = Checker::new(opts);
-    if jobs > 1 {
-        let mut rest = input;
-        feed_parallel(&mut c, jobs, 64 << 10, |buf| {
-            let n = buf.len().min(rest.len());
-            buf[..n].copy_from_slice(&rest[..n]);
-            rest = &rest[n..];
-            n
-        })?;
-    } else {
-        c.feed(input)?;
-    }
-    let done = c.finish()?;
-    Ok((collect(done.outputs), done.stats, done.format))
 }
 
 /// Applies a stream of outputs and sorts the findings by line (stable: same-line findings keep

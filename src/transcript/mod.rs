@@ -5,6 +5,7 @@
 //! (`tests/architecture.rs`) fails if this rule is broken.
 
 pub mod canonical;
+pub mod check;
 pub mod checker;
 pub mod context;
 pub mod dataset;
@@ -27,7 +28,8 @@ pub mod stages;
 pub mod timestamp;
 pub mod verdict;
 
-pub use checker::{check_bytes, Checked, Checker, Observer, Options, Stats, StrictStop};
+pub use check::check_bytes;
+pub use checker::{Checked, Checker, Observer, Options, Stats, StrictStop};
 pub use filter::FindingFilter;
 pub use finding::{Finding, Kind, Output, Severity};
 pub use formats::Format;

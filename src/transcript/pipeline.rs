@@ -402,7 +402,7 @@ impl Pipeline {
     /// A transcript pipeline: the front reads as `opts` say, then `stages` in order. A torn
     /// last line is reported once the stream has been quiet for `quiet`.
     pub fn transcript(opts: Options, stages: Vec<Box<dyn Stage>>, quiet: Duration) -> Self {
-        let checker = Checker::observed(opts, Stages::new(stages)).without_validation();
+        let checker = Checker::observed(opts, Stages::new(stages));
         Pipeline { front: Front::Transcript(Box::new(checker)), quiet, last_growth: Duration::ZERO, tail_done: false }
     }
 
@@ -599,7 +599,7 @@ impl Pipeline {
     /// A last line without its newline, as the stream stands.
     fn torn(&self) -> Option<Finding> {
         match &self.front {
-            Front::Transcript(c) => c.tail().into_iter().find(|f| f.kind == Kind::TornLine),
+            Front::Transcript(c) => c.torn(),
             Front::Events(e) => {
                 let (sp, next) = (e.lines.splitter(), e.lines.next_line());
                 (sp.pending_bytes() > 0 && !sp.pending_is_blank()).then(|| Finding::new(next, Kind::TornLine, format!("event line {next} has no newline")))

@@ -5,6 +5,8 @@
 //!   keeps it testable and shared by the batch verbs and the daemon.
 //! - The top-level modules import each other without a circle: each layer can be read, and
 //!   tested, without the ones above it.
+//! - No CLI verb imports another verb: what two verbs share lives in a module of `cli/` that is
+//!   no verb (or below `cli/`).
 //! - The daemon serves what stages and sinks say they need (`StageConfig::needs`,
 //!   `SinkConfig::needs`) without naming a stage or a sink.
 
@@ -422,6 +424,45 @@ fn the_folder_graphs_resolve_super_self_and_children() {
     // `use super::health::Health` in daemon/http.rs; `crate::transcript::…` from the shell.
     assert!(has("daemon::http", "daemon::health"));
     assert!(edges.iter().any(|(f, t)| f[0] == "cli" && t[0] == "transcript"));
+}
+
+/// The verbs: the module of each `Command` variant's arguments (`Check(check::Args)` is `check`).
+fn verbs() -> BTreeSet<String> {
+    let file = syn::parse_file(&std::fs::read_to_string(root().join("src/cli/mod.rs")).unwrap()).unwrap();
+    let mut verbs = BTreeSet::new();
+    for item in &file.items {
+        let syn::Item::Enum(e) = item else { continue };
+        if e.ident != "Command" {
+            continue;
+        }
+        for v in &e.variants {
+            for f in &v.fields {
+                if let syn::Type::Path(t) = &f.ty {
+                    if t.path.segments.len() > 1 {
+                        verbs.insert(t.path.segments[0].ident.to_string());
+                    }
+                }
+            }
+        }
+    }
+    verbs
+}
+
+#[test]
+fn no_verb_imports_another_verb() {
+    let verbs = verbs();
+    for v in ["check", "repair", "show", "sessions", "history", "usage", "report"] {
+        assert!(verbs.contains(v), "{v} is a verb: {verbs:?}");
+    }
+    let verb = |m: &[String]| (m.len() >= 2 && m[0] == "cli" && verbs.contains(&m[1])).then(|| m[1].clone());
+    let crossings: Vec<String> = module_edges()
+        .iter()
+        .filter_map(|(from, to)| match (verb(from), verb(to)) {
+            (Some(a), Some(b)) if a != b => Some(format!("{} -> {}", from.join("::"), to.join("::"))),
+            _ => None,
+        })
+        .collect();
+    assert!(crossings.is_empty(), "a verb imports another verb (move what they share into a module of cli/ that is no verb):\n{}", crossings.join("\n"));
 }
 
 /// The config enums whose variants the daemon and the sinks must not name.

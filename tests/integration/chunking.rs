@@ -3,10 +3,10 @@
 
 use super::support::{data, jsonl_files};
 use proptest::prelude::*;
-use transcriptd::transcript::{checker, Checker, Finding, Options};
+use transcriptd::transcript::{check, checker, Finding, Options};
 
 fn run(input: &[u8], cuts: &[usize]) -> Vec<Finding> {
-    let mut c = Checker::new(Options::default());
+    let mut c = check::pipeline(Options::default());
     let mut start = 0;
     for &cut in cuts {
         let cut = cut.clamp(start, input.len());
@@ -14,21 +14,21 @@ fn run(input: &[u8], cuts: &[usize]) -> Vec<Finding> {
         start = cut;
     }
     c.feed(&input[start..]).unwrap();
-    checker::collect(c.finish().unwrap().outputs)
+    check::findings(c.finish().unwrap().0)
 }
 
 /// Parsed by `jobs` threads, read `chunk` bytes at a time.
 fn parallel(input: &[u8], jobs: usize, chunk: usize) -> Vec<Finding> {
-    let mut c = Checker::new(Options::default());
+    let mut c = check::pipeline(Options::default());
     let mut rest = input;
-    checker::feed_parallel(&mut c, jobs, chunk, |buf| {
+    checker::feed_parallel(c.checker_mut().unwrap(), jobs, chunk, |buf| {
         let n = buf.len().min(rest.len());
         buf[..n].copy_from_slice(&rest[..n]);
         rest = &rest[n..];
         n
     })
     .unwrap();
-    checker::collect(c.finish().unwrap().outputs)
+    check::findings(c.finish().unwrap().0)
 }
 
 #[test]
@@ -64,12 +64,12 @@ fn regression_cases_byte_by_byte_equal_one_chunk() {
         let max = name.split('.').find_map(|p| p.strip_prefix("max").and_then(|n| n.parse().ok()));
         let opts = Options { max_line_bytes: max.unwrap_or(Options::default().max_line_bytes), ..Options::default() };
         let whole = transcriptd::transcript::check_bytes(&input, opts.clone()).unwrap();
-        let mut c = Checker::new(opts);
+        let mut c = check::pipeline(opts);
         for b in input.chunks(1) {
             c.feed(b).unwrap();
         }
-        let done = c.finish().unwrap();
-        assert_eq!((checker::collect(done.outputs), done.stats, done.format), whole, "{name}");
+        let (events, stats, format) = c.finish().unwrap();
+        assert_eq!((check::findings(events), stats, format), whole, "{name}");
     }
 }
 

@@ -29,15 +29,15 @@
 use super::{check_line, LineReport};
 use crate::transcript::finding::{Finding, Kind, Severity};
 use crate::transcript::formats::dataset::Dataset;
-use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter};
-use crate::transcript::repair::rewrite::{long_record_head, write_record, Action as Rejected, LongRecord};
-use crate::transcript::formats::edit::{self, CallRef};
-use crate::transcript::repair::synth::{self, ResultText};
+use crate::transcript::repair::origins::Action as Rejected;
+use crate::transcript::repair::rejects::{long_record_head, write_record, LongRecord};
+use crate::transcript::formats::edit;
+use crate::transcript::repair::synth::ResultText;
 use crate::transcript::repair::{Emit, RewriteStats};
 use crate::transcript::Set;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// What to do with a line whose conversation has errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -284,7 +284,7 @@ impl DatasetRepair {
                 at += 1;
             }
             // (A call in a preference output is past the prompt: not answered here.)
-            let result = synthetic(d, messages.get(i)?, &id, f.tool.as_deref().unwrap_or(""))?;
+            let result = d.synthetic_result(messages.get(i)?, &id, f.tool.as_deref().unwrap_or(""), ResultText::NotExecuted.text())?;
             inserts.push((at, result));
         }
         // Stable: results for one position keep the order of their calls.
@@ -298,31 +298,7 @@ impl DatasetRepair {
                 k += 1;
             }
             group.reverse();
-            if d == Dataset::AnthropicBatch {
-                // One user message carries the results, before any text it has.
-                let blocks: Vec<Value> = group;
-                match messages.get_mut(at).filter(|m| m.get("role").and_then(Value::as_str) == Some("user")) {
-                    Some(next) => {
-                        let content = match next.get("content") {
-                            Some(Value::String(s)) => vec![json!({"type": "text", "text": s})],
-                            Some(Value::Array(a)) => a.clone(),
-                            _ => Vec::new(),
-                        };
-                        let (mut results, rest): (Vec<Value>, Vec<Value>) =
-                            content.into_iter().partition(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
-                        results.extend(blocks);
-                        results.extend(rest);
-                        next["content"] = Value::Array(results);
-                    }
-                    None => messages.insert(at, json!({"role": "user", "content": blocks})),
-                }
-            } else if d == Dataset::ShareGpt {
-                messages.insert(at, group.into_iter().next()?);
-            } else {
-                for (j, r) in group.into_iter().enumerate() {
-                    messages.insert(at + j, r);
-                }
-            }
+            d.insert_results(messages, at, group)?;
         }
         Some(edit::to_line(&v))
     }
@@ -354,30 +330,6 @@ impl DatasetRepair {
 
 fn first_error(r: &LineReport) -> Option<&Finding> {
     r.findings.iter().find(|f| f.severity == Severity::Error)
-}
-
-/// The synthetic result of call `id` made in message `call`, shaped as `d` shapes results.
-fn synthetic(d: Dataset, call: &Value, id: &str, tool: &str) -> Option<Value> {
-    let text = ResultText::NotExecuted;
-    let line = match d {
-        Dataset::ShareGpt => return Some(json!({"from": "observation", "value": text.text()})),
-        Dataset::AnthropicBatch => {
-            let msg: Value = serde_json::from_slice(&synth::synthetic_result(Format::Anthropic, b"{}", &reference(id, tool, None), text, None, "")).ok()?;
-            return msg.get("content")?.get(0).cloned();
-        }
-        Dataset::OpenAi | Dataset::OpenAiBatch if call.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_call")) => {
-            // A Responses input item: the `<type>_output` item.
-            let item = call.get("type").and_then(Value::as_str).map(str::to_owned);
-            synth::synthetic_result(Format::Codex, b"{}", &reference(id, tool, item), text, None, "")
-        }
-        Dataset::OpenAi | Dataset::OpenAiBatch if id.starts_with("function_call@") => return Some(json!({"role": "function", "name": tool, "content": text.text()})),
-        Dataset::OpenAi | Dataset::OpenAiBatch => synth::synthetic_result(Format::OpenAiChat, b"{}", &reference(id, tool, None), text, None, ""),
-    };
-    serde_json::from_slice(&line).ok()
-}
-
-fn reference(id: &str, tool: &str, item: Option<String>) -> CallRef {
-    CallRef { id: id.to_owned(), tool: tool.to_owned(), item }
 }
 
 #[cfg(test)]

@@ -100,33 +100,7 @@ pub struct LineStats {
 /// give an empty [`LineStats`].
 pub fn line_stats(d: Dataset, line: &[u8], tokenizer: Option<&Tokenizer>) -> LineStats {
     let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(line) else { return LineStats::default() };
-    let mut messages: Vec<Value> = Vec::new();
-    let take = |x: Option<&Value>| x.and_then(Value::as_array).cloned().unwrap_or_default();
-    match d {
-        Dataset::OpenAi => {
-            if let Some(m) = v.get("messages") {
-                messages = take(Some(m));
-            } else {
-                messages = take(v.get("input").and_then(|i| i.get("messages")));
-                messages.extend(take(v.get("preferred_output")));
-            }
-        }
-        Dataset::OpenAiBatch => {
-            let body = v.get("body");
-            match body.and_then(|b| b.get("messages")).or_else(|| body.and_then(|b| b.get("input"))) {
-                Some(Value::String(s)) => messages.push(serde_json::json!({"role": "user", "content": s})),
-                other => messages = take(other),
-            }
-        }
-        Dataset::AnthropicBatch => {
-            let params = v.get("params");
-            if let Some(system) = params.and_then(|p| p.get("system")) {
-                messages.push(serde_json::json!({"role": "system", "content": system}));
-            }
-            messages.extend(take(params.and_then(|p| p.get("messages"))));
-        }
-        Dataset::ShareGpt => messages = take(v.get("conversations")),
-    }
+    let messages = d.all_messages(&v);
     if messages.is_empty() {
         return LineStats::default();
     }

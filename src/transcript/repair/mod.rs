@@ -16,12 +16,16 @@
 //! each finding left is reported with why. Every input line is either in the output byte for
 //! byte and in order, or in the rejects under its own line number with its own bytes.
 
+pub mod origins;
 pub mod plan;
+pub mod rejects;
 pub mod rewrite;
 pub mod rounds;
 pub mod salvage;
 pub mod synth;
 
 pub use plan::{Edit, OrphanPolicy, Plan, Planner, Unrepaired};
-pub use rewrite::{Action, Change, Emit, Failed, Origins, RejectWriter, RewriteLog, RewriteStats, Rewriter, Source};
+pub use origins::{Action, Change, Failed, Origins, Source};
+pub use rejects::{Emit, RejectWriter};
+pub use rewrite::{RewriteLog, RewriteStats, Rewriter};
 pub use rounds::{RoundEdit, Rounds, MAX_ROUNDS};

@@ -11,20 +11,15 @@
 //! needs) is not made; it is reported in [`RewriteLog::failed`], so that the finding it was
 //! meant to repair is reported as not repaired instead of as repaired.
 //!
-//! Rejects are JSON lines, one per input line that is not in the output as it was:
-//! `{"line", "action": "removed"|"modified"|"merged", "reason", "text"}` ([`write_record`]), with
-//! `"base64"` instead of `"text"` for bytes that are not UTF-8, for text whose escapes would
-//! make it longer than base64 (control bytes), and for over-long lines. A record of a long line
-//! is emitted in pieces of 64 KiB of the line, so it needs no memory of its size. The
-//! bytes are the line's own, without its `\n`: a `\r` before it and a byte-order mark that
-//! starts the file are kept, so that the record plus a newline is the line as it was on disk.
-//! A modified line's original is kept there too: nothing the repair changes is lost.
+//! What it removes or changes goes to the rejects stream ([`rejects`](super::rejects)), the
+//! original bytes of each such line.
 //!
 //! The rewriter also says where each output line comes from ([`Origins`]) and what became of
-//! each input line it changed ([`Change`]): a repair that needs a second round maps the second
-//! round's lines back to the input with them.
+//! each input line it changed ([`Change`]), in [`origins`](super::origins).
 
+use super::origins::{Action, Change, Failed, Origins, Source};
 use super::plan::{Edit, Plan};
+use super::rejects::{long_record_head, write_record, Emit, LongRecord};
 use super::synth;
 use crate::transcript::formats::claude_code;
 use crate::transcript::formats::edit::{CallRef, Edited, Unable};
@@ -33,39 +28,14 @@ use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter, BOM};
 use crate::transcript::model::{id_hash, Entry, Message, Node, Role};
 use crate::transcript::pairing::branches::Line;
-use crate::transcript::scan;
 use crate::transcript::{Map, Set};
-use base64::Engine;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::io::Write;
 
 /// Bytes the rewriter holds between an assistant message and the last message merged into it
 /// (chat formats): past this, the message is written as it is and later merges into it fail.
 pub const MERGE_HOLD_LIMIT: usize = 32 << 20;
-
-/// Bytes of a removed line a rejects record takes at a time past this size: the record goes out
-/// in pieces.
-const REJECT_PIECE: usize = 64 << 10;
-
-/// Appends `data` in standard base64 (padded) to `out`.
-fn push_base64(out: &mut Vec<u8>, data: &[u8]) {
-    let start = out.len();
-    out.resize(start + base64::encoded_len(data.len(), true).expect("a line's length fits"), 0);
-    let n = base64::engine::general_purpose::STANDARD.encode_slice(data, &mut out[start..]).expect("sized to fit");
-    out.truncate(start + n);
-}
-
-/// What the rewriter produces.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Emit<'a> {
-    /// Bytes of the repaired transcript.
-    Out(&'a [u8]),
-    /// Bytes of the rejects stream (whole JSON lines, or pieces of one: the record of a long
-    /// line goes out in pieces).
-    Reject(&'a [u8]),
-}
 
 /// Counters of what the rewrite did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -83,165 +53,6 @@ impl std::ops::AddAssign for RewriteStats {
         self.removed += o.removed;
         self.modified += o.modified;
         self.inserted += o.inserted;
-    }
-}
-
-/// What became of an input line that is not in the output as it was. Ordered by how far the
-/// line is from the output: over several rounds, the furthest counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// An edited version of the line is in the output.
-    Modified,
-    /// Its message was merged into an earlier line's.
-    Merged,
-    /// It is not in the output.
-    Removed,
-}
-
-impl Action {
-    /// The name in the rejects file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Modified => "modified",
-            Action::Merged => "merged",
-            Action::Removed => "removed",
-        }
-    }
-}
-
-/// An input line the rewrite took out of the output or changed (its original went to the
-/// rejects).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Change {
-    /// The line.
-    pub line: u64,
-    /// What became of it.
-    pub action: Action,
-    /// The finding that decided it (none for a line only re-pointed to a new parent).
-    pub reason: Option<Kind>,
-    /// Claude Code: its `parentUuid` was re-pointed (its parent was removed, or a line was
-    /// inserted before it).
-    pub parent: bool,
-}
-
-/// An edit of the plan that the rewrite could not make, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failed {
-    /// The edit.
-    pub edit: Edit,
-    /// Why.
-    pub why: &'static str,
-}
-
-/// Where a line of the output comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Source {
-    /// The input line, as it was.
-    Same(u64),
-    /// The input line, edited.
-    Modified(u64),
-    /// A line the repair wrote, after the input line.
-    Inserted {
-        /// The input line it follows.
-        after: u64,
-    },
-}
-
-impl Source {
-    fn offset(self, by: u64) -> Source {
-        match self {
-            Source::Same(n) => Source::Same(n + by),
-            other => other,
-        }
-    }
-}
-
-/// `len` output lines from `out` on, from one source: for [`Source::Same`], consecutive input
-/// lines from the one it names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Run {
-    out: u64,
-    len: u64,
-    src: Source,
-}
-
-/// Where each output line of a rewrite comes from: runs, one per untouched stretch and one per
-/// edited or inserted line, so its size follows the edits, not the file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Origins {
-    runs: Vec<Run>,
-    lines: u64,
-}
-
-impl Origins {
-    /// Adds `count` output lines from `src` (consecutive input lines for [`Source::Same`]).
-    pub(crate) fn push(&mut self, src: Source, count: u64) {
-        if count == 0 {
-            return;
-        }
-        if let (Some(last), Source::Same(n)) = (self.runs.last_mut(), src) {
-            if let Source::Same(m) = last.src {
-                if m + last.len == n && last.out + last.len == self.lines + 1 {
-                    last.len += count;
-                    self.lines += count;
-                    return;
-                }
-            }
-        }
-        self.runs.push(Run { out: self.lines + 1, len: count, src });
-        self.lines += count;
-    }
-
-    /// Lines in the output.
-    pub fn lines(&self) -> u64 {
-        self.lines
-    }
-
-    /// Where output line `line` (1-based) comes from.
-    pub fn of(&self, line: u64) -> Option<Source> {
-        let i = self.runs.partition_point(|r| r.out <= line).checked_sub(1)?;
-        let r = self.runs[i];
-        (line < r.out + r.len).then(|| r.src.offset(line - r.out))
-    }
-
-    /// The input line a line of the output stands for: its own, or for an inserted line the
-    /// one it follows.
-    pub fn input_line(&self, line: u64) -> Option<u64> {
-        self.of(line).map(|s| match s {
-            Source::Same(n) | Source::Modified(n) => n,
-            Source::Inserted { after } => after,
-        })
-    }
-
-    /// The origins of a rewrite of this rewrite's output (`next` maps that rewrite's output to
-    /// this one's), in terms of this one's input.
-    pub fn then(&self, next: &Origins) -> Origins {
-        let mut o = Origins::default();
-        for r in &next.runs {
-            match r.src {
-                Source::Same(first) => {
-                    let (mut at, end) = (first, first + r.len);
-                    while at < end {
-                        let Some(i) = self.runs.partition_point(|p| p.out <= at).checked_sub(1) else { break };
-                        let p = self.runs[i];
-                        let Some(take) = (p.out + p.len).min(end).checked_sub(at).filter(|&t| t > 0) else { break };
-                        o.push(p.src.offset(at - p.out), take);
-                        at += take;
-                    }
-                }
-                Source::Modified(j) => o.push(
-                    match self.of(j) {
-                        Some(Source::Same(n) | Source::Modified(n)) => Source::Modified(n),
-                        Some(ins @ Source::Inserted { .. }) => ins,
-                        None => Source::Inserted { after: j },
-                    },
-                    1,
-                ),
-                Source::Inserted { after } => o.push(Source::Inserted { after: self.input_line(after).unwrap_or(after) }, 1),
-            }
-        }
-        o
     }
 }
 
@@ -273,224 +84,6 @@ impl RewriteLog {
     /// under new ancestors.
     pub fn needs_recheck(&self) -> bool {
         self.recheck || self.unread_repoint.is_some()
-    }
-}
-
-/// Writes one rejects record, `{"line", "action", "reason", "text" | "base64"}` (action and
-/// reason are plain words), into `buf` (a buffer reused between lines) and hands it to `out`, in
-/// pieces for a long line. `text` when the line is UTF-8, not over the limit `max` (however it
-/// was read: in one piece, or streamed across reads) and its escapes do not make it longer than
-/// base64 would (a line of control bytes escapes to six bytes each); `base64` otherwise. The
-/// dataset repair writes the same records.
-pub fn write_record(buf: &mut Vec<u8>, line: u64, action: Action, reason: Option<Kind>, original: &[u8], max: usize, out: &mut impl FnMut(Emit<'_>)) {
-    buf.clear();
-    let write = "writing to a Vec cannot fail";
-    write!(buf, "{{\"line\":{line},\"action\":\"{}\"", action.as_str()).expect(write);
-    if let Some(r) = reason {
-        write!(buf, ",\"reason\":\"{}\"", r.as_str()).expect(write);
-    }
-    let over = original.strip_suffix(b"\r").unwrap_or(original).len() > max;
-    let text = simdutf8::basic::from_utf8(original).ok().filter(|_| !over && scan::json_string_len(original) <= original.len().div_ceil(3) * 4);
-    match text {
-        Some(text) if original.len() <= REJECT_PIECE => {
-            buf.extend_from_slice(b",\"text\":");
-            scan::write_json_string(buf, text);
-        }
-        Some(text) => {
-            buf.extend_from_slice(b",\"text\":\"");
-            out(Emit::Reject(buf));
-            let mut rest = text;
-            while !rest.is_empty() {
-                let mut cut = rest.len().min(REJECT_PIECE);
-                while !rest.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                let (piece, after) = rest.split_at(cut);
-                buf.clear();
-                scan::write_json_string(buf, piece);
-                out(Emit::Reject(&buf[1..buf.len() - 1]));
-                rest = after;
-            }
-            buf.clear();
-            buf.push(b'"');
-        }
-        None if original.len() <= REJECT_PIECE => {
-            buf.extend_from_slice(b",\"base64\":\"");
-            push_base64(buf, original);
-            buf.push(b'"');
-        }
-        None => {
-            buf.extend_from_slice(b",\"base64\":\"");
-            out(Emit::Reject(buf));
-            // Whole groups of three bytes per piece: no padding until the end.
-            for piece in original.chunks(REJECT_PIECE / 3 * 3) {
-                buf.clear();
-                push_base64(buf, piece);
-                out(Emit::Reject(buf));
-            }
-            buf.clear();
-            buf.push(b'"');
-        }
-    }
-    buf.extend_from_slice(b"}\n");
-    out(Emit::Reject(buf));
-    if buf.capacity() > 1 << 20 {
-        // Not kept for every later line.
-        *buf = Vec::new();
-    }
-}
-
-/// The head of the record of an over-long line, whose base64 follows as it streams.
-pub(crate) fn long_record_head(line: u64, action: Action, reason: Option<Kind>) -> Vec<u8> {
-    let reason = reason.map(|r| format!(",\"reason\":\"{}\"", r.as_str())).unwrap_or_default();
-    format!("{{\"line\":{line},\"action\":\"{}\"{reason},\"base64\":\"", action.as_str()).into_bytes()
-}
-
-/// Streams an over-long line into a base64 record as its bytes arrive, a piece at a time:
-/// nothing the size of the line is held. The dataset repair streams its long lines with it too.
-#[derive(Debug, Default)]
-pub(crate) struct LongRecord {
-    pub(crate) open: bool,
-    /// The bytes of an incomplete group of three left over from the last piece.
-    rest: Vec<u8>,
-    buf: Vec<u8>,
-}
-
-impl LongRecord {
-    /// Starts the record with its `head` ([`long_record_head`]).
-    pub(crate) fn start(&mut self, head: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        self.open = true;
-        out(Emit::Reject(head));
-    }
-
-    /// The next bytes of the line.
-    pub(crate) fn bytes(&mut self, bytes: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        // Complete the group of three bytes left over from the last piece, then encode whole
-        // groups straight from `bytes`.
-        let mut bytes = bytes;
-        if !self.rest.is_empty() {
-            let k = (3 - self.rest.len()).min(bytes.len());
-            self.rest.extend_from_slice(&bytes[..k]);
-            bytes = &bytes[k..];
-            if self.rest.len() < 3 {
-                return;
-            }
-            self.buf.clear();
-            push_base64(&mut self.buf, &self.rest);
-            out(Emit::Reject(&self.buf));
-            self.rest.clear();
-        }
-        let whole = bytes.len() / 3 * 3;
-        for piece in bytes[..whole].chunks(REJECT_PIECE / 3 * 3) {
-            self.buf.clear();
-            push_base64(&mut self.buf, piece);
-            out(Emit::Reject(&self.buf));
-        }
-        self.rest.extend_from_slice(&bytes[whole..]);
-    }
-
-    /// Ends the record; whether one was open.
-    pub(crate) fn close(&mut self, out: &mut impl FnMut(Emit<'_>)) -> bool {
-        if !std::mem::take(&mut self.open) {
-            return false;
-        }
-        self.buf.clear();
-        push_base64(&mut self.buf, &self.rest);
-        self.buf.extend_from_slice(b"\"}\n");
-        out(Emit::Reject(&self.buf));
-        self.rest.clear();
-        if self.buf.capacity() > 1 << 20 {
-            self.buf = Vec::new();
-        }
-        true
-    }
-
-    /// Drops the record without writing its end (its line is not rejected after all).
-    pub(crate) fn discard(&mut self) {
-        self.open = false;
-        self.rest.clear();
-    }
-}
-
-/// The rejects of a repair that took several rounds, written from the input itself: one record
-/// per changed line with its final action, its own bytes and its own line number. Calling
-/// order: [`RejectWriter::feed`] the whole input, then [`RejectWriter::finish`].
-#[derive(Debug)]
-pub struct RejectWriter {
-    changes: VecDeque<Change>,
-    max: usize,
-    splitter: Option<LineSplitter>,
-    next_line: u64,
-    long: LongRecord,
-    buf: Vec<u8>,
-}
-
-impl RejectWriter {
-    /// A writer for `changes` (sorted by line, one per line), over input framed with
-    /// `max_line_bytes`.
-    pub fn new(changes: Vec<Change>, max_line_bytes: usize) -> Self {
-        RejectWriter {
-            changes: changes.into(),
-            max: max_line_bytes,
-            splitter: Some(LineSplitter::new(max_line_bytes).keep_long()),
-            next_line: 1,
-            long: LongRecord::default(),
-            buf: Vec::new(),
-        }
-    }
-
-    fn wanted(&mut self, line: u64) -> Option<Change> {
-        while self.changes.front().is_some_and(|c| c.line < line) {
-            self.changes.pop_front();
-        }
-        self.changes.front().filter(|c| c.line == line).copied()
-    }
-
-    /// Feeds the next chunk of the input.
-    pub fn feed(&mut self, chunk: &[u8], out: &mut impl FnMut(Emit<'_>)) {
-        let mut splitter = self.splitter.take().expect("not finished");
-        splitter.feed(chunk, &mut |b| match b {
-            Block::Lines { bytes, .. } => {
-                let mut start = 0;
-                for nl in memchr::memchr_iter(b'\n', bytes) {
-                    if let Some(c) = self.wanted(self.next_line) {
-                        write_record(&mut self.buf, c.line, c.action, c.reason, &bytes[start..nl], self.max, out);
-                    }
-                    self.next_line += 1;
-                    start = nl + 1;
-                }
-            }
-            Block::LongBytes(bytes) => {
-                if let Some(c) = self.wanted(self.next_line) {
-                    if !self.long.open {
-                        self.long.start(&long_record_head(c.line, c.action, c.reason), out);
-                    }
-                    self.long.bytes(bytes, out);
-                }
-            }
-            Block::TooLong { .. } => {
-                self.long.close(out);
-                self.next_line += 1;
-            }
-        });
-        self.splitter = Some(splitter);
-    }
-
-    /// Ends the input (a torn last line).
-    pub fn finish(mut self, out: &mut impl FnMut(Emit<'_>)) {
-        let mut splitter = self.splitter.take().expect("not finished");
-        let line = self.next_line;
-        let torn = splitter.finish().map(|t| t.bytes.map(<[u8]>::to_vec));
-        if let Some(c) = self.wanted(line) {
-            match torn {
-                Some(Some(bytes)) => {
-                    write_record(&mut self.buf, c.line, c.action, c.reason, &bytes, self.max, out);
-                }
-                _ => {
-                    self.long.close(out);
-                }
-            }
-        }
     }
 }
 
@@ -1289,67 +882,11 @@ impl Rewriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transcript::repair::rejects::REJECT_PIECE;
+    use base64::Engine;
     use crate::transcript::repair::OrphanPolicy;
     use crate::transcript::repair_run::plan_bytes;
     use crate::transcript::Options;
-
-    fn origins(parts: &[(Source, u64)]) -> Origins {
-        let mut o = Origins::default();
-        for &(s, n) in parts {
-            o.push(s, n);
-        }
-        o
-    }
-
-    #[test]
-    fn origins_map_output_lines_back_through_rounds() {
-        // Round 1 over five lines: 2 removed, a result inserted after 3, 4 edited.
-        let first = origins(&[(Source::Same(1), 1), (Source::Same(3), 1), (Source::Inserted { after: 3 }, 1), (Source::Modified(4), 1), (Source::Same(5), 1)]);
-        assert_eq!(first.lines(), 5);
-        let got: Vec<_> = (1..=5).map(|l| first.of(l).unwrap()).collect();
-        assert_eq!(got, [Source::Same(1), Source::Same(3), Source::Inserted { after: 3 }, Source::Modified(4), Source::Same(5)]);
-        assert_eq!(first.of(6), None);
-        // Round 2 over that output: its line 1 removed, 2..4 kept, 5 edited.
-        let second = origins(&[(Source::Same(2), 3), (Source::Modified(5), 1)]);
-        let both = first.then(&second);
-        let got: Vec<_> = (1..=4).map(|l| both.of(l).unwrap()).collect();
-        assert_eq!(got, [Source::Same(3), Source::Inserted { after: 3 }, Source::Modified(4), Source::Modified(5)]);
-        assert_eq!(both.input_line(2), Some(3), "an inserted line stands for the line it follows");
-        // Consecutive lines merge into one run: the map grows with the edits, not the file.
-        let plain = origins(&[(Source::Same(1), 1000), (Source::Same(1001), 5)]);
-        assert_eq!(plain.runs.len(), 1);
-    }
-
-    #[test]
-    fn rejects_written_again_from_the_input() {
-        let input = b"a\r\n\xEF\xBB\xBFb\nccccccccccc\r\nd";
-        let changes = vec![
-            Change { line: 1, action: Action::Modified, reason: None, parent: true },
-            Change { line: 2, action: Action::Removed, reason: Some(Kind::MalformedLine), parent: false },
-            Change { line: 3, action: Action::Removed, reason: Some(Kind::LineTooLong), parent: false },
-            Change { line: 4, action: Action::Removed, reason: Some(Kind::TornLine), parent: false },
-        ];
-        for chunk in [1, 2, 5, 100] {
-            let mut w = RejectWriter::new(changes.clone(), 5);
-            let mut out = Vec::new();
-            let mut emit = |e: Emit<'_>| {
-                if let Emit::Reject(b) = e {
-                    out.extend_from_slice(b)
-                }
-            };
-            for piece in input.chunks(chunk) {
-                w.feed(piece, &mut emit);
-            }
-            w.finish(&mut emit);
-            let text = String::from_utf8(out).unwrap();
-            let lines: Vec<&str> = text.lines().collect();
-            assert_eq!(lines[0], r#"{"line":1,"action":"modified","text":"a\r"}"#, "chunks of {chunk}");
-            // A mark that does not start the file is an ordinary character of its line.
-            assert_eq!(lines[1], "{\"line\":2,\"action\":\"removed\",\"reason\":\"malformed_line\",\"text\":\"\u{feff}b\"}", "chunks of {chunk}");
-            assert!(lines[2].starts_with(r#"{"line":3,"action":"removed","reason":"line_too_long","base64":""#), "chunks of {chunk}");
-            assert_eq!(lines[3], r#"{"line":4,"action":"removed","reason":"torn_line","text":"d"}"#, "chunks of {chunk}");
-        }
-    }
 
     /// The rejects of `input`, fed in chunks, and the size of the largest piece emitted.
     fn rejects_of(input: &[u8], max_line_bytes: usize, chunk: usize) -> (Vec<serde_json::Value>, usize) {

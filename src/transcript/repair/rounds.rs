@@ -13,7 +13,9 @@
 //! each finding left, with why.
 
 use super::plan::{Edit, Plan, Unrepaired};
-use super::rewrite::{Action, Change, Origins, RejectWriter, RewriteLog, RewriteStats};
+use super::origins::{Action, Change, Origins};
+use super::rejects::RejectWriter;
+use super::rewrite::{RewriteLog, RewriteStats};
 use crate::transcript::Map;
 
 /// Rewrites per file at most (the first one included) before giving up on a cascade of
@@ -117,7 +119,7 @@ impl Rounds {
         for e in &plan.edits {
             let edit = self.translate(e);
             let on_inserted = !matches!(e, Edit::Insert { .. })
-                && matches!(self.origins.as_ref().and_then(|o| o.of(e.line())), Some(super::rewrite::Source::Inserted { .. }));
+                && matches!(self.origins.as_ref().and_then(|o| o.of(e.line())), Some(super::origins::Source::Inserted { .. }));
             self.edits.push(RoundEdit { round, edit, on_inserted });
         }
         for u in &plan.unrepaired {
@@ -135,8 +137,8 @@ impl Rounds {
         for c in &log.changes {
             let line = match self.origins.as_ref().map(|o| o.of(c.line)) {
                 // A line the repair wrote in an earlier round: not the user's, no record.
-                Some(Some(super::rewrite::Source::Inserted { .. })) => continue,
-                Some(Some(super::rewrite::Source::Same(n) | super::rewrite::Source::Modified(n))) => n,
+                Some(Some(super::origins::Source::Inserted { .. })) => continue,
+                Some(Some(super::origins::Source::Same(n) | super::origins::Source::Modified(n))) => n,
                 _ => c.line,
             };
             if self.rounds > 1 {

@@ -20,7 +20,9 @@
 //! the input when a later round changes lines too.
 
 use super::plan::{Edit, How, Plan};
-use super::rewrite::{write_record, Action, Change, Emit, RewriteLog, Source};
+use super::origins::{Action, Change, Source};
+use super::rejects::{write_record, Emit};
+use super::rewrite::RewriteLog;
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::{claude_code, Format};
 use crate::transcript::model::Entry;

@@ -15,7 +15,8 @@
 //! rejects are byte for byte those of the two-pass repair.
 
 use crate::transcript::repair::plan::{Edit, OrphanPolicy, Plan, Planner};
-use crate::transcript::repair::rewrite::{Emit, RewriteLog, Rewriter};
+use crate::transcript::repair::rejects::Emit;
+use crate::transcript::repair::rewrite::{RewriteLog, Rewriter};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::{Options, Pipeline, StrictStop};
