@@ -11,7 +11,7 @@
 use super::args::{OutputArgs, ReadArgs};
 use super::output::FindingRecord;
 use super::safe::Safe;
-use super::sessions::roots_or_default;
+use super::roots_or_default;
 use super::{Exit, OutputFormat};
 use crate::batch_check::check_all;
 use crate::sessions::project::{shell_word, Agent};
