@@ -270,7 +270,7 @@ mod tests {
         };
         // `a` is long (its final usage replaces its first), `b` is not.
         let input = [line("a", 200_000, 5), line("b", 100, 7), line("a", 200_000, 50)].concat();
-        let (_, stats, _) = crate::transcript::checker::check_bytes(input.as_bytes(), Default::default()).unwrap();
+        let (_, stats, _) = crate::transcript::check_bytes(input.as_bytes(), Default::default()).unwrap();
         let long = stats.long_context["m"];
         assert_eq!((long.input, long.output, long.cache_read), (1, 50, 200_000));
         let all = stats.tokens["m"];
@@ -304,7 +304,7 @@ mod tests {
     #[test]
     fn the_one_hour_part_is_read_from_claude_lines() {
         let line = "{\"type\":\"assistant\",\"uuid\":\"u\",\"message\":{\"id\":\"a\",\"model\":\"m\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":1,\"cache_creation_input_tokens\":30,\"cache_creation\":{\"ephemeral_5m_input_tokens\":10,\"ephemeral_1h_input_tokens\":20},\"output_tokens\":2}}}\n";
-        let (_, stats, _) = crate::transcript::checker::check_bytes(line.as_bytes(), Default::default()).unwrap();
+        let (_, stats, _) = crate::transcript::check_bytes(line.as_bytes(), Default::default()).unwrap();
         assert_eq!((stats.tokens["m"].cache_creation, stats.tokens["m"].cache_creation_1h), (30, 20));
     }
 }
