@@ -184,7 +184,8 @@ mod tests {
         };
         let text = render(&long, &Screen::default(), 80, 24);
         for i in 0..2 {
-            assert!(text.contains(&format!("…-session-{i}.jsonl")), "{text}");
+            let row = text.lines().find(|l| l.contains(&format!("/0197f3a2-session-{i}.jsonl"))).unwrap_or_else(|| panic!("session {i}:\n{text}"));
+            assert!(row.starts_with("│…"), "{row}");
         }
     }
 
