@@ -83,6 +83,9 @@ struct Counting<'a> {
     splitter: LineSplitter,
     /// Complete lines not counted yet.
     pending: Vec<u8>,
+    /// Over-long lines among them: the offset in `pending` of the newline standing for each,
+    /// and its length.
+    too_long: Vec<(usize, u64)>,
     next: u64,
     totals: Totals,
     error: Option<anyhow::Error>,
@@ -122,11 +125,14 @@ impl Counting<'_> {
     }
 
     fn split(&mut self, chunk: &[u8], out: &mut dyn Write) -> bool {
-        let pending = &mut self.pending;
+        let (pending, too_long) = (&mut self.pending, &mut self.too_long);
         self.splitter.feed(chunk, &mut |b| match b {
             Block::Lines { bytes, .. } => pending.extend_from_slice(bytes),
-            // An over-long line is skipped; it keeps its line number.
-            Block::TooLong { .. } => pending.push(b'\n'),
+            // An over-long line is skipped, reported as unreadable; it keeps its line number.
+            Block::TooLong { len, .. } => {
+                too_long.push((pending.len(), len));
+                pending.push(b'\n');
+            }
             Block::LongBytes(_) => {}
         });
         if self.pending.len() >= BATCH {
@@ -158,21 +164,57 @@ impl Counting<'_> {
     fn count(&mut self, out: &mut dyn Write) -> bool {
         let Some(d) = self.format.and_then(Format::dataset) else { return false };
         let bytes = std::mem::take(&mut self.pending);
+        let first = self.next;
         let mut it = lines::lines(self.next, 0, &bytes);
-        let ls: Vec<(u64, &[u8])> = it.by_ref().map(|l| (l.number, l.bytes)).collect();
+        let max = self.args.read.max_line_bytes;
+        let too_long = |len: u64| LineStats { unreadable: Some(format!("line of {len} bytes is over the limit of {max} (--max-line-bytes)")), ..LineStats::default() };
+        // A line over the limit is not read (as `check` reads none): the splitter dropped those
+        // that crossed a chunk, the others are cut here.
+        let ls: Vec<(u64, &[u8], Option<u64>)> = it
+            .by_ref()
+            .map(|l| {
+                let over = l.bytes.len() > l.limit(max);
+                (l.number, l.bytes, over.then(|| (l.bytes.len() + (max - l.limit(max))) as u64))
+            })
+            .collect();
         self.next = it.next_number();
         let tokenizer = self.tokenizer;
-        let stats: Vec<LineStats> = self.pool.install(|| ls.par_iter().map(|(_, b)| line_stats(d, b, tokenizer)).collect());
-        for ((n, _), s) in ls.iter().zip(stats) {
+        let stats: Vec<LineStats> =
+            self.pool.install(|| ls.par_iter().map(|(_, b, over)| over.map_or_else(|| line_stats(d, b, tokenizer), too_long)).collect());
+        let mut stats: Vec<(u64, LineStats)> = ls.iter().map(|(n, ..)| *n).zip(stats).collect();
+        // Lines the splitter dropped, numbered by the newlines before theirs.
+        let (mut at, mut newlines) = (0, 0u64);
+        for (off, len) in std::mem::take(&mut self.too_long) {
+            newlines += memchr::memchr_iter(b'\n', &bytes[at..off]).count() as u64;
+            at = off;
+            stats.push((first + newlines, too_long(len)));
+        }
+        stats.sort_by_key(|(n, _)| *n);
+        for (n, s) in stats {
+            if let Some(why) = &s.unreadable {
+                self.unreadable(n, why, out);
+            }
             if self.args.per_conversation && s.conversation {
-                if let Err(e) = self.conversation(*n, &s, out) {
+                if let Err(e) = self.conversation(n, &s, out) {
                     self.error = Some(e);
                     return false;
                 }
             }
-            self.totals.add(*n, s);
+            self.totals.add(n, s);
         }
         true
+    }
+
+    /// Says on stderr, as `check` would, that a line could not be read and is not counted.
+    fn unreadable(&self, line: u64, why: &str, out: &mut dyn Write) {
+        if self.args.out.quiet {
+            return;
+        }
+        // What is on stdout so far goes first, so that the two streams interleave in order.
+        let _ = out.flush();
+        let kind = if why.starts_with("line of ") { "line_too_long" } else { "malformed_line" };
+        let message = super::style::stderr().at(&self.name, line, "error", kind, &format!("{why}: not counted"));
+        eprintln!("{message}");
     }
 
     fn conversation(&self, line: u64, s: &LineStats, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -205,6 +247,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let unreadable = super::output::report_skipped(&mut out, &args.out, &found.skipped)?;
     super::output::warn_empty_dirs(&args.out, &found.empty_dirs);
     let mut failed = 0u64;
+    let mut unreadable_lines = 0u64;
     for input in &inputs {
         let mut c = Counting {
             args: &args,
@@ -215,6 +258,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             head: Vec::new(),
             splitter: LineSplitter::new(args.read.max_line_bytes),
             pending: Vec::new(),
+            too_long: Vec::new(),
             next: 1,
             totals: Totals::new(args.max_tokens),
             error: None,
@@ -238,6 +282,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
         let format = c.format.expect("decided");
         let report = c.totals.report(tokenizer.as_ref().map(|t| t.encoding), args.epochs);
+        unreadable_lines += report.unreadable_lines;
         match args.out.format() {
             OutputFormat::Json => {
                 serde_json::to_writer(&mut out, &FileRecord { file: &c.name, format, report: &report })?;
@@ -250,6 +295,14 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if failed > 0 || unreadable > 0 {
         let n = failed + unreadable as u64;
         anyhow::bail!("{n} input{} could not be read as a dataset", plural(n));
+    }
+    if unreadable_lines > 0 {
+        // As `check` exits 1 for a malformed line: the figures leave those lines out.
+        if args.out.summary() {
+            let n = unreadable_lines;
+            eprintln!("stats: {n} line{} could not be read and {} not counted (see above; `transcriptd check` says more)", plural(n), if n == 1 { "is" } else { "are" });
+        }
+        return Ok(Exit::Findings);
     }
     Ok(Exit::Clean)
 }
@@ -266,28 +319,44 @@ fn counts(m: &std::collections::BTreeMap<String, u64>) -> String {
 }
 
 fn write_text(out: &mut impl Write, name: &str, format: Format, r: &Report) -> anyhow::Result<()> {
-    writeln!(out, "{} ({format})", super::safe::Safe(name))?;
-    writeln!(out, "  conversations        {} in {} line{}", r.conversations, r.lines, plural(r.lines))?;
-    writeln!(out, "  messages             {}: {}", r.messages, counts(&r.messages_per_role))?;
-    writeln!(out, "  tool calls           {}{}{}", r.tool_calls, if r.tool_calls > 0 { ": " } else { "" }, counts(&r.tool_calls_per_tool))?;
-    writeln!(out, "  missing system       {}", r.missing_system)?;
-    writeln!(out, "  missing user         {}", r.missing_user)?;
-    writeln!(out, "  messages per conv.   {}", dist(&r.messages_per_conversation))?;
+    // Rows of label, number and what follows: labels padded and numbers right-aligned to the
+    // widest of this report (a distribution's row has no number: it starts where numbers do).
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    let mut row = |label: &str, number: String, rest: String| rows.push((label.to_owned(), number, rest));
+    row("conversations", r.conversations.to_string(), format!(" in {} line{}", r.lines, plural(r.lines)));
+    row("messages", r.messages.to_string(), if r.messages > 0 { format!(": {}", counts(&r.messages_per_role)) } else { String::new() });
+    row("tool calls", r.tool_calls.to_string(), if r.tool_calls > 0 { format!(": {}", counts(&r.tool_calls_per_tool)) } else { String::new() });
+    row("missing system", r.missing_system.to_string(), String::new());
+    row("missing user", r.missing_user.to_string(), String::new());
+    row(
+        "unreadable lines",
+        r.unreadable_lines.to_string(),
+        if r.unreadable_lines > 0 { " (not counted; see the messages on stderr)".to_owned() } else { String::new() },
+    );
+    row("messages per conv.", String::new(), dist(&r.messages_per_conversation));
     if let Some(t) = &r.tokens {
         let enc = serde_json::to_value(t.encoding)?.as_str().unwrap_or("").to_owned();
-        writeln!(out, "  tokens ({enc})  {} in all", t.total)?;
-        writeln!(out, "  tokens per conv.     {}", dist(&t.per_conversation))?;
-        writeln!(out, "  assistant tokens     {}", dist(&t.assistant_per_conversation))?;
+        row(&format!("tokens ({enc})"), t.total.to_string(), " in all".to_owned());
+        row("tokens per conv.", String::new(), dist(&t.per_conversation));
+        row("assistant tokens", String::new(), dist(&t.assistant_per_conversation));
         let lines = t.over_limit_lines.iter().take(10).map(u64::to_string).collect::<Vec<_>>().join(", ");
         let more = if t.over_limit_lines.len() > 10 { ", ..." } else { "" };
-        writeln!(
-            out,
-            "  over {} tokens     {}{}",
-            t.max_tokens,
-            t.over_limit,
-            if t.over_limit > 0 { format!(" (lines {lines}{more}): truncated in training") } else { String::new() }
-        )?;
-        writeln!(out, "  billed               ~{} tokens per epoch x {} epochs = ~{} tokens", t.billed_per_epoch, t.epochs, t.billed)?;
+        row(
+            &format!("over {} tokens", t.max_tokens),
+            t.over_limit.to_string(),
+            if t.over_limit > 0 { format!(" (lines {lines}{more}): truncated in training") } else { String::new() },
+        );
+        row("billed", format!("~{}", t.billed_per_epoch), format!(" tokens per epoch x {} epochs = ~{} tokens", t.epochs, t.billed));
+    }
+    writeln!(out, "{} ({format})", super::safe::Safe(name))?;
+    let label = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
+    let number = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0);
+    for (l, n, rest) in rows {
+        if n.is_empty() {
+            writeln!(out, "  {l:<label$}  {}", rest.trim_start())?;
+        } else {
+            writeln!(out, "  {l:<label$}  {n:>number$}{rest}")?;
+        }
     }
     Ok(())
 }

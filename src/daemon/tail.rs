@@ -909,8 +909,10 @@ pub fn retracted(path: &Path, f: &Finding, reason: &str) -> Record {
 fn stats_counts(before: &Stats, after: &Stats, format: Option<Format>, out: &mut Vec<Count>) {
     let fmt = format.map_or("unknown", Format::as_str);
     let d = |a: u64, b: u64| a.saturating_sub(b);
-    if after.lines > before.lines {
-        out.push(Count::Lines(fmt, d(after.lines, before.lines)));
+    // Every line read counts, those that fail to parse too (issue 30: top's lines/s left them out).
+    let (a, b) = (after.non_blank_lines(), before.non_blank_lines());
+    if a > b {
+        out.push(Count::Lines(fmt, d(a, b)));
     }
     if after.calls > before.calls {
         out.push(Count::ToolCalls(fmt, d(after.calls, before.calls)));

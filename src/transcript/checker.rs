@@ -243,8 +243,8 @@ pub fn read_framed<'a>(l: &lines::Line<'a>, max: usize, format: Option<Format>) 
 }
 
 /// The finding for a line that is not a JSON object. The scanner decided; serde_json, which
-/// agrees on validity, says what is wrong in words.
-fn malformed(number: u64, bytes: &[u8]) -> Finding {
+/// agrees on validity, says what is wrong in words (`stats` says it of the lines it skips).
+pub fn malformed(number: u64, bytes: &[u8]) -> Finding {
     let msg = match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
         Ok(_) => "JSON that is not an object".to_owned(),
         Err(e) => {

@@ -434,3 +434,61 @@ fn a_dataset_repair_says_how_many_examples_it_dropped() {
     assert!(stdout(&o).contains("train.jsonl: repaired: 2 examples dropped, 0 changed"), "{}", stdout(&o));
     assert!(stderr(&o).contains("; 2 dataset examples dropped"), "{}", stderr(&o));
 }
+
+#[test]
+fn stats_reports_the_lines_it_cannot_read_exits_1_and_aligns_its_columns() {
+    // Issue 30: `stats` skipped a broken line silently (exit 0, the figures short of it) and its
+    // columns were misaligned.
+    let d = tempfile::tempdir().unwrap();
+    let clean = std::fs::read_to_string(data("dataset/openai-dataset/0001_clean_tool_round_trip.jsonl")).unwrap();
+    let f = d.path().join("train.jsonl");
+    // Line 4 is not JSON, line 5 is over the line limit below, line 6 is JSON but no object.
+    let long = format!("{{\"messages\":[{{\"role\":\"user\",\"content\":\"{}\"}}]}}", "a".repeat(5000));
+    std::fs::write(&f, format!("{clean}{{\"messages\": [tx\n{long}\n[1]\n{clean}")).unwrap();
+    let name = f.to_str().unwrap();
+    let o = transcriptd(&["stats", "--max-line-bytes", "4096", name]);
+    assert_eq!(o.status.code(), Some(1), "a line not read exits 1, as `check` does: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{name}:4: error: malformed_line: not JSON: ")), "{err}");
+    assert!(err.contains(&format!("{name}:5: error: line_too_long: line of {} bytes is over the limit of 4096", long.len())), "{err}");
+    assert!(err.contains(&format!("{name}:6: error: malformed_line: JSON that is not an object")), "{err}");
+    assert!(err.contains("stats: 3 lines could not be read and are not counted"), "{err}");
+    let out = stdout(&o);
+    assert_aligned(&out);
+    let row = |label: &str| out.lines().find(|l| l.trim_start().starts_with(label)).map(|l| l[label.len() + 2..].split_whitespace().collect::<Vec<_>>().join(" "));
+    assert_eq!(row("conversations").as_deref(), Some("6 in 9 lines"), "{out}");
+    assert_eq!(row("unreadable lines").as_deref(), Some("3 (not counted; see the messages on stderr)"), "{out}");
+    let j = transcriptd(&["stats", "--max-line-bytes", "4096", "-o", "json", name]);
+    assert_eq!(j.status.code(), Some(1));
+    let v: Value = serde_json::from_str(stdout(&j).trim()).unwrap();
+    assert_eq!((v["lines"].as_u64(), v["conversations"].as_u64(), v["unreadable_lines"].as_u64()), (Some(9), Some(6), Some(3)), "{v}");
+    // A clean dataset still exits 0 and says 0.
+    std::fs::write(&f, &clean).unwrap();
+    let o = transcriptd(&["stats", name]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_aligned(&stdout(&o));
+    assert!(stdout(&o).lines().any(|l| l.starts_with("  unreadable lines ") && l.ends_with(" 0")), "{}", stdout(&o));
+}
+
+/// `stats`' rows: labels padded to the widest, numbers right-aligned so that they end in one
+/// column, distributions starting where the numbers do.
+fn assert_aligned(out: &str) {
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    let label = rows.iter().map(|r| r.trim_start().split("  ").next().unwrap().len()).max().unwrap();
+    let (mut ends, mut pads) = (BTreeSet::new(), BTreeSet::new());
+    for r in &rows {
+        assert!(r.starts_with("  ") && !r[2..].starts_with(' ') && r[2 + label..].starts_with("  "), "label column of {label}: {r:?}\n{out}");
+        let cell = &r[2 + label + 2..];
+        if r.contains(" min ") {
+            assert!(cell.starts_with("min "), "a distribution starts where the numbers do: {r:?}\n{out}");
+            continue;
+        }
+        let pad = cell.len() - cell.trim_start().len();
+        let number = cell[pad..].split([' ', ':']).next().unwrap();
+        assert!(number.trim_start_matches('~').parse::<u64>().is_ok(), "{r:?}\n{out}");
+        pads.insert(pad);
+        ends.insert(pad + number.len());
+    }
+    assert_eq!(pads.first(), Some(&0), "the widest number starts the column: {out}");
+    assert_eq!(ends.len(), 1, "numbers end in one column: {ends:?}\n{out}");
+}

@@ -172,3 +172,52 @@ fn top_without_a_daemon_says_so() {
     // Not a terminal here: it says what to use instead.
     assert!(String::from_utf8_lossy(&o.stderr).contains("top needs a terminal"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn top_at_80_columns_keeps_the_session_ids_and_counts_every_line_read() {
+    // Issue 30: at 80x24 the names were cut from the right, so two sessions of one project
+    // looked alike; and lines/s (and lines) left out the lines that failed to parse.
+    let d = Daemon::new("", "");
+    let addr = format!("127.0.0.1:{}", d.port);
+    // Two projects (so that the directory part is not common to all files and stays in the
+    // name), one session each, their ids alike but for the end.
+    let ids = ["0197f3a2-1111-7abc-9def-00000000000a", "0197f3a2-1111-7abc-9def-00000000000b"];
+    let fixture = std::fs::read_to_string(&fixtures()[0]).unwrap();
+    let good: Vec<&str> = fixture.lines().take(10).collect();
+    for (p, id) in ids.iter().enumerate() {
+        let project = d.watch_dir().join(format!("-home-someone-work-projects-a-rather-long-project-name-{p}"));
+        std::fs::create_dir_all(&project).unwrap();
+        let mut text = String::new();
+        for l in &good {
+            text.push_str(l);
+            text.push('\n');
+        }
+        text.push_str(&"{\"not json\": \n".repeat(5));
+        std::fs::write(project.join(format!("{id}.jsonl")), text).unwrap();
+    }
+    let written = 2 * (good.len() + 5) as u64;
+    // The name column is 37 wide at 80 columns: `…` and the name's last 36 characters, where
+    // the ids differ (before: the directory, the same on both rows, and no id).
+    let end = |id: &str| {
+        let name = format!("{id}.jsonl");
+        format!("…{}", &name[name.len() - 36..])
+    };
+    let tmux = Tmux { socket: format!("transcriptd-top-ids-{}", std::process::id()), session: "top".into() };
+    let command = format!("{} top --addr {addr} --interval 300ms", env!("CARGO_BIN_EXE_transcriptd"));
+    let started = tmux.cmd(&["new-session", "-d", "-s", &tmux.session, "-x", "80", "-y", "24", &command]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let mut screen = String::new();
+    let ok = wait(Duration::from_secs(30), || {
+        screen = tmux.capture();
+        shown(&screen, "lines ") == Some(written) && ids.iter().all(|id| screen.contains(&end(id)))
+    });
+    let metrics = d.get("/metrics").unwrap_or_default();
+    assert!(ok, "every line written ({written}), the bad ones too, and both session ids in view:\n{screen}\n{metrics}");
+    assert_eq!(metric_sum(&metrics, "transcriptd_lines_read_total") as u64, written, "{metrics}");
+    // The directory part is what gives way, from the left, behind an ellipsis.
+    for id in ids {
+        let row = screen.lines().find(|l| l.contains(&end(id))).unwrap();
+        assert!(row.starts_with(&format!("│{} ", end(id))), "{row}");
+    }
+    assert!(screen.lines().all(|l| l.chars().count() <= 80), "{screen}");
+}

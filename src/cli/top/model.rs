@@ -136,7 +136,7 @@ impl SortBy {
 }
 
 /// One file on screen.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FileRow {
     /// Its path without the directory every file shares.
     pub name: String,

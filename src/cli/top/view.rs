@@ -86,14 +86,33 @@ pub fn draw(frame: &mut Frame, view: &View, screen: &Screen) {
     frame.render_widget(Paragraph::new(Line::styled(keys, Style::default().add_modifier(Modifier::REVERSED))), rows[4]);
 }
 
+/// `name` in `width` columns: a name too long loses its start (directories) behind an
+/// ellipsis, so that what tells sessions apart, the file stem at its end, stays in view.
+pub fn fit_left(name: &str, width: usize) -> String {
+    let n = name.chars().count();
+    if n <= width {
+        return name.to_owned();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let keep: String = name.chars().skip(n - (width - 1)).collect();
+    format!("…{keep}")
+}
+
+/// Widths of the files table's columns after the first (read, lag, pending, findings).
+const FILE_COLUMNS: [u16; 4] = [12, 10, 7, 8];
+
 fn draw_files(frame: &mut Frame, area: Rect, view: &View, screen: &Screen) {
     let bold = Style::default().add_modifier(Modifier::BOLD);
+    // The name column: what the borders, the other columns and the spaces between leave.
+    let width = usize::from(area.width.saturating_sub(2 + FILE_COLUMNS.iter().sum::<u16>() + FILE_COLUMNS.len() as u16)).max(20);
     let rows: Vec<Row> = view
         .files
         .iter()
         .map(|f| {
             Row::new(vec![
-                safe::line(&f.name).into_owned(),
+                fit_left(&safe::line(&f.name), width),
                 format!("{}/s", human_bytes(f.rate as u64)),
                 human_bytes(f.lag),
                 f.pending.to_string(),
@@ -103,7 +122,7 @@ fn draw_files(frame: &mut Frame, area: Rect, view: &View, screen: &Screen) {
         .collect();
     let hidden = if view.hidden > 0 { format!(", {} hidden", view.hidden) } else { String::new() };
     let title = format!("files by {} ({} shown{hidden})", screen.sort.name(), view.files.len());
-    let table = Table::new(rows, [Constraint::Min(20), Constraint::Length(12), Constraint::Length(10), Constraint::Length(7), Constraint::Length(8)])
+    let table = Table::new(rows, [Constraint::Min(20), Constraint::Length(FILE_COLUMNS[0]), Constraint::Length(FILE_COLUMNS[1]), Constraint::Length(FILE_COLUMNS[2]), Constraint::Length(FILE_COLUMNS[3])])
         .header(Row::new(vec!["file", "read", "lag", "pending", "findings"]).style(bold))
         .block(Block::default().borders(Borders::ALL).title(title));
     frame.render_widget(table, area);
@@ -156,5 +175,24 @@ mod tests {
             assert!(text.contains(want), "{want:?} in\n{text}");
         }
         assert!(text.lines().all(|l| l.chars().count() <= 80));
+        // Names too long for the column keep their end, the session id (issue 30).
+        let long = View {
+            files: (0..2)
+                .map(|i| FileRow { name: format!("-home-someone-work-a-long-project-name/0197f3a2-session-{i}.jsonl"), ..FileRow::default() })
+                .collect(),
+            ..View::default()
+        };
+        let text = render(&long, &Screen::default(), 80, 24);
+        for i in 0..2 {
+            let row = text.lines().find(|l| l.contains(&format!("/0197f3a2-session-{i}.jsonl"))).unwrap_or_else(|| panic!("session {i}:\n{text}"));
+            assert!(row.starts_with("│…"), "{row}");
+        }
+    }
+
+    #[test]
+    fn names_are_cut_from_the_left() {
+        assert_eq!(fit_left("abc", 3), "abc");
+        assert_eq!(fit_left("dir/abcdef", 5), "…cdef");
+        assert_eq!(fit_left("dir/é", 2), "…é");
     }
 }

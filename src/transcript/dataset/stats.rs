@@ -94,12 +94,16 @@ pub struct LineStats {
     pub tokens: Option<u64>,
     /// Tokens of assistant messages, when counted.
     pub assistant_tokens: Option<u64>,
+    /// Why the line could not be read (not a JSON object), as `check`'s `malformed_line` says it.
+    pub unreadable: Option<String>,
 }
 
-/// Reads the statistics of one line. Lines that are not JSON objects or hold no conversation
-/// give an empty [`LineStats`].
+/// Reads the statistics of one line. Lines that hold no conversation give an empty
+/// [`LineStats`]; those that are not JSON objects say why in `unreadable`.
 pub fn line_stats(d: Dataset, line: &[u8], tokenizer: Option<&Tokenizer>) -> LineStats {
-    let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(line) else { return LineStats::default() };
+    let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(line) else {
+        return LineStats { unreadable: Some(crate::transcript::checker::malformed(0, line).message), ..LineStats::default() };
+    };
     let messages = d.all_messages(&v);
     if messages.is_empty() {
         return LineStats::default();
@@ -214,6 +218,8 @@ pub struct Totals {
     pub missing_system: u64,
     /// Conversations with no user message.
     pub missing_user: u64,
+    /// Lines that could not be read (not JSON objects, or over the line limit): not counted.
+    pub unreadable: u64,
     messages_per: Vec<u32>,
     tokens_per: Vec<u32>,
     assistant_per: Vec<u32>,
@@ -232,6 +238,7 @@ impl Totals {
     /// Adds line `line`'s statistics.
     pub fn add(&mut self, line: u64, s: LineStats) {
         self.lines += 1;
+        self.unreadable += u64::from(s.unreadable.is_some());
         if !s.conversation {
             return;
         }
@@ -284,6 +291,7 @@ impl Totals {
             tool_calls_per_tool: self.tools,
             missing_system: self.missing_system,
             missing_user: self.missing_user,
+            unreadable_lines: self.unreadable,
             messages_per_conversation: Distribution::of(&mut self.messages_per),
             tokens,
         }
@@ -354,6 +362,9 @@ pub struct Report {
     pub missing_system: u64,
     /// Conversations without a user message.
     pub missing_user: u64,
+    /// Lines that could not be read (not JSON objects, or over the line limit): in `lines`,
+    /// counted in nothing else.
+    pub unreadable_lines: u64,
     /// Messages per conversation.
     pub messages_per_conversation: Option<Distribution>,
     /// Token figures, when counted.
