@@ -89,10 +89,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
 
     // What the agent sends on resume, and the file's lines.
     let f = crate::sources::regular::open_file(&file).with_context(|| format!("{name}: cannot open"))?;
-    let scanned = super::context::scan(&mut FileSource::new(f)?, args.read.format, args.read.max_line_bytes, reverse::FIRST_PAGE)
+    let scanned = super::rebuilt::scan(&mut FileSource::new(f)?, args.read.format, args.read.max_line_bytes, reverse::FIRST_PAGE)
         .with_context(|| format!("{name}: read failed"))?;
     let mut records = Vec::new();
-    super::context::write(&scanned.context, false, &mut records).with_context(|| name.clone())?;
+    super::rebuilt::write(&scanned.context, false, &mut records).with_context(|| name.clone())?;
     let records: Vec<Value> = records.split(|&b| b == b'\n').filter(|r| !r.is_empty()).filter_map(|r| serde_json::from_slice(r).ok()).collect();
     // Claude Code sends consecutive messages of one role as one; an API history file is the
     // request as it is.

@@ -8,6 +8,7 @@ pub mod context;
 pub mod conversation;
 pub mod doctor;
 pub mod explain;
+pub mod rebuilt;
 pub mod help;
 pub mod history;
 pub mod input;

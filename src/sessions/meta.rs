@@ -68,13 +68,13 @@ pub fn parse_meta(bytes: &[u8]) -> Result<Meta, MetaProblem> {
         #[serde(default)]
         schema_version: Option<serde_json::Value>,
     }
-    let v: Version = serde_json::from_slice(bytes).map_err(|e| MetaProblem::Invalid(crate::transcript::checker::json_error_in_words(&e)))?;
+    let v: Version = serde_json::from_slice(bytes).map_err(|e| MetaProblem::Invalid(crate::transcript::finding::json_error_in_words(&e)))?;
     if let Some(found) = v.schema_version.as_ref().and_then(serde_json::Value::as_u64) {
         if found > SUPPORTED_SCHEMA_VERSION {
             return Err(MetaProblem::TooNew { found });
         }
     }
-    let meta: Meta = serde_json::from_slice(bytes).map_err(|e| MetaProblem::Invalid(crate::transcript::checker::json_error_in_words(&e)))?;
+    let meta: Meta = serde_json::from_slice(bytes).map_err(|e| MetaProblem::Invalid(crate::transcript::finding::json_error_in_words(&e)))?;
     for (field, value) in [("created_at", &meta.created_at), ("updated_at", &meta.updated_at)] {
         if let Some(s) = value {
             if Timestamp::parse_rfc3339(s).is_none() {

@@ -345,3 +345,61 @@ pub fn apply(findings: &mut Vec<Finding>, out: Output) {
         }
     }
 }
+
+/// The finding for a line that is not a JSON object. The scanner decided; serde_json, which
+/// agrees on validity, says what is wrong in words (`stats` says it of the lines it skips).
+pub fn malformed(number: u64, bytes: &[u8]) -> Finding {
+    let msg = match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        Ok(_) => "JSON that is not an object".to_owned(),
+        Err(e) => {
+            let msg = e.to_string();
+            // serde_json names line and column of the one-line input; the column is what helps.
+            match msg.rfind(" at line ") {
+                Some(i) => format!("not JSON: {} (column {})", plain(&msg[..i]), e.column()),
+                None => format!("not JSON: {}", plain(&msg)),
+            }
+        }
+    };
+    Finding::new(number, Kind::MalformedLine, msg)
+}
+
+/// What is wrong with a JSON text (a meta sidecar, say) in plain words, where it is: `a word
+/// JSON does not have (it has true, false and null) (line 3, column 9)`, not serde_json's
+/// `expected ident at line 3 column 9`.
+pub fn json_error_in_words(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    match msg.rfind(" at line ") {
+        Some(i) => format!("{} (line {}, column {})", plain(&msg[..i]), e.line(), e.column()),
+        None => plain(&msg).to_owned(),
+    }
+}
+
+/// serde_json's words for what is wrong with a line, said for people who never wrote a parser
+/// ("expected ident" is "a word JSON does not have"); anything else as serde_json says it.
+fn plain(serde: &str) -> &str {
+    match serde {
+        "EOF while parsing a string" => "the line ends inside a string",
+        "EOF while parsing an object" => "the line ends before its object is closed",
+        "EOF while parsing a list" => "the line ends before a list is closed",
+        "EOF while parsing a value" => "the line ends where a value should be",
+        "expected `:`" => "a key without a `:` after it",
+        "expected `,` or `]`" => "a list item not followed by `,` or `]`",
+        "expected `,` or `}`" => "a value not followed by `,` or `}`",
+        "expected ident" => "a word JSON does not have (it has true, false and null)",
+        "expected value" => "no value where one should be",
+        "expected `\"`" => "an object key that is not in double quotes",
+        "key must be a string" => "an object key that is not a string",
+        "invalid escape" => "a backslash escape JSON does not have",
+        "invalid number" => "a number JSON cannot read",
+        "number out of range" => "a number too large to read",
+        "invalid unicode code point" => "a \\u escape that is no character",
+        "control character (\\u0000-\\u001F) found while parsing a string" => {
+            "a raw control character inside a string (a newline or tab must be written as \\n or \\t)"
+        }
+        "lone leading surrogate in hex escape" => "a \\u escape that is half a character (a lone surrogate)",
+        "unexpected end of hex escape" => "a \\u escape cut short",
+        "trailing comma" => "a comma before a closing bracket",
+        "trailing characters" => "more text after the record's end (two records on one line?)",
+        other => other,
+    }
+}

@@ -6,7 +6,7 @@
 use super::framing::{backward, forward};
 use super::support::{data, generate, jsonl_files};
 use proptest::prelude::*;
-use transcriptd::cli::context::scan;
+use transcriptd::cli::rebuilt::scan;
 use transcriptd::transcript::checker::{read_line, Outcome};
 use transcriptd::transcript::context::chain::{walk, Node};
 use transcriptd::transcript::context::model_context::{ModelContextScan, RolloutItem};

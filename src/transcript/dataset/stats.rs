@@ -102,7 +102,7 @@ pub struct LineStats {
 /// [`LineStats`]; those that are not JSON objects say why in `unreadable`.
 pub fn line_stats(d: Dataset, line: &[u8], tokenizer: Option<&Tokenizer>) -> LineStats {
     let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(line) else {
-        return LineStats { unreadable: Some(crate::transcript::checker::malformed(0, line).message), ..LineStats::default() };
+        return LineStats { unreadable: Some(crate::transcript::finding::malformed(0, line).message), ..LineStats::default() };
     };
     let messages = d.all_messages(&v);
     if messages.is_empty() {
