@@ -4,10 +4,8 @@
 
 use crate::sources::batch::{self, Input};
 use crate::transcript::context::chain::Session;
-use crate::transcript::stages::validate::Validate;
-use crate::transcript::{checker, Event, Finding, Format, Options, Pipeline, Stats, StrictStop};
+use crate::transcript::{checker, Event, Finding, Format, Options, Stats, StrictStop};
 use rayon::prelude::*;
-use std::time::Duration;
 
 /// What checking one input produced.
 #[derive(Debug)]
@@ -46,8 +44,8 @@ pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, h
             head.extend_from_slice(&chunk[..chunk.len().min(head_max - head.len())]);
         }
     };
-    // `check` is the preset stage list `[validate]` behind the parse front.
-    let mut c = Pipeline::transcript(opts.clone(), vec![Box::new(Validate::new(Duration::MAX))], Duration::MAX);
+    // `check` is its preset stage list behind the parse front.
+    let mut c = crate::transcript::check::pipeline(opts.clone());
     let mut stop: Option<StrictStop> = None;
     // A large file is read and parsed by `jobs` threads in turn, this one among them.
     let large = input.path().and_then(|p| std::fs::metadata(p).ok()).is_some_and(|m| m.len() > PARALLEL_MIN);

@@ -146,6 +146,10 @@ pub enum StageConfig {
     },
     /// The canonical rules: every finding `check` reports.
     Validate,
+    /// What a transcript lost of itself: a run of wiped conversation lines (`content_wiped`),
+    /// the file deleted or rewritten under the daemon (`transcript_deleted`,
+    /// `transcript_rewritten`).
+    Loss,
     /// Writes a repaired copy of a file with error findings through the `repaired_files` sink,
     /// once it has been idle for `min_idle`. Never writes the live file.
     Repair {
@@ -171,6 +175,7 @@ impl StageConfig {
             StageConfig::Compaction => Some(Box::new(stages::compactions::Compactions)),
             StageConfig::Orphans { grace, .. } => Some(Box::new(stages::orphans::Orphans::new(*grace))),
             StageConfig::Validate => Some(Box::new(stages::validate::Validate::new(quiet))),
+            StageConfig::Loss => Some(Box::new(stages::loss::Loss::new(quiet))),
             StageConfig::Repair { min_idle, .. } => Some(Box::new(stages::repair_trigger::RepairTrigger::new(*min_idle))),
         }
     }
@@ -182,7 +187,7 @@ impl StageConfig {
     /// On a setting that did not read ([`Parsed::get`]), which validation refuses.
     pub fn needs(&self) -> Needs {
         match self {
-            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate => Needs::default(),
+            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss => Needs::default(),
             StageConfig::Orphans { registry, .. } => Needs { paused_calls: true, registry: registry.clone(), quiet: self.quiet(), ..Needs::default() },
             StageConfig::Repair { mode, orphans, .. } => Needs { repair: Some(RepairRequest { mode: *mode, orphans: *orphans.get() }), ..Needs::default() },
         }
@@ -193,7 +198,7 @@ impl StageConfig {
     pub fn quiet(&self) -> Option<Duration> {
         match self {
             StageConfig::Orphans { grace, .. } => Some(*grace),
-            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Repair { .. } => None,
+            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss | StageConfig::Repair { .. } => None,
         }
     }
 }
@@ -545,7 +550,7 @@ fn default_metrics_addr() -> Parsed<SocketAddr> {
     Parsed::new("127.0.0.1:9464")
 }
 pub(super) fn default_stages() -> Vec<StageConfig> {
-    vec![StageConfig::Parse, StageConfig::Compaction, StageConfig::Orphans { grace: default_grace(), registry: None }, StageConfig::Validate]
+    vec![StageConfig::Parse, StageConfig::Compaction, StageConfig::Orphans { grace: default_grace(), registry: None }, StageConfig::Validate, StageConfig::Loss]
 }
 pub(super) fn default_sinks() -> Vec<SinkConfig> {
     vec![SinkConfig::stdout()]

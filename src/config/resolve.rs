@@ -121,7 +121,7 @@ impl StageConfig {
                     problems.push((Some("registry"), e.to_string()));
                 }
             }
-            StageConfig::Orphans { registry: None, .. } | StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate => {}
+            StageConfig::Orphans { registry: None, .. } | StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss => {}
         }
         problems
     }

@@ -747,6 +747,9 @@ impl Daemon {
         }
         // What was written before it went is still this file's.
         t.read_rest(&mut self.buf, records);
+        if reason == "deleted" {
+            t.left(crate::transcript::pipeline::Left::Deleted, records);
+        }
         self.counts.append(&mut std::mem::take(&mut t.counts));
         t.announce(records, mark);
         if t.announced {

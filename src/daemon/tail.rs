@@ -41,6 +41,7 @@ use crate::sources::backlog::{self, Backlog, Item};
 use crate::transcript::finding::Output;
 use crate::transcript::stages::events::EventLog;
 use crate::transcript::{Event, Finding, Format, Inputs, Options, Pipeline, Stats};
+use crate::transcript::pipeline::{Gone, Left};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
@@ -521,6 +522,7 @@ impl Tailed {
             if self.announced {
                 out.push(Record::FileTruncated { time: now(), file: self.path.display().to_string() });
             }
+            self.left(Left::Rewritten { size: found.size }, out);
             self.reset();
         }
         self.size = found.size;
@@ -846,29 +848,38 @@ impl Tailed {
         }
     }
 
+    /// The file left its path deleted, or was rewritten under the reader ([`Left`]): the stages
+    /// are told, with what had been read of it, and what they make of it is added to `out`.
+    /// A file whose pipeline is not in memory (evicted, replaying) is told through a fresh one:
+    /// its stages have seen none of the stream, the shell's count is what was read.
+    pub fn left(&mut self, how: Left, out: &mut Vec<Record>) {
+        let bytes = self.committed();
+        if bytes == 0 {
+            return;
+        }
+        let gone = Gone { how, bytes, lines: self.seen.lines, messages: self.seen.messages };
+        match self.pipeline.as_mut().filter(|_| !self.replaying) {
+            Some(p) => {
+                p.left(&gone);
+                self.collect(out);
+            }
+            None => {
+                let mut p = self.spec.build(self.kind);
+                p.left(&gone);
+                let events: Vec<Event> = p.drain().collect();
+                self.records(events, out);
+            }
+        }
+    }
+
     /// Turns the pipeline's events into records and its counters into metrics.
     fn collect(&mut self, out: &mut Vec<Record>) {
-        let file = self.path.display().to_string();
-        let format = self.format();
         let Some(p) = self.pipeline.as_mut() else { return };
         self.pending_seen = p.pending();
         let events: Vec<Event> = p.drain().collect();
-        for e in events {
-            match e {
-                Event::Output(Output::Finding(f)) => {
-                    out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
-                }
-                Event::Output(Output::Demoted { line, kind, call_id, reason }) => {
-                    out.push(Record::FindingDemoted { time: now(), file: file.clone(), change: Change { line, kind, call_id, reason } })
-                }
-                Event::Compaction { line } => out.push(Record::Compaction { time: now(), file: file.clone(), format, line }),
-                Event::Tail(f) => {
-                    self.tail.push(f.clone());
-                    out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
-                }
-                Event::RepairDue => self.repair_due = true,
-            }
-        }
+        self.records(events, out);
+        let format = self.format();
+        let Some(p) = self.pipeline.as_mut() else { return };
         if let Some(s) = p.stats() {
             stats_counts(&self.seen, s, format, &mut self.counts);
             self.seen = s.clone();
@@ -885,6 +896,28 @@ impl Tailed {
         // What this step needed beyond the file's state (scratch, drained buffers, empty
         // tables) is let go: a file that goes idle now keeps its state only.
         p.shrink();
+    }
+
+    /// The records of a pipeline's events, in order.
+    fn records(&mut self, events: Vec<Event>, out: &mut Vec<Record>) {
+        let file = self.path.display().to_string();
+        let format = self.format();
+        for e in events {
+            match e {
+                Event::Output(Output::Finding(f)) => {
+                    out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
+                }
+                Event::Output(Output::Demoted { line, kind, call_id, reason }) => {
+                    out.push(Record::FindingDemoted { time: now(), file: file.clone(), change: Change { line, kind, call_id, reason } })
+                }
+                Event::Compaction { line } => out.push(Record::Compaction { time: now(), file: file.clone(), format, line }),
+                Event::Tail(f) => {
+                    self.tail.push(f.clone());
+                    out.push(Record::Finding { time: now(), file: file.clone(), format, finding: f });
+                }
+                Event::RepairDue => self.repair_due = true,
+            }
+        }
     }
 }
 

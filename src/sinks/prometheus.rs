@@ -28,6 +28,12 @@ impl PrometheusSink {
     /// A sink that labels orphan calls with the side effects `side_effect` gives their tools
     /// (the tool registry's).
     pub fn new(side_effect: SideEffectOf) -> Self {
+        // Every kind at its own severity is exported from the start at 0: Prometheus's
+        // `increase()` cannot see a counter's first step (a series that appears at 1 increased
+        // by nothing), and the alert rules watch first findings (a deleted transcript).
+        for k in Kind::ALL {
+            metrics::counter!(t::FINDINGS, "kind" => k.as_str(), "severity" => k.default_severity().as_str()).increment(0);
+        }
         PrometheusSink { side_effect }
     }
 

@@ -1,18 +1,18 @@
 //! The check verb's pipeline as a function: a [`Pipeline`] with the preset stage list
-//! `[validate]` behind the parse front, over bytes in memory or fed in chunks. What the shells
+//! `[validate, loss]` behind the parse front, over bytes in memory or fed in chunks. What the shells
 //! check, the tests and the fuzz targets check here: one path, no second validation.
 
 use super::checker::{collect, feed_parallel, Options, Stats, StrictStop};
 use super::finding::Finding;
 use super::formats::Format;
 use super::pipeline::{Event, Pipeline};
-use super::stages::validate::Validate;
+use super::stages::{loss::Loss, validate::Validate};
 use std::time::Duration;
 
 /// The check pipeline over one whole stream: the parse front reads as `opts` say, then the
-/// `validate` stage. Feed it, then give [`Pipeline::finish`]'s events to [`findings`].
+/// `validate` and `loss` stages. Feed it, then give [`Pipeline::finish`]'s events to [`findings`].
 pub fn pipeline(opts: Options) -> Pipeline {
-    Pipeline::transcript(opts, vec![Box::new(Validate::new(Duration::MAX))], Duration::MAX)
+    Pipeline::transcript(opts, vec![Box::new(Validate::new(Duration::MAX)), Box::new(Loss::new(Duration::MAX))], Duration::MAX)
 }
 
 /// The findings among a finished pipeline's events: demotions applied, sorted by line.

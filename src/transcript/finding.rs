@@ -104,11 +104,19 @@ pub enum Kind {
     /// Claude Code: a line whose parent is missing and cannot be bridged, so resuming the
     /// session silently leaves out every message before it (since the last compaction).
     LostOnResume,
+    /// A run of conversation lines whose content was wiped (Claude Code's compaction clears the
+    /// messages before its summary call; when the call fails, no summary replaces them).
+    ContentWiped,
+    /// The daemon saw the transcript deleted.
+    TranscriptDeleted,
+    /// The daemon saw the transcript truncated or rewritten in place: what it had read is no
+    /// longer in the file.
+    TranscriptRewritten,
 }
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 32] = [
+    pub const ALL: [Kind; 35] = [
         Kind::MalformedLine,
         Kind::InvalidUtf8,
         Kind::LineTooLong,
@@ -141,6 +149,9 @@ impl Kind {
         Kind::EmptyImage,
         Kind::RequestTooLarge,
         Kind::LostOnResume,
+        Kind::ContentWiped,
+        Kind::TranscriptDeleted,
+        Kind::TranscriptRewritten,
     ];
 
     /// The public name of the kind.
@@ -178,13 +189,17 @@ impl Kind {
             Kind::EmptyImage => "empty_image",
             Kind::RequestTooLarge => "request_too_large",
             Kind::LostOnResume => "lost_on_resume",
+            Kind::ContentWiped => "content_wiped",
+            Kind::TranscriptDeleted => "transcript_deleted",
+            Kind::TranscriptRewritten => "transcript_rewritten",
         }
     }
 
     /// The severity a finding of this kind has unless a rule lowers it (an abandoned branch).
     pub fn default_severity(self) -> Severity {
         match self {
-            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId | Kind::MisplacedSystem | Kind::UnknownFormat | Kind::NestedTooDeep => {
+            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId | Kind::MisplacedSystem | Kind::UnknownFormat | Kind::NestedTooDeep
+            | Kind::TranscriptDeleted | Kind::TranscriptRewritten => {
                 Severity::Warning
             }
             _ => Severity::Error,

@@ -103,6 +103,33 @@ pub struct Inputs {
     pub paused: HashSet<String>,
 }
 
+/// What the shell saw happen to the file behind a stream: the stream is over, and what it held
+/// may be gone with it ([`Stage::left`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Left {
+    /// The file was deleted (unlinked, not renamed to a name a source reads).
+    Deleted,
+    /// The content read so far is no longer there: the file was truncated, or rewritten in
+    /// place; `size` is what it holds now.
+    Rewritten {
+        /// Its size now, in bytes.
+        size: u64,
+    },
+}
+
+/// A file that left ([`Left`]), with what had been read of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gone {
+    /// What happened.
+    pub how: Left,
+    /// Bytes read of it (complete lines).
+    pub bytes: u64,
+    /// Lines read of it.
+    pub lines: u64,
+    /// Conversation entries among them.
+    pub messages: u64,
+}
+
 /// A pure pipeline stage. See the module docs for the calling order. A stage is `Any`, so that
 /// a shell that built a preset list can take its own stage back ([`Pipeline::stage`],
 /// [`Finished::take`]).
@@ -157,6 +184,11 @@ pub trait Stage: Any + Send + fmt::Debug {
     /// findings reported then. A stage marks them reported, so that nothing of it is due again
     /// until the stream grows (a restart, a reload or an eviction changes nothing about a file).
     fn tail_stands(&mut self, _done: bool, _reported: &[Finding]) {}
+    /// The shell saw the file behind the stream leave ([`Gone`]): deleted, or rewritten so that
+    /// what was read is no longer there. The stream ends here (a rewritten file is read again
+    /// as a new stream). Told to every stage, whether or not its state is in memory: a stage
+    /// that the shell rebuilt for this call has seen no input.
+    fn left(&mut self, _gone: &Gone, _pairing: &Pairing, _events: &mut Vec<Event>) {}
     /// The stream is complete: add what its end makes final. The pairing's
     /// [`Pairing::found`] holds what the end of the stream adds to it.
     fn finish(&mut self, _pairing: &Pairing, _events: &mut Vec<Event>) {}
@@ -314,6 +346,11 @@ impl Stages {
 
     fn timeout(&mut self, now: Duration, inputs: &Inputs, seed: Option<Event>) {
         self.each(seed, |s, pairing, ev| s.handle_timeout(now, inputs, pairing, ev));
+    }
+
+    /// The file behind the stream left ([`Stage::left`]): each stage, in order.
+    pub fn left(&mut self, gone: &Gone) {
+        self.each(None, |s, pairing, ev| s.left(gone, pairing, ev));
     }
 
     /// Ends a complete stream: the pairing first, then each stage, in order.
@@ -572,6 +609,11 @@ impl Pipeline {
         for s in &mut self.stages_mut().list {
             s.tail_stands(done, reported);
         }
+    }
+
+    /// The file behind the stream left ([`Stage::left`]); drain the stages' events after.
+    pub fn left(&mut self, gone: &Gone) {
+        self.stages_mut().left(gone);
     }
 
     /// Whether the front's quiet period passed since the last growth (its tail was reported).

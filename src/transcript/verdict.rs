@@ -54,7 +54,7 @@ pub enum Word {
 /// refuses: the lines it cannot read, the history its chain walk loses, and what
 /// [`on_resume`] says it mends. A file of no known format mends only what cannot be read.
 pub fn agent_mends(format: Option<Format>, kind: Kind) -> bool {
-    kind.is_framing() || kind == Kind::LostOnResume || matches!(format.and_then(|f| on_resume(f, kind)), Some(OnResume::Agent(_)))
+    kind.is_framing() || matches!(kind, Kind::LostOnResume | Kind::ContentWiped) || matches!(format.and_then(|f| on_resume(f, kind)), Some(OnResume::Agent(_)))
 }
 
 /// What resuming a session does about a finding.
@@ -152,6 +152,7 @@ pub fn dropped(f: &Finding) -> String {
         Kind::OrphanResult => format!("the result at line {} ({})", f.line, f.kind),
         Kind::DuplicateResult => format!("the second result{call} at line {} ({})", f.line, f.kind),
         Kind::LostOnResume => format!("the history before line {} ({})", f.line, f.kind),
+        Kind::ContentWiped => format!("what the lines from {} on said ({})", f.line, f.kind),
         _ => format!("line {} ({})", f.line, f.kind),
     }
 }

@@ -41,6 +41,7 @@ mod collectors;
 mod daemon;
 mod daemon_faults;
 mod http_sink;
+mod loss;
 mod machine_faults;
 mod reliability;
 mod reload;

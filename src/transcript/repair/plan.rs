@@ -624,6 +624,8 @@ impl Planner {
             // the other open, or answer it, where the plan cannot tell (the two may even sit in
             // different threads): the output is checked again.
             Kind::DuplicateCallId => self.plan.recheck = true,
+            // What the lines said is not in the file: nothing to edit it back from.
+            Kind::ContentWiped => self.unrepaired(f.line, f.kind, None, "what the lines said is gone from the file (restore it from a backup)"),
             // Missing transcripts are not lines; argument and id warnings need no edit.
             _ => {}
         }

@@ -13,7 +13,7 @@ pub use stream::{Abandon, Rest, Step, StreamRepair};
 use crate::transcript::formats::Format;
 use crate::transcript::pipeline::{Pipeline, Stage};
 use crate::transcript::repair::{salvage, Emit, OrphanPolicy, Plan, Planner, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
-use crate::transcript::stages::validate::Validate;
+use crate::transcript::stages::{loss::Loss, validate::Validate};
 use crate::transcript::{Options, StrictStop};
 
 /// The repair's preset stage list, as a pipeline: `validate`, then the planner (`policy` for
@@ -26,7 +26,8 @@ pub fn plan_pipeline(opts: &Options, policy: OrphanPolicy) -> Pipeline {
 /// [`plan_pipeline`] with a planner made by the caller.
 pub fn plan_pipeline_with(opts: &Options, planner: Planner) -> Pipeline {
     // A plan is made of a complete stream: no quiet period ever passes.
-    let stages: Vec<Box<dyn Stage>> = vec![Box::new(Validate::new(std::time::Duration::MAX)), Box::new(planner)];
+    // `loss` before the planner: what it finds, the planner reports unrepaired.
+    let stages: Vec<Box<dyn Stage>> = vec![Box::new(Validate::new(std::time::Duration::MAX)), Box::new(Loss::new(std::time::Duration::MAX)), Box::new(planner)];
     Pipeline::transcript(opts.clone(), stages, std::time::Duration::MAX)
 }
 

@@ -5,6 +5,7 @@
 
 pub mod compactions;
 pub mod events;
+pub mod loss;
 pub mod orphans;
 pub mod repair_plan;
 pub mod repair_trigger;
