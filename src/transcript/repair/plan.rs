@@ -626,8 +626,29 @@ impl Planner {
             Kind::DuplicateCallId => self.plan.recheck = true,
             // What the lines said is not in the file: nothing to edit it back from.
             Kind::ContentWiped => self.unrepaired(f.line, f.kind, None, "what the lines said is gone from the file (restore it from a backup)"),
-            // Missing transcripts are not lines; argument and id warnings need no edit.
-            _ => {}
+            // Missing transcripts are not lines; argument warnings and what a file's going
+            // says need no edit; the chain walk's loss is bridged after the other edits; the
+            // datasets' rules are the dataset repair's. Every kind is named: a new one is
+            // decided here.
+            Kind::MissingTranscript
+            | Kind::InvalidArguments
+            | Kind::NestedTooDeep
+            | Kind::UnknownFormat
+            | Kind::LostOnResume
+            | Kind::TranscriptDeleted
+            | Kind::TranscriptRewritten
+            | Kind::NotAConversation
+            | Kind::UnknownRole
+            | Kind::MisplacedSystem
+            | Kind::LastMessageNotAssistant
+            | Kind::EmptyContent
+            | Kind::UndeclaredTool
+            | Kind::MissingRequiredArgument
+            | Kind::InvalidWeight
+            | Kind::DuplicateCustomId => {}
+            // Decided by the guards above.
+            Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine => {}
+            Kind::EmptyText | Kind::UnsignedThinking | Kind::ThinkingNotFirst | Kind::ResultNotFirst | Kind::ImageTooLarge | Kind::EmptyImage | Kind::RequestTooLarge => {}
         }
     }
 
