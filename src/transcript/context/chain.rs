@@ -22,6 +22,9 @@
 //!    own call, so the chain through the newest result passes only one sibling. Every line of an
 //!    assistant message on the chain (same `message.id`) is sent, with the results of its calls
 //!    (found by parent, or by `tool_use_id`); not a line whose calls have no result in the file.
+//! 4. **Drops orphaned thinking** (`Ker`): an assistant line of only `thinking` /
+//!    `redacted_thinking` blocks is not sent unless a sent line of the same `message.id` has
+//!    another block.
 //!
 //! The sent lines keep the file's order. What is not modelled: the loader's checkpoint leaf
 //! (`leafUuid` records) and its storage-backend paths; lines without a `timestamp` take no
@@ -60,6 +63,16 @@ pub struct Node {
     pub results: Vec<u64>,
     /// A `compact_boundary` record: the resumed conversation starts after the last one.
     pub boundary: bool,
+    /// An assistant line whose content is blocks, at least one, all `thinking` or
+    /// `redacted_thinking`.
+    pub thinking_only: bool,
+    /// An assistant line whose content has a block that is neither.
+    pub said: bool,
+}
+
+/// Whether a block type is a thinking block (`qce` in Claude Code 2.1.332's bundle).
+fn is_thinking(ty: Option<&str>) -> bool {
+    matches!(ty, Some("thinking" | "redacted_thinking"))
 }
 
 impl Node {
@@ -113,6 +126,8 @@ impl Node {
             Some(raw) if raw.get().starts_with('[') => serde_json::from_str(raw.get()).ok()?,
             _ => Vec::new(),
         };
+        let assistant = ty == Some("assistant");
+        let thinking = blocks.iter().filter(|b| is_thinking(b.ty.as_deref())).count();
         let of = |want: &str, pick: for<'b> fn(&'b Block<'b>) -> Option<&'b str>| -> Vec<u64> {
             if !message {
                 return Vec::new();
@@ -129,6 +144,8 @@ impl Node {
             calls: of("tool_use", |b| b.id.as_deref()),
             results: of("tool_result", |b| b.tool_use_id.as_deref()),
             boundary: ty == Some("system") && l.subtype.as_deref() == Some("compact_boundary"),
+            thinking_only: assistant && !blocks.is_empty() && thinking == blocks.len(),
+            said: assistant && thinking < blocks.len(),
         })
     }
 
@@ -144,6 +161,8 @@ impl Node {
         let message = matches!(ty, Some("user" | "assistant")) || (ty == Some("system") && o.get("subtype").and_then(Value::as_str) == Some("local_command"));
         let msg = o.get("message");
         let blocks = msg.and_then(|m| m.get("content")).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        let assistant = ty == Some("assistant");
+        let thinking = blocks.iter().filter(|b| is_thinking(b.get("type").and_then(Value::as_str))).count();
         let of = |ty: &str, key: &str| -> Vec<u64> {
             blocks.iter().filter(|b| b.get("type").and_then(Value::as_str) == Some(ty)).filter_map(|b| b.get(key)?.as_str().map(id_hash)).collect()
         };
@@ -157,6 +176,8 @@ impl Node {
             calls: if message { of("tool_use", "id") } else { Vec::new() },
             results: if message { of("tool_result", "tool_use_id") } else { Vec::new() },
             boundary: ty == Some("system") && o.get("subtype").and_then(Value::as_str) == Some("compact_boundary"),
+            thinking_only: assistant && !blocks.is_empty() && thinking == blocks.len(),
+            said: assistant && thinking < blocks.len(),
         })
     }
 }
@@ -301,6 +322,15 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
         parent,
         lost: (0..at).filter(|&i| !sent[i] && node(i).is_some_and(|x| x.message && x.sidechain == side)).collect(),
     });
+    // 4. Orphaned thinking. A line of only thinking blocks is sent only when a line of the same
+    // API message that is sent says something else (its text or calls): one whose siblings the
+    // walk left out is dropped.
+    let said: HashSet<u64> = (0..n).filter(|&i| sent[i]).filter_map(|i| node(i).filter(|x| x.said)?.message_id).collect();
+    for i in 0..n {
+        if sent[i] && node(i).is_some_and(|x| x.thinking_only && !x.message_id.is_some_and(|m| said.contains(&m))) {
+            sent[i] = false;
+        }
+    }
     Walk { sent, broken, bridged }
 }
 
