@@ -2,10 +2,10 @@
 """Generated breaks of real Claude Code sessions, resumed by the real agent: does `context` print
 what the agent sends?
 
-  agent_mutations.py --bin CLAUDE --transcriptd BIN [--per-file N] [--seed S] [--jobs J] --out DIR FILE...
+  agent_mutations.py [--agent claude|codex] --bin AGENT --transcriptd BIN [--per-file N] [--seed S] [--jobs J] --out DIR FILE...
 
-Each FILE (a Claude Code session whose resume `context` already matches) gets N mutations, each
-one break chosen by the seed:
+Each FILE (a session of the agent whose resume `context` already matches) gets N mutations, each
+one break chosen by the seed. Claude Code sessions:
 
   rewind      a new prompt appended under an earlier message line (the user rewound there)
   dangle      a message line's parentUuid set to a uuid no line has
@@ -14,7 +14,16 @@ one break chosen by the seed:
   dupid       a later tool_use given the id of an earlier one, and its result too
   pause       a missing parent after the line before it was moved 10 s back in time
 
-Every mutation gets its own sessionId (a UUID: the agent resumes only those). It is resumed with
+Codex rollouts (`--agent codex`):
+
+  unreadable   a line cut short (no longer JSON), not the first or the last
+  drop_output  a call's output deleted (the call is left open in the middle of the history)
+  drop_call    a call deleted (its output is left without it)
+  dupid        a later call given the call_id of an earlier one, and its output too
+  drop         a message item deleted
+
+Every mutation gets its own session id (a UUID: the agent resumes only those; Codex's is
+`session_meta.payload.id`). It is resumed with
 `agent_oracle.py resume` (network namespace, local fake provider) and compared with
 `transcriptd context` by `agent_oracle.py compare` (the equivalence written down there).
 Writes DIR/results.jsonl (one row per mutation: base, shape, line, match, differences) and
@@ -35,6 +44,59 @@ from pathlib import Path
 
 ORACLE = Path(__file__).with_name("agent_oracle.py")
 SHAPES = ["rewind", "dangle", "unreadable", "drop", "dupid", "pause"]
+CODEX_SHAPES = ["unreadable", "drop_output", "drop_call", "dupid", "drop"]
+CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+OUTPUTS = ("function_call_output", "custom_tool_call_output")
+
+
+def mutate_codex(lines, shape, rng):
+    """One break of `shape` in a Codex rollout's `lines`; as `mutate`."""
+    recs = []
+    for l in lines:
+        try:
+            recs.append(json.loads(l))
+        except ValueError:
+            recs.append(None)
+
+    def item(i):
+        r = recs[i]
+        if isinstance(r, dict) and r.get("type") == "response_item" and isinstance(r.get("payload"), dict):
+            return r["payload"]
+        return None
+
+    def of(types):
+        return [i for i in range(len(recs)) if item(i) is not None and item(i).get("type") in types]
+
+    out = list(lines)
+    if shape == "unreadable":
+        if len(lines) < 3:
+            return None
+        at = rng.choice(range(1, len(lines) - 1))
+        out[at] = lines[at][: max(1, len(lines[at]) // 2)]
+        return out, at + 1
+    if shape in ("drop_output", "drop_call", "drop"):
+        pick = of(OUTPUTS) if shape == "drop_output" else of(CALLS) if shape == "drop_call" else of(("message",))
+        if shape == "drop":
+            pick = pick[1:]
+        if not pick:
+            return None
+        at = rng.choice(pick)
+        del out[at]
+        return out, at + 1
+    if shape == "dupid":
+        calls = [i for i in of(CALLS) if item(i).get("call_id")]
+        if len(calls) < 2:
+            return None
+        i1, i2 = sorted(rng.sample(calls, 2))
+        old, new = item(i2)["call_id"], item(i1)["call_id"]
+        for j in range(i2, len(out)):
+            it = item(j)
+            if it is not None and it.get("call_id") == old and (j == i2 or it.get("type") in OUTPUTS):
+                r = json.loads(out[j])
+                r["payload"]["call_id"] = new
+                out[j] = json.dumps(r)
+        return out, i2 + 1
+    raise ValueError(shape)
 
 
 def mutate(lines, shape, rng):
@@ -114,6 +176,9 @@ def with_session(lines, sid):
         if isinstance(r, dict) and "sessionId" in r:
             r["sessionId"] = sid
             l = json.dumps(r)
+        elif isinstance(r, dict) and r.get("type") == "session_meta" and isinstance(r.get("payload"), dict):
+            r["payload"]["id"] = sid
+            l = json.dumps(r)
         out.append(l)
     return out
 
@@ -121,7 +186,7 @@ def with_session(lines, sid):
 def run_one(job, args):
     path, base, shape, line = job
     req = path.with_suffix(".req.json")
-    r = subprocess.run([sys.executable, str(ORACLE), "resume", str(path), "--agent", "claude", "--bin", args.bin, "--out", str(req)],
+    r = subprocess.run([sys.executable, str(ORACLE), "resume", str(path), "--agent", args.agent, "--bin", args.bin, "--out", str(req)],
                        capture_output=True, text=True, timeout=120)
     row = {"base": base, "shape": shape, "line": line, "file": str(path)}
     if r.returncode != 0:
@@ -130,7 +195,7 @@ def run_one(job, args):
     ctx = subprocess.run([args.transcriptd, "context", "--no-summary", str(path)], capture_output=True)
     cpath = path.with_suffix(".context.jsonl")
     cpath.write_bytes(ctx.stdout)
-    c = subprocess.run([sys.executable, str(ORACLE), "compare", "--agent", "claude", str(req), str(cpath)], capture_output=True, text=True)
+    c = subprocess.run([sys.executable, str(ORACLE), "compare", "--agent", args.agent, str(req), str(cpath)], capture_output=True, text=True)
     result = json.loads(c.stdout)
     row.update({"resumed": True, "match": result["match"], "differences": [str(d)[:300] for d in result["differences"]][:3]})
     return row
@@ -138,6 +203,7 @@ def run_one(job, args):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", choices=["claude", "codex"], default="claude")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--transcriptd", required=True)
     ap.add_argument("--per-file", type=int, default=20)
@@ -147,6 +213,7 @@ def main():
     ap.add_argument("files", nargs="+")
     args = ap.parse_args()
     rng = random.Random(args.seed)
+    shapes, mutate_one = (CODEX_SHAPES, mutate_codex) if args.agent == "codex" else (SHAPES, mutate)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     jobs = []
@@ -156,8 +223,8 @@ def main():
         tries = 0
         while made < args.per_file and tries < args.per_file * 5:
             tries += 1
-            shape = rng.choice(SHAPES)
-            m = mutate(lines, shape, rng)
+            shape = rng.choice(shapes)
+            m = mutate_one(lines, shape, rng)
             if m is None:
                 continue
             mutated, line = m
@@ -182,7 +249,7 @@ def main():
     print("| shape | mutations | resumed | agree with context | differ |")
     print("|---|---|---|---|---|")
     total = Counter()
-    for s in SHAPES:
+    for s in shapes:
         c = by[s]
         total.update(c)
         print(f"| {s} | {c['mutations']} | {c['resumed']} | {c['agree']} | {c['differ']} |")
