@@ -939,6 +939,23 @@ pub fn retracted(path: &Path, f: &Finding, reason: &str) -> Record {
 }
 
 /// What grew between two readings of a transcript's counters.
+/// The built-in price of `model`, looked up once per model name (a lookup that misses scans
+/// the whole table).
+fn price_of(model: &str) -> Option<crate::transcript::pricing::Price> {
+    static CACHE: std::sync::Mutex<BTreeMap<String, Option<crate::transcript::pricing::Price>>> = std::sync::Mutex::new(BTreeMap::new());
+    let mut c = CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(p) = c.get(model) {
+        return *p;
+    }
+    let p = crate::prices::builtin().lookup(model).map(|(_, p)| *p);
+    // Model names come from the files: a file of made-up names cannot grow this without bound.
+    if c.len() >= 4096 {
+        c.clear();
+    }
+    c.insert(model.to_owned(), p);
+    p
+}
+
 fn stats_counts(before: &Stats, after: &Stats, format: Option<Format>, out: &mut Vec<Count>) {
     let fmt = format.map_or("unknown", Format::as_str);
     let d = |a: u64, b: u64| a.saturating_sub(b);
@@ -958,6 +975,15 @@ fn stats_counts(before: &Stats, after: &Stats, format: Option<Format>, out: &mut
     }
     for (model, u) in &after.tokens {
         let b = before.tokens.get(model).copied().unwrap_or_default();
+        // The cost of everything read so far, rounded once: the deltas of a file add up to it.
+        if let Some(price) = price_of(model) {
+            let long = |s: &Stats| s.long_context.get(model).copied().unwrap_or_default();
+            let micros = |all: &crate::transcript::model::Usage, long: &crate::transcript::model::Usage| (crate::transcript::pricing::cost(&price, all, long) * 1e6).round() as u64;
+            let (now, then) = (micros(u, &long(after)), micros(&b, &long(before)));
+            if now > then {
+                out.push(Count::CostMicros(model.clone(), now - then));
+            }
+        }
         for (ty, a, bb) in [
             ("input", u.input, b.input),
             ("output", u.output, b.output),

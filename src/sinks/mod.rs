@@ -61,6 +61,9 @@ pub enum Count {
     Compactions(&'static str, u64),
     /// Tokens by model and type (`input`, `output`, `cache_read`, `cache_creation`).
     Tokens(String, &'static str, u64),
+    /// What those tokens cost by model, in millionths of a US dollar (the built-in price
+    /// table; a model it does not price costs nothing here).
+    CostMicros(String, u64),
     /// Events of an event log, by type.
     Events(String, u64),
 }

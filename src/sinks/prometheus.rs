@@ -66,6 +66,7 @@ impl PrometheusSink {
                 Count::ToolResults(f, n) => metrics::counter!(t::TOOL_RESULTS, "format" => *f).increment(*n),
                 Count::Compactions(f, n) => metrics::counter!(t::COMPACTIONS, "format" => *f).increment(*n),
                 Count::Tokens(model, ty, n) => metrics::counter!(t::TOKENS, "model" => model.clone(), "type" => *ty).increment(*n),
+                Count::CostMicros(model, n) => metrics::counter!(t::COST, "model" => model.clone()).increment(*n),
                 Count::Events(ty, n) => metrics::counter!(t::EVENTS, "type" => ty.clone()).increment(*n),
             }
         }

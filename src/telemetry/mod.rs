@@ -28,6 +28,8 @@ pub const COMPACTIONS: &str = "transcriptd_compactions_total";
 pub const REPAIRS: &str = "transcriptd_repairs_total";
 /// Tokens, by model and type (input, output, cache_read, cache_creation).
 pub const TOKENS: &str = "transcriptd_tokens_total";
+/// What the tokens read cost, by model, in millionths of a US dollar.
+pub const COST: &str = "transcriptd_cost_microdollars_total";
 /// Files being watched.
 pub const FILES_WATCHED: &str = "transcriptd_files_watched";
 /// Files open now.
@@ -57,6 +59,7 @@ pub const ALL: &[&str] = &[
     COMPACTIONS,
     REPAIRS,
     TOKENS,
+    COST,
     FILES_WATCHED,
     OPEN_FILES,
     CHECKPOINT_WRITES,
@@ -94,6 +97,11 @@ fn describe() {
     describe_counter!(COMPACTIONS, Unit::Count, "Compactions seen, by format.");
     describe_counter!(REPAIRS, Unit::Count, "Repair edits written, by action.");
     describe_counter!(TOKENS, Unit::Count, "Tokens reported by the agents, by model and type.");
+    describe_counter!(
+        COST,
+        Unit::Count,
+        "What the tokens read cost, by model, in millionths of a US dollar (LiteLLM's prices built into the binary; a model they do not price is not counted)."
+    );
     describe_gauge!(FILES_WATCHED, Unit::Count, "Files being watched.");
     describe_gauge!(OPEN_FILES, Unit::Count, "Watched files open now.");
     describe_counter!(CHECKPOINT_WRITES, Unit::Count, "Checkpoint writes, by result.");

@@ -140,7 +140,11 @@ fn top_in_tmux_shows_what_metrics_say_and_its_keys_work() {
     assert!(agree, "the screen:\n{screen}\n/metrics:\n{metrics}");
     assert_eq!(metric_sum(&metrics, "transcriptd_files_watched") as usize, fixtures().len());
     assert!(kind_total(&screen, "malformed_line").unwrap() > 50);
-    assert!(screen.contains("tokens/min by model") && screen.contains("files by bytes/s"));
+    assert!(screen.contains("tokens/min") && screen.contains("files by bytes/s"));
+    // The cost since start is the cost counter's, in dollars.
+    let cost = metric_sum(&metrics, "transcriptd_cost_microdollars_total") / 1e6;
+    assert!(cost > 0.0, "the fixtures' models are priced: {metrics}");
+    assert!(screen.contains(&format!("(${cost:.2} since start)")), "{screen}");
     assert_eq!(screen.lines().count(), 24, "{screen}");
     assert!(screen.lines().all(|l| l.chars().count() <= 80));
     std::fs::create_dir_all(root().join("target")).unwrap();

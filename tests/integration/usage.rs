@@ -287,3 +287,27 @@ fn prices_file_overrides_the_built_in_table() {
         assert!(super::support::stdout(&out).is_empty(), "{name}: nothing read, nothing printed");
     }
 }
+
+/// The daemon's cost counter, by model, is what `usage` prices the same files at (each file's
+/// cost is rounded to a millionth of a dollar once: at most half of one per file apart).
+#[test]
+fn the_daemons_cost_counter_is_what_usage_says() {
+    let d = super::support::harness::Daemon::new("", "");
+    let n = claude_tree(&d.watch_dir());
+    assert!(super::support::harness::wait(std::time::Duration::from_secs(30), || {
+        d.metric("transcriptd_source_lag_bytes") == Some(0.0) && d.metric("transcriptd_files_watched") == Some(n as f64)
+    }));
+    let want = costs(&usage_json(&d.watch_dir().join("projects"), None));
+    let text = d.get("/metrics").unwrap();
+    let mut got: Costs = Costs::new();
+    for l in text.lines().filter(|l| l.starts_with("transcriptd_cost_microdollars_total{")) {
+        let model = l.split("model=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+        got.insert(model, l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() / 1e6);
+    }
+    let priced: Costs = want.iter().filter(|(_, c)| **c > 0.0).map(|(m, c)| (m.clone(), *c)).collect();
+    assert!(priced.len() >= 2, "{want:?}");
+    assert_eq!(got.keys().collect::<Vec<_>>(), priced.keys().collect::<Vec<_>>(), "{text}");
+    for (m, c) in &priced {
+        assert!((got[m] - c).abs() <= 0.5e-6 * n as f64 + 1e-9, "{m}: daemon {} usage {c}", got[m]);
+    }
+}

@@ -179,8 +179,11 @@ pub struct View {
     pub compactions: u64,
     /// Compactions per minute.
     pub compactions_per_min: f64,
-    /// Tokens per minute by model, most first.
-    pub tokens_per_min: Vec<(String, f64)>,
+    /// Tokens per minute by model, most first, with what they cost per hour (US dollars; 0
+    /// for a model the built-in prices do not have).
+    pub tokens_per_min: Vec<(String, f64, f64)>,
+    /// What the tokens read since the daemon started cost, in US dollars.
+    pub cost_total: f64,
     /// The files, sorted and filtered.
     pub files: Vec<FileRow>,
     /// Files left out by the filter.
@@ -228,7 +231,9 @@ pub fn view(before: Option<&Reading>, now: &Reading, sort: SortBy, filter: &str)
     };
     let mut findings: Vec<(String, f64, u64)> = rates_by(crate::telemetry::FINDINGS, "kind").into_iter().map(|(k, v, r)| (k, r, v as u64)).collect();
     findings.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
-    let mut tokens: Vec<(String, f64)> = rates_by(crate::telemetry::TOKENS, "model").into_iter().map(|(k, _, r)| (k, r * 60.0)).collect();
+    let cost: BTreeMap<String, f64> = rates_by(crate::telemetry::COST, "model").into_iter().map(|(k, _, r)| (k, r * 3600.0 / 1e6)).collect();
+    let mut tokens: Vec<(String, f64, f64)> =
+        rates_by(crate::telemetry::TOKENS, "model").into_iter().map(|(k, _, r)| (k.clone(), r * 60.0, cost.get(&k).copied().unwrap_or(0.0))).collect();
     tokens.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let compactions = m.sum(crate::telemetry::COMPACTIONS);
 
@@ -276,6 +281,7 @@ pub fn view(before: Option<&Reading>, now: &Reading, sort: SortBy, filter: &str)
         compactions: compactions as u64,
         compactions_per_min: rate(compactions, prev(&|x: &Metrics| x.sum(crate::telemetry::COMPACTIONS)), dt) * 60.0,
         tokens_per_min: tokens,
+        cost_total: m.sum(crate::telemetry::COST) / 1e6,
         files,
         hidden,
     }

@@ -69,8 +69,10 @@ pub fn draw(frame: &mut Frame, view: &View, screen: &Screen) {
     let mid = Layout::default().direction(Direction::Horizontal).constraints([Constraint::Percentage(45), Constraint::Percentage(55)]).split(rows[2]);
     let comp = vec![Line::from(format!("total {:>8}", view.compactions)), Line::from(format!("/min  {:>8}", num(view.compactions_per_min)))];
     frame.render_widget(Paragraph::new(comp).block(Block::default().borders(Borders::ALL).title("compactions")), mid[0]);
-    let tokens: Vec<Row> = view.tokens_per_min.iter().map(|(m, r)| Row::new(vec![safe::line(m).into_owned(), num(*r)])).collect();
-    let tokens = Table::new(tokens, [Constraint::Min(14), Constraint::Length(12)]).block(Block::default().borders(Borders::ALL).title("tokens/min by model"));
+    let tokens: Vec<Row> = view.tokens_per_min.iter().map(|(m, r, c)| Row::new(vec![safe::line(m).into_owned(), num(*r), format!("{c:.2}")])).collect();
+    let tokens = Table::new(tokens, [Constraint::Min(14), Constraint::Length(10), Constraint::Length(9)])
+        .header(Row::new(vec!["model", "tokens/min", "$/h"]).style(bold))
+        .block(Block::default().borders(Borders::ALL).title(format!("by model (${:.2} since start)", view.cost_total)));
     frame.render_widget(tokens, mid[1]);
 
     draw_files(frame, rows[3], view, screen);
