@@ -11,7 +11,10 @@ use std::process::Command;
 use std::str::FromStr;
 use transcriptd::transcript::{check_bytes, Finding, Format, Kind, Options, Severity};
 
+/// The shapes the generator (`tests/gen/gen_datasets.py`) writes.
 const FORMATS: [&str; 4] = ["openai-dataset", "openai-batch", "anthropic-batch", "sharegpt"];
+/// The shapes with data-driven cases (`tests/data/dataset/<format>/`).
+const CASE_FORMATS: [&str; 5] = ["openai-dataset", "openai-batch", "anthropic-batch", "sharegpt", "gemini-tuning"];
 
 fn render(findings: &[Finding]) -> String {
     let mut s = String::new();
@@ -32,7 +35,7 @@ fn render(findings: &[Finding]) -> String {
 #[test]
 fn every_dataset_case_matches_its_expectation() {
     let mut count = 0;
-    for format in FORMATS {
+    for format in CASE_FORMATS {
         let dir = data("dataset").join(format);
         let mut cases: Vec<PathBuf> =
             std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
@@ -115,7 +118,7 @@ fn repair(file: &Path, out: &Path, args: &[&str]) -> (Vec<u8>, Vec<Value>) {
 fn every_dataset_repair_case_matches_its_expectation() {
     let tmp = tempfile::tempdir().unwrap();
     let mut count = 0;
-    for format in FORMATS {
+    for format in CASE_FORMATS {
         let Ok(entries) = std::fs::read_dir(data("dataset-repair").join(format)) else { continue };
         let mut cases: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
         cases.sort();

@@ -10,7 +10,9 @@
 //!   kept if it is still a conversation of its kind: a fine-tuning example must still end with
 //!   an assistant message, a batch request must still have a message;
 //! - `answer`: the calls without results get the synthetic error results the message formats
-//!   use (repair's `not executed` text), inserted where the result belongs.
+//!   use (repair's `not executed` text), inserted where the result belongs; where the shape
+//!   can say which part a result without its call is (`gemini-tuning`), that part is removed
+//!   first (elsewhere such a line is dropped).
 //!
 //! A preference line (`{"input": {"messages"}, "preferred_output", "non_preferred_output"}`)
 //! is two conversations that share the prompt `input.messages`; each output is the single
@@ -265,6 +267,28 @@ impl DatasetRepair {
     }
 
     fn answer(&self, content: &[u8], report: &LineReport) -> Option<Vec<u8>> {
+        // Results without their call go first, where the shape can say which part each is;
+        // the calls left without results are then found in the line that remains.
+        let strays: Vec<(usize, &str)> = report
+            .findings
+            .iter()
+            .filter(|f| matches!(f.kind, Kind::OrphanResult | Kind::DuplicateResult))
+            .filter_map(|f| Some((f.message_index? as usize, f.call_id.as_deref()?)))
+            .collect();
+        let dropped;
+        let (content, report) = if strays.is_empty() {
+            (content, report)
+        } else {
+            let mut v: Value = serde_json::from_slice(content).ok()?;
+            self.dataset.drop_results(self.dataset.conversation_mut(&mut v)?, &strays)?;
+            let line = edit::to_line(&v);
+            let again = check_line(self.dataset, 0, &line).ok()?;
+            dropped = (line, again);
+            if first_error(&dropped.1).is_none() {
+                return Some(dropped.0);
+            }
+            (&dropped.0[..], &dropped.1)
+        };
         let calls: Vec<&Finding> =
             report.findings.iter().filter(|f| matches!(f.kind, Kind::UnansweredCall | Kind::OrphanCall) && f.call_id.is_some()).collect();
         if calls.is_empty() {
@@ -420,6 +444,55 @@ mod tests {
         let next = &v["params"]["messages"][2]["content"];
         assert_eq!(next[0]["type"], "tool_result");
         assert_eq!(next[1]["text"], "go on");
+    }
+
+    #[test]
+    fn gemini_responses_go_in_the_turn_after_the_calls() {
+        let d = Dataset::GeminiTuning;
+        let q = r#"{"role":"user","parts":[{"text":"q"}]}"#;
+        let calls = r#"{"role":"model","parts":[{"functionCall":{"name":"f","args":{}}},{"functionCall":{"id":"i","name":"g","args":{}}}]}"#;
+        let ok = r#"{"role":"model","parts":[{"text":"ok"}]}"#;
+        let answer = |line: String| {
+            let (out, rej) = run(d, Policy::Answer, &format!("{line}\n"));
+            assert!(rej.contains(r#""action":"modified""#), "{rej}");
+            serde_json::from_str::<Value>(out.trim()).unwrap()["contents"].clone()
+        };
+        // No response at all: a user turn of its own, the explicit id repeated.
+        let c = answer(format!(r#"{{"contents":[{q},{calls},{ok}]}}"#));
+        assert_eq!(c[2]["role"], "user");
+        let response = |name: &str| c[2]["parts"].as_array().unwrap().iter().map(|p| &p["functionResponse"]).find(|r| r["name"] == name).cloned().unwrap();
+        assert_eq!(response("f"), serde_json::json!({"name": "f", "response": {"error": ResultText::NotExecuted.text()}}));
+        assert_eq!(response("g")["id"], "i");
+        assert_eq!(c[3], serde_json::from_str::<Value>(ok).unwrap());
+        // One of two answered: the other joins it.
+        let partial = r#"{"role":"user","parts":[{"functionResponse":{"id":"i","name":"g","response":{}}}]}"#;
+        let c = answer(format!(r#"{{"contents":[{q},{calls},{partial},{ok}]}}"#));
+        assert_eq!((c.as_array().unwrap().len(), c[2]["parts"].as_array().unwrap().len()), (4, 2));
+        assert_eq!(c[2]["parts"][1]["functionResponse"]["name"], "f");
+        // A prompt right after the calls: the responses go first in it.
+        let c = answer(format!(r#"{{"contents":[{q},{calls},{q},{ok}]}}"#));
+        assert_eq!(c[2]["parts"][2]["text"], "q");
+        // A response without its call, or a second one, is removed under `answer`.
+        let orphan = format!(r#"{{"contents":[{q},{ok},{{"role":"user","parts":[{{"functionResponse":{{"id":"i","name":"g","response":{{}}}}}},{{"text":"more"}}]}},{ok}]}}"#);
+        let c = answer(orphan.clone());
+        assert_eq!(c[2], serde_json::json!({"role": "user", "parts": [{"text": "more"}]}));
+        let twice = r#"{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"n":1}}},{"functionResponse":{"id":"i","name":"g","response":{}}},{"functionResponse":{"name":"f","response":{"n":2}}}]}"#;
+        let c = answer(format!(r#"{{"contents":[{q},{calls},{twice},{ok}]}}"#));
+        assert_eq!(c[2]["parts"].as_array().map(Vec::len), Some(2));
+        assert_eq!(c[2]["parts"][0]["functionResponse"]["response"]["n"], 1);
+        // A turn of orphan responses only goes whole; the model turns it separated are then
+        // consecutive, and the line goes to the rejects. `truncate` cuts before it.
+        let alone = format!(r#"{{"contents":[{q},{ok},{partial},{ok}]}}"#);
+        let (out, rej) = run(d, Policy::Answer, &format!("{alone}\n"));
+        assert_eq!((out.as_str(), rej.lines().count()), ("", 1));
+        let (out, _) = run(d, Policy::Truncate, &format!("{alone}\n"));
+        assert_eq!(out, format!("{}\n", serde_json::json!({"contents": [serde_json::from_str::<Value>(q).unwrap(), serde_json::from_str::<Value>(ok).unwrap()]})));
+        for policy in [Policy::Drop, Policy::Answer, Policy::Truncate] {
+            let input = format!(r#"{{"contents":[{q},{calls},{ok}]}}"#) + "\n" + &orphan + "\n";
+            let (once, _) = run(d, policy, &input);
+            let (twice, rej) = run(d, policy, &once);
+            assert_eq!((twice.as_str(), rej.as_str()), (once.as_str(), ""), "{policy:?} is idempotent");
+        }
     }
 
     #[test]
