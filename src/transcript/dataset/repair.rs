@@ -78,6 +78,51 @@ pub struct Action {
     /// Its message index, when it is about one message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message_index: Option<u64>,
+    /// A replaced line: the policy that made its new conversation (`truncate` or `answer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+}
+
+/// What a dataset repair did to the examples (lines) it changed: each line it changed is
+/// counted once, under what was done to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Examples {
+    /// Removed to the rejects file: under `drop`, where the policy could not make the line
+    /// clean, and lines that cannot be read.
+    pub dropped: u64,
+    /// Cut before their first break (`truncate`).
+    pub truncated: u64,
+    /// Given results for their calls, stray results removed (`answer`).
+    pub answered: u64,
+}
+
+impl Examples {
+    /// The counts of `actions`.
+    pub fn of(actions: &[Action]) -> Self {
+        let mut e = Examples::default();
+        for a in actions {
+            match a.policy {
+                _ if a.action == "remove" => e.dropped += 1,
+                Some(Policy::Truncate) => e.truncated += 1,
+                Some(Policy::Answer) => e.answered += 1,
+                // (A replaced line always names the policy that made it.)
+                Some(Policy::Drop) | None => e.dropped += 1,
+            }
+        }
+        e
+    }
+
+    /// Whether it counts nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Examples::default()
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: Examples) {
+        self.dropped += other.dropped;
+        self.truncated += other.truncated;
+        self.answered += other.answered;
+    }
 }
 
 enum Decision {
@@ -196,7 +241,7 @@ impl DatasetRepair {
                     out(Emit::Out(&new));
                     out(Emit::Out(&bytes[line_start + content.len()..start]));
                     self.stats.modified += 1;
-                    self.actions.push(Action { line: n, action: "replace", reason: kind, message_index: index });
+                    self.actions.push(Action { line: n, action: "replace", reason: kind, message_index: index, policy: Some(self.policy) });
                 }
             }
         }
@@ -214,7 +259,7 @@ impl DatasetRepair {
     fn remove(&mut self, n: u64, kind: Kind, index: Option<u64>, content: &[u8], out: &mut impl FnMut(Emit<'_>)) {
         write_record(&mut self.reject_buf, n, Rejected::Removed, Some(kind), content, self.max_line_bytes, out);
         self.stats.removed += 1;
-        self.actions.push(Action { line: n, action: "remove", reason: kind, message_index: index });
+        self.actions.push(Action { line: n, action: "remove", reason: kind, message_index: index, policy: None });
     }
 
     /// What to do with line `n`.
@@ -348,7 +393,7 @@ impl DatasetRepair {
             return;
         }
         self.stats.removed += 1;
-        self.actions.push(Action { line: self.next_line, action: "remove", reason: kind, message_index: None });
+        self.actions.push(Action { line: self.next_line, action: "remove", reason: kind, message_index: None, policy: None });
     }
 }
 
@@ -395,6 +440,21 @@ mod tests {
             let (once, _) = run(Dataset::OpenAi, policy, &input);
             let (twice, rej) = run(Dataset::OpenAi, policy, &once);
             assert_eq!((twice.as_str(), rej.as_str()), (once.as_str(), ""), "{policy:?} is idempotent");
+        }
+    }
+
+    #[test]
+    fn examples_count_each_changed_line_under_what_was_done() {
+        let input = format!("{CLEAN}\n{ISSUE}\n{ISSUE}\nnot json\n");
+        for (policy, want) in [
+            (Policy::Drop, Examples { dropped: 3, truncated: 0, answered: 0 }),
+            (Policy::Truncate, Examples { dropped: 1, truncated: 2, answered: 0 }),
+            (Policy::Answer, Examples { dropped: 1, truncated: 0, answered: 2 }),
+        ] {
+            let mut r = DatasetRepair::new(Dataset::OpenAi, policy, 1 << 20);
+            r.feed(input.as_bytes(), &mut |_| {});
+            let (_, actions) = r.finish(&mut |_| {});
+            assert_eq!(Examples::of(&actions), want, "{policy:?}");
         }
     }
 
