@@ -51,8 +51,16 @@ struct Part<'a> {
     text: Option<RawStr<'a>>,
     /// A media, code or other data field: content, whatever its value.
     data: bool,
-    call: Option<(Option<RawStr<'a>>, Option<RawStr<'a>>, Option<&'a [u8]>)>,
+    call: Option<FnCall<'a>>,
     response: Option<(Option<RawStr<'a>>, Option<RawStr<'a>>)>,
+}
+
+/// A `functionCall` part: its `id`, `name` and raw `args`.
+#[derive(Clone, Copy)]
+struct FnCall<'a> {
+    id: Option<RawStr<'a>>,
+    name: Option<RawStr<'a>>,
+    args: Option<&'a [u8]>,
 }
 
 fn read_part<'a>(s: &mut Scanner<'a>) -> scan::Result<Part<'a>> {
@@ -71,7 +79,7 @@ fn read_part<'a>(s: &mut Scanner<'a>) -> scan::Result<Part<'a>> {
                     }
                     Ok(())
                 })?;
-                p.call = Some((id, name, args));
+                p.call = Some(FnCall { id, name, args });
             }
             b"functionResponse" | b"function_response" => {
                 let (mut id, mut name) = (None, None);
@@ -85,7 +93,13 @@ fn read_part<'a>(s: &mut Scanner<'a>) -> scan::Result<Part<'a>> {
                 })?;
                 p.response = Some((id, name));
             }
-            b"inlineData" | b"inline_data" | b"fileData" | b"file_data" | b"executableCode" | b"executable_code" | b"codeExecutionResult"
+            b"inlineData"
+            | b"inline_data"
+            | b"fileData"
+            | b"file_data"
+            | b"executableCode"
+            | b"executable_code"
+            | b"codeExecutionResult"
             | b"code_execution_result" => {
                 p.data = s.peek() != Some(Kind::Null);
                 s.skip()?;
@@ -131,7 +145,7 @@ fn gemini_contents<'a>(s: &mut Scanner<'a>, bad_shape: &mut bool) -> scan::Resul
         let mut m = match role_name.as_deref() {
             Some("model") => {
                 let mut m = Message::new(Role::Assistant);
-                for (k, (id, name, args)) in parts.iter().filter_map(|p| p.call).enumerate() {
+                for (k, FnCall { id, name, args }) in parts.iter().filter_map(|p| p.call).enumerate() {
                     let name = name.map(|n| n.decode()).unwrap_or(Cow::Borrowed(""));
                     let id = id.map(|i| i.decode().into_owned()).unwrap_or_else(|| format!("call@{index}.{k}"));
                     let (shape, keys) = match args {
