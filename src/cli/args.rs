@@ -63,8 +63,8 @@ impl OutputArgs {
 #[command(next_help_heading = "Reading")]
 pub struct ReadArgs {
     /// The format: claude-code, codex, openai-chat, anthropic, or a dataset's (openai-dataset,
-    /// openai-batch, anthropic-batch, sharegpt). Detected per file from its first lines when not
-    /// given.
+    /// openai-batch, anthropic-batch, sharegpt, gemini-tuning). Detected per file from its first
+    /// lines when not given.
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<Format>,
     /// Lines longer than this are line_too_long findings, skipped unread (with units: 64MiB,

@@ -226,18 +226,11 @@ pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_
         Status::Clean | Status::Failed | Status::Planned => {}
         Status::Repaired | Status::Partial => {
             let verdict = if r.status == Status::Repaired { "repaired" } else { "partly repaired" };
-            if matches!(r.format, Some(crate::transcript::Format::Dataset(_))) {
+            if let Some(e) = r.examples {
                 // A dataset's lines are its examples: say how many are gone from the training
-                // data, not "lines removed" (issue 30: `drop` removed 4 of 6 and said `repaired`).
-                let example = |n: u64| if n == 1 { "example" } else { "examples" };
-                writeln!(
-                    out,
-                    "{} {verdict}: {} {} dropped, {} changed (the originals are in its rejects file)",
-                    paint.location(&format!("{}:", r.file)),
-                    l.removed,
-                    example(l.removed),
-                    l.modified
-                )?;
+                // data and how many were changed, and how, not "lines removed" (issue 30: `drop`
+                // removed 4 of 6 and said `repaired`).
+                writeln!(out, "{} {verdict}: {} (the originals are in its rejects file)", paint.location(&format!("{}:", r.file)), examples(e))?;
             } else {
                 writeln!(out, "{} {verdict} ({} inserted, {} removed, {} modified)", paint.location(&format!("{}:", r.file)), l.inserted, l.removed, l.modified)?;
             }
@@ -358,13 +351,12 @@ pub fn summary(reports: &[Report], bytes: u64, elapsed: Duration, dry_run: bool,
             count(Status::Failed)
         )
     } else {
-        // Examples dropped from datasets are data gone from the training set: counted apart.
-        let dropped: u64 = reports
-            .iter()
-            .filter(|r| matches!(r.format, Some(crate::transcript::Format::Dataset(_))) && matches!(r.status, Status::Repaired | Status::Partial))
-            .map(|r| r.lines.removed)
-            .sum();
-        let dropped = if dropped == 0 { String::new() } else { format!("; {dropped} dataset example{} dropped", if dropped == 1 { "" } else { "s" }) };
+        // What datasets lost or had changed is data of the training set: counted apart.
+        let mut e = crate::transcript::dataset::repair::Examples::default();
+        for r in reports.iter().filter(|r| matches!(r.status, Status::Repaired | Status::Partial)) {
+            e.add(r.examples.unwrap_or_default());
+        }
+        let dropped = if e.is_empty() { String::new() } else { format!("; dataset examples: {} dropped, {} truncated, {} answered", e.dropped, e.truncated, e.answered) };
         format!(
             "repair of {head}: {} clean, {} repaired, {} partly repaired, {skipped}, {} failed{dropped}{shard}",
             count(Status::Clean),
@@ -373,4 +365,10 @@ pub fn summary(reports: &[Report], bytes: u64, elapsed: Duration, dry_run: bool,
             count(Status::Failed)
         )
     }
+}
+
+/// A dataset repair's counts in words: `2 examples dropped, 1 truncated, 0 answered`.
+fn examples(e: crate::transcript::dataset::repair::Examples) -> String {
+    let noun = if e.dropped == 1 { "example" } else { "examples" };
+    format!("{} {noun} dropped, {} truncated, {} answered", e.dropped, e.truncated, e.answered)
 }

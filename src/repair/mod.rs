@@ -43,7 +43,7 @@ use crate::sources::batch;
 use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
 use crate::sources::READ_CHUNK;
-use crate::transcript::dataset::repair::{Action, Policy as DatasetPolicy};
+use crate::transcript::dataset::repair::{Action, Examples, Policy as DatasetPolicy};
 use crate::transcript::context::chain::Session;
 use crate::transcript::repair::{salvage, Edit, Emit, MAX_ROUNDS, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
 use crate::transcript::repair_run::{finish_plan, plan_pipeline, Rest, Step, StreamRepair};
@@ -134,6 +134,9 @@ pub struct Report {
     /// Datasets: the lines removed or replaced (the plan, for --dry-run).
     #[serde(skip)]
     pub dataset_actions: Vec<Action>,
+    /// Datasets: how many examples were dropped, truncated and answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub examples: Option<Examples>,
 }
 
 impl Report {
@@ -155,6 +158,7 @@ impl Report {
             plan: Vec::new(),
             reparented: Vec::new(),
             dataset_actions: Vec::new(),
+            examples: None,
         }
     }
 
@@ -730,6 +734,7 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         let mut report = Report::new(job, if actions.is_empty() { Status::Clean } else { Status::Planned });
         report.format = Some(Format::Dataset(d));
         report.edits = actions.len();
+        report.examples = Some(Examples::of(&actions));
         report.dataset_actions = actions;
         return done(report);
     }
@@ -788,6 +793,7 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     let mut report = Report::new(job, Status::Clean);
     report.format = dataset.map(Format::Dataset).or(plan.format);
     report.edits = plan.edits.len() + first.actions.len();
+    report.examples = dataset.map(|_| Examples::of(&first.actions));
     report.dataset_actions = first.actions;
     let out = match (out, &salvaged) {
         (Some(o), _) => Some(o),

@@ -11,7 +11,10 @@ use std::process::Command;
 use std::str::FromStr;
 use transcriptd::transcript::{check_bytes, Finding, Format, Kind, Options, Severity};
 
+/// The shapes the generator (`tests/gen/gen_datasets.py`) writes.
 const FORMATS: [&str; 4] = ["openai-dataset", "openai-batch", "anthropic-batch", "sharegpt"];
+/// The shapes with data-driven cases (`tests/data/dataset/<format>/`).
+const CASE_FORMATS: [&str; 5] = ["openai-dataset", "openai-batch", "anthropic-batch", "sharegpt", "gemini-tuning"];
 
 fn render(findings: &[Finding]) -> String {
     let mut s = String::new();
@@ -32,7 +35,7 @@ fn render(findings: &[Finding]) -> String {
 #[test]
 fn every_dataset_case_matches_its_expectation() {
     let mut count = 0;
-    for format in FORMATS {
+    for format in CASE_FORMATS {
         let dir = data("dataset").join(format);
         let mut cases: Vec<PathBuf> =
             std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
@@ -115,7 +118,7 @@ fn repair(file: &Path, out: &Path, args: &[&str]) -> (Vec<u8>, Vec<Value>) {
 fn every_dataset_repair_case_matches_its_expectation() {
     let tmp = tempfile::tempdir().unwrap();
     let mut count = 0;
-    for format in FORMATS {
+    for format in CASE_FORMATS {
         let Ok(entries) = std::fs::read_dir(data("dataset-repair").join(format)) else { continue };
         let mut cases: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
         cases.sort();
@@ -420,19 +423,46 @@ fn findings_on_generated_datasets_are_those_of_the_reference_build() {
 }
 
 #[test]
-fn a_dataset_repair_says_how_many_examples_it_dropped() {
+fn a_dataset_repair_says_how_many_examples_it_dropped_truncated_and_answered() {
     // Issue 30: `--dataset-policy drop` removed 4 of 6 examples and said only "repaired (0
-    // inserted, 4 removed, 0 modified)": the examples gone from the training data are said as
-    // such, per file and in the summary.
+    // inserted, 4 removed, 0 modified)": the examples gone from the training data, and those
+    // changed and how, are said as such, per file, in the summary and in the JSON report.
     let d = tempfile::tempdir().unwrap();
     let broken = std::fs::read_to_string(data("dataset/openai-dataset/0002_issue_example.jsonl")).unwrap();
     let clean = std::fs::read_to_string(data("dataset/openai-dataset/0001_clean_tool_round_trip.jsonl")).unwrap();
+    // A role the format does not have: no policy but drop can mend it.
+    let lost = r#"{"messages":[{"role":"user","content":"hi"},{"role":"bot","content":"x"},{"role":"assistant","content":"ok"}]}"#;
     let f = d.path().join("train.jsonl");
-    std::fs::write(&f, format!("{clean}{broken}{broken}")).unwrap();
-    let o = transcriptd(&["repair", "--force", "--out", d.path().join("out").to_str().unwrap(), f.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).contains("train.jsonl: repaired: 2 examples dropped, 0 changed"), "{}", stdout(&o));
-    assert!(stderr(&o).contains("; 2 dataset examples dropped"), "{}", stderr(&o));
+    std::fs::write(&f, format!("{clean}{broken}{broken}{lost}\n")).unwrap();
+    let gemini = data("dataset-repair/gemini-tuning/0001_calls_and_responses.jsonl");
+    for (file, policy, (dropped, truncated, answered)) in [
+        (&f, "drop", (3, 0, 0)),
+        (&f, "truncate", (1, 2, 0)),
+        (&f, "answer", (1, 0, 2)),
+        (&gemini, "answer", (1, 0, 3)),
+        (&gemini, "truncate", (1, 3, 0)),
+    ] {
+        let out = d.path().join(format!("out-{policy}-{dropped}"));
+        let args = ["repair", "--force", "--dataset-policy", policy, "--out", out.to_str().unwrap(), file.to_str().unwrap()];
+        let o = transcriptd(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let name = file.file_name().unwrap().to_str().unwrap();
+        let noun = if dropped == 1 { "example" } else { "examples" };
+        let said = format!("{name}: repaired: {dropped} {noun} dropped, {truncated} truncated, {answered} answered (the originals are in its rejects file)");
+        assert!(stdout(&o).contains(&said), "{policy}: {}", stdout(&o));
+        let summary = format!("; dataset examples: {dropped} dropped, {truncated} truncated, {answered} answered");
+        assert!(stderr(&o).contains(&summary), "{policy}: {}", stderr(&o));
+        // The rejects file holds as many records as examples changed.
+        let rejects = std::fs::read_to_string(out.join(name.replace(".jsonl", ".rejects.jsonl"))).unwrap();
+        assert_eq!(rejects.lines().count() as u64, dropped + truncated + answered, "{policy}");
+        let j = transcriptd(&[&args[..], &["-o", "json"]].concat());
+        let v = &json_lines(&j)[0];
+        assert_eq!(v["examples"], serde_json::json!({"dropped": dropped, "truncated": truncated, "answered": answered}), "{policy}: {v}");
+    }
+    // A transcript's report has no examples.
+    let session = data("readme/session.jsonl");
+    let j = transcriptd(&["repair", "--force", "-o", "json", "--out", d.path().join("t").to_str().unwrap(), session.to_str().unwrap()]);
+    assert!(json_lines(&j)[0].get("examples").is_none(), "{}", stdout(&j));
 }
 
 #[test]

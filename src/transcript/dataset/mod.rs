@@ -276,6 +276,41 @@ mod tests {
     }
 
     #[test]
+    fn gemini_tuning_rules() {
+        let call = |name: &str| format!(r#"{{"functionCall":{{"name":"{name}","args":{{}}}}}}"#);
+        let resp = |name: &str| format!(r#"{{"functionResponse":{{"name":"{name}","response":{{"output":1}}}}}}"#);
+        let line = |contents: &[String]| format!(r#"{{"contents":[{}]}}"#, contents.join(","));
+        let user = |parts: &[String]| format!(r#"{{"role":"user","parts":[{}]}}"#, parts.join(","));
+        let model = |parts: &[String]| format!(r#"{{"role":"model","parts":[{}]}}"#, parts.join(","));
+        let text = |t: &str| format!(r#"{{"text":"{t}"}}"#);
+        let d = Dataset::GeminiTuning;
+        // A clean round trip, and a call in the last turn (the target).
+        assert_eq!(kinds(d, &line(&[user(&[text("q")]), model(&[call("f")]), user(&[resp("f")]), model(&[text("ok")])])), Vec::<String>::new());
+        assert_eq!(kinds(d, &line(&[user(&[text("q")]), model(&[call("f"), call("g")])])), Vec::<String>::new());
+        // As many responses as calls: one missing, answered after a prompt, or extra.
+        assert_eq!(
+            kinds(d, &line(&[user(&[text("q")]), model(&[call("f"), call("g")]), user(&[resp("g")]), model(&[text("ok")])])),
+            ["1:unanswered_call:error"]
+        );
+        assert_eq!(
+            kinds(d, &line(&[user(&[text("q")]), model(&[call("f")]), user(&[text("wait")]), user(&[resp("f")]), model(&[text("ok")])])),
+            ["1:unanswered_call:error", "3:orphan_result:error"]
+        );
+        assert_eq!(
+            kinds(d, &line(&[user(&[text("q")]), model(&[call("f")]), user(&[resp("f"), resp("f")]), model(&[text("ok")])])),
+            ["2:duplicate_result:error"]
+        );
+        // A response without a call before it; roles out of order; empty parts; a role the API
+        // does not have; the last turn not the model's.
+        assert_eq!(kinds(d, &line(&[user(&[resp("f")]), model(&[text("ok")])])), ["0:orphan_result:error"]);
+        assert_eq!(kinds(d, &line(&[user(&[text("q")]), model(&[text("a")]), model(&[text("b")])])), ["2:consecutive_assistant:error"]);
+        assert_eq!(kinds(d, &line(&[user(&[]), model(&[text("a")])])), ["0:empty_content:error"]);
+        assert_eq!(kinds(d, &line(&[user(&[text("q")]), r#"{"role":"assistant","parts":[{"text":"a"}]}"#.to_owned()])), ["1:unknown_role:error"]);
+        assert_eq!(kinds(d, &line(&[user(&[text("q")]), model(&[text("a")]), user(&[text("q2")])])), ["2:last_message_not_assistant:error"]);
+        assert_eq!(kinds(d, r#"{"contents":[]}"#), ["-:not_a_conversation:error"]);
+    }
+
+    #[test]
     fn duplicate_custom_ids() {
         let mut ids = CustomIds::default();
         assert!(ids.see(1, "a").is_none());

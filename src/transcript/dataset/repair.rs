@@ -10,7 +10,9 @@
 //!   kept if it is still a conversation of its kind: a fine-tuning example must still end with
 //!   an assistant message, a batch request must still have a message;
 //! - `answer`: the calls without results get the synthetic error results the message formats
-//!   use (repair's `not executed` text), inserted where the result belongs.
+//!   use (repair's `not executed` text), inserted where the result belongs; where the shape
+//!   can say which part a result without its call is (`gemini-tuning`), that part is removed
+//!   first (elsewhere such a line is dropped).
 //!
 //! A preference line (`{"input": {"messages"}, "preferred_output", "non_preferred_output"}`)
 //! is two conversations that share the prompt `input.messages`; each output is the single
@@ -76,6 +78,51 @@ pub struct Action {
     /// Its message index, when it is about one message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message_index: Option<u64>,
+    /// A replaced line: the policy that made its new conversation (`truncate` or `answer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+}
+
+/// What a dataset repair did to the examples (lines) it changed: each line it changed is
+/// counted once, under what was done to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Examples {
+    /// Removed to the rejects file: under `drop`, where the policy could not make the line
+    /// clean, and lines that cannot be read.
+    pub dropped: u64,
+    /// Cut before their first break (`truncate`).
+    pub truncated: u64,
+    /// Given results for their calls, stray results removed (`answer`).
+    pub answered: u64,
+}
+
+impl Examples {
+    /// The counts of `actions`.
+    pub fn of(actions: &[Action]) -> Self {
+        let mut e = Examples::default();
+        for a in actions {
+            match a.policy {
+                _ if a.action == "remove" => e.dropped += 1,
+                Some(Policy::Truncate) => e.truncated += 1,
+                Some(Policy::Answer) => e.answered += 1,
+                // (A replaced line always names the policy that made it.)
+                Some(Policy::Drop) | None => e.dropped += 1,
+            }
+        }
+        e
+    }
+
+    /// Whether it counts nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Examples::default()
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: Examples) {
+        self.dropped += other.dropped;
+        self.truncated += other.truncated;
+        self.answered += other.answered;
+    }
 }
 
 enum Decision {
@@ -194,7 +241,7 @@ impl DatasetRepair {
                     out(Emit::Out(&new));
                     out(Emit::Out(&bytes[line_start + content.len()..start]));
                     self.stats.modified += 1;
-                    self.actions.push(Action { line: n, action: "replace", reason: kind, message_index: index });
+                    self.actions.push(Action { line: n, action: "replace", reason: kind, message_index: index, policy: Some(self.policy) });
                 }
             }
         }
@@ -212,7 +259,7 @@ impl DatasetRepair {
     fn remove(&mut self, n: u64, kind: Kind, index: Option<u64>, content: &[u8], out: &mut impl FnMut(Emit<'_>)) {
         write_record(&mut self.reject_buf, n, Rejected::Removed, Some(kind), content, self.max_line_bytes, out);
         self.stats.removed += 1;
-        self.actions.push(Action { line: n, action: "remove", reason: kind, message_index: index });
+        self.actions.push(Action { line: n, action: "remove", reason: kind, message_index: index, policy: None });
     }
 
     /// What to do with line `n`.
@@ -265,6 +312,28 @@ impl DatasetRepair {
     }
 
     fn answer(&self, content: &[u8], report: &LineReport) -> Option<Vec<u8>> {
+        // Results without their call go first, where the shape can say which part each is;
+        // the calls left without results are then found in the line that remains.
+        let strays: Vec<(usize, &str)> = report
+            .findings
+            .iter()
+            .filter(|f| matches!(f.kind, Kind::OrphanResult | Kind::DuplicateResult))
+            .filter_map(|f| Some((f.message_index? as usize, f.call_id.as_deref()?)))
+            .collect();
+        let dropped;
+        let (content, report) = if strays.is_empty() {
+            (content, report)
+        } else {
+            let mut v: Value = serde_json::from_slice(content).ok()?;
+            self.dataset.drop_results(self.dataset.conversation_mut(&mut v)?, &strays)?;
+            let line = edit::to_line(&v);
+            let again = check_line(self.dataset, 0, &line).ok()?;
+            dropped = (line, again);
+            if first_error(&dropped.1).is_none() {
+                return Some(dropped.0);
+            }
+            (&dropped.0[..], &dropped.1)
+        };
         let calls: Vec<&Finding> =
             report.findings.iter().filter(|f| matches!(f.kind, Kind::UnansweredCall | Kind::OrphanCall) && f.call_id.is_some()).collect();
         if calls.is_empty() {
@@ -324,7 +393,7 @@ impl DatasetRepair {
             return;
         }
         self.stats.removed += 1;
-        self.actions.push(Action { line: self.next_line, action: "remove", reason: kind, message_index: None });
+        self.actions.push(Action { line: self.next_line, action: "remove", reason: kind, message_index: None, policy: None });
     }
 }
 
@@ -375,6 +444,21 @@ mod tests {
     }
 
     #[test]
+    fn examples_count_each_changed_line_under_what_was_done() {
+        let input = format!("{CLEAN}\n{ISSUE}\n{ISSUE}\nnot json\n");
+        for (policy, want) in [
+            (Policy::Drop, Examples { dropped: 3, truncated: 0, answered: 0 }),
+            (Policy::Truncate, Examples { dropped: 1, truncated: 2, answered: 0 }),
+            (Policy::Answer, Examples { dropped: 1, truncated: 0, answered: 2 }),
+        ] {
+            let mut r = DatasetRepair::new(Dataset::OpenAi, policy, 1 << 20);
+            r.feed(input.as_bytes(), &mut |_| {});
+            let (_, actions) = r.finish(&mut |_| {});
+            assert_eq!(Examples::of(&actions), want, "{policy:?}");
+        }
+    }
+
+    #[test]
     fn preference_lines_are_repaired_in_their_prompt() {
         let call = r#"{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}"#;
         let outputs = r#""preferred_output":[{"role":"assistant","content":"a"}],"non_preferred_output":[{"role":"assistant","content":"b"}]"#;
@@ -420,6 +504,55 @@ mod tests {
         let next = &v["params"]["messages"][2]["content"];
         assert_eq!(next[0]["type"], "tool_result");
         assert_eq!(next[1]["text"], "go on");
+    }
+
+    #[test]
+    fn gemini_responses_go_in_the_turn_after_the_calls() {
+        let d = Dataset::GeminiTuning;
+        let q = r#"{"role":"user","parts":[{"text":"q"}]}"#;
+        let calls = r#"{"role":"model","parts":[{"functionCall":{"name":"f","args":{}}},{"functionCall":{"id":"i","name":"g","args":{}}}]}"#;
+        let ok = r#"{"role":"model","parts":[{"text":"ok"}]}"#;
+        let answer = |line: String| {
+            let (out, rej) = run(d, Policy::Answer, &format!("{line}\n"));
+            assert!(rej.contains(r#""action":"modified""#), "{rej}");
+            serde_json::from_str::<Value>(out.trim()).unwrap()["contents"].clone()
+        };
+        // No response at all: a user turn of its own, the explicit id repeated.
+        let c = answer(format!(r#"{{"contents":[{q},{calls},{ok}]}}"#));
+        assert_eq!(c[2]["role"], "user");
+        let response = |name: &str| c[2]["parts"].as_array().unwrap().iter().map(|p| &p["functionResponse"]).find(|r| r["name"] == name).cloned().unwrap();
+        assert_eq!(response("f"), serde_json::json!({"name": "f", "response": {"error": ResultText::NotExecuted.text()}}));
+        assert_eq!(response("g")["id"], "i");
+        assert_eq!(c[3], serde_json::from_str::<Value>(ok).unwrap());
+        // One of two answered: the other joins it.
+        let partial = r#"{"role":"user","parts":[{"functionResponse":{"id":"i","name":"g","response":{}}}]}"#;
+        let c = answer(format!(r#"{{"contents":[{q},{calls},{partial},{ok}]}}"#));
+        assert_eq!((c.as_array().unwrap().len(), c[2]["parts"].as_array().unwrap().len()), (4, 2));
+        assert_eq!(c[2]["parts"][1]["functionResponse"]["name"], "f");
+        // A prompt right after the calls: the responses go first in it.
+        let c = answer(format!(r#"{{"contents":[{q},{calls},{q},{ok}]}}"#));
+        assert_eq!(c[2]["parts"][2]["text"], "q");
+        // A response without its call, or a second one, is removed under `answer`.
+        let orphan = format!(r#"{{"contents":[{q},{ok},{{"role":"user","parts":[{{"functionResponse":{{"id":"i","name":"g","response":{{}}}}}},{{"text":"more"}}]}},{ok}]}}"#);
+        let c = answer(orphan.clone());
+        assert_eq!(c[2], serde_json::json!({"role": "user", "parts": [{"text": "more"}]}));
+        let twice = r#"{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"n":1}}},{"functionResponse":{"id":"i","name":"g","response":{}}},{"functionResponse":{"name":"f","response":{"n":2}}}]}"#;
+        let c = answer(format!(r#"{{"contents":[{q},{calls},{twice},{ok}]}}"#));
+        assert_eq!(c[2]["parts"].as_array().map(Vec::len), Some(2));
+        assert_eq!(c[2]["parts"][0]["functionResponse"]["response"]["n"], 1);
+        // A turn of orphan responses only goes whole; the model turns it separated are then
+        // consecutive, and the line goes to the rejects. `truncate` cuts before it.
+        let alone = format!(r#"{{"contents":[{q},{ok},{partial},{ok}]}}"#);
+        let (out, rej) = run(d, Policy::Answer, &format!("{alone}\n"));
+        assert_eq!((out.as_str(), rej.lines().count()), ("", 1));
+        let (out, _) = run(d, Policy::Truncate, &format!("{alone}\n"));
+        assert_eq!(out, format!("{}\n", serde_json::json!({"contents": [serde_json::from_str::<Value>(q).unwrap(), serde_json::from_str::<Value>(ok).unwrap()]})));
+        for policy in [Policy::Drop, Policy::Answer, Policy::Truncate] {
+            let input = format!(r#"{{"contents":[{q},{calls},{ok}]}}"#) + "\n" + &orphan + "\n";
+            let (once, _) = run(d, policy, &input);
+            let (twice, rej) = run(d, policy, &once);
+            assert_eq!((twice.as_str(), rej.as_str()), (once.as_str(), ""), "{policy:?} is idempotent");
+        }
     }
 
     #[test]

@@ -124,7 +124,7 @@ pub fn line_stats(d: Dataset, line: &[u8], tokenizer: Option<&Tokenizer>) -> Lin
                 tokens += t.value(val) + u64::from(k == "name");
             }
             if matches!(role, Some("assistant" | "gpt" | "function_call" | "model")) {
-                for k in ["content", "value", "tool_calls", "function_call"] {
+                for k in ["content", "value", "tool_calls", "function_call", "parts"] {
                     assistant += obj.get(k).map_or(0, |v| t.value(v));
                 }
             }
@@ -152,6 +152,10 @@ fn call_names(m: &serde_json::Map<String, Value>) -> Vec<String> {
     }
     if m.get("type").and_then(Value::as_str) == Some("function_call") {
         names.extend(name_of(&Value::Object(m.clone())));
+    }
+    // Gemini: `functionCall` parts.
+    for p in m.get("parts").and_then(Value::as_array).into_iter().flatten() {
+        names.extend(p.get("functionCall").or_else(|| p.get("function_call")).and_then(name_of));
     }
     if m.get("from").and_then(Value::as_str) == Some("function_call") {
         if let Some(text) = m.get("value").and_then(Value::as_str) {

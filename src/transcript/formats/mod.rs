@@ -66,7 +66,7 @@ impl From<Format> for &'static str {
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 8] = [
+    pub const ALL: [Format; 9] = [
         Format::ClaudeCode,
         Format::Codex,
         Format::OpenAiChat,
@@ -75,6 +75,7 @@ impl Format {
         Format::Dataset(Dataset::OpenAiBatch),
         Format::Dataset(Dataset::AnthropicBatch),
         Format::Dataset(Dataset::ShareGpt),
+        Format::Dataset(Dataset::GeminiTuning),
     ];
 
     /// Its public name.
@@ -254,7 +255,7 @@ impl FromStr for Format {
     fn from_str(s: &str) -> Result<Self, String> {
         Format::ALL.into_iter().find(|f| f.as_str() == s).ok_or_else(|| {
             format!(
-                "unknown format `{s}` (expected one of: claude-code, codex, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt)"
+                "unknown format `{s}` (expected one of: claude-code, codex, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
             )
         })
     }

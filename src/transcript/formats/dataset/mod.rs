@@ -7,10 +7,11 @@
 //! | `openai-batch` | `{"custom_id", "method", "url", "body"}` | `body.messages` (Chat Completions) or `body.input` items (Responses) |
 //! | `anthropic-batch` | `{"custom_id", "params": {"messages", "system"?, "tools"?}}` | Messages API messages |
 //! | `sharegpt` | `{"conversations": [{"from", "value"}], "tools"?, "system"?}` | `from`: `system`, `human`, `gpt`, `function_call`, `observation` |
+//! | `gemini-tuning` | `{"systemInstruction"?, "contents", "tools"?}` (Vertex AI supervised tuning) | `contents`: `{"role": "user" \| "model", "parts"}`; `functionCall` and `functionResponse` parts |
 //!
 //! Reading: a line becomes a [`Record`] whose messages are the canonical [`Message`]s of the
 //! turn model plus what the dataset rules need (the role as written, whether content is there,
-//! the raw call arguments); one file per shape (`openai`, `anthropic`, `sharegpt`) and the tool
+//! the raw call arguments); one file per shape (`openai`, `anthropic`, `sharegpt`, `gemini`) and the tool
 //! declarations they share (`tools`). Reading is lenient like every adapter: a field of an
 //! unexpected shape is "absent"; only a line that is not JSON fails. As JSON values (`value`):
 //! where each shape keeps its conversation and how it shapes a result, for the dataset repair
@@ -25,6 +26,7 @@ use smallvec::SmallVec;
 use std::borrow::Cow;
 
 mod anthropic;
+mod gemini;
 mod openai;
 mod sharegpt;
 mod tools;
@@ -44,11 +46,13 @@ pub enum Dataset {
     AnthropicBatch,
     /// ShareGPT-style `conversations` datasets.
     ShareGpt,
+    /// Vertex AI supervised tuning datasets for Gemini (`contents`).
+    GeminiTuning,
 }
 
 impl Dataset {
     /// Every dataset shape.
-    pub const ALL: [Dataset; 4] = [Dataset::OpenAi, Dataset::OpenAiBatch, Dataset::AnthropicBatch, Dataset::ShareGpt];
+    pub const ALL: [Dataset; 5] = [Dataset::OpenAi, Dataset::OpenAiBatch, Dataset::AnthropicBatch, Dataset::ShareGpt, Dataset::GeminiTuning];
 
     /// Its public name (`--format`).
     pub fn as_str(self) -> &'static str {
@@ -57,6 +61,7 @@ impl Dataset {
             Dataset::OpenAiBatch => "openai-batch",
             Dataset::AnthropicBatch => "anthropic-batch",
             Dataset::ShareGpt => "sharegpt",
+            Dataset::GeminiTuning => "gemini-tuning",
         }
     }
 
@@ -64,7 +69,7 @@ impl Dataset {
     /// message the model learns (a call in that last message is the target, not an orphan).
     pub fn fine_tuning(self) -> bool {
         match self {
-            Dataset::OpenAi | Dataset::ShareGpt => true,
+            Dataset::OpenAi | Dataset::ShareGpt | Dataset::GeminiTuning => true,
             Dataset::OpenAiBatch | Dataset::AnthropicBatch => false,
         }
     }
@@ -73,7 +78,7 @@ impl Dataset {
     pub fn batch(self) -> bool {
         match self {
             Dataset::OpenAiBatch | Dataset::AnthropicBatch => true,
-            Dataset::OpenAi | Dataset::ShareGpt => false,
+            Dataset::OpenAi | Dataset::ShareGpt | Dataset::GeminiTuning => false,
         }
     }
 }
@@ -96,6 +101,9 @@ pub fn classify(obj: &serde_json::Map<String, serde_json::Value>) -> Option<Data
     }
     if obj.get("conversations").is_some_and(|m| m.is_array()) {
         return Some(Dataset::ShareGpt);
+    }
+    if obj.get("contents").is_some_and(|m| m.is_array()) {
+        return Some(Dataset::GeminiTuning);
     }
     None
 }
@@ -282,6 +290,7 @@ pub fn read(dataset: Dataset, line: &[u8]) -> scan::Result<Record<'_>> {
         Dataset::OpenAiBatch => openai::openai_batch_line(&mut s)?,
         Dataset::AnthropicBatch => anthropic::anthropic_batch_line(&mut s)?,
         Dataset::ShareGpt => sharegpt::sharegpt_line(&mut s)?,
+        Dataset::GeminiTuning => gemini::gemini_line(&mut s)?,
     };
     s.end()?;
     if rec.problem.is_none() && !rec.not_chat {
@@ -291,6 +300,7 @@ pub fn read(dataset: Dataset, line: &[u8]) -> scan::Result<Record<'_>> {
                 Dataset::OpenAiBatch => "no `body.messages` or `body.input`",
                 Dataset::AnthropicBatch => "no `params.messages` array",
                 Dataset::ShareGpt => "no `conversations` array",
+                Dataset::GeminiTuning => "no `contents` array",
             });
         } else if rec.conversations.iter().any(|c| c.messages.is_empty()) {
             rec.problem = Some("an empty conversation");
@@ -367,6 +377,7 @@ mod tests {
         assert_eq!(c(r#"{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{}}"#), Some(Dataset::OpenAiBatch));
         assert_eq!(c(r#"{"custom_id":"a","params":{"messages":[]}}"#), Some(Dataset::AnthropicBatch));
         assert_eq!(c(r#"{"conversations":[]}"#), Some(Dataset::ShareGpt));
+        assert_eq!(c(r#"{"contents":[],"systemInstruction":{"parts":[]}}"#), Some(Dataset::GeminiTuning));
         assert_eq!(c(r#"{"role":"user","content":"x"}"#), None);
     }
 
@@ -394,6 +405,26 @@ mod tests {
         assert!(one(Dataset::OpenAiBatch, r#"{"url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"x"}]}}"#).problem.is_some());
         assert!(one(Dataset::OpenAiBatch, r#"{"custom_id":"e","url":"/v1/embeddings","body":{"input":"x"}}"#).not_chat);
         assert!(read(Dataset::OpenAi, b"[1]").is_err());
+    }
+
+    #[test]
+    fn gemini_calls_pair_with_the_next_turn_by_name_then_order_or_by_id() {
+        let r = one(
+            Dataset::GeminiTuning,
+            r#"{"system_instruction":{"parts":[{"text":"s"}]},"contents":[{"role":"user","parts":[{"text":"q"}]},{"role":"model","parts":[{"functionCall":{"name":"f","args":{"a":1}}},{"function_call":{"name":"g"}},{"functionCall":{"id":"x","name":"f","args":"no"}}]},{"role":"user","parts":[{"functionResponse":{"name":"g","response":{}}},{"functionResponse":{"name":"f","response":{}}},{"functionResponse":{"id":"x","name":"f","response":{}}},{"functionResponse":{"name":"h","response":{}}}]},{"role":"model","parts":[{"text":" "}]},{"role":"user","parts":[]},{"role":"assistant","parts":[{"text":"x"}]}],"tools":[{"googleSearch":{}},{"functionDeclarations":[{"name":"f","parameters":{"type":"OBJECT","required":["a"]}}]}]}"#,
+        );
+        let c = &r.conversations[0];
+        assert_eq!(c.messages.len(), 6);
+        let calls: Vec<(&str, &str, Args)> = c.messages[1].message().unwrap().calls.iter().map(|c| (c.id.as_ref(), c.name.as_ref(), c.args)).collect();
+        assert_eq!(calls, [("call@1.0", "f", Args::Object), ("call@1.1", "g", Args::Object), ("x", "f", Args::NotObject)]);
+        assert!(c.messages[1].args[0].has("a"));
+        let results: Vec<&str> = c.messages[2].message().unwrap().results.iter().map(|r| r.id.as_ref()).collect();
+        assert_eq!(results, ["call@1.1", "call@1.0", "x", "response@2.3"]);
+        assert!(!c.messages[2].message().unwrap().prompt && c.messages[0].message().unwrap().prompt);
+        assert_eq!((c.messages[3].content, c.messages[4].content), (Content::Blank, Content::Absent));
+        assert!(c.messages[5].message().is_none());
+        assert_eq!(c.tools.as_ref().map(|t| t.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()), Some(vec!["f".to_owned()]));
+        assert!(one(Dataset::GeminiTuning, r#"{"messages":[]}"#).problem.is_some());
     }
 
     #[test]

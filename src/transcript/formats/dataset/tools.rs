@@ -41,6 +41,20 @@ pub(super) fn read_tools(s: &mut Scanner<'_>, tools: &mut Option<Tools>) -> scan
     Ok(())
 }
 
+/// Gemini `tools`: `[{"functionDeclarations": [{"name", "parameters"}]}, {"googleSearch": {}},
+/// ...]` (or `function_declarations`). Only function declarations declare what calls may name:
+/// a line whose tools declare none is read as declaring no tools.
+pub(super) fn read_gemini_tools(s: &mut Scanner<'_>, tools: &mut Option<Tools>) -> scan::Result<()> {
+    s.opt_array(|s| {
+        s.opt_object(|s, k| match &*k.key() {
+            b"functionDeclarations" | b"function_declarations" => read_tools(s, tools),
+            _ => s.skip(),
+        })?;
+        Ok(())
+    })?;
+    Ok(())
+}
+
 /// A list of tools given as JSON text (ShareGPT); `None` when it is not JSON.
 fn tools_of_string(text: &str) -> Option<Tools> {
     let v = serde_json::from_str::<serde_json::Value>(text).ok()?;
@@ -88,7 +102,7 @@ fn read_tool(s: &mut Scanner<'_>) -> scan::Result<Option<Tool<'static>>> {
     s.opt_object(|s, k| {
         match &*k.key() {
             b"name" => name = s.opt_string()?,
-            b"parameters" | b"input_schema" => read_required(s, &mut required)?,
+            b"parameters" | b"input_schema" | b"parametersJsonSchema" | b"parameters_json_schema" => read_required(s, &mut required)?,
             b"function" => {
                 s.opt_object(|s, k| {
                     match &*k.key() {
