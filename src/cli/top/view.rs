@@ -157,7 +157,8 @@ mod tests {
             pending_calls: 4,
             orphan_calls: 12,
             compactions: 2,
-            tokens_per_min: vec![("claude-sonnet-4".into(), 1200.0)],
+            tokens_per_min: vec![("claude-sonnet-4".into(), 1200.0, 0.36)],
+            cost_total: 1.5,
             files: (0..20)
                 .map(|i| FileRow {
                     name: format!("project/session-{i}.jsonl"),
