@@ -521,7 +521,7 @@ fn validate_config_reports_every_error_with_its_line_and_checks_the_environment(
     .unwrap();
     let o = transcriptd(&["validate-config", s(&env)]);
     assert_eq!(o.status.code(), Some(0), "the file alone is valid: {}", stderr(&o));
-    assert_eq!(stdout(&o), format!("{}: ok (1 source, 4 stages, 1 sink)\n", env.display()));
+    assert_eq!(stdout(&o), format!("{}: ok (1 source, 5 stages, 1 sink)\n", env.display()));
     let o = transcriptd(&["validate-config", "--check-env", s(&env)]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
