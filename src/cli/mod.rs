@@ -8,13 +8,13 @@ pub mod context;
 pub mod conversation;
 pub mod doctor;
 pub mod explain;
-pub mod rebuilt;
 pub mod help;
 pub mod history;
 pub mod input;
 pub mod man;
 pub mod orphans;
 pub mod output;
+pub mod rebuilt;
 pub mod render;
 pub mod repair;
 pub mod repair_stdin;
@@ -192,11 +192,23 @@ pub fn jobs(requested: Option<usize>) -> usize {
     requested.filter(|&j| j > 0).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// The standard transcript locations that exist on this machine: `~/.claude/projects` and
-/// `~/.codex/sessions`.
+/// The standard transcript locations that exist on this machine: `~/.claude/projects`,
+/// `~/.codex/sessions` and Pi's `sessions` (under `$PI_CODING_AGENT_DIR`, as Pi reads it, or
+/// `~/.pi/agent`).
 pub fn default_roots() -> Vec<std::path::PathBuf> {
     let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
-    [home.join(".claude/projects"), home.join(".codex/sessions")].into_iter().filter(|p| p.is_dir()).collect()
+    [home.join(".claude/projects"), home.join(".codex/sessions"), pi_agent_dir(&home).join("sessions")].into_iter().filter(|p| p.is_dir()).collect()
+}
+
+/// Pi's agent directory: `$PI_CODING_AGENT_DIR` (`~` and `~/` expanded, as Pi's `getAgentDir`
+/// does), or `~/.pi/agent`.
+pub fn pi_agent_dir(home: &std::path::Path) -> std::path::PathBuf {
+    match std::env::var("PI_CODING_AGENT_DIR") {
+        Ok(d) if d == "~" => home.to_path_buf(),
+        Ok(d) if d.starts_with("~/") => home.join(&d[2..]),
+        Ok(d) if !d.is_empty() => std::path::PathBuf::from(d),
+        _ => home.join(".pi/agent"),
+    }
 }
 
 /// The roots given, or the standard locations that exist.
@@ -206,7 +218,7 @@ pub fn roots_or_default(given: &[std::path::PathBuf]) -> anyhow::Result<Vec<std:
     }
     let roots = default_roots();
     if roots.is_empty() {
-        anyhow::bail!("no root given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
+        anyhow::bail!("no root given, and none of ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions exists");
     }
     Ok(roots)
 }

@@ -24,6 +24,8 @@ pub fn canonical(out: &mut dyn Write, record: &[u8], format: Format) -> io::Resu
         // Codex's canonical records are rollout items: `{"type", "payload"}`.
         Format::Codex => (Format::Codex, v["payload"]["role"].as_str().or(v["payload"]["type"].as_str()).or(v["type"].as_str()).unwrap_or("")),
         // The others are API messages: `{"role", "content"}`.
+        // Pi's records are its own messages: `{"role", "content"}` with `toolCall` blocks.
+        Format::Pi => (Format::Pi, v["role"].as_str().unwrap_or("")),
         Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => (Format::Anthropic, v["role"].as_str().unwrap_or("")),
     };
     parts(out, &format!("{:>6}", ""), &safe::line(role), &render_parts(&v, shape))
@@ -55,6 +57,8 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
     let msg = match format {
         Format::ClaudeCode => &v["message"],
         Format::Codex => v.get("payload").unwrap_or(v),
+        // A Pi line is an entry holding its message; a record is the message.
+        Format::Pi => v.get("message").unwrap_or(v),
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
     };
     let mut parts = Vec::new();

@@ -29,7 +29,7 @@ pub struct Args {
     #[arg(long, short = 'c', conflicts_with_all = ["watch", "severity", "errors", "kinds"])]
     pub config: Option<PathBuf>,
     /// Watch these directories for *.jsonl transcripts instead of using a configuration file.
-    /// With neither, ~/.claude/projects and ~/.codex/sessions are watched (once they exist).
+    /// With neither, ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions are watched (once they exist).
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub watch: Vec<PathBuf>,
     /// Serve /metrics, /health, /stats and /tap on this address (with --watch or the defaults;
@@ -223,7 +223,14 @@ enum Listener {
 }
 
 /// Binds the listener `cfg` asks for, unless the running one has its address.
-fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>, tap: &Arc<Tap>, optional: bool) -> anyhow::Result<Listener> {
+fn listener(
+    cfg: &Resolved,
+    running: Option<&MetricsServer>,
+    metrics: &PrometheusHandle,
+    health: &Arc<Health>,
+    tap: &Arc<Tap>,
+    optional: bool,
+) -> anyhow::Result<Listener> {
     let Some(m) = &cfg.metrics else { return Ok(if running.is_some() { Listener::Stop } else { Listener::Keep }) };
     // The token file is read here, so that one that cannot be read stops a start or a reload.
     let limits = limits(cfg)?;

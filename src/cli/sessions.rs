@@ -31,7 +31,7 @@ pub enum SessionsCommand {
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// Directories to search (or transcript files). Default: the standard locations,
-    /// ~/.claude/projects and ~/.codex/sessions.
+    /// ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions.
     pub roots: Vec<PathBuf>,
     /// How results are written (-o json: one JSON object per session).
     #[command(flatten)]

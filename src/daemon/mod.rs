@@ -38,10 +38,10 @@ pub mod tap;
 pub mod watch;
 
 use crate::config::{ReadFrom, RepairMode, RepairRequest, Resolved, SourceKind};
+use crate::sinks::record::{now, Record};
 use crate::sinks::{Batch, Count, Gauges};
 use crate::telemetry;
 use anyhow::Context;
-use crate::sinks::record::{now, Record};
 use health::Health;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -55,7 +55,6 @@ use build::{compile, repair_record, Sinks, Source, StageSettings};
 
 /// Bytes one file reads at most per poll, so that files share a step.
 pub const FILE_BUDGET: u64 = 8 << 20;
-
 
 /// A file that could not be read, waiting to be tried again.
 #[derive(Debug)]

@@ -33,15 +33,15 @@
 //! the torn line, which is not growth then) and tells the stages that the tail stands
 //! ([`Pipeline::tail_stands`]): nothing is retracted or reported again that still holds.
 
-use crate::sinks::record::{now, Change, Record};
 use super::fetch::{self, Outcome};
 use super::identity::{note_head, note_read, Fingerprint, FP_LEN, HEAD_LEN};
+use crate::sinks::record::{now, Change, Record};
 use crate::sinks::Count;
 use crate::sources::backlog::{self, Backlog, Item};
 use crate::transcript::finding::Output;
+use crate::transcript::pipeline::{Gone, Left};
 use crate::transcript::stages::events::EventLog;
 use crate::transcript::{Event, Finding, Format, Inputs, Options, Pipeline, Stats};
-use crate::transcript::pipeline::{Gone, Left};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
@@ -978,7 +978,9 @@ fn stats_counts(before: &Stats, after: &Stats, format: Option<Format>, out: &mut
         // The cost of everything read so far, rounded once: the deltas of a file add up to it.
         if let Some(price) = price_of(model) {
             let long = |s: &Stats| s.long_context.get(model).copied().unwrap_or_default();
-            let micros = |all: &crate::transcript::model::Usage, long: &crate::transcript::model::Usage| (crate::transcript::pricing::cost(&price, all, long) * 1e6).round() as u64;
+            let micros = |all: &crate::transcript::model::Usage, long: &crate::transcript::model::Usage| {
+                (crate::transcript::pricing::cost(&price, all, long) * 1e6).round() as u64
+            };
             let (now, then) = (micros(u, &long(after)), micros(&b, &long(before)));
             if now > then {
                 out.push(Count::CostMicros(model.clone(), now - then));

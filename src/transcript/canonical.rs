@@ -16,6 +16,10 @@
 //!   `response_item` payloads (legacy-layout items as they are), and a `compacted` item as the
 //!   marker `{"type": "compact_boundary", "line": N, "replacement_items": K,
 //!   "window_number": W}`.
+//! - **Pi**: each entry is the message Pi sends for it (`convertToLlm`: the `message` of a
+//!   `message` entry as it is, a bash execution, custom message or summary as a user text); in
+//!   `context` a compaction is its summary message, in `history` the marker
+//!   `{"type": "compact_boundary", "line": N, "tokens_before": T}`.
 //! - **OpenAI chat, Anthropic**: every line already is an API message and is printed as it is.
 //!
 //! In `history` every record also names its first `line`. Content is spliced through as it
@@ -25,7 +29,7 @@
 //! Calling order: [`Canonical::push`] lines oldest first, then [`Canonical::finish`] once.
 
 use super::formats::claude_code::ClaudeFields;
-use super::formats::{codex, Format};
+use super::formats::{codex, pi, Format};
 use super::model::{Entry, Role};
 use super::scan::{self, Kind, Scanner};
 use std::borrow::Cow;
@@ -137,6 +141,7 @@ impl<'a> Canonical<'a> {
                 }
             }
             Format::Codex => self.codex(line, bytes, out),
+            Format::Pi => self.pi(line, bytes, out),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
                 if scan::object_line(bytes, |s, _| s.skip()).is_ok() {
                     self.write_object(line, bytes, out);
@@ -256,6 +261,23 @@ impl<'a> Canonical<'a> {
     }
 
     /// Writes a JSON object record, with `"line"` first in `history`.
+    /// A Pi entry: the message Pi sends for it ([`pi::record`]); in `history` a compaction is
+    /// the marker `{"type": "compact_boundary", "line": N, "tokens_before": T}` in place.
+    fn pi(&mut self, line: Option<u64>, bytes: &[u8], out: &mut impl FnMut(&[u8])) {
+        if self.mode == Mode::History && pi::Fields::read(bytes).is_ok_and(|f| f.ty == "compaction") {
+            let tokens = crate::transcript::formats::edit::members(bytes, &["tokensBefore"]).get("tokensBefore").and_then(serde_json::Value::as_u64);
+            let mut rec = format!("{{\"type\":\"compact_boundary\",\"line\":{}", line.unwrap_or(0));
+            if let Some(t) = tokens {
+                rec.push_str(&format!(",\"tokens_before\":{t}"));
+            }
+            rec.push_str("}\n");
+            return out(rec.as_bytes());
+        }
+        if let Some(r) = pi::record(bytes) {
+            self.write_object(line, &serde_json::to_vec(&r).unwrap_or_default(), out);
+        }
+    }
+
     fn write_object(&self, line: Option<u64>, object: &[u8], out: &mut impl FnMut(&[u8])) {
         match (self.mode, line) {
             (Mode::History, Some(n)) => {

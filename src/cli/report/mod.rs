@@ -20,10 +20,10 @@ pub mod session;
 pub mod svg;
 
 use super::args::{FindingArgs, OutputArgs};
-use crate::batch_check::{self, FileReport};
 use super::output::{human_bytes, plural};
 use super::safe::Safe;
 use super::{Exit, OutputFormat};
+use crate::batch_check::{self, FileReport};
 use crate::config::tools::ToolRegistry;
 use crate::repair::{self, Job, Settings};
 use crate::sessions::Timestamp;
@@ -41,7 +41,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin, as for `check`.
-    /// Default: the standard locations, ~/.claude/projects and ~/.codex/sessions.
+    /// Default: the standard locations, ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions.
     pub paths: Vec<PathBuf>,
     /// Write the report to FILE as one self-contained HTML page (no script, nothing fetched).
     #[arg(long, value_name = "FILE")]
@@ -191,7 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let started = Instant::now();
     let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
     if paths.is_empty() {
-        anyhow::bail!("no paths given, and neither ~/.claude/projects nor ~/.codex/sessions exists");
+        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions exists");
     }
     let (report, unreadable) = build(&args, &paths)?;
     if let Some(dest) = &args.html {
@@ -275,7 +275,11 @@ fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     if !r.tokens.by_model.is_empty() {
         let unknown = match r.tokens.unpriced_models.len() {
             0 => String::new(),
-            n => format!(" (cost unknown for {n} model{}: {})", plural(n as u64), r.tokens.unpriced_models.iter().map(|m| Safe(m).to_string()).collect::<Vec<_>>().join(", ")),
+            n => format!(
+                " (cost unknown for {n} model{}: {})",
+                plural(n as u64),
+                r.tokens.unpriced_models.iter().map(|m| Safe(m).to_string()).collect::<Vec<_>>().join(", ")
+            ),
         };
         let cost = r.tokens.cost_usd.map_or_else(|| "unknown".to_owned(), |c| format!("${c:.4}"));
         writeln!(out, "cost         {cost}{unknown}")?;

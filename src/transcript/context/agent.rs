@@ -21,6 +21,10 @@
 //!   call without an output is answered with the output `"aborted"` right after the call, an
 //!   output whose call is not in the history is not sent, and `ghost_snapshot` items are not
 //!   sent.
+//! - **Pi** (pi-ai's `transformMessages`, second pass): an assistant message whose
+//!   `stopReason` is `error` or `aborted` is not sent; calls still open when the next
+//!   assistant or user message comes (on resume, the new prompt) get the error result
+//!   `"No result provided"` there; a result whose call is not sent is sent all the same.
 //!
 //! Records the rules do not change are passed on byte for byte; a changed record is re-encoded
 //! (key order kept). Nothing here reads a file.
@@ -91,8 +95,36 @@ pub fn rebuild(format: Format, records: Vec<Vec<u8>>, pending: Vec<String>) -> V
     match format {
         Format::ClaudeCode => finish(claude(records.into_iter().map(Record::new).collect(), pending)),
         Format::Codex => finish(codex(records.into_iter().map(Record::new).collect())),
+        Format::Pi => pi(records),
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => records,
     }
+}
+
+/// Pi: pi-ai's `transformMessages` ([`crate::transcript::formats::pi::transform`]); a record
+/// it leaves as it was keeps its bytes.
+fn pi(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let values: Vec<(Vec<u8>, Option<Value>)> = records
+        .into_iter()
+        .map(|b| {
+            let v = serde_json::from_slice::<Value>(&b).ok();
+            (b, v)
+        })
+        .collect();
+    let originals: Vec<(Value, Vec<u8>)> = values.iter().filter_map(|(b, v)| v.clone().map(|v| (v, b.clone()))).collect();
+    let out = crate::transcript::formats::pi::transform(originals.iter().map(|(v, _)| v.clone()).collect());
+    let mut next = 0;
+    out.into_iter()
+        .map(|v| {
+            // The records transform keeps come in their order; the ones it makes are new.
+            if let Some(i) = originals[next..].iter().position(|(o, _)| *o == v) {
+                next += i + 1;
+                return originals[next - 1].1.clone();
+            }
+            let mut b = serde_json::to_vec(&v).unwrap_or_default();
+            b.push(b'\n');
+            b
+        })
+        .collect()
 }
 
 fn finish(records: Vec<Record>) -> Vec<Vec<u8>> {

@@ -18,11 +18,11 @@
 use super::chain::{self, Node};
 use super::compaction::CompactionCut;
 use super::model_context::{ModelContextScan, RolloutItem};
-use crate::transcript::formats::codex::ItemKind;
-use crate::transcript::formats::claude_code::ClaudeFields;
 use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
-use crate::transcript::formats::{Detector, Format};
+use crate::transcript::formats::claude_code::ClaudeFields;
+use crate::transcript::formats::codex::ItemKind;
+use crate::transcript::formats::{pi, Detector, Format};
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::{LineBytes, Page, RevItem, SourceLine};
 
@@ -93,6 +93,8 @@ enum Route {
     Codex(ModelContextScan),
     /// No compaction in this format: every line is context (newest first).
     Whole(Vec<SourceLine>),
+    /// Pi: the whole file (newest first), for the walk from its last entry to the root.
+    Pi(Vec<SourceLine>),
 }
 
 /// Routes a reverse-paged stream to the compaction cut of its format. See the module docs.
@@ -119,6 +121,7 @@ impl ContextScan {
         match format {
             Format::ClaudeCode => Route::Claude(CompactionCut::new()),
             Format::Codex => Route::Codex(ModelContextScan::new()),
+            Format::Pi => Route::Pi(Vec::new()),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => Route::Whole(Vec::new()),
         }
     }
@@ -200,7 +203,7 @@ impl ContextScan {
                 let f = if kind == ItemKind::Unreadable { fault(&line.bytes) } else { None };
                 (scan.push(RolloutItem { offset, bytes: line.bytes, kind }), f)
             }
-            Route::Whole(lines) => {
+            Route::Whole(lines) | Route::Pi(lines) => {
                 let f = fault(&line.bytes);
                 lines.push(line);
                 (Progress::NeedMore, f)
@@ -260,13 +263,28 @@ impl ContextScan {
                     let skip = usize::from(c.boundary.is_some());
                     let walk = chain::walk(&nodes, false);
                     let offset = |i: usize| if i < skip { c.boundary.as_ref().map_or(0, |(b, _)| b.offset) } else { c.lines[i - skip].0.offset };
-                    lost = walk.broken.as_ref().filter(|b| !b.lost.is_empty()).map(|b| Lost { at: offset(b.at), lines: b.lost.iter().map(|&i| offset(i)).collect() });
+                    lost = walk
+                        .broken
+                        .as_ref()
+                        .filter(|b| !b.lost.is_empty())
+                        .map(|b| Lost { at: offset(b.at), lines: b.lost.iter().map(|&i| offset(i)).collect() });
                     (0..c.lines.len()).map(|i| walk.sent[i + skip] || !nodes[i + skip].as_ref().is_some_and(|n| n.message)).collect()
                 };
                 let cut = c.boundary.map_or(Cut::Whole, |(b, _)| Cut::Bounded { offset: b.offset });
-                let (lines, fields) = c.lines.into_iter().zip(sent).filter(|((_, f), sent)| *sent && main.is_none_or(|m| f.sidechain() == m)).map(|(l, _)| l).unzip();
+                let (lines, fields) =
+                    c.lines.into_iter().zip(sent).filter(|((_, f), sent)| *sent && main.is_none_or(|m| f.sidechain() == m)).map(|(l, _)| l).unzip();
                 claude_fields = fields;
                 (cut, lines)
+            }
+            Route::Pi(mut lines) => {
+                lines.reverse();
+                // Pi's loader skips a line that is not JSON; the walk is over the others.
+                let fields: Vec<Option<pi::Fields>> =
+                    lines.iter().map(|l| simdutf8::basic::from_utf8(&l.bytes).ok().and_then(|_| pi::Fields::read(&l.bytes).ok())).collect();
+                let (order, compaction) = pi::resume_order(&fields);
+                let cut = compaction.map_or(Cut::Whole, |c| Cut::Bounded { offset: lines[c].offset });
+                let mut lines: Vec<Option<SourceLine>> = lines.into_iter().map(Some).collect();
+                (cut, order.into_iter().filter_map(|i| lines[i].take()).collect())
             }
             Route::Codex(scan) => {
                 let bounded = scan.is_bounded();

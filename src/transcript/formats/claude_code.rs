@@ -268,50 +268,25 @@ pub fn drop_call(line: &[u8], call_id: &str) -> Result<Edited, edit::Unable> {
     edit::drop_call_blocks(edit::CallLayout::InMessage, line, call_id)
 }
 
+/// Claude Code's tree members.
+pub const TREE: edit::TreeKeys = edit::TreeKeys { id: "uuid", parent: "parentUuid" };
+
 /// Top-level `uuid` and `parentUuid` of a Claude Code line (raw strings; `None` for null or
 /// absent).
 pub fn claude_ids(line: &[u8]) -> (Option<String>, Option<String>) {
-    let (mut uuid, mut parent) = (None, None);
-    let _ = scan::object_line(line, |s, k| {
-        match &*k.key() {
-            b"uuid" => uuid = s.opt_string()?.map(|r| r.decode().into_owned()),
-            b"parentUuid" => parent = s.opt_string()?.map(|r| r.decode().into_owned()),
-            _ => s.skip()?,
-        }
-        Ok(())
-    });
-    (uuid, parent)
+    edit::tree_ids(TREE, line)
 }
 
-/// Byte range of the top-level `parentUuid` value (the whole JSON value: a string with its
-/// quotes, or `null`) and the parent it names. Of duplicate keys the last counts, as for every
-/// JSON reader (and the checker's tree). Walks the whole line: repair calls it only for lines
-/// it edits or that may hang under a removed line.
+/// Byte range of the top-level `parentUuid` value and the parent it names ([`edit::parent_span`]).
+/// Walks the whole line: repair calls it only for lines it edits or that may hang under a
+/// removed line.
 pub fn parent_span(line: &[u8]) -> Option<(std::ops::Range<usize>, Option<std::borrow::Cow<'_, str>>)> {
-    let mut s = Scanner::new(line);
-    let mut found = None;
-    // A line that is not valid JSON ends the walk: what was found before counts.
-    let _ = s.object(|s, k| {
-        if &*k.key() != b"parentUuid" {
-            return s.skip();
-        }
-        let start = s.value_start();
-        let value = s.opt_string()?;
-        found = Some((start..s.position(), value.map(|v| v.decode())));
-        Ok(())
-    });
-    found
+    edit::parent_span(TREE, line)
 }
 
 /// Replaces the top-level `parentUuid` of a Claude Code line with `parent` (a uuid or null).
 pub fn set_parent(line: &[u8], parent: Option<&str>) -> Option<Vec<u8>> {
-    let (span, _) = parent_span(line)?;
-    let value = parent.map_or_else(|| "null".to_owned(), |p| serde_json::to_string(p).expect("string"));
-    let mut out = Vec::with_capacity(line.len() + value.len());
-    out.extend_from_slice(&line[..span.start]);
-    out.extend_from_slice(value.as_bytes());
-    out.extend_from_slice(&line[span.end..]);
-    Some(out)
+    edit::set_parent(TREE, line, parent)
 }
 
 /// `message.id` of a Claude Code line, as the adapter reads it (the last `message`, if an

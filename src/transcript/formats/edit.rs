@@ -352,3 +352,57 @@ pub fn drop_call_blocks(layout: CallLayout, line: &[u8], call_id: &str) -> Resul
     out.push(b'}');
     Ok(Edited::Line(out))
 }
+
+/// The names of a tree format's own id and parent id members (Claude Code `uuid` and
+/// `parentUuid`, Pi `id` and `parentId`): what the repair's tree edits read and write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeKeys {
+    /// The line's own id.
+    pub id: &'static str,
+    /// The id of the line it hangs under (null at a root).
+    pub parent: &'static str,
+}
+
+/// The top-level id and parent id of a line (raw strings decoded; `None` for null or absent).
+pub fn tree_ids(keys: TreeKeys, line: &[u8]) -> (Option<String>, Option<String>) {
+    let (mut id, mut parent) = (None, None);
+    let _ = scan::object_line(line, |s, k| {
+        let key = k.key();
+        if &*key == keys.id.as_bytes() {
+            id = s.opt_string()?.map(|r| r.decode().into_owned());
+        } else if &*key == keys.parent.as_bytes() {
+            parent = s.opt_string()?.map(|r| r.decode().into_owned());
+        } else {
+            s.skip()?;
+        }
+        Ok(())
+    });
+    (id, parent)
+}
+
+/// Byte range of the top-level parent id value (the whole JSON value: a string with its quotes,
+/// or `null`) and the parent it names. Of duplicate keys the last counts, as for every JSON
+/// reader (and the checker's tree). A line that is not valid JSON ends the walk: what was found
+/// before counts.
+pub fn parent_span(keys: TreeKeys, line: &[u8]) -> Option<(Span, Option<std::borrow::Cow<'_, str>>)> {
+    let mut s = Scanner::new(line);
+    let mut found = None;
+    let _ = s.object(|s, k| {
+        if *k.key() != *keys.parent.as_bytes() {
+            return s.skip();
+        }
+        let start = s.value_start();
+        let value = s.opt_string()?;
+        found = Some((start..s.position(), value.map(|v| v.decode())));
+        Ok(())
+    });
+    found
+}
+
+/// Replaces the top-level parent id of a line with `parent` (an id or null); `None` when the
+/// line has no parent member.
+pub fn set_parent(keys: TreeKeys, line: &[u8], parent: Option<&str>) -> Option<Vec<u8>> {
+    let (span, _) = parent_span(keys, line)?;
+    let value = parent.map_or_else(|| "null".to_owned(), |p| serde_json::to_string(p).expect("string"));
+    Some(splice(line, &span, value.as_bytes()))
+}

@@ -18,6 +18,7 @@ pub mod codex;
 pub mod dataset;
 pub mod edit;
 pub mod image;
+pub mod pi;
 
 pub use dataset::Dataset;
 pub use edit::{CallRef, Edited, Unable};
@@ -41,6 +42,9 @@ pub enum Format {
     /// OpenAI Codex CLI rollouts.
     #[serde(rename = "codex")]
     Codex,
+    /// Pi sessions (and OpenClaw's and Oh-My-Pi's, which share the format).
+    #[serde(rename = "pi")]
+    Pi,
     /// One OpenAI Chat Completions message per line.
     #[serde(rename = "openai-chat")]
     OpenAiChat,
@@ -66,9 +70,10 @@ impl From<Format> for &'static str {
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 9] = [
+    pub const ALL: [Format; 10] = [
         Format::ClaudeCode,
         Format::Codex,
+        Format::Pi,
         Format::OpenAiChat,
         Format::Anthropic,
         Format::Dataset(Dataset::OpenAi),
@@ -83,6 +88,7 @@ impl Format {
         match self {
             Format::ClaudeCode => "claude-code",
             Format::Codex => "codex",
+            Format::Pi => "pi",
             Format::OpenAiChat => "openai-chat",
             Format::Anthropic => "anthropic",
             Format::Dataset(d) => d.as_str(),
@@ -95,6 +101,7 @@ impl Format {
         match self {
             Format::ClaudeCode => claude_code::parse(line),
             Format::Codex => codex::parse(line),
+            Format::Pi => pi::parse(line),
             Format::OpenAiChat | Format::Anthropic => chat::parse(line),
             // A whole conversation is not one entry of the turn model: the checker reads
             // dataset lines with `dataset`; other readers see a record to skip.
@@ -106,17 +113,39 @@ impl Format {
     pub fn dataset(self) -> Option<Dataset> {
         match self {
             Format::Dataset(d) => Some(d),
-            Format::ClaudeCode | Format::Codex | Format::OpenAiChat | Format::Anthropic => None,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::OpenAiChat | Format::Anthropic => None,
         }
     }
 
-    /// Whether lines form a uuid tree with sidechain threads (Claude Code): the validator
-    /// follows the threads, and repair re-points parents and gives the lines it adds uuids.
+    /// Whether lines form an id tree (Claude Code's `uuid`/`parentUuid` with sidechain
+    /// threads, Pi's `id`/`parentId`): the validator follows the branches, and repair re-points
+    /// parents and gives the lines it adds ids.
     pub fn uuid_tree(self) -> bool {
+        self.tree_keys().is_some()
+    }
+
+    /// The members that make the tree, when the format has one ([`Format::uuid_tree`]).
+    pub fn tree_keys(self) -> Option<edit::TreeKeys> {
         match self {
-            Format::ClaudeCode => true,
-            Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode => Some(claude_code::TREE),
+            Format::Pi => Some(pi::TREE),
+            Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => None,
         }
+    }
+
+    /// A tree line's own id and parent id ([`edit::tree_ids`]; none outside a tree format).
+    pub fn tree_ids(self, line: &[u8]) -> (Option<String>, Option<String>) {
+        self.tree_keys().map_or((None, None), |k| edit::tree_ids(k, line))
+    }
+
+    /// Where a tree line's parent id is, and what it names ([`edit::parent_span`]).
+    pub fn parent_span(self, line: &[u8]) -> Option<(edit::Span, Option<std::borrow::Cow<'_, str>>)> {
+        edit::parent_span(self.tree_keys()?, line)
+    }
+
+    /// A tree line with its parent id replaced ([`edit::set_parent`]).
+    pub fn set_parent(self, line: &[u8], parent: Option<&str>) -> Option<Vec<u8>> {
+        edit::set_parent(self.tree_keys()?, line, parent)
     }
 
     /// Whether only a user prompt moves the conversation on (Codex response items): assistant
@@ -126,7 +155,7 @@ impl Format {
     pub fn prompt_ends_turn(self) -> bool {
         match self {
             Format::Codex => true,
-            Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Pi | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -135,7 +164,7 @@ impl Format {
     pub fn model_carries_over(self) -> bool {
         match self {
             Format::Codex => true,
-            Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Pi | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -144,7 +173,9 @@ impl Format {
         match self {
             Format::ClaudeCode => Consecutive::Join,
             Format::OpenAiChat | Format::Anthropic => Consecutive::Merge,
-            Format::Codex | Format::Dataset(_) => Consecutive::NotRepaired,
+            // Pi: two answers in a row are sent as they are (an errored or aborted one is not
+            // sent at all, and reads as no turn).
+            Format::Codex | Format::Pi | Format::Dataset(_) => Consecutive::NotRepaired,
         }
     }
 
@@ -161,6 +192,7 @@ impl Format {
         Envelope(match self {
             Format::ClaudeCode => claude_code::envelope(follows),
             Format::Codex => codex::envelope(follows),
+            Format::Pi => pi::envelope(follows),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => serde_json::Map::new(),
         })
     }
@@ -170,6 +202,7 @@ impl Format {
         match self {
             Format::ClaudeCode => claude_code::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::Codex => codex::synthetic_result_in(&env.0, call, text),
+            Format::Pi => pi::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::OpenAiChat => chat::openai_result(call, text),
             Format::Anthropic => chat::anthropic_result(call, text),
             // Inside a dataset's conversation a result is a message of the conversation's own
@@ -185,6 +218,7 @@ impl Format {
         match self {
             Format::ClaudeCode => claude_code::drop_results(line, call_id, keep_first),
             Format::Codex => codex::drop_results(keep_first),
+            Format::Pi => pi::drop_results(keep_first),
             Format::OpenAiChat | Format::Anthropic => chat::drop_results(line, call_id, keep_first),
             // Datasets are repaired line by line by the dataset repair, never by plan edits.
             Format::Dataset(_) => Err(Unable("a dataset line is repaired by the dataset repair")),
@@ -197,7 +231,7 @@ impl Format {
         match self {
             Format::ClaudeCode => edit::drop_result_blocks_many(line, &[b"message", b"content"], drops),
             Format::OpenAiChat | Format::Anthropic if !chat::is_tool_line(line) => edit::drop_result_blocks_many(line, &[b"content"], drops),
-            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Dataset(_) => None,
+            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Pi | Format::Dataset(_) => None,
         }
     }
 
@@ -207,6 +241,7 @@ impl Format {
         match self {
             Format::ClaudeCode => claude_code::drop_call(line, call_id),
             Format::Codex => codex::drop_call(),
+            Format::Pi => pi::drop_call(line, call_id),
             Format::OpenAiChat | Format::Anthropic => chat::drop_call(line, call_id),
             // A conversation's messages are laid out as chat messages.
             Format::Dataset(_) => chat::drop_call(line, call_id),
@@ -219,7 +254,7 @@ impl Format {
         match self {
             Format::OpenAiChat => chat::merge_messages(true, into, next),
             Format::Anthropic => chat::merge_messages(false, into, next),
-            Format::ClaudeCode | Format::Codex | Format::Dataset(_) => Err(Unable("messages of this format are not merged")),
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Dataset(_) => Err(Unable("messages of this format are not merged")),
         }
     }
 
@@ -227,7 +262,7 @@ impl Format {
     fn is_chat(self) -> bool {
         match self {
             Format::OpenAiChat | Format::Anthropic => true,
-            Format::ClaudeCode | Format::Codex | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Dataset(_) => false,
         }
     }
 }
@@ -255,7 +290,7 @@ impl FromStr for Format {
     fn from_str(s: &str) -> Result<Self, String> {
         Format::ALL.into_iter().find(|f| f.as_str() == s).ok_or_else(|| {
             format!(
-                "unknown format `{s}` (expected one of: claude-code, codex, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
+                "unknown format `{s}` (expected one of: claude-code, codex, pi, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
             )
         })
     }
@@ -343,6 +378,11 @@ fn classify(v: &serde_json::Value) -> Option<Format> {
     let obj = v.as_object()?;
     let ty = obj.get("type").and_then(|t| t.as_str());
     if let Some(t) = ty {
+        // Pi: the `session` header, or (a file whose header was lost) a tree entry.
+        let pi_header = t == "session" && obj.get("id").is_some_and(|i| i.is_string()) && (obj.contains_key("cwd") || obj.contains_key("version"));
+        if pi_header || (pi::TYPES.contains(&t) && t != "session" && obj.contains_key("id") && obj.contains_key("parentId")) {
+            return Some(Format::Pi);
+        }
         if CODEX_ENVELOPE.contains(&t) && obj.contains_key("payload") {
             return Some(Format::Codex);
         }
@@ -386,6 +426,8 @@ mod tests {
         assert_eq!(detect(&[r#"{"type":"summary","summary":"x","leafUuid":"u"}"#]), Some(Format::ClaudeCode));
         assert_eq!(detect(&[r#"{"timestamp":"t","type":"session_meta","payload":{}}"#]), Some(Format::Codex));
         assert_eq!(detect(&[r#"{"id":"x","timestamp":"t","instructions":null}"#]), Some(Format::Codex));
+        assert_eq!(detect(&[r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/w"}"#]), Some(Format::Pi));
+        assert_eq!(detect(&[r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#]), Some(Format::Pi));
         assert_eq!(detect(&[r#"{"role":"system","content":"x"}"#]), Some(Format::OpenAiChat));
         assert_eq!(
             detect(&[r#"{"role":"user","content":"x"}"#, r#"{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"n","input":{}}]}"#]),

@@ -21,9 +21,9 @@ use super::origins::{Action, Change, Failed, Origins, Source};
 use super::plan::{Edit, Plan};
 use super::rejects::{long_record_head, write_record, Emit, LongRecord};
 use super::synth;
+use crate::transcript::finding::Kind;
 use crate::transcript::formats::claude_code;
 use crate::transcript::formats::edit::{CallRef, Edited, Unable};
-use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter, BOM};
 use crate::transcript::model::{id_hash, Entry, Message, Node, Role};
@@ -408,9 +408,9 @@ impl Rewriter {
         let hint = self.parents.front().filter(|&&(l, _)| l == n).map(|&(_, node)| node);
         let (id, moves) = match hint {
             Some(node) if !node.parent.is_some_and(|p| self.repoint.contains_key(&p)) => (Some(node.id), false),
-            Some(node) => (Some(node.id), claude_code::parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&id_hash(&p)))),
+            Some(node) => (Some(node.id), self.format.parent_span(line).and_then(|(_, p)| p).is_some_and(|p| self.repoint.contains_key(&id_hash(&p)))),
             None => {
-                let (uuid, parent) = claude_code::claude_ids(line);
+                let (uuid, parent) = self.format.tree_ids(line);
                 (uuid.map(|u| id_hash(&u)), parent.is_some_and(|p| self.repoint.contains_key(&id_hash(&p))))
             }
         };
@@ -544,7 +544,7 @@ impl Rewriter {
         }
         if self.like_lines.contains(&n) {
             self.message_ids.insert(n, claude_code::message_id(content));
-            self.uuids.insert(n, claude_code::claude_ids(content).0);
+            self.uuids.insert(n, self.format.tree_ids(content).0);
         }
         let mut merge = None;
         if edits.len() > 1 && edits.iter().all(|e| matches!(e, Edit::DropResults { .. })) {
@@ -582,7 +582,7 @@ impl Rewriter {
                     None => Err(Unable("the turn to join has no message id")),
                 },
                 Edit::Bridge { under, .. } => match self.uuids.get(under).cloned().flatten() {
-                    Some(uuid) => claude_code::set_parent(&bytes, Some(&uuid)).map(Edited::Line).ok_or(Unable("the line has no parentUuid to set")),
+                    Some(uuid) => self.format.set_parent(&bytes, Some(&uuid)).map(Edited::Line).ok_or(Unable("the line has no parentUuid to set")),
                     None => Err(Unable("the line to hang it under has no uuid")),
                 },
                 Edit::MergeInto { .. } => {
@@ -635,7 +635,7 @@ impl Rewriter {
         // follow.
         let (mut own_uuid, mut own_parent) = (None, None);
         if claude && (removed.is_some() || self.inserts.contains_key(&n)) {
-            let (uuid, p) = claude_code::claude_ids(&bytes);
+            let (uuid, p) = self.format.tree_ids(&bytes);
             own_uuid = uuid;
             own_parent = p.map(|p| self.repoint.get(&id_hash(&p)).cloned().unwrap_or(Some(p))).unwrap_or(None);
         }
@@ -650,7 +650,7 @@ impl Rewriter {
             }
         } else {
             if claude && !self.repoint.is_empty() {
-                if let Some(u) = own_uuid.clone().or_else(|| claude_code::claude_ids(&bytes).0) {
+                if let Some(u) = own_uuid.clone().or_else(|| self.format.tree_ids(&bytes).0) {
                     self.back(id_hash(&u));
                 }
             }
@@ -813,7 +813,7 @@ impl Rewriter {
     /// later line that hung under the followed line: lines of other conversation threads may
     /// come between), or under a removed line.
     fn repoint_parent(&mut self, n: u64, line: &[u8]) -> Option<Vec<u8>> {
-        let (_, parent) = claude_code::parent_span(line)?;
+        let (_, parent) = self.format.parent_span(line)?;
         let target = match self.next_repoint.take() {
             // Under the inserted results that now sit between the line and its parent: the
             // tree keeps its shape.
@@ -841,7 +841,7 @@ impl Rewriter {
                 Some(target)
             }
         }?;
-        let moved = claude_code::set_parent(line, target.as_deref())?;
+        let moved = self.format.set_parent(line, target.as_deref())?;
         if moved.len() > self.max {
             // Over the limit with its new parent (a longer id): the line stays as it is, and
             // the output is checked again, so that what is left is reported.
@@ -883,10 +883,10 @@ impl Rewriter {
 mod tests {
     use super::*;
     use crate::transcript::repair::rejects::REJECT_PIECE;
-    use base64::Engine;
     use crate::transcript::repair::OrphanPolicy;
     use crate::transcript::repair_run::plan_bytes;
     use crate::transcript::Options;
+    use base64::Engine;
 
     /// The rejects of `input`, fed in chunks, and the size of the largest piece emitted.
     fn rejects_of(input: &[u8], max_line_bytes: usize, chunk: usize) -> (Vec<serde_json::Value>, usize) {
