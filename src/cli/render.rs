@@ -85,7 +85,7 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
         let f = &call["function"];
         parts.push(format!("[call {} {}] {}", safe::line(f["name"].as_str().unwrap_or("?")), call_id(call), text_of(&f["arguments"])));
     }
-    if let Some(id) = msg.get("tool_call_id").and_then(Value::as_str) {
+    if let Some(id) = msg.get("tool_call_id").or_else(|| msg.get("toolCallId")).and_then(Value::as_str) {
         parts.insert(0, format!("[result {}]", safe::line(id)));
     }
     if parts.is_empty() {
@@ -102,6 +102,10 @@ fn render_block(b: &Value) -> String {
         "thinking" => format!("[thinking] {}", b["thinking"].as_str().unwrap_or("")),
         "tool_use" | "server_tool_use" => {
             format!("[call {} {}] {}", safe::line(b["name"].as_str().unwrap_or("?")), safe::line(b["id"].as_str().unwrap_or("")), text_of(&b["input"]))
+        }
+        // Pi's call block.
+        "toolCall" => {
+            format!("[call {} {}] {}", safe::line(b["name"].as_str().unwrap_or("?")), safe::line(b["id"].as_str().unwrap_or("")), text_of(&b["arguments"]))
         }
         "tool_result" => format!("[result {}] {}", safe::line(b["tool_use_id"].as_str().unwrap_or("")), text_of(&b["content"])),
         "" => text_of(b),

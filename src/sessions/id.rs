@@ -128,10 +128,11 @@ pub fn rollout_id(stem: &str) -> Option<&str> {
 }
 
 /// The id of a transcript file stem in the `file` layout: the UUID it ends with, after a `-`
-/// (`codex-rollout-2026-02-23T20-34-25-<uuid>`), or the whole stem.
+/// (`codex-rollout-2026-02-23T20-34-25-<uuid>`) or a `_` (Pi's `<timestamp>_<uuid>`), or the
+/// whole stem.
 pub fn file_id(stem: &str) -> &str {
     let b = stem.as_bytes();
-    if b.len() > 37 && b[b.len() - 37] == b'-' && is_uuid(&stem[b.len() - 36..]) {
+    if b.len() > 37 && matches!(b[b.len() - 37], b'-' | b'_') && is_uuid(&stem[b.len() - 36..]) {
         &stem[b.len() - 36..]
     } else {
         stem
@@ -153,6 +154,7 @@ mod tests {
         assert_eq!(file_id(&format!("codex-malformed-rollout-{u}")), u);
         assert_eq!(file_id(&format!("codex-rollout-2026-02-23T20-34-25-{u}")), u);
         assert_eq!(file_id(u), u);
+        assert_eq!(file_id(&format!("2026-03-01T10-00-00-000Z_{u}")), u);
         assert_eq!(file_id("agent-36541525"), "agent-36541525");
         assert_eq!(file_id(&format!("x{u}")), format!("x{u}"));
     }
