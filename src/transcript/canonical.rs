@@ -273,8 +273,8 @@ impl<'a> Canonical<'a> {
             rec.push_str("}\n");
             return out(rec.as_bytes());
         }
-        if let Some(r) = pi::record(bytes) {
-            self.write_object(line, &serde_json::to_vec(&r).unwrap_or_default(), out);
+        if let Some(r) = pi::record_bytes(bytes) {
+            self.write_object(line, &r, out);
         }
     }
 

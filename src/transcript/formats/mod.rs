@@ -152,10 +152,14 @@ impl Format {
     /// items may follow one another within a turn, and calls stay answered until the next
     /// prompt. Elsewhere each new assistant turn moves it on, and two with no user turn between
     /// them are `consecutive_assistant`.
+    ///
+    /// Pi: its files hold two answers in a row (a real session of Pi's own repository,
+    /// `tests/data/real/pi/large-session.jsonl` lines 465-466), and its providers send them so
+    /// (the Messages API joins consecutive assistant turns).
     pub fn prompt_ends_turn(self) -> bool {
         match self {
-            Format::Codex => true,
-            Format::ClaudeCode | Format::Pi | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::Codex | Format::Pi => true,
+            Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -380,7 +384,13 @@ fn classify(v: &serde_json::Value) -> Option<Format> {
     if let Some(t) = ty {
         // Pi: the `session` header, or (a file whose header was lost) a tree entry.
         let pi_header = t == "session" && obj.get("id").is_some_and(|i| i.is_string()) && (obj.contains_key("cwd") || obj.contains_key("version"));
-        if pi_header || (pi::TYPES.contains(&t) && t != "session" && obj.contains_key("id") && obj.contains_key("parentId")) {
+        // A version 1 entry has no ids: a `message` entry holds its message as an object (a
+        // legacy Codex `message` item has none), the other types are Pi's own names.
+        let pi_entry = pi::TYPES.contains(&t)
+            && t != "session"
+            && obj.contains_key("timestamp")
+            && (obj.contains_key("parentId") || if t == "message" { obj.get("message").is_some_and(|m| m.is_object()) } else { true });
+        if pi_header || pi_entry {
             return Some(Format::Pi);
         }
         if CODEX_ENVELOPE.contains(&t) && obj.contains_key("payload") {
@@ -428,6 +438,7 @@ mod tests {
         assert_eq!(detect(&[r#"{"id":"x","timestamp":"t","instructions":null}"#]), Some(Format::Codex));
         assert_eq!(detect(&[r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/w"}"#]), Some(Format::Pi));
         assert_eq!(detect(&[r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#]), Some(Format::Pi));
+        assert_eq!(detect(&[r#"{"type":"message","timestamp":"t","message":{"role":"user","content":"x"}}"#]), Some(Format::Pi), "a version 1 entry");
         assert_eq!(detect(&[r#"{"role":"system","content":"x"}"#]), Some(Format::OpenAiChat));
         assert_eq!(
             detect(&[r#"{"role":"user","content":"x"}"#, r#"{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"n","input":{}}]}"#]),

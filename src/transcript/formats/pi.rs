@@ -392,6 +392,35 @@ pub fn record(line: &[u8]) -> Option<Value> {
     }
 }
 
+/// [`record`] as bytes: the `message` of a user, assistant or tool result entry as written
+/// (spliced, never re-encoded: a number keeps its digits), the others as Pi builds them.
+pub fn record_bytes(line: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+    let (mut ty, mut role) = (None, None);
+    let _ = object_line(line, |s, k| {
+        match &*k.key() {
+            b"type" => ty = s.opt_string()?,
+            b"message" => {
+                s.opt_object(|s, k| {
+                    match &*k.key() {
+                        b"role" => role = s.opt_string()?,
+                        _ => s.skip()?,
+                    }
+                    Ok(())
+                })?;
+            }
+            _ => s.skip()?,
+        }
+        Ok(())
+    });
+    let as_is = ty.is_some_and(|t| t.is("message")) && role.is_some_and(|r| r.is("user") || r.is("assistant") || r.is("toolResult"));
+    if as_is {
+        if let Some(span) = edit::value_span(line, &[b"message"]) {
+            return Some(std::borrow::Cow::Borrowed(&line[span]));
+        }
+    }
+    record(line).map(|v| std::borrow::Cow::Owned(edit::to_line(&v)))
+}
+
 /// The lines Pi sends on resume, by index into `lines` (the file's lines, oldest first, `None`
 /// for one Pi's loader skips: not JSON), in the order it sends them
 /// (`SessionManager.setSessionFile` then `buildSessionContext`), and the index of the
