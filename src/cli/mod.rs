@@ -193,21 +193,25 @@ pub fn jobs(requested: Option<usize>) -> usize {
 }
 
 /// The standard transcript locations that exist on this machine: `~/.claude/projects`,
-/// `~/.codex/sessions` and Pi's `sessions` (under `$PI_CODING_AGENT_DIR`, as Pi reads it, or
-/// `~/.pi/agent`).
+/// `~/.codex/sessions` and Pi's sessions ([`pi_sessions_dir`]).
 pub fn default_roots() -> Vec<std::path::PathBuf> {
     let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
-    [home.join(".claude/projects"), home.join(".codex/sessions"), pi_agent_dir(&home).join("sessions")].into_iter().filter(|p| p.is_dir()).collect()
+    [home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(&home)].into_iter().filter(|p| p.is_dir()).collect()
 }
 
-/// Pi's agent directory: `$PI_CODING_AGENT_DIR` (`~` and `~/` expanded, as Pi's `getAgentDir`
-/// does), or `~/.pi/agent`.
-pub fn pi_agent_dir(home: &std::path::Path) -> std::path::PathBuf {
-    match std::env::var("PI_CODING_AGENT_DIR") {
-        Ok(d) if d == "~" => home.to_path_buf(),
-        Ok(d) if d.starts_with("~/") => home.join(&d[2..]),
-        Ok(d) if !d.is_empty() => std::path::PathBuf::from(d),
-        _ => home.join(".pi/agent"),
+/// Where Pi keeps its sessions: `$PI_CODING_AGENT_SESSION_DIR`, else `sessions` in its agent
+/// directory, `$PI_CODING_AGENT_DIR` or `~/.pi/agent` (`~` and `~/` expanded, as Pi does).
+pub fn pi_sessions_dir(home: &std::path::Path) -> std::path::PathBuf {
+    let expand = |d: String| match d.as_str() {
+        "~" => home.to_path_buf(),
+        _ if d.starts_with("~/") => home.join(&d[2..]),
+        _ => std::path::PathBuf::from(d),
+    };
+    let var = |k: &str| std::env::var(k).ok().filter(|d| !d.is_empty());
+    match (var("PI_CODING_AGENT_SESSION_DIR"), var("PI_CODING_AGENT_DIR")) {
+        (Some(d), _) => expand(d),
+        (None, Some(d)) => expand(d).join("sessions"),
+        (None, None) => home.join(".pi/agent/sessions"),
     }
 }
 

@@ -519,3 +519,98 @@ fn pi_sends_on_resume_what_context_prints() {
         }
     }
 }
+
+/// Pi's CLI (`dist/cli.js` of the prefix [`pi_or_skip`] finds) and the Node that runs it, when
+/// network namespaces can be made too; else `None` after saying why the test skips.
+fn pi_agent_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let (prefix, node) = pi_or_skip()?;
+    let ns = Command::new("unshare").args(["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]).output();
+    let ns_root = Command::new("unshare").args(["--net", "sh", "-c", "ip link set lo up"]).output();
+    let ok = |o: &std::io::Result<std::process::Output>| o.as_ref().is_ok_and(|o| o.status.success());
+    if !ok(&ns) && !ok(&ns_root) {
+        skip("cannot make a network namespace with loopback up (unshare --net, ip from iproute2)");
+        return None;
+    }
+    Some((prefix.join("node_modules/@mariozechner/pi-coding-agent/dist/cli.js"), node))
+}
+
+/// Pi resumes `file` (`pi --continue -p continue` in the oracle's namespace) and the request it
+/// sends is compared with `transcriptd context` (`compare --agent pi`): the comparison's report.
+fn pi_resume(cli: &Path, node: &Path, file: &Path, work: &Path) -> Value {
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    let (req, ctx) = (work.join(format!("{name}.request.json")), work.join(format!("{name}.context.jsonl")));
+    let o = Command::new("python3")
+        .arg(ORACLE)
+        .args(["resume", file.to_str().unwrap(), "--agent", "pi", "--bin", cli.to_str().unwrap(), "--out", req.to_str().unwrap()])
+        .env("TRANSCRIPTD_NODE", node)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}: Pi sent no request: {}", file.display(), String::from_utf8_lossy(&o.stderr));
+    let c = transcriptd(&["context", file.to_str().unwrap()]);
+    std::fs::write(&ctx, &c.stdout).unwrap();
+    let o = oracle(&["compare", "--agent", "pi", req.to_str().unwrap(), ctx.to_str().unwrap()]);
+    let mut report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    report["request"] = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
+    report
+}
+
+/// The real Pi (0.73.1, Node 22), against the oracle's server speaking the Anthropic Messages
+/// API: a session it writes checks clean (the tool really ran); killed while the tool runs it
+/// leaves an orphan call; and for every Pi file of the test data and those two, the request Pi
+/// sends on `--continue` is what `transcriptd context` prints (the killed one included: Pi
+/// answers the open call "No result provided", as context says). The killed session repaired
+/// resumes with the repair's result in place of Pi's (Pi takes the inserted `toolResult` entry
+/// as the call's result), still as context says.
+#[test]
+fn pi_writes_sessions_check_reads_and_resumes_what_context_prints() {
+    let Some((cli, node)) = pi_agent_or_skip() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let record = |script: &str, kill: Option<&str>, out: &Path| -> Value {
+        let mut args = vec!["record", "--agent", "pi", "--bin", cli.to_str().unwrap(), "--script", script, "--out", out.to_str().unwrap()];
+        if let Some(k) = kill {
+            args.extend(["--kill-at", k]);
+        }
+        let o = Command::new("python3").arg(ORACLE).args(&args).env("TRANSCRIPTD_NODE", &node).current_dir(root()).output().unwrap();
+        assert!(o.status.success(), "pi: record {script}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap()
+    };
+    let echo = tmp.path().join("echo");
+    let r = record("tests/data/agents/scripts/pi-echo.json", None, &echo);
+    assert_eq!(r["exit"], 0, "{r}");
+    assert!(r["scratch"].as_array().unwrap().iter().any(|f| f == "out.txt"), "{r}");
+    assert_eq!(check_kinds(&echo.join("session.jsonl")), (Some(0), vec![]), "the session Pi wrote");
+    let killed = tmp.path().join("killed");
+    let r = record("tests/data/agents/scripts/pi-sleep.json", Some("mid-tool"), &killed);
+    assert_eq!(r["killed"], "mid-tool", "{r}");
+    assert_eq!(check_kinds(&killed.join("session.jsonl")), (Some(1), vec!["orphan_call".to_owned()]), "the session the killed Pi left");
+
+    let mut files = vec![echo.join("session.jsonl"), killed.join("session.jsonl")];
+    for dir in ["real/pi", "check/pi", "context/pi", "agents/sessions/pi-0.73.1"] {
+        files.extend(super::support::jsonl_files(&super::support::data(dir)));
+    }
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut differ = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let w = work.join(i.to_string());
+        std::fs::create_dir_all(&w).unwrap();
+        let report = pi_resume(&cli, &node, f, &w);
+        if report["match"] != true {
+            differ.push(format!("{}: {}", f.display(), report["differences"]));
+        }
+        if i == 1 {
+            // The killed session: Pi answers the open call itself.
+            assert!(report["request"].to_string().contains("No result provided"), "{}", report["request"]);
+        }
+    }
+    assert!(differ.is_empty(), "{} of {} files: Pi's request differs from context:\n{}", differ.len(), files.len(), differ.join("\n"));
+
+    let repaired = tmp.path().join("repaired");
+    let o = transcriptd(&["repair", "--no-summary", "--out", repaired.to_str().unwrap(), killed.join("session.jsonl").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = pi_resume(&cli, &node, &repaired.join("session.jsonl"), &work);
+    assert_eq!(report["match"], true, "{}", report["differences"]);
+    let sent = report["request"].to_string();
+    assert!(sent.contains("(Result inserted by transcriptd repair.)") && !sent.contains("No result provided"), "{sent}");
+}

@@ -317,7 +317,7 @@ def encode_cwd(cwd):
 def agent_bin(agent, given):
     if given:
         return given
-    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX"}[agent]
+    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX", "pi": "TRANSCRIPTD_PI"}[agent]
     b = os.environ.get(env)
     if not b:
         sys.exit(f"agent_oracle: no {agent} binary: give --bin or ${env}")
@@ -401,6 +401,41 @@ enabled = false
     env.update({"ORACLE_API_KEY": "sk-oracle-test", "OPENAI_API_KEY": "sk-oracle-test", "CODEX_API_KEY": "sk-oracle-test",
                 "CODEX_HOME": str(home / ".codex"), "RUST_LOG": "error"})
     return env
+
+
+def pi_dir(cwd):
+    """Pi's session directory name for a working directory (`getDefaultSessionDir`): the leading
+    separator dropped, every `/`, `\\` and `:` a `-`, between `--` and `--`."""
+    return "--" + re.sub(r"[/\\:]", "-", re.sub(r"^[/\\]", "", str(cwd))) + "--"
+
+
+PI_MODEL = "claude-oracle"
+
+
+def pi_home(home, port):
+    """A Pi agent directory whose one provider is the local server, spoken to with the Anthropic
+    Messages API (`~/.pi/agent/models.json`, docs/models.md), and whose startup network calls
+    (version check, telemetry) are off."""
+    home = Path(home)
+    agent = home / ".pi" / "agent"
+    agent.mkdir(parents=True, exist_ok=True)
+    (agent / "models.json").write_text(json.dumps({"providers": {"oracle": {
+        "baseUrl": f"http://127.0.0.1:{port}", "api": "anthropic-messages", "apiKey": "sk-ant-oracle-test",
+        "models": [{"id": PI_MODEL, "name": "Oracle", "reasoning": False, "input": ["text", "image"],
+                    "contextWindow": 200000, "maxTokens": 8192, "cost": {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}}]},
+        # The built-in Anthropic provider through the server too: a session made with one of its
+        # models resumes with that model (so pi-ai sends it as the same model's history).
+        "anthropic": {"baseUrl": f"http://127.0.0.1:{port}"}}}))
+    (agent / "settings.json").write_text(json.dumps({"defaultProvider": "oracle", "defaultModel": PI_MODEL}))
+    env = base_env(home)
+    env.update({"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0", "ANTHROPIC_API_KEY": "sk-ant-oracle-test"})
+    return env
+
+
+def pi_cmd(binary, model=True):
+    """Pi under Node; a new session with the server's model (a resumed one keeps its own)."""
+    node = os.environ.get("TRANSCRIPTD_NODE") or shutil.which("node") or "node"
+    return [node, binary] + (["--provider", "oracle", "--model", PI_MODEL] if model else [])
 
 
 def in_netns():
@@ -555,6 +590,12 @@ def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()
         if model and model != "none":
             cmd += ["--model", model]
         return env, cmd + [prompt]
+    if agent == "pi":
+        env = pi_home(home, port)
+        d = Path(home) / ".pi" / "agent" / "sessions" / pi_dir(cwd)
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(transcript, d / transcript.name)
+        return env, pi_cmd(binary, model=False) + ["--continue", *extra, "-p", prompt]
     sid, ts = codex_session(transcript)
     if not re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
         # Codex takes anything else for a thread name, finds none, and starts a new thread.
@@ -626,6 +667,9 @@ def cmd_record(args):
             # it and writes on in the same file.
             extra = ["--permission-mode", "bypassPermissions"] if args.agent == "claude" else []
             env, cmd = lay_down(args.agent, binary, Path(args.resume).resolve(), home, cwd, port, None, prompt, extra)
+        elif args.agent == "pi":
+            env = pi_home(home, port)
+            cmd = pi_cmd(binary) + ["-p", prompt]
         elif args.agent == "claude":
             env = claude_home(home, port)
             sid = str(uuid.uuid4())
@@ -651,7 +695,9 @@ def cmd_record(args):
 
         rc, out, err, killed = run_agent(cmd, env, cwd, provider, kill_when=kill_when if args.kill_at else None, timeout=args.timeout)
         srv.shutdown()
-        if args.agent == "claude":
+        if args.agent == "pi":
+            found = list((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
+        elif args.agent == "claude":
             found = [p for p in (home / ".claude" / "projects").glob("*/*.jsonl") if not p.name.startswith("agent-")]
         else:
             found = list((home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl"))
@@ -814,9 +860,80 @@ def _detail(x, y, where=""):
     return f"{where}: agent {_preview(x, 120)} / context {_preview(y, 120)}"
 
 
+def _pi_anthropic(records):
+    """Pi's context records (its own messages, as `transcriptd context` prints them) as pi-ai's
+    Anthropic provider sends them (`convertMessages` of providers/anthropic.ts, 0.73.1, for the
+    model that wrote them): blank texts and messages left empty are not sent; a call is a
+    `tool_use`; consecutive tool results are one user message of `tool_result` blocks whose
+    content is the texts joined by newlines (blocks when there is an image)."""
+    def image(b):
+        return {"type": "image", "source": {"type": "base64", "media_type": b.get("mimeType"), "data": b.get("data")}}
+
+    def result_content(content):
+        if not any(c.get("type") == "image" for c in content):
+            return "\n".join(c.get("text", "") for c in content)
+        blocks = [{"type": "text", "text": c.get("text", "")} if c.get("type") == "text" else image(c) for c in content]
+        if not any(b["type"] == "text" for b in blocks):
+            blocks.insert(0, {"type": "text", "text": "(see attached image)"})
+        return blocks
+
+    out = []
+    i = 0
+    while i < len(records):
+        m = records[i]
+        role = m.get("role")
+        if role == "user":
+            c = m.get("content")
+            if isinstance(c, str):
+                if c.strip():
+                    out.append({"role": "user", "content": c})
+            else:
+                blocks = [{"type": "text", "text": b.get("text", "")} if b.get("type") == "text" else image(b) for b in c or []]
+                blocks = [b for b in blocks if b["type"] != "text" or b["text"].strip()]
+                if blocks:
+                    out.append({"role": "user", "content": blocks})
+        elif role == "assistant":
+            blocks = []
+            for b in m.get("content") or []:
+                t = b.get("type")
+                if t == "text" and b.get("text", "").strip():
+                    blocks.append({"type": "text", "text": b["text"]})
+                elif t == "thinking":
+                    if b.get("redacted"):
+                        blocks.append({"type": "redacted_thinking", "data": b.get("thinkingSignature")})
+                    elif b.get("thinking", "").strip():
+                        sig = (b.get("thinkingSignature") or "").strip()
+                        blocks.append({"type": "thinking", "thinking": b["thinking"], "signature": b["thinkingSignature"]} if sig else {"type": "text", "text": b["thinking"]})
+                elif t == "toolCall":
+                    blocks.append({"type": "tool_use", "id": b.get("id"), "name": b.get("name"), "input": b.get("arguments") or {}})
+            if blocks:
+                out.append({"role": "assistant", "content": blocks})
+        elif role == "toolResult":
+            results = []
+            while i < len(records) and records[i].get("role") == "toolResult":
+                r = records[i]
+                results.append({"type": "tool_result", "tool_use_id": r.get("toolCallId"), "content": result_content(r.get("content") or []), "is_error": r.get("isError")})
+                i += 1
+            out.append({"role": "user", "content": results})
+            continue
+        i += 1
+    return out
+
+
+def _drop_new_turn_pi(msgs, prompt):
+    """Pi's request without the new turn: its last message, the user prompt."""
+    if msgs and msgs[-1].get("role") == "user" and any(x.strip() == prompt for x in texts_of(msgs[-1].get("content"))):
+        return msgs[:-1]
+    return msgs
+
+
 def compare(agent, request, records, prompt="continue"):
     body = request.get("body", request)
-    if agent == "claude":
+    if agent == "pi":
+        a = _drop_new_turn_pi([{"role": m.get("role"), "content": [_strip_cache_control(b) for b in m["content"]] if isinstance(m.get("content"), list) else m.get("content")}
+                               for m in body.get("messages") or []], prompt)
+        t = _pi_anthropic(records)
+    elif agent == "claude":
         a = _drop_new_turn_claude(_claude_messages(body.get("messages") or []), prompt)
         t = _claude_messages([r for r in records if r.get("role") in ("user", "assistant")])
     else:
@@ -845,7 +962,7 @@ def compare(agent, request, records, prompt="continue"):
 
 def _calls(agent, items):
     calls, results = [], {}
-    if agent == "claude":
+    if agent in ("claude", "pi"):
         for m in items:
             for b in m.get("content") or []:
                 if isinstance(b, dict) and b.get("type") == "tool_use":
@@ -987,14 +1104,14 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("resume")
     r.add_argument("transcript")
-    r.add_argument("--agent", choices=["claude", "codex"], required=True)
+    r.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
     r.add_argument("--bin")
     r.add_argument("--out", required=True)
     r.add_argument("--timeout", type=float, default=90)
     r.add_argument("--keep", action="store_true")
     r.add_argument("--model", help="Claude Code: the model to resume with (default: the transcript's last; 'none': the agent's default)")
     w = sub.add_parser("record")
-    w.add_argument("--agent", choices=["claude", "codex"], required=True)
+    w.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
     w.add_argument("--bin")
     w.add_argument("--script", required=True)
     w.add_argument("--kill-at", choices=["mid-tool", "mid-stream", "compaction"])
@@ -1004,11 +1121,11 @@ def main():
     w.add_argument("--timeout", type=float, default=90)
     w.add_argument("--keep", action="store_true")
     c = sub.add_parser("compare")
-    c.add_argument("--agent", choices=["claude", "codex"], required=True)
+    c.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
     c.add_argument("request")
     c.add_argument("context")
     t = sub.add_parser("table")
-    t.add_argument("--agent", choices=["claude", "codex"], required=True)
+    t.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
     t.add_argument("--bin")
     t.add_argument("--transcriptd", required=True)
     t.add_argument("--jobs", type=int, default=3)
