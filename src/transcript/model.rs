@@ -194,6 +194,9 @@ pub enum Entry<'a> {
     Compaction {
         /// Calls left pending by the replacement history.
         carried: Vec<Call<'a>>,
+        /// Pi: the hash of `firstKeptEntryId`. The history before it is replaced; the entries
+        /// from it to the compaction stay in the context, and so do the calls they leave open.
+        keeps: Option<u64>,
     },
     /// A record of a known type that is not conversation (progress, events, snapshots, meta).
     Other,

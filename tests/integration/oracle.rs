@@ -505,6 +505,19 @@ fn pi_sends_on_resume_what_context_prints() {
         files.extend(super::support::jsonl_files(&super::support::data(dir)));
     }
     assert!(files.len() >= 14, "{} Pi files", files.len());
+    // And each check case repaired: the output has no error, and Pi sends what context prints.
+    let repaired = tempfile::tempdir().unwrap();
+    for f in super::support::jsonl_files(&super::support::data("check/pi")) {
+        let o = transcriptd(&["repair", "--no-summary", "--out", repaired.path().to_str().unwrap(), f.to_str().unwrap()]);
+        assert!(o.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&o.stderr));
+        let out = repaired.path().join(f.file_name().unwrap());
+        if out.exists() {
+            // No error left (a warning may stay: a call on an abandoned branch).
+            assert_eq!(check_kinds(&out).0, Some(0), "{} repaired", f.display());
+            files.push(out);
+        }
+    }
+    assert!(files.len() >= 20, "{} Pi files with the repaired ones", files.len());
     for f in &files {
         let pi = Command::new(&node).arg(root().join("tests/integration/peers/pi_context.mjs")).arg(&prefix).arg(f).output().expect("run node");
         assert!(pi.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&pi.stderr));

@@ -56,7 +56,7 @@ struct Content<'a> {
 
 /// Parses one line (valid UTF-8, not blank). `Err` means the line is not a JSON object.
 pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
-    let (mut ty, mut id, mut parent, mut summary) = (None, None, None, None);
+    let (mut ty, mut id, mut parent, mut summary, mut first_kept) = (None, None, None, None, None);
     let mut content = Content::default();
     let mut msg: Option<Msg<'_>> = None;
     object_line(line, |s, k| {
@@ -65,6 +65,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
             b"id" => id = s.opt_string()?,
             b"parentId" => parent = s.opt_string()?,
             b"summary" => summary = s.opt_string()?,
+            b"firstKeptEntryId" => first_kept = s.opt_string()?,
             // A `custom_message` entry's own content.
             b"content" => content = read_content(s)?,
             b"message" => msg = read_message(s)?,
@@ -84,7 +85,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     };
     match &*ty {
         b"message" => {}
-        b"compaction" => return Ok(of(Entry::Compaction { carried: Vec::new() })),
+        b"compaction" => return Ok(of(Entry::Compaction { carried: Vec::new(), keeps: first_kept.map(|k| k.hash()) })),
         // `buildSessionContext` sends a branch summary only when its summary is not empty.
         b"branch_summary" => return Ok(of(if summary.is_some_and(|s| !s.raw().is_empty()) { user(true) } else { Entry::Other })),
         b"custom_message" => return Ok(of(user(content.has_content))),

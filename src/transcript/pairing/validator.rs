@@ -392,13 +392,13 @@ impl Validator {
                     }
                 }
             }
-            Entry::Compaction { carried } => {
+            Entry::Compaction { carried, keeps } => {
                 if t == MAIN_THREAD {
                     if let Some(api) = self.api.as_mut() {
                         api.compaction();
                     }
                 }
-                self.compaction(line, t, carried, out)
+                self.compaction(line, t, carried, *keeps, out)
             }
             Entry::Other | Entry::Unknown => {}
         }
@@ -579,14 +579,26 @@ impl Validator {
         self.lane(t).answered.clear();
     }
 
-    fn compaction(&mut self, line: u64, t: u64, carried: &[Call<'_>], out: &mut impl FnMut(Output)) {
+    fn compaction(&mut self, line: u64, t: u64, carried: &[Call<'_>], keeps: Option<u64>, out: &mut impl FnMut(Output)) {
         self.close_turn(t, out);
         let pending: Vec<Pending> = self.pending_in(t);
+        // Pi: the calls of the entries the compaction keeps (from `firstKeptEntryId` down to
+        // it) are still in the context, and still wait for their result.
+        let mut still: Vec<Pending> = Vec::new();
+        let mut seen = HashKeyed::default();
         for p in &pending {
-            self.remove_pending(&p.id);
+            let kept = match (keeps, p.node, self.branches.as_ref()) {
+                (Some(k), Some(n), Some(b)) => b.is_under_seen(n, k, &mut seen),
+                _ => false,
+            };
+            if kept {
+                still.push(p.clone());
+            } else {
+                self.remove_pending(&p.id);
+            }
         }
-        let kept: Set<&str> = carried.iter().map(|c| c.id.as_ref()).collect();
-        for p in pending.into_iter().filter(|p| !kept.contains(p.id.as_str())) {
+        let kept: Set<&str> = carried.iter().map(|c| c.id.as_ref()).chain(still.iter().map(|p| p.id.as_str())).collect();
+        for p in pending.iter().filter(|p| !kept.contains(p.id.as_str())).cloned().collect::<Vec<_>>() {
             let mut f = Finding::new(
                 p.line,
                 Kind::UnansweredCall,

@@ -808,7 +808,11 @@ impl Planner {
                     Role::System | Role::Developer => self.lane(thread).prev_kept = Some(m.role),
                 }
             }
-            Entry::Compaction { carried } => {
+            // Pi: the entries from `firstKeptEntryId` on stay in the context, with their turns
+            // and calls: the plan goes on as if there were no compaction (what the compaction
+            // took out, the validator judges).
+            Entry::Compaction { keeps: Some(_), .. } => {}
+            Entry::Compaction { carried, keeps: None } => {
                 // The thread starts afresh; other threads go on.
                 self.calls.forget_thread(thread);
                 if self.turns_of.remove(&thread).is_some() {
