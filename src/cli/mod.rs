@@ -196,7 +196,13 @@ pub fn jobs(requested: Option<usize>) -> usize {
 /// `~/.codex/sessions` and Pi's sessions ([`pi_sessions_dir`]).
 pub fn default_roots() -> Vec<std::path::PathBuf> {
     let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
-    [home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(&home)].into_iter().filter(|p| p.is_dir()).collect()
+    standard_roots(&home).into_iter().filter(|p| p.is_dir()).collect()
+}
+
+/// The standard transcript locations under `home`, whether they exist or not (the daemon
+/// watches them once they appear): the one list of them.
+pub fn standard_roots(home: &std::path::Path) -> Vec<std::path::PathBuf> {
+    vec![home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(home)]
 }
 
 /// Where Pi keeps its sessions: `$PI_CODING_AGENT_SESSION_DIR`, else `sessions` in its agent

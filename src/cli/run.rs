@@ -136,7 +136,7 @@ fn load(args: &Args) -> anyhow::Result<Resolved> {
         // The standard locations, also when they do not exist yet: a rescan picks them up
         // when the agent creates them.
         let home = std::env::var_os("HOME").map(PathBuf::from).context("HOME is not set; give --watch DIR or --config FILE")?;
-        let dirs = vec![home.join(".claude/projects"), home.join(".codex/sessions"), super::pi_sessions_dir(&home)];
+        let dirs = super::standard_roots(&home);
         for d in dirs.iter().filter(|d| !d.is_dir()) {
             info!(dir = %d.display(), "does not exist yet; it is watched once it appears");
         }

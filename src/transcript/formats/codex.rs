@@ -582,7 +582,7 @@ mod tests {
 
     #[test]
     fn compacted_carries_unanswered_calls() {
-        let Entry::Compaction { carried } = entry(
+        let Entry::Compaction { carried, .. } = entry(
             r#"{"type":"compacted","payload":{"message":"","replacement_history":[{"type":"function_call","call_id":"a","name":"n","arguments":"{}"},{"type":"function_call","call_id":"b","name":"n","arguments":"{}"},{"type":"function_call_output","call_id":"a","output":""}]}}"#,
         ) else {
             panic!()

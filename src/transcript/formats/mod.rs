@@ -437,7 +437,7 @@ mod tests {
         assert_eq!(detect(&[r#"{"timestamp":"t","type":"session_meta","payload":{}}"#]), Some(Format::Codex));
         assert_eq!(detect(&[r#"{"id":"x","timestamp":"t","instructions":null}"#]), Some(Format::Codex));
         assert_eq!(detect(&[r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/w"}"#]), Some(Format::Pi));
-        assert_eq!(detect(&[r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#]), Some(Format::Pi));
+        assert_eq!(detect(&[r#"{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}"#]), Some(Format::Pi));
         assert_eq!(detect(&[r#"{"type":"message","timestamp":"t","message":{"role":"user","content":"x"}}"#]), Some(Format::Pi), "a version 1 entry");
         assert_eq!(detect(&[r#"{"role":"system","content":"x"}"#]), Some(Format::OpenAiChat));
         assert_eq!(
