@@ -466,3 +466,45 @@ fn an_unreadable_directory_is_said_and_every_other_session_still_listed() {
     assert_eq!(ids(&rows), ids(&expected), "{}", stderr(&o));
     assert!(rows.len() >= 5);
 }
+
+/// Pi's sessions, where Pi keeps them (`~/.pi/agent/sessions/--<cwd>--/<ts>_<uuid>.jsonl`, or
+/// under `$PI_CODING_AGENT_DIR`), are found with no path by `sessions`, `show`, `check` and
+/// `usage`, by the uuid in their name.
+#[test]
+fn pi_sessions_are_found_in_pis_own_place() {
+    const PI_ID: &str = "0b6a1c2e-1111-4222-8333-944445555666";
+    let name = format!("2026-03-01T10-00-00-000Z_{PI_ID}.jsonl");
+    for custom in [false, true] {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let agent = if custom { h.join("elsewhere/pi") } else { h.join(".pi/agent") };
+        put_fixture("check/pi/0002_killed_mid_tool.jsonl", &agent.join("sessions/--work-p--").join(&name));
+        let run = |args: &[&str]| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_transcriptd"));
+            c.env("HOME", h).env_remove("PI_CODING_AGENT_DIR").env_remove("PI_CODING_AGENT_SESSION_DIR").args(args);
+            if custom {
+                c.env("PI_CODING_AGENT_DIR", "~/elsewhere/pi");
+            }
+            c.output().unwrap()
+        };
+        let out = run(&["sessions", "list", "-o", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let rows = json_lines(&out);
+        assert_eq!(ids(&rows), [PI_ID], "custom dir: {custom}");
+        assert_eq!(rows[0]["format"], "pi");
+        let show = run(&["show", "0b6a1c2e"]);
+        assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+        assert!(stdout(&show).contains("format       pi"), "{}", stdout(&show));
+        let check = run(&["check", "-o", "json"]);
+        assert_eq!(check.status.code(), Some(1), "{}", stderr(&check));
+        let kinds: Vec<String> = json_lines(&check).iter().filter_map(|f| f["kind"].as_str().map(str::to_owned)).collect();
+        assert_eq!(kinds, ["orphan_call"]);
+        let usage = run(&["usage", "-o", "json"]);
+        assert_eq!(usage.status.code(), Some(0), "{}", stderr(&usage));
+        let u = &json_lines(&usage)[0];
+        assert_eq!(
+            (&u["model"], &u["input_tokens"], &u["output_tokens"], &u["cache_read_input_tokens"], &u["cache_creation_input_tokens"]),
+            (&"claude-sonnet-4-5".into(), &10.into(), &5.into(), &100.into(), &20.into())
+        );
+    }
+}

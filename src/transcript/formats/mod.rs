@@ -163,6 +163,16 @@ impl Format {
         }
     }
 
+    /// Whether a compaction keeps the entries from one it names (Pi's `firstKeptEntryId`): a
+    /// result kept whose call is not kept is sent without it, so the validator remembers where
+    /// each result's call was.
+    pub fn compaction_keeps_entries(self) -> bool {
+        match self {
+            Format::Pi => true,
+            Format::ClaudeCode | Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+        }
+    }
+
     /// Whether a model named on a line (a Codex `turn_context`) stays in force for the usage of
     /// later lines; elsewhere a line's usage is its own message's model's.
     pub fn model_carries_over(self) -> bool {

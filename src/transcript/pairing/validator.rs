@@ -212,7 +212,23 @@ pub struct Validator {
     emitted: Vec<Emitted>,
     /// The provider API's own rules on the main conversation (boxed: most formats have none).
     api: Option<Box<ApiRules>>,
+    /// Pi ([`Format::compaction_keeps_entries`]): the last results of the main thread, each
+    /// with its call's node: a compaction that keeps the result and not its call leaves it
+    /// alone in the context.
+    kept_results: Option<Box<std::collections::VecDeque<KeptResult>>>,
 }
+
+/// A result a Pi compaction may keep without its call.
+#[derive(Debug)]
+struct KeptResult {
+    line: u64,
+    node: u64,
+    call: u64,
+    id: String,
+}
+
+/// How many results a Pi compaction looks back at (the entries it keeps are the last turns).
+const KEPT_RESULTS: usize = 4096;
 
 impl Validator {
     /// A validator for a file of `format`.
@@ -234,6 +250,7 @@ impl Validator {
             branches: claude.then(Branches::default),
             emitted: Vec::new(),
             api: ApiRules::new(format).map(Box::new),
+            kept_results: format.compaction_keeps_entries().then(Box::default),
         }
     }
 
@@ -552,6 +569,12 @@ impl Validator {
             // order its calls are met in elsewhere stays the same.)
             match self.remove_pending(r.id.as_ref()) {
                 Some(p) if p.thread == t => {
+                    if let (Some(kept), Some(n), Some(c)) = (self.kept_results.as_mut(), node, p.node) {
+                        if kept.len() == KEPT_RESULTS {
+                            kept.pop_front();
+                        }
+                        kept.push_back(KeptResult { line, node: n, call: c, id: p.id.clone() });
+                    }
                     self.lane(t).answered.insert(p.id);
                     continue;
                 }
@@ -595,6 +618,24 @@ impl Validator {
                 still.push(p.clone());
             } else {
                 self.remove_pending(&p.id);
+            }
+        }
+        // Pi: a result the compaction keeps whose call it does not keep is sent alone (the
+        // API refuses it).
+        if let (Some(k), Some(b), Some(results)) = (keeps, self.branches.as_ref(), self.kept_results.as_mut()) {
+            let split: Vec<KeptResult> = std::mem::take(&mut **results)
+                .into_iter()
+                .filter(|r| b.is_under_seen(r.node, k, &mut seen) && !b.is_under_seen(r.call, k, &mut seen))
+                .collect();
+            for r in split {
+                let f = Finding::new(
+                    r.line,
+                    Kind::OrphanResult,
+                    format!("result kept by the compaction at line {line} without its call, which the compaction summarised (before its firstKeptEntryId)"),
+                )
+                .with_call(&r.id, None)
+                .in_thread(t);
+                self.emit(f, Some(r.node), out);
             }
         }
         let kept: Set<&str> = carried.iter().map(|c| c.id.as_ref()).chain(still.iter().map(|p| p.id.as_str())).collect();
