@@ -285,6 +285,20 @@ pub enum SinkConfig {
         /// Directory; a file's copy keeps its path below the source root.
         dir: PathBuf,
     },
+    /// Every byte read from the transcripts, kept in a snapshot store (docs/snapshots.md) that
+    /// a deletion, a truncation or a rewrite of a transcript cannot reach: `transcriptd
+    /// restore` puts a session back from it. Synced before the checkpoint that covers it.
+    Snapshot {
+        /// The store's directory.
+        dir: PathBuf,
+        /// Streams not written for longer are removed ("90d"; none by default).
+        #[serde(default, with = "humantime_serde")]
+        max_age: Option<Duration>,
+        /// The store's size at most ("20GiB"; no limit by default): the streams written last
+        /// longest ago are removed first, never one written in the last ten minutes.
+        #[serde(default)]
+        max_bytes: Option<Parsed<ByteSize>>,
+    },
     /// Prometheus exporter serving `/metrics` and `/health`.
     Prometheus {
         /// Listen address; loopback by default (another address is logged as a warning).
@@ -407,6 +421,13 @@ impl SinkConfig {
                 Some(Box::new(prometheus::PrometheusSink::new(Box::new(move |tool| registry.side_effect(tool)))))
             }
             SinkConfig::Http { .. } => Some(Box::new(crate::sinks::http::HttpSink::open(self.http_settings().map_err(anyhow::Error::msg)?, ctx.state_dir)?)),
+            SinkConfig::Snapshot { dir, max_age, max_bytes } => {
+                let max_bytes = max_bytes.as_ref().map(|m| m.read().map(|b| b.bytes() as u64).map_err(|m| anyhow::anyhow!("max_bytes: {m}"))).transpose()?;
+                let retention = crate::snapshots::Retention { max_age: *max_age, max_bytes, every: crate::sinks::snapshot::RETENTION_EVERY };
+                Some(Box::new(
+                    crate::sinks::snapshot::SnapshotSink::open(dir, retention).with_context(|| format!("opening the snapshot store {}", dir.display()))?,
+                ))
+            }
         })
     }
 
@@ -455,6 +476,7 @@ impl SinkConfig {
             SinkConfig::RepairedFiles { .. } => "repaired_files",
             SinkConfig::Prometheus { .. } => "prometheus",
             SinkConfig::Http { .. } => "http",
+            SinkConfig::Snapshot { .. } => "snapshot",
         }
     }
 
@@ -472,6 +494,7 @@ impl SinkConfig {
                 ..SinkNeeds::default()
             },
             SinkConfig::RepairedFiles { dir } => SinkNeeds { repairs_into: Some(dir.clone()), dirs: vec![dir.clone()], ..SinkNeeds::default() },
+            SinkConfig::Snapshot { dir, .. } => SinkNeeds { dirs: vec![dir.clone()], bytes: true, ..SinkNeeds::default() },
             SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => SinkNeeds::default(),
         }
     }
@@ -490,6 +513,8 @@ pub struct SinkNeeds {
     pub dirs: Vec<PathBuf>,
     /// A file it appends to, which must open for appending before the daemon starts.
     pub appends_to: Option<PathBuf>,
+    /// It is handed every byte read from the files ([`crate::sinks::Batch::bytes`]).
+    pub bytes: bool,
 }
 
 fn default_state_dir() -> PathBuf {

@@ -166,6 +166,14 @@ impl SinkConfig {
                     }
                 }
             }
+            SinkConfig::Snapshot { max_age, max_bytes, .. } => {
+                if let Some(Err(m)) = max_bytes.as_ref().map(|m| m.read()) {
+                    problems.push((Some("max_bytes"), m.to_owned()));
+                }
+                if max_age.is_some_and(|a| a.is_zero()) {
+                    problems.push((Some("max_age"), "must be more than 0".into()));
+                }
+            }
             SinkConfig::Stdout { .. } | SinkConfig::RepairedFiles { .. } => {}
         }
         problems
@@ -275,7 +283,7 @@ impl Config {
         for s in &mut self.sinks {
             match s {
                 SinkConfig::File { path, .. } => abs(path),
-                SinkConfig::RepairedFiles { dir } => abs(dir),
+                SinkConfig::RepairedFiles { dir } | SinkConfig::Snapshot { dir, .. } => abs(dir),
                 SinkConfig::Prometheus { token_file: Some(t), .. } => abs(t),
                 SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => {}
             }
@@ -339,7 +347,7 @@ impl Resolved {
                         }
                     }
                 }
-                SinkConfig::RepairedFiles { dir } => {
+                SinkConfig::RepairedFiles { dir } | SinkConfig::Snapshot { dir, .. } => {
                     if let Err(m) = creatable(dir) {
                         out.push((Place::key("sinks", Some(i), "dir"), m));
                     }

@@ -55,6 +55,12 @@ pub struct WriterStats {
     pub store_bytes: u64,
     /// Streams in the store (as of the last retention pass, and those begun since).
     pub streams: u64,
+    /// Streams the retention policy removed for their age.
+    pub retired_by_age: u64,
+    /// ... and for the store's size.
+    pub retired_by_size: u64,
+    /// Whether the last retention pass left the store larger than its limit.
+    pub over: bool,
 }
 
 type Key = (PathBuf, u64, u64);
@@ -623,6 +629,9 @@ impl Writer {
         }
         self.stats.store_bytes = size;
         self.stats.streams = (streams.len() - gone.len()) as u64;
+        self.stats.retired_by_age += out.by_age;
+        self.stats.retired_by_size += out.by_size;
+        self.stats.over = out.over;
         Ok(out)
     }
 }

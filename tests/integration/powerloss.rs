@@ -19,10 +19,12 @@
 //! Without FUSE (no `/dev/fuse`, python3, fusepy or libfuse2, or a mount refused) each test
 //! says "skipped" in one line and passes, unless `TRANSCRIPTD_REQUIRE_FUSE` is set.
 
-use super::support::harness::{check_dir, compactions_in, fold_records, read_records, spawn_fuse_peer, stop_fuse_peer, wait, Daemon, Key, Opts, DEFAULT_STAGES};
+use super::support::harness::{
+    check_dir, compactions_in, fold_records, read_records, spawn_fuse_peer, stop_fuse_peer, wait, Daemon, Key, Opts, DEFAULT_STAGES,
+};
 use serde_json::Value;
-use std::ffi::OsStr;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;

@@ -120,9 +120,10 @@ impl Stage for Loss {
         };
         let (kind, what) = match how {
             Left::Deleted => (Kind::TranscriptDeleted, format!("the transcript was deleted; {read}")),
-            Left::Rewritten { size } => {
-                (Kind::TranscriptRewritten, format!("the transcript was truncated or rewritten in place (it holds {size} bytes now); {read}, and they are no longer in it"))
-            }
+            Left::Rewritten { size } => (
+                Kind::TranscriptRewritten,
+                format!("the transcript was truncated or rewritten in place (it holds {size} bytes now); {read}, and they are no longer in it"),
+            ),
         };
         let mut f = Finding::new(0, kind, format!("{what}: a backup or a `snapshot` sink's store may hold them"));
         f.on_resume = Some(match how {
@@ -140,8 +141,8 @@ impl Stage for Loss {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::checker::Options;
     use crate::transcript::check::findings;
+    use crate::transcript::checker::Options;
     use crate::transcript::pipeline::Pipeline;
 
     fn check(input: &str) -> Vec<Finding> {
