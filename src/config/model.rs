@@ -285,7 +285,7 @@ pub enum SinkConfig {
         /// Directory; a file's copy keeps its path below the source root.
         dir: PathBuf,
     },
-    /// Every byte read from the transcripts, kept in a snapshot store (docs/snapshots.md) that
+    /// Every byte read from the transcripts, kept in a snapshot store (docs/commands/restore.md) that
     /// a deletion, a truncation or a rewrite of a transcript cannot reach: `transcriptd
     /// restore` puts a session back from it. Synced before the checkpoint that covers it.
     Snapshot {

@@ -1,7 +1,7 @@
 //! The snapshot store: every byte the daemon read from a transcript, kept where a deletion, a
 //! truncation, a rewrite or an emptied file cannot reach it (the `snapshot` sink writes it,
 //! `transcriptd restore` reads it). Its format, version 1, is a plain directory that other
-//! tools can read (docs/snapshots.md):
+//! tools can read (docs/commands/restore.md):
 //!
 //! - `objects/<xx>/<sha256>`: a chunk of a transcript, named by the SHA-256 of its bytes (`xx`
 //!   its first two hex digits). Immutable; a chunk two transcripts share (a copy, a fork that

@@ -46,6 +46,7 @@ const PAGES: &[&str] = &[
     "docs/commands/usage.md",
     "docs/commands/sessions.md",
     "docs/commands/show.md",
+    "docs/commands/restore.md",
     "docs/deploy.md",
     "docs/development.md",
     "docs/requirements.md",
