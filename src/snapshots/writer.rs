@@ -150,8 +150,22 @@ impl Writer {
     /// The writer of the store at `root` (made if missing), with `retention`.
     pub fn open(root: &Path, retention: Retention) -> io::Result<Writer> {
         let store = Store::at(root);
-        std::fs::create_dir_all(store.streams_dir())?;
-        std::fs::create_dir_all(root.join("objects"))?;
+        // Made durable before anything is written in them: a power loss must not take back a
+        // directory whose files a checkpoint counts on.
+        for d in [root.to_path_buf(), store.streams_dir(), root.join("objects")] {
+            if !d.is_dir() {
+                std::fs::create_dir_all(&d)?;
+                let mut up = d.as_path();
+                while let Some(parent) = up.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    sync_path(parent)?;
+                    if parent.starts_with(root) && parent != root {
+                        up = parent;
+                    } else {
+                        break;
+                    }
+                }
+            }
+        }
         let mut strays: HashMap<String, Vec<u64>> = HashMap::new();
         for e in std::fs::read_dir(store.streams_dir())? {
             let e = e?;
