@@ -149,7 +149,13 @@ pub enum StageConfig {
     /// What a transcript lost of itself: a run of wiped conversation lines (`content_wiped`),
     /// the file deleted or rewritten under the daemon (`transcript_deleted`,
     /// `transcript_rewritten`).
-    Loss,
+    Loss {
+        /// The snapshot store that holds what was lost: the `snapshot` sink's directory, set
+        /// when the configuration is resolved (not written in the file); the findings then say
+        /// how to restore from it.
+        #[serde(skip)]
+        restore_from: Option<PathBuf>,
+    },
     /// Writes a repaired copy of a file with error findings through the `repaired_files` sink,
     /// once it has been idle for `min_idle`. Never writes the live file.
     Repair {
@@ -175,7 +181,7 @@ impl StageConfig {
             StageConfig::Compaction => Some(Box::new(stages::compactions::Compactions)),
             StageConfig::Orphans { grace, .. } => Some(Box::new(stages::orphans::Orphans::new(*grace))),
             StageConfig::Validate => Some(Box::new(stages::validate::Validate::new(quiet))),
-            StageConfig::Loss => Some(Box::new(stages::loss::Loss::new(quiet))),
+            StageConfig::Loss { restore_from } => Some(Box::new(stages::loss::Loss::new(quiet).restoring_from(restore_from.clone()))),
             StageConfig::Repair { min_idle, .. } => Some(Box::new(stages::repair_trigger::RepairTrigger::new(*min_idle))),
         }
     }
@@ -187,7 +193,7 @@ impl StageConfig {
     /// On a setting that did not read ([`Parsed::get`]), which validation refuses.
     pub fn needs(&self) -> Needs {
         match self {
-            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss => Needs::default(),
+            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss { .. } => Needs::default(),
             StageConfig::Orphans { registry, .. } => Needs { paused_calls: true, registry: registry.clone(), quiet: self.quiet(), ..Needs::default() },
             StageConfig::Repair { mode, orphans, .. } => Needs { repair: Some(RepairRequest { mode: *mode, orphans: *orphans.get() }), ..Needs::default() },
         }
@@ -198,7 +204,7 @@ impl StageConfig {
     pub fn quiet(&self) -> Option<Duration> {
         match self {
             StageConfig::Orphans { grace, .. } => Some(*grace),
-            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss | StageConfig::Repair { .. } => None,
+            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss { .. } | StageConfig::Repair { .. } => None,
         }
     }
 }
@@ -575,7 +581,13 @@ fn default_metrics_addr() -> Parsed<SocketAddr> {
     Parsed::new("127.0.0.1:9464")
 }
 pub(super) fn default_stages() -> Vec<StageConfig> {
-    vec![StageConfig::Parse, StageConfig::Compaction, StageConfig::Orphans { grace: default_grace(), registry: None }, StageConfig::Validate, StageConfig::Loss]
+    vec![
+        StageConfig::Parse,
+        StageConfig::Compaction,
+        StageConfig::Orphans { grace: default_grace(), registry: None },
+        StageConfig::Validate,
+        StageConfig::Loss { restore_from: None },
+    ]
 }
 pub(super) fn default_sinks() -> Vec<SinkConfig> {
     vec![SinkConfig::stdout()]

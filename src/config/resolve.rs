@@ -121,7 +121,7 @@ impl StageConfig {
                     problems.push((Some("registry"), e.to_string()));
                 }
             }
-            StageConfig::Orphans { registry: None, .. } | StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss => {}
+            StageConfig::Orphans { registry: None, .. } | StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss { .. } => {}
         }
         problems
     }
@@ -254,6 +254,16 @@ impl Config {
         }
         let mut config = self;
         config.make_absolute();
+        // What the `loss` stage's findings name: the store that holds what was lost.
+        let store = config.sinks.iter().find_map(|s| match s {
+            SinkConfig::Snapshot { dir, .. } => Some(dir.clone()),
+            _ => None,
+        });
+        for st in &mut config.stages {
+            if let StageConfig::Loss { restore_from } = st {
+                restore_from.clone_from(&store);
+            }
+        }
         if let Some(t) = metrics.as_mut().and_then(|m| m.token_file.as_mut()) {
             *t = std::path::absolute(&*t).unwrap_or_else(|_| t.clone());
         }

@@ -692,10 +692,22 @@ address = "127.0.0.1:0"
     assert!(!files.is_empty());
     for f in &files {
         let of: Vec<_> = streams.iter().filter(|s| &s.path == f).collect();
-        assert_eq!(of.len(), 1, "TRANSCRIPTD_SEED={seed}: {}: {of:#?}\nthe store: {:#?}", f.display(), streams.iter().map(|s| (&s.name, &s.path, s.end())).collect::<Vec<_>>());
+        assert_eq!(
+            of.len(),
+            1,
+            "TRANSCRIPTD_SEED={seed}: {}: {of:#?}\nthe store: {:#?}",
+            f.display(),
+            streams.iter().map(|s| (&s.name, &s.path, s.end())).collect::<Vec<_>>()
+        );
         let mut held = Vec::new();
         store.read(of[0], 0, of[0].end(), &mut held).unwrap_or_else(|e| panic!("TRANSCRIPTD_SEED={seed}: {}: {e}", f.display()));
-        assert!(held == std::fs::read(f).unwrap(), "TRANSCRIPTD_SEED={seed}: {}: the store holds {} bytes of {}", f.display(), held.len(), std::fs::metadata(f).unwrap().len());
+        assert!(
+            held == std::fs::read(f).unwrap(),
+            "TRANSCRIPTD_SEED={seed}: {}: the store holds {} bytes of {}",
+            f.display(),
+            held.len(),
+            std::fs::metadata(f).unwrap().len()
+        );
     }
     eprintln!("the snapshot store holds all {} files whole after {crashes} power losses", files.len());
     assert!(rotated > 0, "the file sink rotated");

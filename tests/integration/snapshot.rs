@@ -90,6 +90,9 @@ fn a_deleted_session_is_found_within_a_second_and_restored_byte_for_byte() {
     eprintln!("transcript_deleted {took:?} after the unlink");
     assert!(took < Duration::from_secs(1), "{took:?}");
 
+    let r = d.records().into_iter().find(|r| r["kind"] == "transcript_deleted").unwrap();
+    let msg = r["message"].as_str().unwrap();
+    assert!(msg.ends_with(&format!("the snapshot store holds them: `transcriptd restore FILE --store {}` puts it back", store.display())), "{msg}");
     let o = restore(&store, &[&SESSION[..8]]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&f).unwrap(), all, "restored byte for byte");
