@@ -110,6 +110,8 @@ struct Daemon {
     /// Records and counters of the running step, for the sinks.
     outbox: Vec<Record>,
     counts: Vec<Count>,
+    /// The bytes read this step, for the sinks that keep them.
+    bytes: Vec<crate::sinks::Bytes>,
     gauges: Option<Gauges>,
     watch: watch::Watch,
     buf: Vec<u8>,
@@ -202,6 +204,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
         due: Vec::new(),
         outbox: Vec::new(),
         counts: Vec::new(),
+        bytes: Vec::new(),
         gauges: None,
         watch,
         buf: Vec::with_capacity(crate::sources::READ_CHUNK),
@@ -750,6 +753,7 @@ impl Daemon {
             t.left(crate::transcript::pipeline::Left::Deleted, records);
         }
         self.counts.append(&mut std::mem::take(&mut t.counts));
+        self.bytes.append(&mut t.bytes);
         t.announce(records, mark);
         if t.announced {
             for f in &t.tail {
@@ -808,9 +812,10 @@ impl Daemon {
 
     /// Hands the step's records, counters and gauges to every sink, in order.
     async fn deliver(&mut self) -> anyhow::Result<()> {
-        self.files.take_counts(&mut self.counts);
+        self.files.take_counts(&mut self.counts, &mut self.bytes);
         let mut batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
         batch.repairs = std::mem::take(&mut self.due);
+        batch.bytes = std::mem::take(&mut self.bytes);
         if batch.is_empty() {
             return Ok(());
         }

@@ -638,3 +638,55 @@ fn pi_writes_sessions_check_reads_and_resumes_what_context_prints() {
     let sent = report["request"].to_string();
     assert!(sent.contains("(Result inserted by transcriptd repair.)") && !sent.contains("No result provided"), "{sent}");
 }
+
+/// Issue 32.5 with the real Claude Code: `transcriptd hooks install` in the agent's throwaway
+/// HOME; the agent writes a session and its SessionEnd hook keeps it in the store; the session
+/// is gone (the HOME is removed, as a cleanup would); `restore` puts it back byte for byte, and
+/// the agent resumes it with its history.
+#[test]
+fn the_real_claude_codes_hooks_keep_a_session_that_is_restored_and_resumes() {
+    let Some(agents) = agents_or_skip() else { return };
+    let agent = agents.iter().find(|a| a.name == "claude-2.1.332").expect("Claude Code 2.1.332");
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    let out = d.path().join("rec");
+    let install = format!("{} hooks install claude-code --store {}", env!("CARGO_BIN_EXE_transcriptd"), store.display());
+    let o = oracle(&[
+        "record",
+        "--agent",
+        agent.kind,
+        "--bin",
+        agent.bin.to_str().unwrap(),
+        "--script",
+        "tests/data/agents/scripts/echo.json",
+        "--out",
+        out.to_str().unwrap(),
+        "--before",
+        &install,
+    ]);
+    assert!(o.status.success(), "record: {}", String::from_utf8_lossy(&o.stderr));
+    let written = std::fs::read(out.join("session.jsonl")).unwrap();
+    let s = transcriptd::snapshots::Store::at(&store);
+    let streams = s.streams().unwrap();
+    assert_eq!(streams.len(), 1, "the SessionEnd hook kept the session: {streams:#?}");
+    let mut held = Vec::new();
+    s.read(&streams[0], 0, streams[0].end(), &mut held).unwrap();
+    assert!(held == written, "the store holds what the agent wrote ({} of {} bytes)", held.len(), written.len());
+    let id = streams[0].path.file_stem().unwrap().to_str().unwrap().to_owned();
+    assert!(!streams[0].path.exists(), "the agent's HOME is gone, and the session with it");
+
+    let back = d.path().join(format!("{id}.jsonl"));
+    let o = transcriptd(&["restore", &id, "--store", store.to_str().unwrap(), "--out", back.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&back).unwrap() == written, "restored byte for byte");
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("claude --resume {id}")), "{}", String::from_utf8_lossy(&o.stdout));
+    let req = d.path().join("req.json");
+    let o = oracle(&["resume", back.to_str().unwrap(), "--agent", agent.kind, "--bin", agent.bin.to_str().unwrap(), "--out", req.to_str().unwrap()]);
+    assert!(o.status.success(), "the restored session resumes: {}", String::from_utf8_lossy(&o.stderr));
+    let req: Value = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
+    let sent = req["body"]["messages"].to_string();
+    assert!(
+        sent.contains("Run the scripted command.") && sent.contains("oracle-was-here") && sent.contains("The command ran."),
+        "resumed with its history: {sent}"
+    );
+}
