@@ -475,10 +475,6 @@ fn pi_or_skip() -> Option<(PathBuf, PathBuf)> {
     Some((prefix, node))
 }
 
-/// The Pi check case repair does not mend yet: a compaction that keeps a result without its call
-/// (the mend would be the compaction's `firstKeptEntryId` moved past the result).
-const PI_NOT_REPAIRED: &str = "0011_compaction_keeps_a_result_without_its_call.jsonl";
-
 /// JSON lines as values, each message's top-level `timestamp` left out: Pi stamps the messages
 /// it makes (a compaction's summary, a "No result provided" result) with the time it makes them,
 /// and no provider is sent a message's timestamp.
@@ -513,13 +509,6 @@ fn pi_sends_on_resume_what_context_prints() {
     let repaired = tempfile::tempdir().unwrap();
     for f in super::support::jsonl_files(&super::support::data("check/pi")) {
         let o = transcriptd(&["repair", "--no-summary", "--out", repaired.path().to_str().unwrap(), f.to_str().unwrap()]);
-        if f.ends_with(PI_NOT_REPAIRED) {
-            // Removing the kept result leaves its call unanswered before the compaction: the
-            // repair refuses its output, and writes nothing.
-            assert_eq!(o.status.code(), Some(2), "{}: {}", f.display(), String::from_utf8_lossy(&o.stderr));
-            assert!(!repaired.path().join(f.file_name().unwrap()).exists());
-            continue;
-        }
         assert!(o.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&o.stderr));
         let out = repaired.path().join(f.file_name().unwrap());
         if out.exists() {

@@ -70,12 +70,18 @@ fn every_real_file_gets_its_format_detected() {
         }
         assert!(v["format"].is_string(), "{l}");
     }
-    // Format per directory: claude-code files are Claude Code, rollouts are Codex.
+    // Format per directory: claude-code files are Claude Code, rollouts are Codex, pi/ is Pi.
     for f in super::support::jsonl_files(&data("real")).into_iter().filter(|f| !f.ends_with("EXPECTED.jsonl")) {
         let input = std::fs::read(&f).unwrap();
         let (_, _, format) = transcriptd::transcript::check_bytes(&input, Default::default()).unwrap();
         let name = f.to_string_lossy();
-        let want = if name.contains("rollout") { "codex" } else { "claude-code" };
+        let want = if name.contains("rollout") {
+            "codex"
+        } else if name.contains("/pi/") {
+            "pi"
+        } else {
+            "claude-code"
+        };
         assert_eq!(format.map(|f| f.as_str()), Some(want), "{name}");
     }
 }

@@ -32,3 +32,21 @@ fn every_case_matches_its_expectation() {
     }
     assert!(count >= 40, "only {count} cases found");
 }
+
+/// Pi: a compaction whose `firstKeptEntryId` is a result keeps the result and summarises its
+/// call: `check` says so at the result (Pi sends it alone, `tests/integration/oracle.rs` shows).
+/// `repair` does not mend it yet (the mend would move `firstKeptEntryId` past the result):
+/// removing the result would leave its call unanswered, so it refuses and writes nothing. Not in
+/// `tests/data/check/`, whose every case repair mends.
+#[test]
+fn a_pi_compaction_that_keeps_a_result_without_its_call() {
+    let case = data("context/pi/0005_compaction_keeps_a_result_without_its_call.jsonl");
+    let (findings, _, detected) = check_bytes(&std::fs::read(&case).unwrap(), Options::default()).unwrap();
+    assert_eq!(detected.map(|f| f.to_string()).as_deref(), Some("pi"));
+    let got: Vec<(u64, &str, Option<&str>)> = findings.iter().map(|f| (f.line, f.kind.as_str(), f.call_id.as_deref())).collect();
+    assert_eq!(got, [(4, "orphan_result", Some("toolu_1"))]);
+    let out = tempfile::tempdir().unwrap();
+    let o = super::support::transcriptd(&["repair", "--no-summary", "--out", out.path().to_str().unwrap(), case.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!out.path().join(case.file_name().unwrap()).exists());
+}
