@@ -47,6 +47,7 @@ const PAGES: &[&str] = &[
     "docs/commands/sessions.md",
     "docs/commands/show.md",
     "docs/deploy.md",
+    "docs/install.md",
     "docs/development.md",
     "docs/requirements.md",
 ];
