@@ -9,7 +9,7 @@
 //! can pull its base images: without one the test says so, and fails only under
 //! TRANSCRIPTD_REQUIRE_DOCKER.
 
-use super::support::{data, peer_present, put, root};
+use super::support::{data, peer_present, put, root, set_mtime};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -57,6 +57,9 @@ fn project() -> Project {
     let encoded: String = cwd.to_str().unwrap().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     let session = home.join(".claude/projects").join(encoded).join("22222222-2222-4222-8222-222222222222.jsonl");
     put(&session, std::fs::read(data("check/claude-code/0005_duplicate_result.jsonl")).unwrap());
+    // Three days old, so that each run's "3d ago" is the same.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    set_mtime(&session, now - 3 * 86_400);
     Project { _tmp: tmp, home, cwd }
 }
 
@@ -169,7 +172,7 @@ impl Drop for Installed {
 #[test]
 fn debian_package_installs_runs_and_removes() {
     let cargo_deb = works("cargo", &["deb", "--version"]);
-    if !peer_present("cargo-deb (cargo install --locked cargo-deb@3.8.0)", cargo_deb) || !peer_present("dpkg", works("dpkg", &["--version"])) {
+    if !peer_present("cargo-deb (.ci/run installs the version it pins)", cargo_deb) || !peer_present("dpkg", works("dpkg", &["--version"])) {
         return;
     }
     if unsafe { libc::geteuid() } != 0 {
@@ -294,4 +297,21 @@ fn container_image_builds_and_runs() {
     assert_eq!(inside.status.code(), direct.status.code());
     assert_eq!(text(&inside.stdout).replace("/transcripts/", ""), text(&direct.stdout));
     let _ = run(Command::new("docker").args(["rmi", "-f", &tag]));
+}
+
+/// cargo-deb is pinned once: the version .ci/run installs is the one the build script and
+/// docs/install.md name.
+#[test]
+fn cargo_deb_is_pinned_to_one_version() {
+    let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    let pin = ci.lines().find_map(|l| l.strip_prefix("cargo install --locked --quiet cargo-deb@")).expect(".ci/run installs cargo-deb");
+    let pin = format!("{}{}", "cargo-deb@", pin.trim());
+    for f in ["packaging/deb/build.sh", "docs/install.md"] {
+        let text = std::fs::read_to_string(root().join(f)).unwrap();
+        let named: Vec<&str> = text
+            .match_indices("cargo-deb@")
+            .map(|(i, _)| text[i..].split(|c: char| !(c.is_ascii_alphanumeric() || "-@.".contains(c))).next().unwrap())
+            .collect();
+        assert!(!named.is_empty() && named.iter().all(|n| n.trim_end_matches('.') == pin), "{f} names {named:?}, .ci/run installs {pin}");
+    }
 }
