@@ -29,12 +29,24 @@ done
 stage="$repo/target/packaging/deb/stage"
 rm -rf "$stage"
 mkdir -p "$stage/man" "$stage/completions" "$out"
-strip --strip-debug -o "$stage/transcriptd" "$bin"
+# Stripped as Debian binaries are (policy 10.1; a panic aborts, so no backtrace needs symbols).
+strip --strip-unneeded -o "$stage/transcriptd" "$bin"
 chmod 0755 "$stage/transcriptd"
 # The unit of deploy/systemd runs /usr/local/bin/transcriptd (an install by hand); the package's
 # binary is /usr/bin/transcriptd.
 sed 's|/usr/local/bin/transcriptd|/usr/bin/transcriptd|g' "$repo/deploy/systemd/transcriptd.service" >"$stage/transcriptd.service"
 ! grep -q /usr/local "$stage/transcriptd.service" || { echo "packaging/deb/build.sh: the unit still names /usr/local" >&2; exit 2; }
+# The Debian changelog the package must carry: one entry for this version, dated by the last
+# commit (reproducible), or by SOURCE_DATE_EPOCH.
+version="$("$stage/transcriptd" --version | sed 's/^transcriptd //')"
+when="${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)}"
+cat >"$stage/changelog" <<CHANGELOG
+transcriptd ($version-1) unstable; urgency=medium
+
+  * Built from the repository by packaging/deb/build.sh (unofficial).
+
+ -- transcriptd developers <transcriptd@packages.invalid>  $(date -u -R -d "@$when")
+CHANGELOG
 "$stage/transcriptd" man --dir "$stage/man"
 gzip -9n "$stage"/man/*.1
 "$stage/transcriptd" completions bash >"$stage/completions/transcriptd"

@@ -198,6 +198,13 @@ fn debian_package_installs_runs_and_removes() {
     assert_eq!(format!("transcriptd {}", field("Version").split('-').next().unwrap()), version().trim());
     assert!(field("Depends").contains("libc6"), "{}", field("Depends"));
 
+    // Debian's own checker finds nothing to say (warnings included).
+    if peer_present("lintian (apt install lintian)", works("lintian", &["--version"])) {
+        let out = run(Command::new("lintian").args(["--fail-on", "warning", "--tag-display-limit", "0"]).arg(deb));
+        let tags: Vec<String> = text(&out.stdout).lines().filter(|l| l.contains(": ")).map(str::to_owned).collect();
+        assert!(out.status.success() && tags.is_empty(), "lintian: {}\n{}", out.status, tags.join("\n"));
+    }
+
     let _installed = Installed;
     ok("dpkg -i", &run(Command::new("dpkg").arg("-i").arg(deb)));
     let out = run(Command::new("/usr/bin/transcriptd").arg("--version"));
@@ -306,7 +313,7 @@ fn cargo_deb_is_pinned_to_one_version() {
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
     let pin = ci.lines().find_map(|l| l.strip_prefix("cargo install --locked --quiet cargo-deb@")).expect(".ci/run installs cargo-deb");
     let pin = format!("{}{}", "cargo-deb@", pin.trim());
-    for f in ["packaging/deb/build.sh", "docs/install.md"] {
+    for f in ["packaging/deb/build.sh", "docs/install.md", "docs/development.md"] {
         let text = std::fs::read_to_string(root().join(f)).unwrap();
         let named: Vec<&str> = text
             .match_indices("cargo-deb@")
