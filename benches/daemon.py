@@ -7,6 +7,8 @@
   benches/daemon.py catchup  [--mib M]             cold start: a file already there, read until /health is 200
   benches/daemon.py coldstart [--mib M] [--rounds N] cold start against `check --jobs 2` on the same file,
                                                   interleaved rounds, the ratio per round and its median
+  benches/daemon.py snapshot [--mib M] [--rounds N]  cold start with and without a snapshot sink, interleaved,
+                                                  and the store's bytes on disk per transcript byte
 
 Each run starts the release binary (or $TRANSCRIPTD_BIN) with its own temp dirs and config, and
 prints one JSON object with the figures, the machine and the command line. See BENCHMARKS.md.
@@ -387,6 +389,93 @@ def coldstart(args):
     }
 
 
+def du(path):
+    """Bytes on disk (allocated blocks) and apparent bytes of the files under `path`."""
+    disk = apparent = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            st = os.lstat(os.path.join(d, f))
+            disk += st.st_blocks * 512
+            apparent += st.st_size
+    return disk, apparent
+
+
+def snapshot(args):
+    """The cold start with and without a `snapshot` sink, interleaved (the same file, page cache
+    warm), until /health is 200 and until the store holds every byte and a checkpoint covers it;
+    and what the store costs on disk, for the file alone and with a copy of it beside."""
+    corpus = corpus_file(args.mib)
+    size = os.path.getsize(corpus)
+    with open(corpus, "rb") as f:
+        while f.read(1 << 24):
+            pass
+    rows = []
+    for r in range(args.rounds):
+        for kind in (["plain", "snapshot"] if r % 2 == 0 else ["snapshot", "plain"]):
+            root = workdir("td-snap-")
+            port = free_port()
+            os.makedirs(f"{root}/watch", exist_ok=True)
+            os.link(corpus, f"{root}/watch/s.jsonl")
+            old = time.time() - 3600
+            os.utime(f"{root}/watch/s.jsonl", (old, old))
+            extra = f'[[sinks]]\ntype = "snapshot"\ndir = "{root}/snapshots"\n' if kind == "snapshot" else ""
+            t0 = time.time()
+            p = start(root, port, subprocess.DEVNULL, every=0.005, extra_sinks=extra)
+            health = time.time() - t0
+            durable = health
+            if kind == "snapshot":
+                while scrape(port).get("transcriptd_snapshot_bytes_total", 0) < size:
+                    time.sleep(0.005)
+                cp = scrape(port).get('transcriptd_checkpoint_writes_total{result="ok"}', 0)
+                while scrape(port).get('transcriptd_checkpoint_writes_total{result="ok"}', 0) <= cp:
+                    time.sleep(0.005)
+                durable = time.time() - t0
+            row = {"round": r, "kind": kind, "health_s": round(health, 3), "durable_s": round(durable, 3), "cpu_s": round(proc_stat(p.pid), 2), "peak_rss_mib": round(rss_kib(p.pid, "VmHWM") / 1024, 1)}
+            p.send_signal(signal.SIGTERM)
+            p.wait()
+            if kind == "snapshot":
+                row["store_disk_bytes"], row["store_apparent_bytes"] = du(f"{root}/snapshots")
+            rows.append(row)
+            shutil.rmtree(root, ignore_errors=True)
+    # A copy beside the file (another inode, the same bytes): what the store adds for it.
+    root = workdir("td-snap-copy-")
+    port = free_port()
+    os.makedirs(f"{root}/watch", exist_ok=True)
+    os.link(corpus, f"{root}/watch/s.jsonl")
+    shutil.copyfile(corpus, f"{root}/watch/copy.jsonl")
+    p = start(root, port, subprocess.DEVNULL, every=0.005, extra_sinks=f'[[sinks]]\ntype = "snapshot"\ndir = "{root}/snapshots"\n')
+    while scrape(port).get("transcriptd_snapshot_bytes_total", 0) < 2 * size:
+        time.sleep(0.01)
+    time.sleep(2.5)
+    m = scrape(port)
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+    copy_disk, copy_apparent = du(f"{root}/snapshots")
+    shutil.rmtree(root, ignore_errors=True)
+
+    def med(xs):
+        xs = sorted(xs)
+        return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+    ratios = []
+    for r in range(args.rounds):
+        pl = next(x for x in rows if x["round"] == r and x["kind"] == "plain")
+        sn = next(x for x in rows if x["round"] == r and x["kind"] == "snapshot")
+        ratios.append((round(sn["health_s"] / pl["health_s"], 3), round(sn["durable_s"] / pl["health_s"], 3)))
+    snaps = [x for x in rows if x["kind"] == "snapshot"]
+    return {
+        "benchmark": "cold start with and without a snapshot sink (one file already there; interleaved rounds), and the store's cost",
+        "bytes": size,
+        "rounds": rows,
+        "ratio_health_per_round": [a for a, _ in ratios],
+        "ratio_durable_per_round": [b for _, b in ratios],
+        "median_ratio_health": med([a for a, _ in ratios]),
+        "median_ratio_durable": med([b for _, b in ratios]),
+        "store_disk_per_byte": round(med([x["store_disk_bytes"] for x in snaps]) / size, 4),
+        "with_a_copy": {"transcript_bytes": 2 * size, "store_disk_bytes": copy_disk, "store_apparent_bytes": copy_apparent, "store_disk_per_transcript_byte": round(copy_disk / (2 * size), 4), "deduplicated_bytes": m.get("transcriptd_snapshot_deduplicated_bytes_total")},
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tap-clients", type=int, default=0, help="clients reading /tap during the run (curl)")
@@ -407,13 +496,16 @@ def main():
     a = sub.add_parser("coldstart")
     a.add_argument("--mib", type=int, default=512)
     a.add_argument("--rounds", type=int, default=8)
+    a = sub.add_parser("snapshot")
+    a.add_argument("--mib", type=int, default=512)
+    a.add_argument("--rounds", type=int, default=6)
     args = ap.parse_args()
     global TAP_CLIENTS
     TAP_CLIENTS = args.tap_clients
     if not os.path.exists(BIN):
         raise SystemExit("build first: cargo build --release")
     try:
-        res = {"latency": latency, "idle": idle, "ingest": ingest, "catchup": catchup, "coldstart": coldstart}[args.cmd](args)
+        res = {"latency": latency, "idle": idle, "ingest": ingest, "catchup": catchup, "coldstart": coldstart, "snapshot": snapshot}[args.cmd](args)
         if TAP_CLIENTS:
             res["tap_clients"] = TAP_CLIENTS
             res["tap_records_per_client"] = tap_records()

@@ -24,6 +24,7 @@ pub mod prices;
 pub mod repair;
 pub mod sessions;
 pub mod sinks;
+pub mod snapshots;
 pub mod sources;
 pub mod telemetry;
 pub mod transcript;

@@ -78,7 +78,13 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             out.flush()?;
             eprintln!(
                 "{}",
-                super::style::stderr().at(&name, stop.line, "error", stop.kind.as_str(), &format!("{} (--strict stops at the first line that cannot be read)", stop.message))
+                super::style::stderr().at(
+                    &name,
+                    stop.line,
+                    "error",
+                    stop.kind.as_str(),
+                    &format!("{} (--strict stops at the first line that cannot be read)", stop.message)
+                )
             );
             continue;
         }

@@ -144,8 +144,7 @@ fn fix(rows: &mut [Row<'_>], opts: &Options) {
     if broken.is_empty() {
         return;
     }
-    let ids: Vec<(u64, u64)> =
-        broken.iter().filter_map(|&i| std::fs::metadata(&rows[i].found.session.transcript).ok()).map(|m| (m.dev(), m.ino())).collect();
+    let ids: Vec<(u64, u64)> = broken.iter().filter_map(|&i| std::fs::metadata(&rows[i].found.session.transcript).ok()).map(|m| (m.dev(), m.ino())).collect();
     let scan = holders::scan(&ids);
     // `repair --in-place` without --force: no --min-idle wait (the user quit the agent a moment
     // ago), but a writer found at the last moment still keeps the file from being replaced.
@@ -394,9 +393,6 @@ mod tests {
         let blank = Finding::new(7, Kind::EmptyText, "blank text");
         assert_eq!(verdict_text(&Verdict::Refused(blank)), "will be refused: line 7: empty_text: blank text");
         let drops: Vec<Finding> = (1..=5).map(|l| Finding::new(l, Kind::TornLine, "t")).collect();
-        assert_eq!(
-            verdict_text(&Verdict::Drops(drops)),
-            "resumes but drops: line 1 (torn_line), line 2 (torn_line), line 3 (torn_line) and 2 more"
-        );
+        assert_eq!(verdict_text(&Verdict::Drops(drops)), "resumes but drops: line 1 (torn_line), line 2 (torn_line), line 3 (torn_line) and 2 more");
     }
 }

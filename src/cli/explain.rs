@@ -10,13 +10,13 @@
 
 use super::args::{OutputArgs, ReadArgs};
 use super::output::FindingRecord;
-use super::safe::Safe;
 use super::roots_or_default;
+use super::safe::Safe;
 use super::{Exit, OutputFormat};
 use crate::batch_check::check_all;
-use crate::sessions::project::{shell_word, Agent};
 use crate::sessions::find_by_prefix;
 use crate::sessions::id::rollout_id;
+use crate::sessions::project::{shell_word, Agent};
 use crate::sources::batch::Input;
 use crate::sources::reverse::{self, FileSource};
 use crate::transcript::explain::{as_sent, block_at, id_lines, ApiError, At, Block, Line, Origin, Position};
@@ -108,8 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
         at += l.len() + 1;
     }
-    let sent: BTreeSet<u64> =
-        scanned.context.lines.iter().filter_map(|l| starts.binary_search(&l.offset).ok()).map(|i| i as u64 + 1).collect();
+    let sent: BTreeSet<u64> = scanned.context.lines.iter().filter_map(|l| starts.binary_search(&l.offset).ok()).map(|i| i as u64 + 1).collect();
     let preferred = |n: u64| sent.contains(&n);
 
     // Claude Code and the API history formats count messages as their APIs do; Codex's errors
@@ -119,7 +118,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     // An API history file is the request: its message N is its N-th message line.
     if let (Some(l), Some(Format::Anthropic | Format::OpenAiChat)) = (located.as_mut(), scanned.context.format) {
         let unreadable: BTreeSet<u64> = scanned.context.skipped.iter().map(|s| s.offset).collect();
-        let nth = scanned.context.lines.iter().filter(|c| !unreadable.contains(&c.offset) && !c.bytes.iter().all(u8::is_ascii_whitespace)).nth(l.position.message);
+        let nth =
+            scanned.context.lines.iter().filter(|c| !unreadable.contains(&c.offset) && !c.bytes.iter().all(u8::is_ascii_whitespace)).nth(l.position.message);
         if let Some(n) = nth.and_then(|c| starts.binary_search(&c.offset).ok()) {
             l.origin = vec![Origin::Line(n as u64 + 1)];
         }
@@ -130,10 +130,13 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             ids.insert(0, id.clone());
         }
     }
-    let id_lines: Vec<IdLines> = ids.iter().map(|id| {
-        let (calls, results) = id_lines(id, &lines);
-        IdLines { id: id.clone(), calls, results }
-    }).collect();
+    let id_lines: Vec<IdLines> = ids
+        .iter()
+        .map(|id| {
+            let (calls, results) = id_lines(id, &lines);
+            IdLines { id: id.clone(), calls, results }
+        })
+        .collect();
 
     // The findings behind it: at the lines found, or about the ids; else of the rule's kinds.
     let opts = Options { format: args.read.format, max_line_bytes: args.read.max_line_bytes, strict: false, jobs: 1 };
@@ -143,13 +146,13 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     let mut at_lines: BTreeSet<u64> = id_lines.iter().flat_map(|i| i.calls.iter().chain(&i.results).copied()).collect();
     if let Some(l) = &located {
-        at_lines.extend(l.origin.iter().filter_map(|o| match o { Origin::Line(n) => Some(*n), _ => None }));
+        at_lines.extend(l.origin.iter().filter_map(|o| match o {
+            Origin::Line(n) => Some(*n),
+            _ => None,
+        }));
     }
-    let mut related: Vec<&Finding> = report
-        .findings
-        .iter()
-        .filter(|f| at_lines.contains(&f.line) || f.call_id.as_ref().is_some_and(|c| ids.contains(c)))
-        .collect();
+    let mut related: Vec<&Finding> =
+        report.findings.iter().filter(|f| at_lines.contains(&f.line) || f.call_id.as_ref().is_some_and(|c| ids.contains(c))).collect();
     if related.is_empty() {
         if let Some(rule) = error.rule {
             related = report.findings.iter().filter(|f| rule.kinds().contains(&f.kind)).collect();
@@ -182,7 +185,12 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             let rule = error.rule.map_or_else(String::new, |r| format!(" ({})", r.describe()));
             writeln!(out, "{}: the error{rule}", Safe(&name))?;
             if let Some(p) = error.position.filter(|_| !counts_messages) {
-                writeln!(out, "  {}: this is a {} file, whose errors are traced by call id", pos(p), scanned.context.format.map_or("transcript", Format::as_str))?;
+                writeln!(
+                    out,
+                    "  {}: this is a {} file, whose errors are traced by call id",
+                    pos(p),
+                    scanned.context.format.map_or("transcript", Format::as_str)
+                )?;
             }
             if let Some(l) = &located {
                 writeln!(out, "  {}", Safe(&located_text(l, request.len())))?;
@@ -277,7 +285,13 @@ fn locate(request: &[Value], position: Position, lines: &[Line<'_>], preferred: 
 
 /// Where blocks come from, in words: "from line 4", "from lines 4, 5", and what no line holds.
 fn origins_text(origins: &[Origin]) -> String {
-    let lines: Vec<String> = origins.iter().filter_map(|o| match o { Origin::Line(n) => Some(n.to_string()), _ => None }).collect();
+    let lines: Vec<String> = origins
+        .iter()
+        .filter_map(|o| match o {
+            Origin::Line(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect();
     let mut parts = Vec::new();
     match lines.len() {
         0 => {}
@@ -309,7 +323,13 @@ fn located_text(l: &Located, messages: usize) -> String {
             format!("{p}: the {ty} block{id} of a{} {role} message, {}", if role.starts_with('a') { "n" } else { "" }, from)
         }
         (None, Some(b)) => format!("{p}: the {role} message there has {} block{}, not {}", l.blocks, super::output::plural(l.blocks as u64), b + 1),
-        (None, None) => format!("{p}: a{} {role} message of {} block{}, {}", if role.starts_with('a') { "n" } else { "" }, l.blocks, super::output::plural(l.blocks as u64), from),
+        (None, None) => format!(
+            "{p}: a{} {role} message of {} block{}, {}",
+            if role.starts_with('a') { "n" } else { "" },
+            l.blocks,
+            super::output::plural(l.blocks as u64),
+            from
+        ),
     }
 }
 

@@ -47,6 +47,17 @@ Examples:
   transcriptd explain 0c6e3f4e -                      # a session by id prefix; paste the error, then Ctrl-D
   transcriptd explain -o json SESSION.jsonl 'No tool output found for function call call_…'";
 
+/// `transcriptd restore`.
+pub const RESTORE: &str = "\
+Exit status:
+  0  restored (or the file already holds those bytes), or listed with --list
+  2  usage or IO error: no store, nothing of the session in it, a session the agent has open for writing
+
+Examples:
+  transcriptd restore 0c6e3f4e --store /var/lib/transcriptd/snapshots     # the session the agent deleted or emptied
+  transcriptd restore 0c6e3f4e --config /etc/transcriptd/transcriptd.toml --list
+  transcriptd restore 0c6e3f4e --store /var/lib/transcriptd/snapshots --at 2026-12-03T09:00:00Z --out /tmp/before.jsonl";
+
 /// `transcriptd check`.
 pub const CHECK: &str = "\
 Exit status:

@@ -88,5 +88,9 @@ fn render(cmd: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
 /// and `-` (which roff may render as a hyphen) escaped.
 fn roff_text(s: &str) -> String {
     let s = s.replace('\\', "\\e").replace('-', "\\-");
-    if s.starts_with(['.', '\'']) { format!("\\&{s}") } else { s }
+    if s.starts_with(['.', '\'']) {
+        format!("\\&{s}")
+    } else {
+        s
+    }
 }

@@ -8,17 +8,18 @@ pub mod context;
 pub mod conversation;
 pub mod doctor;
 pub mod explain;
-pub mod rebuilt;
 pub mod help;
 pub mod history;
 pub mod input;
 pub mod man;
 pub mod orphans;
 pub mod output;
+pub mod rebuilt;
 pub mod render;
 pub mod repair;
 pub mod repair_stdin;
 pub mod report;
+pub mod restore;
 pub mod run;
 pub mod safe;
 pub mod sessions;
@@ -101,6 +102,10 @@ pub enum Command {
     /// and a suggested handling.
     #[command(after_long_help = help::ORPHANS)]
     Orphans(orphans::Args),
+    /// Put a session back, byte for byte, from the snapshot store the daemon's `snapshot` sink
+    /// keeps (after the agent deleted, emptied or cut it), and print its resume command.
+    #[command(after_long_help = help::RESTORE)]
+    Restore(restore::Args),
     /// Find the sessions agent hosts keep on disk.
     Sessions(sessions::Args),
     /// Show one session, named by a short prefix of its id.
@@ -160,6 +165,7 @@ pub fn main() -> ExitCode {
         Command::Context(a) => context::run(a),
         Command::History(a) => history::run(a),
         Command::Orphans(a) => orphans::run(a),
+        Command::Restore(a) => restore::run(a),
         Command::Sessions(a) => sessions::run(a),
         Command::Show(a) => show::run(a),
         Command::Stats(a) => stats::run(a),

@@ -119,4 +119,3 @@ pub fn write_as(context: &Context, raw: bool, text: bool, out: &mut impl Write) 
     }
     result.context("writing output")
 }
-

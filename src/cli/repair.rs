@@ -232,7 +232,14 @@ pub fn write_report(out: &mut impl Write, r: &Report, format: OutputFormat, dry_
                 // removed 4 of 6 and said `repaired`).
                 writeln!(out, "{} {verdict}: {} (the originals are in its rejects file)", paint.location(&format!("{}:", r.file)), examples(e))?;
             } else {
-                writeln!(out, "{} {verdict} ({} inserted, {} removed, {} modified)", paint.location(&format!("{}:", r.file)), l.inserted, l.removed, l.modified)?;
+                writeln!(
+                    out,
+                    "{} {verdict} ({} inserted, {} removed, {} modified)",
+                    paint.location(&format!("{}:", r.file)),
+                    l.inserted,
+                    l.removed,
+                    l.modified
+                )?;
             }
             for u in &r.unrepaired {
                 writeln!(out, "{}", paint.at(&r.file, u.line, "error", u.kind.as_str(), &format!("not repaired: {}", u.why)))?;
@@ -356,7 +363,8 @@ pub fn summary(reports: &[Report], bytes: u64, elapsed: Duration, dry_run: bool,
         for r in reports.iter().filter(|r| matches!(r.status, Status::Repaired | Status::Partial)) {
             e.add(r.examples.unwrap_or_default());
         }
-        let dropped = if e.is_empty() { String::new() } else { format!("; dataset examples: {} dropped, {} truncated, {} answered", e.dropped, e.truncated, e.answered) };
+        let dropped =
+            if e.is_empty() { String::new() } else { format!("; dataset examples: {} dropped, {} truncated, {} answered", e.dropped, e.truncated, e.answered) };
         format!(
             "repair of {head}: {} clean, {} repaired, {} partly repaired, {skipped}, {} failed{dropped}{shard}",
             count(Status::Clean),

@@ -223,7 +223,14 @@ enum Listener {
 }
 
 /// Binds the listener `cfg` asks for, unless the running one has its address.
-fn listener(cfg: &Resolved, running: Option<&MetricsServer>, metrics: &PrometheusHandle, health: &Arc<Health>, tap: &Arc<Tap>, optional: bool) -> anyhow::Result<Listener> {
+fn listener(
+    cfg: &Resolved,
+    running: Option<&MetricsServer>,
+    metrics: &PrometheusHandle,
+    health: &Arc<Health>,
+    tap: &Arc<Tap>,
+    optional: bool,
+) -> anyhow::Result<Listener> {
     let Some(m) = &cfg.metrics else { return Ok(if running.is_some() { Listener::Stop } else { Listener::Keep }) };
     // The token file is read here, so that one that cannot be read stops a start or a reload.
     let limits = limits(cfg)?;

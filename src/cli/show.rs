@@ -2,18 +2,18 @@
 //! (turns, tool calls, compactions, findings by kind), its full history, or one line by uuid.
 
 use super::args::{OutputArgs, ReadArgs};
-use crate::batch_check::check_input;
-use crate::sources::READ_CHUNK;
 use super::output::{human_bytes, plural};
 use super::render;
-use super::safe::{self, Safe};
 use super::roots_or_default;
+use super::safe::{self, Safe};
 use super::{Exit, OutputFormat};
+use crate::batch_check::check_input;
 use crate::sessions::history::{full_history, HistoryItem};
 use crate::sessions::index::UuidIndex;
 use crate::sessions::info::{self, read_head, subagents_of, UpdatedFrom};
 use crate::sessions::{find_by_prefix, load_meta, Layout, Meta, Session, Timestamp};
 use crate::sources::batch::Input;
+use crate::sources::READ_CHUNK;
 use crate::transcript::{Format, Kind, Options, Severity, Stats};
 use anyhow::Context;
 use serde::Serialize;

@@ -167,7 +167,8 @@ impl Counting<'_> {
         let first = self.next;
         let mut it = lines::lines(self.next, 0, &bytes);
         let max = self.args.read.max_line_bytes;
-        let too_long = |len: u64| LineStats { unreadable: Some(format!("line of {len} bytes is over the limit of {max} (--max-line-bytes)")), ..LineStats::default() };
+        let too_long =
+            |len: u64| LineStats { unreadable: Some(format!("line of {len} bytes is over the limit of {max} (--max-line-bytes)")), ..LineStats::default() };
         // A line over the limit is not read (as `check` reads none): the splitter dropped those
         // that crossed a chunk, the others are cut here.
         let ls: Vec<(u64, &[u8], Option<u64>)> = it
@@ -300,7 +301,11 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         // As `check` exits 1 for a malformed line: the figures leave those lines out.
         if args.out.summary() {
             let n = unreadable_lines;
-            eprintln!("stats: {n} line{} could not be read and {} not counted (see above; `transcriptd check` says more)", plural(n), if n == 1 { "is" } else { "are" });
+            eprintln!(
+                "stats: {n} line{} could not be read and {} not counted (see above; `transcriptd check` says more)",
+                plural(n),
+                if n == 1 { "is" } else { "are" }
+            );
         }
         return Ok(Exit::Findings);
     }

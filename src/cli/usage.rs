@@ -3,12 +3,12 @@
 //! can be costed without running the daemon.
 
 use super::args::{OutputArgs, ReadArgs};
-use crate::batch_check::check_all;
 use super::output::plural;
 use super::safe::{self, Safe};
 use super::{Exit, OutputFormat};
-use crate::sources::batch;
+use crate::batch_check::check_all;
 use crate::prices::{Cost, Pricer};
+use crate::sources::batch;
 use crate::transcript::model::Usage;
 use crate::transcript::{Format, Options};
 use serde::Serialize;

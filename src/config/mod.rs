@@ -109,11 +109,15 @@ mod tests {
         let text = "[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"stdout\"\n[[sinks]]\ntype=\"file\"\npath=\"/o/out.jsonl\"\n[[sinks]]\ntype=\"repaired_files\"\ndir=\"/o/repaired\"\n[[sinks]]\ntype=\"prometheus\"\n[[sinks]]\ntype=\"http\"\nurl=\"http://x/\"\n";
         let c = Config::parse(text, "t.toml").unwrap();
         let needs: Vec<SinkNeeds> = c.sinks.iter().map(SinkConfig::needs).collect();
-        assert_eq!(needs[1], SinkNeeds { dirs: vec!["/o".into()], appends_to: Some("/o/out.jsonl".into()), repairs_into: None });
-        assert_eq!(needs[2], SinkNeeds { dirs: vec!["/o/repaired".into()], appends_to: None, repairs_into: Some("/o/repaired".into()) });
+        assert_eq!(needs[1], SinkNeeds { dirs: vec!["/o".into()], appends_to: Some("/o/out.jsonl".into()), repairs_into: None, bytes: false });
+        assert_eq!(needs[2], SinkNeeds { dirs: vec!["/o/repaired".into()], appends_to: None, repairs_into: Some("/o/repaired".into()), bytes: false });
         for plain in [0, 3, 4] {
             assert_eq!(needs[plain], SinkNeeds::default(), "{:?}", c.sinks[plain]);
         }
+        // The snapshot sink: its directory, and every byte read.
+        let c = Config::parse("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"snapshot\"\ndir=\"/o/snap\"\nmax_age=\"90d\"\nmax_bytes=\"1GiB\"\n", "t.toml")
+            .unwrap();
+        assert_eq!(c.sinks[0].needs(), SinkNeeds { dirs: vec!["/o/snap".into()], bytes: true, ..SinkNeeds::default() });
         // A file named without a directory needs none made.
         let c = Config::parse("[[sources]]\ninclude=[\"/x\"]\n[[sinks]]\ntype=\"file\"\npath=\"out.jsonl\"\n", "t.toml").unwrap();
         assert_eq!(c.sinks[0].needs(), SinkNeeds { appends_to: Some("out.jsonl".into()), ..SinkNeeds::default() });

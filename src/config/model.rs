@@ -149,7 +149,13 @@ pub enum StageConfig {
     /// What a transcript lost of itself: a run of wiped conversation lines (`content_wiped`),
     /// the file deleted or rewritten under the daemon (`transcript_deleted`,
     /// `transcript_rewritten`).
-    Loss,
+    Loss {
+        /// The snapshot store that holds what was lost: the `snapshot` sink's directory, set
+        /// when the configuration is resolved (not written in the file); the findings then say
+        /// how to restore from it.
+        #[serde(skip)]
+        restore_from: Option<PathBuf>,
+    },
     /// Writes a repaired copy of a file with error findings through the `repaired_files` sink,
     /// once it has been idle for `min_idle`. Never writes the live file.
     Repair {
@@ -175,7 +181,7 @@ impl StageConfig {
             StageConfig::Compaction => Some(Box::new(stages::compactions::Compactions)),
             StageConfig::Orphans { grace, .. } => Some(Box::new(stages::orphans::Orphans::new(*grace))),
             StageConfig::Validate => Some(Box::new(stages::validate::Validate::new(quiet))),
-            StageConfig::Loss => Some(Box::new(stages::loss::Loss::new(quiet))),
+            StageConfig::Loss { restore_from } => Some(Box::new(stages::loss::Loss::new(quiet).restoring_from(restore_from.clone()))),
             StageConfig::Repair { min_idle, .. } => Some(Box::new(stages::repair_trigger::RepairTrigger::new(*min_idle))),
         }
     }
@@ -187,7 +193,7 @@ impl StageConfig {
     /// On a setting that did not read ([`Parsed::get`]), which validation refuses.
     pub fn needs(&self) -> Needs {
         match self {
-            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss => Needs::default(),
+            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss { .. } => Needs::default(),
             StageConfig::Orphans { registry, .. } => Needs { paused_calls: true, registry: registry.clone(), quiet: self.quiet(), ..Needs::default() },
             StageConfig::Repair { mode, orphans, .. } => Needs { repair: Some(RepairRequest { mode: *mode, orphans: *orphans.get() }), ..Needs::default() },
         }
@@ -198,7 +204,7 @@ impl StageConfig {
     pub fn quiet(&self) -> Option<Duration> {
         match self {
             StageConfig::Orphans { grace, .. } => Some(*grace),
-            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss | StageConfig::Repair { .. } => None,
+            StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss { .. } | StageConfig::Repair { .. } => None,
         }
     }
 }
@@ -284,6 +290,20 @@ pub enum SinkConfig {
     RepairedFiles {
         /// Directory; a file's copy keeps its path below the source root.
         dir: PathBuf,
+    },
+    /// Every byte read from the transcripts, kept in a snapshot store (docs/commands/restore.md) that
+    /// a deletion, a truncation or a rewrite of a transcript cannot reach: `transcriptd
+    /// restore` puts a session back from it. Synced before the checkpoint that covers it.
+    Snapshot {
+        /// The store's directory.
+        dir: PathBuf,
+        /// Streams not written for longer are removed ("90d"; none by default).
+        #[serde(default, with = "humantime_serde")]
+        max_age: Option<Duration>,
+        /// The store's size at most ("20GiB"; no limit by default): the streams written last
+        /// longest ago are removed first, never one written in the last ten minutes.
+        #[serde(default)]
+        max_bytes: Option<Parsed<ByteSize>>,
     },
     /// Prometheus exporter serving `/metrics` and `/health`.
     Prometheus {
@@ -407,6 +427,13 @@ impl SinkConfig {
                 Some(Box::new(prometheus::PrometheusSink::new(Box::new(move |tool| registry.side_effect(tool)))))
             }
             SinkConfig::Http { .. } => Some(Box::new(crate::sinks::http::HttpSink::open(self.http_settings().map_err(anyhow::Error::msg)?, ctx.state_dir)?)),
+            SinkConfig::Snapshot { dir, max_age, max_bytes } => {
+                let max_bytes = max_bytes.as_ref().map(|m| m.read().map(|b| b.bytes() as u64).map_err(|m| anyhow::anyhow!("max_bytes: {m}"))).transpose()?;
+                let retention = crate::snapshots::Retention { max_age: *max_age, max_bytes, every: crate::sinks::snapshot::RETENTION_EVERY };
+                Some(Box::new(
+                    crate::sinks::snapshot::SnapshotSink::open(dir, retention).with_context(|| format!("opening the snapshot store {}", dir.display()))?,
+                ))
+            }
         })
     }
 
@@ -455,6 +482,7 @@ impl SinkConfig {
             SinkConfig::RepairedFiles { .. } => "repaired_files",
             SinkConfig::Prometheus { .. } => "prometheus",
             SinkConfig::Http { .. } => "http",
+            SinkConfig::Snapshot { .. } => "snapshot",
         }
     }
 
@@ -472,6 +500,7 @@ impl SinkConfig {
                 ..SinkNeeds::default()
             },
             SinkConfig::RepairedFiles { dir } => SinkNeeds { repairs_into: Some(dir.clone()), dirs: vec![dir.clone()], ..SinkNeeds::default() },
+            SinkConfig::Snapshot { dir, .. } => SinkNeeds { dirs: vec![dir.clone()], bytes: true, ..SinkNeeds::default() },
             SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => SinkNeeds::default(),
         }
     }
@@ -490,6 +519,8 @@ pub struct SinkNeeds {
     pub dirs: Vec<PathBuf>,
     /// A file it appends to, which must open for appending before the daemon starts.
     pub appends_to: Option<PathBuf>,
+    /// It is handed every byte read from the files ([`crate::sinks::Batch::bytes`]).
+    pub bytes: bool,
 }
 
 fn default_state_dir() -> PathBuf {
@@ -550,7 +581,13 @@ fn default_metrics_addr() -> Parsed<SocketAddr> {
     Parsed::new("127.0.0.1:9464")
 }
 pub(super) fn default_stages() -> Vec<StageConfig> {
-    vec![StageConfig::Parse, StageConfig::Compaction, StageConfig::Orphans { grace: default_grace(), registry: None }, StageConfig::Validate, StageConfig::Loss]
+    vec![
+        StageConfig::Parse,
+        StageConfig::Compaction,
+        StageConfig::Orphans { grace: default_grace(), registry: None },
+        StageConfig::Validate,
+        StageConfig::Loss { restore_from: None },
+    ]
 }
 pub(super) fn default_sinks() -> Vec<SinkConfig> {
     vec![SinkConfig::stdout()]

@@ -121,7 +121,7 @@ impl StageConfig {
                     problems.push((Some("registry"), e.to_string()));
                 }
             }
-            StageConfig::Orphans { registry: None, .. } | StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss => {}
+            StageConfig::Orphans { registry: None, .. } | StageConfig::Parse | StageConfig::Compaction | StageConfig::Validate | StageConfig::Loss { .. } => {}
         }
         problems
     }
@@ -164,6 +164,14 @@ impl SinkConfig {
                     if let Err(m) = size.read() {
                         problems.push((Some(key), m.to_owned()));
                     }
+                }
+            }
+            SinkConfig::Snapshot { max_age, max_bytes, .. } => {
+                if let Some(Err(m)) = max_bytes.as_ref().map(|m| m.read()) {
+                    problems.push((Some("max_bytes"), m.to_owned()));
+                }
+                if max_age.is_some_and(|a| a.is_zero()) {
+                    problems.push((Some("max_age"), "must be more than 0".into()));
                 }
             }
             SinkConfig::Stdout { .. } | SinkConfig::RepairedFiles { .. } => {}
@@ -246,6 +254,16 @@ impl Config {
         }
         let mut config = self;
         config.make_absolute();
+        // What the `loss` stage's findings name: the store that holds what was lost.
+        let store = config.sinks.iter().find_map(|s| match s {
+            SinkConfig::Snapshot { dir, .. } => Some(dir.clone()),
+            _ => None,
+        });
+        for st in &mut config.stages {
+            if let StageConfig::Loss { restore_from } = st {
+                restore_from.clone_from(&store);
+            }
+        }
         if let Some(t) = metrics.as_mut().and_then(|m| m.token_file.as_mut()) {
             *t = std::path::absolute(&*t).unwrap_or_else(|_| t.clone());
         }
@@ -275,7 +293,7 @@ impl Config {
         for s in &mut self.sinks {
             match s {
                 SinkConfig::File { path, .. } => abs(path),
-                SinkConfig::RepairedFiles { dir } => abs(dir),
+                SinkConfig::RepairedFiles { dir } | SinkConfig::Snapshot { dir, .. } => abs(dir),
                 SinkConfig::Prometheus { token_file: Some(t), .. } => abs(t),
                 SinkConfig::Stdout { .. } | SinkConfig::Prometheus { .. } | SinkConfig::Http { .. } => {}
             }
@@ -339,7 +357,7 @@ impl Resolved {
                         }
                     }
                 }
-                SinkConfig::RepairedFiles { dir } => {
+                SinkConfig::RepairedFiles { dir } | SinkConfig::Snapshot { dir, .. } => {
                     if let Err(m) = creatable(dir) {
                         out.push((Place::key("sinks", Some(i), "dir"), m));
                     }

@@ -31,7 +31,9 @@ impl StageSettings {
             Some(path) => crate::config::tools::ToolRegistry::load(path)?,
             None => crate::config::tools::ToolRegistry::builtin(),
         };
-        let spec = tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes(), paused_calls: needs.paused_calls };
+        let keep_bytes = r.config.sinks.iter().any(|s| s.needs().bytes);
+        let spec =
+            tail::Spec { stages: r.config.stages.clone(), quiet: r.config.quiet(), max_line: r.max_line_bytes(), paused_calls: needs.paused_calls, keep_bytes };
         Ok(StageSettings { spec: Arc::new(spec), repair: needs.repair, registry })
     }
 }

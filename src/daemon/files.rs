@@ -199,10 +199,11 @@ impl Files {
     }
 
     /// The counters gathered by the files touched since the last call.
-    pub fn take_counts(&mut self, into: &mut Vec<Count>) {
+    pub fn take_counts(&mut self, into: &mut Vec<Count>, bytes: &mut Vec<crate::sinks::Bytes>) {
         for p in std::mem::take(&mut self.counting) {
             if let Some(t) = self.map.get_mut(&p) {
                 into.append(&mut std::mem::take(&mut t.counts));
+                bytes.append(&mut t.bytes);
             }
         }
     }

@@ -38,10 +38,10 @@ pub mod tap;
 pub mod watch;
 
 use crate::config::{ReadFrom, RepairMode, RepairRequest, Resolved, SourceKind};
+use crate::sinks::record::{now, Record};
 use crate::sinks::{Batch, Count, Gauges};
 use crate::telemetry;
 use anyhow::Context;
-use crate::sinks::record::{now, Record};
 use health::Health;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -55,7 +55,6 @@ use build::{compile, repair_record, Sinks, Source, StageSettings};
 
 /// Bytes one file reads at most per poll, so that files share a step.
 pub const FILE_BUDGET: u64 = 8 << 20;
-
 
 /// A file that could not be read, waiting to be tried again.
 #[derive(Debug)]
@@ -111,6 +110,8 @@ struct Daemon {
     /// Records and counters of the running step, for the sinks.
     outbox: Vec<Record>,
     counts: Vec<Count>,
+    /// The bytes read this step, for the sinks that keep them.
+    bytes: Vec<crate::sinks::Bytes>,
     gauges: Option<Gauges>,
     watch: watch::Watch,
     buf: Vec<u8>,
@@ -203,6 +204,7 @@ pub async fn start(cfg: Resolved, health: Arc<Health>, tap: Arc<tap::Tap>) -> an
         due: Vec::new(),
         outbox: Vec::new(),
         counts: Vec::new(),
+        bytes: Vec::new(),
         gauges: None,
         watch,
         buf: Vec::with_capacity(crate::sources::READ_CHUNK),
@@ -751,6 +753,7 @@ impl Daemon {
             t.left(crate::transcript::pipeline::Left::Deleted, records);
         }
         self.counts.append(&mut std::mem::take(&mut t.counts));
+        self.bytes.append(&mut t.bytes);
         t.announce(records, mark);
         if t.announced {
             for f in &t.tail {
@@ -809,9 +812,10 @@ impl Daemon {
 
     /// Hands the step's records, counters and gauges to every sink, in order.
     async fn deliver(&mut self) -> anyhow::Result<()> {
-        self.files.take_counts(&mut self.counts);
+        self.files.take_counts(&mut self.counts, &mut self.bytes);
         let mut batch = Batch::new(std::mem::take(&mut self.outbox), std::mem::take(&mut self.counts), self.gauges.take());
         batch.repairs = std::mem::take(&mut self.due);
+        batch.bytes = std::mem::take(&mut self.bytes);
         if batch.is_empty() {
             return Ok(());
         }

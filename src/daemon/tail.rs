@@ -33,15 +33,15 @@
 //! the torn line, which is not growth then) and tells the stages that the tail stands
 //! ([`Pipeline::tail_stands`]): nothing is retracted or reported again that still holds.
 
-use crate::sinks::record::{now, Change, Record};
 use super::fetch::{self, Outcome};
 use super::identity::{note_head, note_read, Fingerprint, FP_LEN, HEAD_LEN};
-use crate::sinks::Count;
+use crate::sinks::record::{now, Change, Record};
+use crate::sinks::{Bytes, Count};
 use crate::sources::backlog::{self, Backlog, Item};
 use crate::transcript::finding::Output;
+use crate::transcript::pipeline::{Gone, Left};
 use crate::transcript::stages::events::EventLog;
 use crate::transcript::{Event, Finding, Format, Inputs, Options, Pipeline, Stats};
-use crate::transcript::pipeline::{Gone, Left};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
@@ -66,6 +66,9 @@ pub struct Spec {
     /// Whether a stage reads the calls a host paused beside a transcript (`pending.json`) when
     /// its deadline comes ([`crate::config::Needs::paused_calls`]).
     pub paused_calls: bool,
+    /// Whether a sink keeps the bytes read ([`crate::config::SinkNeeds::bytes`]): each file
+    /// hands them on in [`Tailed::bytes`].
+    pub keep_bytes: bool,
 }
 
 impl Spec {
@@ -211,6 +214,9 @@ pub struct Tailed {
     pending_seen: usize,
     /// Counters since the daemon last took them (for the metrics sink).
     pub counts: Vec<Count>,
+    /// The bytes read since the daemon last took them, when a sink keeps them
+    /// ([`Spec::keep_bytes`]).
+    pub bytes: Vec<Bytes>,
     /// The backlog being read ahead, if it is (boxed: 10,000 idle files pay a pointer each).
     ahead: Option<Box<Backlog>>,
 }
@@ -260,6 +266,7 @@ impl Tailed {
             events_seen: BTreeMap::new(),
             pending_seen: 0,
             counts: Vec::new(),
+            bytes: Vec::new(),
             ahead: None,
         })
     }
@@ -585,6 +592,7 @@ impl Tailed {
     /// Feeds `bytes`, read at the offset, to the pipeline; returns how many were new (not
     /// replayed). (The fingerprint after them is the caller's.)
     fn feed(&mut self, bytes: &[u8]) -> u64 {
+        self.keep(bytes);
         note_head(&mut self.head_buf, self.head, self.offset, bytes);
         // The lenient policy never stops.
         let _ = self.pipeline.as_mut().expect("loaded").feed(bytes);
@@ -594,6 +602,15 @@ impl Tailed {
             0
         } else {
             bytes.len() as u64
+        }
+    }
+
+    /// Hands `bytes`, read at the offset, to the sinks that keep them (unless replayed).
+    fn keep(&mut self, bytes: &[u8]) {
+        if let (true, false, Some(id)) = (self.spec.keep_bytes, self.replaying, self.id) {
+            if !bytes.is_empty() {
+                self.bytes.push(Bytes::Read { path: self.path.clone(), id, at: self.offset, bytes: bytes.to_vec() });
+            }
         }
     }
 
@@ -717,6 +734,11 @@ impl Tailed {
                 Item::Read { at, chunk, .. } => {
                     debug_assert_eq!(at, self.offset, "reads are applied in file order");
                     let n = chunk.bytes().len() as u64;
+                    if self.spec.keep_bytes && !self.replaying {
+                        if let Some(id) = self.id {
+                            self.bytes.push(Bytes::Read { path: self.path.clone(), id, at: self.offset, bytes: chunk.bytes().to_vec() });
+                        }
+                    }
                     note_read(&mut self.head_buf, self.head, &mut self.ring, self.offset, chunk.bytes());
                     let buf = c.apply_parsed(chunk);
                     // The stages saw every output through the observer.
@@ -853,6 +875,14 @@ impl Tailed {
     /// A file whose pipeline is not in memory (evicted, replaying) is told through a fresh one:
     /// its stages have seen none of the stream, the shell's count is what was read.
     pub fn left(&mut self, how: Left, out: &mut Vec<Record>) {
+        if let (true, Some(id)) = (self.spec.keep_bytes, self.id) {
+            let how = match how {
+                Left::Deleted => "deleted",
+                Left::Rewritten { size } if size < self.offset => "truncated",
+                Left::Rewritten { .. } => "rewritten",
+            };
+            self.bytes.push(Bytes::Left { path: self.path.clone(), id, how });
+        }
         let bytes = self.committed();
         if bytes == 0 {
             return;
@@ -978,7 +1008,9 @@ fn stats_counts(before: &Stats, after: &Stats, format: Option<Format>, out: &mut
         // The cost of everything read so far, rounded once: the deltas of a file add up to it.
         if let Some(price) = price_of(model) {
             let long = |s: &Stats| s.long_context.get(model).copied().unwrap_or_default();
-            let micros = |all: &crate::transcript::model::Usage, long: &crate::transcript::model::Usage| (crate::transcript::pricing::cost(&price, all, long) * 1e6).round() as u64;
+            let micros = |all: &crate::transcript::model::Usage, long: &crate::transcript::model::Usage| {
+                (crate::transcript::pricing::cost(&price, all, long) * 1e6).round() as u64
+            };
             let (now, then) = (micros(u, &long(after)), micros(&b, &long(before)));
             if now > then {
                 out.push(Count::CostMicros(model.clone(), now - then));

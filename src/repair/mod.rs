@@ -43,9 +43,9 @@ use crate::sources::batch;
 use crate::sources::holders::{self, Holder};
 use crate::sources::regular::{self, Follow, Identity, ReadAt};
 use crate::sources::READ_CHUNK;
-use crate::transcript::dataset::repair::{Action, Examples, Policy as DatasetPolicy};
 use crate::transcript::context::chain::Session;
-use crate::transcript::repair::{salvage, Edit, Emit, MAX_ROUNDS, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
+use crate::transcript::dataset::repair::{Action, Examples, Policy as DatasetPolicy};
+use crate::transcript::repair::{salvage, Edit, Emit, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired, MAX_ROUNDS};
 use crate::transcript::repair_run::{finish_plan, plan_pipeline, Rest, Step, StreamRepair};
 use crate::transcript::{Format, Options};
 use anyhow::Context;
@@ -778,7 +778,8 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     if may_break && !first_edited && salvaged.is_none() {
         if let Some(bp) = bridge_plan(&mut ReadAt::new(&file, 0, Some(covered)), buf).with_context(|| format!("reading {}", path.display()))? {
             let mut dest = AtomicFile::create(output, Some(keep)).with_context(|| format!("creating a temporary file beside {}", output.display()))?;
-            let log = rewrite(&mut ReadAt::new(&file, 0, Some(covered)), &bp, s, &mut dest, Some(&mut first.rejects), buf).with_context(|| path.display().to_string())?;
+            let log = rewrite(&mut ReadAt::new(&file, 0, Some(covered)), &bp, s, &mut dest, Some(&mut first.rejects), buf)
+                .with_context(|| path.display().to_string())?;
             out = Some(dest);
             bridged_first = Some((bp, log));
         }
@@ -957,4 +958,3 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     }
     Ok(Attempt::Done(Box::new(report)))
 }
-

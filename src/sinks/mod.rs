@@ -15,6 +15,7 @@ pub mod outputs;
 pub mod prometheus;
 pub mod record;
 pub mod repaired;
+pub mod snapshot;
 
 pub use append::Appender;
 pub use outputs::Position;
@@ -97,6 +98,37 @@ pub struct Batch {
     /// Repairs the repair stage made due in the step (the `repaired_files` sink's; other sinks
     /// ignore them).
     pub repairs: Vec<repaired::Due>,
+    /// The bytes read from the files, in order, when a sink asks for them
+    /// ([`crate::config::SinkNeeds::bytes`]: the `snapshot` sink's; other sinks ignore them).
+    pub bytes: Vec<Bytes>,
+}
+
+/// What a sink that keeps the files' bytes is told, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bytes {
+    /// Bytes read from the file at `path` (device and inode `id`), at offset `at`: each byte
+    /// the daemon reads once (a replay that rebuilds a file's state is not read again; after
+    /// a crash, what follows the checkpoint is).
+    Read {
+        /// The file's path.
+        path: std::path::PathBuf,
+        /// Its device and inode.
+        id: (u64, u64),
+        /// The offset of the first byte.
+        at: u64,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// The file left: `deleted`, or its bytes changed (`truncated`, `rewritten`); what is read
+    /// of the path next is another file.
+    Left {
+        /// The file's path.
+        path: std::path::PathBuf,
+        /// Its device and inode.
+        id: (u64, u64),
+        /// How.
+        how: &'static str,
+    },
 }
 
 impl Batch {
@@ -106,12 +138,12 @@ impl Batch {
         for r in &records {
             r.write_line(&mut lines);
         }
-        Batch { records, lines, counts, gauges, repairs: Vec::new() }
+        Batch { records, lines, counts, gauges, repairs: Vec::new(), bytes: Vec::new() }
     }
 
     /// Whether there is nothing in it.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.counts.is_empty() && self.gauges.is_none() && self.repairs.is_empty()
+        self.records.is_empty() && self.counts.is_empty() && self.gauges.is_none() && self.repairs.is_empty() && self.bytes.is_empty()
     }
 }
 

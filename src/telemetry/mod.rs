@@ -46,6 +46,16 @@ pub const EVENTS: &str = "transcriptd_events_total";
 pub const SINK_PAUSED: &str = "transcriptd_sink_paused";
 /// Build information (value 1; labels version).
 pub const BUILD_INFO: &str = "transcriptd_build_info";
+/// Transcript bytes the snapshot store took.
+pub const SNAPSHOT_BYTES: &str = "transcriptd_snapshot_bytes_total";
+/// Bytes of chunks the snapshot store already held (stored once).
+pub const SNAPSHOT_DEDUPLICATED: &str = "transcriptd_snapshot_deduplicated_bytes_total";
+/// The snapshot store's size on disk.
+pub const SNAPSHOT_STORE_BYTES: &str = "transcriptd_snapshot_store_bytes";
+/// Streams (incarnations of transcripts) in the snapshot store.
+pub const SNAPSHOT_STREAMS: &str = "transcriptd_snapshot_streams";
+/// Streams the retention policy removed, by reason (`age`, `size`).
+pub const SNAPSHOT_RETIRED: &str = "transcriptd_snapshot_retired_streams_total";
 
 /// Every metric name the exporter serves (the Grafana dashboard test checks against it).
 pub const ALL: &[&str] = &[
@@ -68,6 +78,11 @@ pub const ALL: &[&str] = &[
     EVENTS,
     SINK_PAUSED,
     BUILD_INFO,
+    SNAPSHOT_BYTES,
+    SNAPSHOT_DEDUPLICATED,
+    SNAPSHOT_STORE_BYTES,
+    SNAPSHOT_STREAMS,
+    SNAPSHOT_RETIRED,
 ];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -114,6 +129,11 @@ fn describe() {
         "1 while a sink waits for its output to take records (a full disk; reading pauses, nothing is lost), by sink type."
     );
     describe_gauge!(BUILD_INFO, "Build information; the value is always 1.");
+    describe_counter!(SNAPSHOT_BYTES, Unit::Bytes, "Transcript bytes the snapshot store took.");
+    describe_counter!(SNAPSHOT_DEDUPLICATED, Unit::Bytes, "Bytes of chunks the snapshot store already held, stored once (copies and forks).");
+    describe_gauge!(SNAPSHOT_STORE_BYTES, Unit::Bytes, "The snapshot store's size on disk (measured hourly, and what was written since).");
+    describe_gauge!(SNAPSHOT_STREAMS, Unit::Count, "Streams in the snapshot store (each incarnation of each transcript).");
+    describe_counter!(SNAPSHOT_RETIRED, Unit::Count, "Streams the snapshot store's retention policy removed, by reason (age, size).");
 }
 
 /// Sets up logging on stderr: human-readable or JSON lines, filtered by `TRANSCRIPTD_LOG`, with

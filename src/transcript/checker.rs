@@ -243,7 +243,6 @@ pub fn read_framed<'a>(l: &lines::Line<'a>, max: usize, format: Option<Format>) 
     read_line(l.number, l.bytes, max, format)
 }
 
-
 /// Something that watches the front line by line, in order: a pipeline's stages do.
 ///
 /// Each readable line reaches [`Observer::line`]; framing findings and the findings of

@@ -377,10 +377,13 @@ fn line_holds(bytes: &[u8], block: &Block<'_>) -> bool {
     let content = v.get("message").and_then(|m| m.get("content")).or_else(|| v.get("content"));
     let same = |b: &Block<'_>| match (block.call_id(), b.call_id()) {
         (Some(x), Some(y)) => x == y && block.ty() == b.ty(),
-        (None, None) => block.ty() == b.ty() && match (block, b) {
-            (Block::Value(x), Block::Value(y)) if block.ty() == "image" => x.get("source") == y.get("source"),
-            _ => block.text().is_some_and(|x| b.text().is_some_and(|y| x.trim_end_matches('\n') == y.trim_end_matches('\n'))),
-        },
+        (None, None) => {
+            block.ty() == b.ty()
+                && match (block, b) {
+                    (Block::Value(x), Block::Value(y)) if block.ty() == "image" => x.get("source") == y.get("source"),
+                    _ => block.text().is_some_and(|x| b.text().is_some_and(|y| x.trim_end_matches('\n') == y.trim_end_matches('\n'))),
+                }
+        }
         _ => false,
     };
     match content {
@@ -403,14 +406,22 @@ pub fn id_lines(id: &str, lines: &[Line<'_>]) -> (Vec<u64>, Vec<u64>) {
         // Codex: a response_item payload with a call_id.
         if let Some(p) = v.get("payload").filter(|p| p.get("call_id").and_then(Value::as_str) == Some(id)) {
             let ty = p.get("type").and_then(Value::as_str).unwrap_or("");
-            if ty.ends_with("_output") { results.push(*n) } else { calls.push(*n) }
+            if ty.ends_with("_output") {
+                results.push(*n)
+            } else {
+                calls.push(*n)
+            }
             continue;
         }
         let content = v.get("message").and_then(|m| m.get("content")).or_else(|| v.get("content"));
         for b in content.and_then(Value::as_array).into_iter().flatten() {
             let b = Block::Value(b);
             if b.call_id() == Some(id) {
-                if b.ty() == "tool_result" { results.push(*n) } else { calls.push(*n) }
+                if b.ty() == "tool_result" {
+                    results.push(*n)
+                } else {
+                    calls.push(*n)
+                }
             }
         }
         // OpenAI chat: tool_calls on an assistant message, tool_call_id on a tool message.
@@ -434,8 +445,13 @@ mod tests {
     #[test]
     fn the_errors_users_paste_are_read() {
         // anthropics/claude-code#13460, as the agent prints it.
-        let e = ApiError::parse(r#"API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"messages.98.content.1: unexpected `tool_use_id` found in `tool_result` blocks: toolu_01Xy7Ab. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."}}"#);
-        assert_eq!(e, ApiError { position: Some(Position { message: 98, block: Some(1) }), ids: vec!["toolu_01Xy7Ab".into()], rule: Some(Rule::ResultWithoutCall) });
+        let e = ApiError::parse(
+            r#"API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"messages.98.content.1: unexpected `tool_use_id` found in `tool_result` blocks: toolu_01Xy7Ab. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."}}"#,
+        );
+        assert_eq!(
+            e,
+            ApiError { position: Some(Position { message: 98, block: Some(1) }), ids: vec!["toolu_01Xy7Ab".into()], rule: Some(Rule::ResultWithoutCall) }
+        );
         let e = ApiError::parse("messages.4: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_A1b2, toolu_C3d4. Each `tool_use` block must have a corresponding `tool_result` block in the next message.");
         assert_eq!(e.position, Some(Position { message: 4, block: None }));
         assert_eq!(e.ids, ["toolu_A1b2", "toolu_C3d4"]);
@@ -446,7 +462,9 @@ mod tests {
         assert_eq!((e.position, e.rule), (Some(Position { message: 1, block: Some(0) }), Some(Rule::ThinkingSignature)));
         assert_eq!(ApiError::parse("messages: text content blocks must be non-empty").rule, Some(Rule::EmptyText));
         // OpenAI chat (miurla/morphic#136, BerriAI/litellm#10083).
-        let e = ApiError::parse(r#"{"error":{"message":"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.","type":"invalid_request_error","param":"messages.[3].role","code":null}}"#);
+        let e = ApiError::parse(
+            r#"{"error":{"message":"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.","type":"invalid_request_error","param":"messages.[3].role","code":null}}"#,
+        );
         assert_eq!((e.position, e.rule), (Some(Position { message: 3, block: None }), Some(Rule::ResultWithoutCall)));
         let e = ApiError::parse("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_jJATmoUd");
         assert_eq!((e.position, e.ids, e.rule), (None, vec!["call_jJATmoUd".to_owned()], Some(Rule::CallWithoutResult)));

@@ -198,10 +198,14 @@ impl Kind {
     /// The severity a finding of this kind has unless a rule lowers it (an abandoned branch).
     pub fn default_severity(self) -> Severity {
         match self {
-            Kind::EmptyAssistantTurn | Kind::InvalidArguments | Kind::DuplicateCallId | Kind::MisplacedSystem | Kind::UnknownFormat | Kind::NestedTooDeep
-            | Kind::TranscriptDeleted | Kind::TranscriptRewritten => {
-                Severity::Warning
-            }
+            Kind::EmptyAssistantTurn
+            | Kind::InvalidArguments
+            | Kind::DuplicateCallId
+            | Kind::MisplacedSystem
+            | Kind::UnknownFormat
+            | Kind::NestedTooDeep
+            | Kind::TranscriptDeleted
+            | Kind::TranscriptRewritten => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -211,7 +215,13 @@ impl Kind {
     pub fn is_api_rule(self) -> bool {
         matches!(
             self,
-            Kind::EmptyText | Kind::UnsignedThinking | Kind::ThinkingNotFirst | Kind::ResultNotFirst | Kind::ImageTooLarge | Kind::EmptyImage | Kind::RequestTooLarge
+            Kind::EmptyText
+                | Kind::UnsignedThinking
+                | Kind::ThinkingNotFirst
+                | Kind::ResultNotFirst
+                | Kind::ImageTooLarge
+                | Kind::EmptyImage
+                | Kind::RequestTooLarge
         )
     }
 
@@ -292,7 +302,17 @@ impl Finding {
 
     /// A finding with the kind's default severity.
     pub fn new(line: u64, kind: Kind, message: impl Into<String>) -> Self {
-        Finding { line, kind, severity: kind.default_severity(), call_id: None, tool: None, message_index: None, message: message.into(), on_resume: None, thread: MAIN_THREAD }
+        Finding {
+            line,
+            kind,
+            severity: kind.default_severity(),
+            call_id: None,
+            tool: None,
+            message_index: None,
+            message: message.into(),
+            on_resume: None,
+            thread: MAIN_THREAD,
+        }
     }
 
     /// Adds the call id.

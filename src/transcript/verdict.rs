@@ -83,7 +83,9 @@ impl OnResume {
 pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
     match (format, kind) {
         (Format::ClaudeCode, Kind::OrphanCall) => Some(OnResume::Agent("on resume Claude Code answers it as interrupted: its real result is lost")),
-        (Format::ClaudeCode, Kind::UnansweredCall) => Some(OnResume::Agent("on resume Claude Code answers it with \"[Tool result missing due to internal error]\"")),
+        (Format::ClaudeCode, Kind::UnansweredCall) => {
+            Some(OnResume::Agent("on resume Claude Code answers it with \"[Tool result missing due to internal error]\""))
+        }
         (Format::ClaudeCode, Kind::OrphanResult) => Some(OnResume::Agent("on resume Claude Code does not send it")),
         (Format::ClaudeCode, Kind::DuplicateCallId) => Some(OnResume::Agent("on resume Claude Code does not send this call, nor a result for its id after it")),
         (Format::ClaudeCode, Kind::DuplicateResult) => Some(OnResume::Agent("on resume Claude Code does not send it")),
@@ -94,9 +96,9 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
         }
         (Format::Anthropic, Kind::OrphanResult) => Some(OnResume::Refused("the API refuses it: \"unexpected `tool_use_id` found in `tool_result` blocks\"")),
         (Format::Anthropic, Kind::DuplicateCallId) => Some(OnResume::Refused("the API refuses it: \"`tool_use` ids must be unique\"")),
-        (Format::OpenAiChat, Kind::OrphanCall | Kind::UnansweredCall) => {
-            Some(OnResume::Refused("the API refuses it: \"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'\""))
-        }
+        (Format::OpenAiChat, Kind::OrphanCall | Kind::UnansweredCall) => Some(OnResume::Refused(
+            "the API refuses it: \"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'\"",
+        )),
         (Format::OpenAiChat, Kind::OrphanResult) => {
             Some(OnResume::Refused("the API refuses it: \"messages with role 'tool' must be a response to a preceeding message with 'tool_calls'\""))
         }

@@ -158,5 +158,9 @@ fn findings_say_what_resume_does_about_them() {
     assert!(on_resume("check/claude-code/0020_inline_subagent_break_stays_in_its_thread.jsonl").iter().all(|(_, r)| r.is_none()));
     assert_eq!(on_resume("check/claude-code/0011_rewind_demotes_findings_on_abandoned_branch.jsonl"), [("unanswered_call".to_owned(), None)]);
     let o = transcriptd(&["check", "--no-summary", data("check/claude-code/0002_orphan_call_at_end.jsonl").to_str().unwrap()]);
-    assert!(stdout(&o).contains("has no result at the end of the transcript; on resume Claude Code answers it as interrupted: its real result is lost ["), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("has no result at the end of the transcript; on resume Claude Code answers it as interrupted: its real result is lost ["),
+        "{}",
+        stdout(&o)
+    );
 }

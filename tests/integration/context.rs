@@ -4,8 +4,8 @@
 
 use super::support::{data, expect_file, generate, json_lines, jsonl_files, stderr, stdout, transcriptd};
 use std::path::Path;
-use transcriptd::cli::rebuilt::{scan, write, Scanned};
 use transcriptd::cli::conversation::{history, Render};
+use transcriptd::cli::rebuilt::{scan, write, Scanned};
 use transcriptd::sources::batch::Input;
 use transcriptd::sources::reverse::FIRST_PAGE;
 use transcriptd::transcript::context::resume::Cut;

@@ -435,13 +435,9 @@ fn a_dataset_repair_says_how_many_examples_it_dropped_truncated_and_answered() {
     let f = d.path().join("train.jsonl");
     std::fs::write(&f, format!("{clean}{broken}{broken}{lost}\n")).unwrap();
     let gemini = data("dataset-repair/gemini-tuning/0001_calls_and_responses.jsonl");
-    for (file, policy, (dropped, truncated, answered)) in [
-        (&f, "drop", (3, 0, 0)),
-        (&f, "truncate", (1, 2, 0)),
-        (&f, "answer", (1, 0, 2)),
-        (&gemini, "answer", (1, 0, 3)),
-        (&gemini, "truncate", (1, 3, 0)),
-    ] {
+    for (file, policy, (dropped, truncated, answered)) in
+        [(&f, "drop", (3, 0, 0)), (&f, "truncate", (1, 2, 0)), (&f, "answer", (1, 0, 2)), (&gemini, "answer", (1, 0, 3)), (&gemini, "truncate", (1, 3, 0))]
+    {
         let out = d.path().join(format!("out-{policy}-{dropped}"));
         let args = ["repair", "--force", "--dataset-policy", policy, "--out", out.to_str().unwrap(), file.to_str().unwrap()];
         let o = transcriptd(&args);
@@ -485,7 +481,8 @@ fn stats_reports_the_lines_it_cannot_read_exits_1_and_aligns_its_columns() {
     assert!(err.contains("stats: 3 lines could not be read and are not counted"), "{err}");
     let out = stdout(&o);
     assert_aligned(&out);
-    let row = |label: &str| out.lines().find(|l| l.trim_start().starts_with(label)).map(|l| l[label.len() + 2..].split_whitespace().collect::<Vec<_>>().join(" "));
+    let row =
+        |label: &str| out.lines().find(|l| l.trim_start().starts_with(label)).map(|l| l[label.len() + 2..].split_whitespace().collect::<Vec<_>>().join(" "));
     assert_eq!(row("conversations").as_deref(), Some("6 in 9 lines"), "{out}");
     assert_eq!(row("unreadable lines").as_deref(), Some("3 (not counted; see the messages on stderr)"), "{out}");
     let j = transcriptd(&["stats", "--max-line-bytes", "4096", "-o", "json", name]);

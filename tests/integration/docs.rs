@@ -46,6 +46,7 @@ const PAGES: &[&str] = &[
     "docs/commands/usage.md",
     "docs/commands/sessions.md",
     "docs/commands/show.md",
+    "docs/commands/restore.md",
     "docs/deploy.md",
     "docs/install.md",
     "docs/development.md",
@@ -326,7 +327,16 @@ fn every_other_command_in_the_docs_parses() {
 
 /// A section of a page: from its heading to the next heading of the same or a higher level.
 fn section<'a>(text: &'a str, heading: &str) -> &'a str {
-    let start = text.lines().scan(0, |at, l| { let here = *at; *at += l.len() + 1; Some((here, l)) }).find(|(_, l)| l.starts_with(heading)).map(|(at, _)| at).unwrap_or_else(|| panic!("no heading {heading}"));
+    let start = text
+        .lines()
+        .scan(0, |at, l| {
+            let here = *at;
+            *at += l.len() + 1;
+            Some((here, l))
+        })
+        .find(|(_, l)| l.starts_with(heading))
+        .map(|(at, _)| at)
+        .unwrap_or_else(|| panic!("no heading {heading}"));
     let level = heading.chars().take_while(|c| *c == '#').count();
     let body = &text[start + heading.len()..];
     let mut end = body.len();
@@ -445,7 +455,8 @@ fn docs_and_help_describe_the_same_flags() {
 
 #[test]
 fn the_toml_in_the_docs_is_valid() {
-    let tomls: Vec<(&str, Block)> = pages().into_iter().flat_map(|p| blocks(&p.text).into_iter().filter(|b| b.lang == "toml").map(move |b| (p.path, b))).collect();
+    let tomls: Vec<(&str, Block)> =
+        pages().into_iter().flat_map(|p| blocks(&p.text).into_iter().filter(|b| b.lang == "toml").map(move |b| (p.path, b))).collect();
     assert!(tomls.len() >= 2);
     for (page, b) in tomls {
         let body = b.lines.join("\n");

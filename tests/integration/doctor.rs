@@ -56,12 +56,18 @@ fn project() -> Project {
     put(&broken, std::fs::read(data("check/claude-code/0005_duplicate_result.jsonl")).unwrap());
     // A subagent's transcript and another directory's session are not this directory's sessions.
     put(&dir.join(format!("{CLEAN}/subagents/agent-a1.jsonl")), std::fs::read(data("check/claude-code/0005_duplicate_result.jsonl")).unwrap());
-    put(&projects.join(format!("{}-other/33333333-3333-4333-8333-333333333333.jsonl", encoded(&cwd))), std::fs::read(data("check/claude-code/0005_duplicate_result.jsonl")).unwrap());
+    put(
+        &projects.join(format!("{}-other/33333333-3333-4333-8333-333333333333.jsonl", encoded(&cwd))),
+        std::fs::read(data("check/claude-code/0005_duplicate_result.jsonl")).unwrap(),
+    );
     let day = home.join(".codex/sessions/2026/12/01");
     let codex = day.join(format!("rollout-2026-12-01T22-57-04-{CODEX}.jsonl"));
     // Killed mid-tool: a call without its output at the end.
     put(&codex, rollout_in("agents/sessions/codex-0.171.0/killed-mid-tool.jsonl", &cwd));
-    put(&day.join("rollout-2026-12-01T22-57-00-01a233d3-5f0f-74f2-97e2-1c92cdf54b33.jsonl"), rollout_in("agents/sessions/codex-0.171.0/killed-mid-tool.jsonl", &cwd.join("sub")));
+    put(
+        &day.join("rollout-2026-12-01T22-57-00-01a233d3-5f0f-74f2-97e2-1c92cdf54b33.jsonl"),
+        rollout_in("agents/sessions/codex-0.171.0/killed-mid-tool.jsonl", &cwd.join("sub")),
+    );
     set_mtime(&broken, ago(100));
     set_mtime(&codex, ago(500));
     set_mtime(&clean, ago(7200));
@@ -160,7 +166,11 @@ fn fix_repairs_in_place_checks_again_and_prints_the_resume_command() {
     assert!(out.contains(&format!("  resume: cd '{}' && claude --resume {BROKEN}\n", p.cwd.display())), "{out}");
     assert!(out.contains(&format!("  resume: codex resume {CODEX}\n")), "{out}");
     assert_eq!(out.matches("  now: resumes\n").count(), 2, "{out}");
-    assert!(stderr(&o).contains(" as found: 1 resumes, 0 will be refused, 2 resume but lose part of their history; fixed 2 of 2; every one resumes now"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(" as found: 1 resumes, 0 will be refused, 2 resume but lose part of their history; fixed 2 of 2; every one resumes now"),
+        "{}",
+        stderr(&o)
+    );
     // The repaired files check clean; the backups hold the original bytes; what was removed is in
     // the rejects file.
     for (file, original) in [(&p.broken, &broken), (&p.codex, &codex)] {
@@ -187,7 +197,9 @@ fn fix_leaves_a_session_a_process_holds_open_for_writing() {
     let ino = std::fs::metadata(&p.broken).unwrap().ino();
     let fd = PathBuf::from(format!("/proc/{}/fd/3", holder.id()));
     for _ in 0..500 {
-        if std::fs::metadata(&fd).is_ok_and(|m| m.ino() == ino) && std::fs::read_to_string(format!("/proc/{}/comm", holder.id())).is_ok_and(|c| c.trim() == "sleep") {
+        if std::fs::metadata(&fd).is_ok_and(|m| m.ino() == ino)
+            && std::fs::read_to_string(format!("/proc/{}/comm", holder.id())).is_ok_and(|c| c.trim() == "sleep")
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -339,7 +351,14 @@ fn the_real_claude_code_files_a_long_directorys_session_where_doctor_looks() {
     assert!(names[0].len() > 200, "{}", names[0]);
     assert_eq!(session.parent().unwrap().file_name().unwrap().to_str().unwrap(), names[0], "the directory Claude Code chose");
     let id = session.file_stem().unwrap().to_str().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_transcriptd")).args(["doctor", "-o", "json"]).current_dir(&cwd).env("HOME", &home).env_remove("CLAUDE_CONFIG_DIR").env_remove("CODEX_HOME").output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+        .args(["doctor", "-o", "json"])
+        .current_dir(&cwd)
+        .env("HOME", &home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap();
     let records = super::support::json_lines(&o);
     assert_eq!(records.len(), 1, "{}", stderr(&o));
     assert_eq!(records[0]["id"], id);

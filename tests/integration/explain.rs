@@ -86,7 +86,10 @@ fn the_error_is_read_from_stdin_and_the_answer_written_as_json() {
 #[test]
 fn a_position_that_does_not_hold_the_quoted_id_says_the_request_was_another() {
     let home = home();
-    let o = transcriptd_home(home.path(), &["explain", ID, &format!("messages.3: `tool_use` ids were found without `tool_result` blocks immediately after: {CALL}.")]);
+    let o = transcriptd_home(
+        home.path(),
+        &["explain", ID, &format!("messages.3: `tool_use` ids were found without `tool_result` blocks immediately after: {CALL}.")],
+    );
     assert!(stdout(&o).contains(&format!("{CALL} is not in messages.3 of the request this file gives, nor next to it")), "{}", stdout(&o));
     let o = transcriptd_home(home.path(), &["explain", ID, "messages.40: text content blocks must be non-empty"]);
     assert!(stdout(&o).contains("messages.40: the request this file gives has 16 messages (and the new prompt)"), "{}", stdout(&o));

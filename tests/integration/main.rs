@@ -45,6 +45,7 @@ mod loss;
 mod machine_faults;
 mod reliability;
 mod reload;
+mod snapshot;
 mod stallfs;
 mod tap;
 mod top;

@@ -231,9 +231,8 @@ fn request_blocks(req: &Value) -> (Vec<String>, Vec<String>) {
                 _ => {}
             }
         }
-        let ids = |c: &[Value], t: &str, k: &str| -> Vec<String> {
-            c.iter().filter(|b| b["type"] == t).filter_map(|b| b[k].as_str().map(str::to_owned)).collect()
-        };
+        let ids =
+            |c: &[Value], t: &str, k: &str| -> Vec<String> { c.iter().filter(|b| b["type"] == t).filter_map(|b| b[k].as_str().map(str::to_owned)).collect() };
         if role == "assistant" {
             let next = msgs.get(i + 1).map(|(_, c)| ids(c, "tool_result", "tool_use_id")).unwrap_or_default();
             for u in ids(content, "tool_use", "id") {
@@ -281,7 +280,14 @@ const SALVAGED: &[(&str, Option<&str>, &[&str])] = &[
     (
         "tests/data/repair/0037_nul_padding_around_lines.jsonl",
         None,
-        &["text list the files", "tool_use toolu_ls", "tool_result toolu_ls a.txt\nb.txt", "text Two files: a.txt and b.txt.", "text thanks", "text You're welcome."],
+        &[
+            "text list the files",
+            "tool_use toolu_ls",
+            "tool_result toolu_ls a.txt\nb.txt",
+            "text Two files: a.txt and b.txt.",
+            "text thanks",
+            "text You're welcome.",
+        ],
     ),
 ];
 

@@ -7,9 +7,9 @@ use super::support::{data, expect_file, jsonl_files, transcriptd, transcriptd_in
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 use transcriptd::cli::orphans::scan;
-use transcriptd::sources::pending::paused_calls;
 use transcriptd::config::tools::ToolRegistry;
 use transcriptd::sources::batch::Input;
+use transcriptd::sources::pending::paused_calls;
 use transcriptd::transcript::stages::orphans::{classify, Policy};
 
 #[test]

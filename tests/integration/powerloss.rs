@@ -19,10 +19,12 @@
 //! Without FUSE (no `/dev/fuse`, python3, fusepy or libfuse2, or a mount refused) each test
 //! says "skipped" in one line and passes, unless `TRANSCRIPTD_REQUIRE_FUSE` is set.
 
-use super::support::harness::{check_dir, compactions_in, fold_records, read_records, spawn_fuse_peer, stop_fuse_peer, wait, Daemon, Key, Opts, DEFAULT_STAGES};
+use super::support::harness::{
+    check_dir, compactions_in, fold_records, read_records, spawn_fuse_peer, stop_fuse_peer, wait, Daemon, Key, Opts, DEFAULT_STAGES,
+};
 use serde_json::Value;
-use std::ffi::OsStr;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
@@ -590,6 +592,7 @@ fn daemon_findings_exactly_once_across_power_losses() {
     let Some(fs) = LossFs::mount_with(|b| {
         std::fs::create_dir(b.join("state")).unwrap();
         std::fs::create_dir(b.join("sink")).unwrap();
+        std::fs::create_dir(b.join("snapshots")).unwrap();
     }) else {
         return;
     };
@@ -616,12 +619,17 @@ max_bytes = "8KiB"
 keep = 200
 
 [[sinks]]
+type = "snapshot"
+dir = "{snapshots}"
+
+[[sinks]]
 type = "prometheus"
 address = "127.0.0.1:0"
 "#,
         state = m.join("state").display(),
         watch = d.watch_dir().display(),
         sink = sink.display(),
+        snapshots = m.join("snapshots").display(),
     );
     std::fs::write(d.config_path(), config).unwrap();
     let span = Duration::from_millis(DAEMON_CRASHES as u64 * 250);
@@ -676,5 +684,31 @@ address = "127.0.0.1:0"
     assert!(tl.lost.is_empty() && tl.duplicated.is_empty() && tl.spurious.is_empty(), "TRANSCRIPTD_SEED={seed}: {tl:#?}");
     assert!(tl.findings > 0, "the corpus has findings");
     assert!(crashes >= DAEMON_CRASHES && checkpoints > DAEMON_CRASHES / 2, "{crashes} crashes, {checkpoints} with a checkpoint");
+    // The snapshot store, on the same filesystem: every file whole, in one stream (the writers
+    // only append), whatever each power loss took back.
+    let store = transcriptd::snapshots::Store::at(&m.join("snapshots"));
+    let streams = store.streams().unwrap();
+    let files = super::support::jsonl_files(&w);
+    assert!(!files.is_empty());
+    for f in &files {
+        let of: Vec<_> = streams.iter().filter(|s| &s.path == f).collect();
+        assert_eq!(
+            of.len(),
+            1,
+            "TRANSCRIPTD_SEED={seed}: {}: {of:#?}\nthe store: {:#?}",
+            f.display(),
+            streams.iter().map(|s| (&s.name, &s.path, s.end())).collect::<Vec<_>>()
+        );
+        let mut held = Vec::new();
+        store.read(of[0], 0, of[0].end(), &mut held).unwrap_or_else(|e| panic!("TRANSCRIPTD_SEED={seed}: {}: {e}", f.display()));
+        assert!(
+            held == std::fs::read(f).unwrap(),
+            "TRANSCRIPTD_SEED={seed}: {}: the store holds {} bytes of {}",
+            f.display(),
+            held.len(),
+            std::fs::metadata(f).unwrap().len()
+        );
+    }
+    eprintln!("the snapshot store holds all {} files whole after {crashes} power losses", files.len());
     assert!(rotated > 0, "the file sink rotated");
 }

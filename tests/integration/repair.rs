@@ -479,7 +479,10 @@ fn adversarial(shape: &str, n: usize) -> String {
         "codex" => {
             let line = |ty: &str, payload: Value| json!({"timestamp": "2026-01-01T00:00:00Z", "type": ty, "payload": payload});
             let calls: Vec<Value> = (0..n).map(|i| json!({"type": "function_call", "name": "exec", "arguments": "{}", "call_id": format!("c{i}")})).collect();
-            lines = vec![line("session_meta", json!({"id": "s", "cwd": "/"})), line("response_item", json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}))];
+            lines = vec![
+                line("session_meta", json!({"id": "s", "cwd": "/"})),
+                line("response_item", json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]})),
+            ];
             lines.extend(calls.iter().map(|c| line("response_item", c.clone())));
             lines.push(line("compacted", json!({"message": "", "replacement_history": calls})));
             lines.push(line("response_item", json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "next"}]})));
@@ -562,7 +565,9 @@ fn check_and_repair_time_grow_linearly_with_each_shape() {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
     };
-    for (shape, n) in [("threads", 5_000), ("compactions", 5_000), ("codex", 10_000), ("deep", 2_000), ("rewinds", 2_000), ("retries", 2_000), ("duplicates", 5_000)] {
+    for (shape, n) in
+        [("threads", 5_000), ("compactions", 5_000), ("codex", 10_000), ("deep", 2_000), ("rewinds", 2_000), ("retries", 2_000), ("duplicates", 5_000)]
+    {
         let small = d.path().join(format!("{shape}-small.jsonl"));
         let large = d.path().join(format!("{shape}-large.jsonl"));
         std::fs::write(&small, adversarial(shape, n)).unwrap();

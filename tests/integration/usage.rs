@@ -152,7 +152,8 @@ fn per_model_totals_match_ccusage_on_the_real_fixtures() {
     // ...and with the built-in table they differ by the one-hour writes' extra price (the
     // Japanese model, whose price differs, aside).
     let shipped = builtin_table();
-    let rows: Vec<serde_json::Value> = usage_json(&projects, None).into_iter().filter(|r| r["priced_as"].as_str().is_some_and(|p| !p.starts_with("jp."))).collect();
+    let rows: Vec<serde_json::Value> =
+        usage_json(&projects, None).into_iter().filter(|r| r["priced_as"].as_str().is_some_and(|p| !p.starts_with("jp."))).collect();
     assert!(rows.len() + 1 == their_costs.len(), "{rows:?}");
     let mut extra_seen = 0.0;
     let want: Costs = rows

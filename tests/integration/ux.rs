@@ -319,8 +319,8 @@ fn every_verb_shares_the_common_arguments() {
         for common in ["output", "quiet", "no_summary"] {
             assert!(args.contains(common), "{name} lacks --{common}: {args:?}");
         }
-        // tap reads a daemon's records, not transcripts.
-        let reads = !matches!(name, "sessions" | "list" | "validate-config" | "tap");
+        // tap reads a daemon's records, restore the snapshot store: not transcripts.
+        let reads = !matches!(name, "sessions" | "list" | "validate-config" | "tap" | "restore");
         for read in ["format", "max_line_bytes", "jobs"] {
             assert_eq!(args.contains(read), reads, "{name}: --{read}");
         }
@@ -415,7 +415,10 @@ fn completions_and_the_manual_come_from_the_clap_definitions() {
         .unwrap();
     assert_eq!(stdout(&o).trim(), "validate-config", "{}", stderr(&o));
     // A flag with a closed set of values completes to them, not to file names (issue 30).
-    assert!(script.contains("--dataset-policy)\n                    COMPREPLY=($(compgen -W \"drop truncate answer\""), "--dataset-policy completes to file names");
+    assert!(
+        script.contains("--dataset-policy)\n                    COMPREPLY=($(compgen -W \"drop truncate answer\""),
+        "--dataset-policy completes to file names"
+    );
     assert!(stdout(&transcriptd(&["repair", "--help"])).contains("[possible values: drop, truncate, answer]"));
     for (shell, needle) in [("zsh", "#compdef transcriptd"), ("fish", "complete -c transcriptd -n \"__fish_transcriptd_needs_command\" -f -a \"check\"")] {
         let text = stdout(&transcriptd(&["completions", shell]));
@@ -671,10 +674,7 @@ fn a_second_repair_in_place_says_clean_and_the_dry_run_says_what_it_inserts_in_w
     let interrupted = "Tool call was interrupted and did not complete; its effects, if any, are unknown. (Result inserted by transcriptd repair.)";
     let o = transcriptd(&["repair", "--dry-run", "--no-summary", s(&f)]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(
-        stdout(&o),
-        format!("{}:2: plan: orphan_call: insert after this line an error result for call `t1` (Bash): \"{interrupted}\"\n", f.display())
-    );
+    assert_eq!(stdout(&o), format!("{}:2: plan: orphan_call: insert after this line an error result for call `t1` (Bash): \"{interrupted}\"\n", f.display()));
     // In JSON, `text` is the text inserted, not a name for it.
     let o = transcriptd(&["repair", "--dry-run", "-o", "json", "--no-summary", s(&f)]);
     let plan = json_lines(&o);
@@ -715,6 +715,9 @@ fn a_meta_sidecar_that_is_not_json_is_said_in_plain_words() {
     let o = transcriptd(&["show", "abcd", "--root", s(d.path())]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("abcd1234.meta.json: meta sidecar cannot be parsed: a word JSON does not have (it has true, false and null) (line 1, column 17)"), "{err}");
+    assert!(
+        err.contains("abcd1234.meta.json: meta sidecar cannot be parsed: a word JSON does not have (it has true, false and null) (line 1, column 17)"),
+        "{err}"
+    );
     assert!(!err.contains("expected ident"), "{err}");
 }

@@ -20,10 +20,10 @@ pub mod session;
 pub mod svg;
 
 use super::args::{FindingArgs, OutputArgs};
-use crate::batch_check::{self, FileReport};
 use super::output::{human_bytes, plural};
 use super::safe::Safe;
 use super::{Exit, OutputFormat};
+use crate::batch_check::{self, FileReport};
 use crate::config::tools::ToolRegistry;
 use crate::repair::{self, Job, Settings};
 use crate::sessions::Timestamp;
@@ -275,7 +275,11 @@ fn write_summary(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     if !r.tokens.by_model.is_empty() {
         let unknown = match r.tokens.unpriced_models.len() {
             0 => String::new(),
-            n => format!(" (cost unknown for {n} model{}: {})", plural(n as u64), r.tokens.unpriced_models.iter().map(|m| Safe(m).to_string()).collect::<Vec<_>>().join(", ")),
+            n => format!(
+                " (cost unknown for {n} model{}: {})",
+                plural(n as u64),
+                r.tokens.unpriced_models.iter().map(|m| Safe(m).to_string()).collect::<Vec<_>>().join(", ")
+            ),
         };
         let cost = r.tokens.cost_usd.map_or_else(|| "unknown".to_owned(), |c| format!("${c:.4}"));
         writeln!(out, "cost         {cost}{unknown}")?;

@@ -9,14 +9,17 @@
 //! associative and every list is ordered by a total key (its number, then the path), so the
 //! result does not depend on how the files were split between threads.
 
-use super::schema::{Bucket, CallsWithoutResults, Compactions, DatedCounts, EffectRow, FormatRow, Granularity, KindCount, KindRow, ModelTokens, OtherTools, OverTime, Period, PeriodTokens, PlanRow, PlanSummary, Problem, Report, SessionRow, SeverityCounts, SkippedRow, TokenUsage, Tokens, ToolRow, Totals, Worst};
+use super::schema::{
+    Bucket, CallsWithoutResults, Compactions, DatedCounts, EffectRow, FormatRow, Granularity, KindCount, KindRow, ModelTokens, OtherTools, OverTime, Period,
+    PeriodTokens, PlanRow, PlanSummary, Problem, Report, SessionRow, SeverityCounts, SkippedRow, TokenUsage, Tokens, ToolRow, Totals, Worst,
+};
 use super::session::{day_string, DatedBy, SessionDate};
 use crate::batch_check::FileReport;
 use crate::config::tools::ToolRegistry;
 use crate::prices::{Cost, Pricer};
-use crate::transcript::model::Usage;
 use crate::repair::{Report as RepairReport, Status as RepairStatus};
 use crate::sources::batch::Skipped;
+use crate::transcript::model::Usage;
 use crate::transcript::{Format, Kind, Severity};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
@@ -677,7 +680,8 @@ fn price(t: &mut TokenUsage, priced: &HashMap<String, (Usage, Usage)>, pricer: &
 }
 
 fn tokens(models: &HashMap<String, Tokens>, days: &BTreeMap<i64, Day>, undated: &Day, time: &OverTime) -> TokenUsage {
-    let mut by_model: Vec<ModelTokens> = models.iter().map(|(m, t)| ModelTokens { model: m.clone(), total: t.total(), tokens: *t, cost_usd: None, priced_as: None }).collect();
+    let mut by_model: Vec<ModelTokens> =
+        models.iter().map(|(m, t)| ModelTokens { model: m.clone(), total: t.total(), tokens: *t, cost_usd: None, priced_as: None }).collect();
     by_model.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.model.cmp(&b.model)));
     // The chart's models: the largest ones, the rest summed.
     let charted: Vec<&str> = by_model.iter().take(CHART_MODELS).map(|m| m.model.as_str()).collect();

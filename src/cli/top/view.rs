@@ -124,9 +124,18 @@ fn draw_files(frame: &mut Frame, area: Rect, view: &View, screen: &Screen) {
         .collect();
     let hidden = if view.hidden > 0 { format!(", {} hidden", view.hidden) } else { String::new() };
     let title = format!("files by {} ({} shown{hidden})", screen.sort.name(), view.files.len());
-    let table = Table::new(rows, [Constraint::Min(20), Constraint::Length(FILE_COLUMNS[0]), Constraint::Length(FILE_COLUMNS[1]), Constraint::Length(FILE_COLUMNS[2]), Constraint::Length(FILE_COLUMNS[3])])
-        .header(Row::new(vec!["file", "read", "lag", "pending", "findings"]).style(bold))
-        .block(Block::default().borders(Borders::ALL).title(title));
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Min(20),
+            Constraint::Length(FILE_COLUMNS[0]),
+            Constraint::Length(FILE_COLUMNS[1]),
+            Constraint::Length(FILE_COLUMNS[2]),
+            Constraint::Length(FILE_COLUMNS[3]),
+        ],
+    )
+    .header(Row::new(vec!["file", "read", "lag", "pending", "findings"]).style(bold))
+    .block(Block::default().borders(Borders::ALL).title(title));
     frame.render_widget(table, area);
 }
 

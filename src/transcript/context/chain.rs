@@ -297,7 +297,8 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
         .copied()
         .filter(|&i| {
             on.contains(&i)
-                || node(i).is_some_and(|x| x.message_id.is_some_and(|m| ids.contains(&m)) && (x.calls.is_empty() || x.calls.iter().any(|c| answered.contains(c))))
+                || node(i)
+                    .is_some_and(|x| x.message_id.is_some_and(|m| ids.contains(&m)) && (x.calls.is_empty() || x.calls.iter().any(|c| answered.contains(c))))
         })
         .collect();
     let group_uuids: HashSet<u64> = group.iter().filter_map(|&i| node(i)?.uuid).collect();
@@ -307,9 +308,7 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
         .copied()
         .filter(|&i| {
             node(i).is_some_and(|x| {
-                x.message
-                    && !x.results.is_empty()
-                    && (x.parent.is_some_and(|p| group_uuids.contains(&p)) || x.results.iter().any(|r| calls.contains(r)))
+                x.message && !x.results.is_empty() && (x.parent.is_some_and(|p| group_uuids.contains(&p)) || x.results.iter().any(|r| calls.contains(r)))
             })
         })
         .collect();
@@ -483,7 +482,8 @@ mod tests {
 
     #[test]
     fn a_missing_parent_is_bridged_within_five_seconds_and_cuts_the_history_beyond() {
-        let mut nodes = vec![line("a", None, 0, "user"), line("b", Some("a"), 1, "assistant"), None, line("d", Some("c"), 4, "user"), line("e", Some("d"), 5, "assistant")];
+        let mut nodes =
+            vec![line("a", None, 0, "user"), line("b", Some("a"), 1, "assistant"), None, line("d", Some("c"), 4, "user"), line("e", Some("d"), 5, "assistant")];
         let w = walk(&nodes, false);
         assert_eq!(sent(&w), [0, 1, 3, 4], "bridged to b, 3 s older");
         assert_eq!(w.bridged, [(3, 1)]);
@@ -514,7 +514,8 @@ mod tests {
 
     #[test]
     fn the_leaf_climbs_through_progress_lines_and_the_newest_wins() {
-        let nodes = [line("a", None, 0, "user"), line("b", Some("a"), 1, "assistant"), line("p", Some("b"), 2, "progress"), line("x", Some("a"), 9, "assistant")];
+        let nodes =
+            [line("a", None, 0, "user"), line("b", Some("a"), 1, "assistant"), line("p", Some("b"), 2, "progress"), line("x", Some("a"), 9, "assistant")];
         assert_eq!(sent(&walk(&nodes, false)), [0, 3], "the leaf is x (newer than b, reached from p)");
     }
 
@@ -525,7 +526,16 @@ mod tests {
             let p = p.map_or("null".to_owned(), |p| format!("\"{p}\""));
             format!(r#"{{"type":"{ty}","uuid":"{u}","parentUuid":{p},"timestamp":"2026-02-10T22:{t}.000Z","message":{{"role":"{ty}","content":"x"}}}}"#)
         };
-        for (i, line) in [l("a", None, "00:00", "user"), l("b", Some("a"), "00:01", "assistant"), "{not json".to_owned(), l("d", Some("c"), "01:00", "user"), l("e", Some("d"), "01:01", "assistant")].iter().enumerate() {
+        for (i, line) in [
+            l("a", None, "00:00", "user"),
+            l("b", Some("a"), "00:01", "assistant"),
+            "{not json".to_owned(),
+            l("d", Some("c"), "01:00", "user"),
+            l("e", Some("d"), "01:01", "assistant"),
+        ]
+        .iter()
+        .enumerate()
+        {
             s.push(i as u64 + 1, line.as_bytes());
         }
         let f = s.lost().expect("the break at line 4 loses lines 1-2");

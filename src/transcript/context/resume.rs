@@ -18,10 +18,10 @@
 use super::chain::{self, Node};
 use super::compaction::CompactionCut;
 use super::model_context::{ModelContextScan, RolloutItem};
-use crate::transcript::formats::codex::ItemKind;
-use crate::transcript::formats::claude_code::ClaudeFields;
 use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
+use crate::transcript::formats::claude_code::ClaudeFields;
+use crate::transcript::formats::codex::ItemKind;
 use crate::transcript::formats::{Detector, Format};
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::{LineBytes, Page, RevItem, SourceLine};
@@ -260,11 +260,16 @@ impl ContextScan {
                     let skip = usize::from(c.boundary.is_some());
                     let walk = chain::walk(&nodes, false);
                     let offset = |i: usize| if i < skip { c.boundary.as_ref().map_or(0, |(b, _)| b.offset) } else { c.lines[i - skip].0.offset };
-                    lost = walk.broken.as_ref().filter(|b| !b.lost.is_empty()).map(|b| Lost { at: offset(b.at), lines: b.lost.iter().map(|&i| offset(i)).collect() });
+                    lost = walk
+                        .broken
+                        .as_ref()
+                        .filter(|b| !b.lost.is_empty())
+                        .map(|b| Lost { at: offset(b.at), lines: b.lost.iter().map(|&i| offset(i)).collect() });
                     (0..c.lines.len()).map(|i| walk.sent[i + skip] || !nodes[i + skip].as_ref().is_some_and(|n| n.message)).collect()
                 };
                 let cut = c.boundary.map_or(Cut::Whole, |(b, _)| Cut::Bounded { offset: b.offset });
-                let (lines, fields) = c.lines.into_iter().zip(sent).filter(|((_, f), sent)| *sent && main.is_none_or(|m| f.sidechain() == m)).map(|(l, _)| l).unzip();
+                let (lines, fields) =
+                    c.lines.into_iter().zip(sent).filter(|((_, f), sent)| *sent && main.is_none_or(|m| f.sidechain() == m)).map(|(l, _)| l).unzip();
                 claude_fields = fields;
                 (cut, lines)
             }

@@ -31,10 +31,10 @@
 use super::{check_line, LineReport};
 use crate::transcript::finding::{Finding, Kind, Severity};
 use crate::transcript::formats::dataset::Dataset;
+use crate::transcript::formats::edit;
 use crate::transcript::lines::{is_blank, Block, LineSplitter};
 use crate::transcript::repair::origins::Action as Rejected;
 use crate::transcript::repair::rejects::{long_record_head, write_record, LongRecord};
-use crate::transcript::formats::edit;
 use crate::transcript::repair::synth::ResultText;
 use crate::transcript::repair::{Emit, RewriteStats};
 use crate::transcript::Set;
@@ -533,7 +533,9 @@ mod tests {
         let c = answer(format!(r#"{{"contents":[{q},{calls},{q},{ok}]}}"#));
         assert_eq!(c[2]["parts"][2]["text"], "q");
         // A response without its call, or a second one, is removed under `answer`.
-        let orphan = format!(r#"{{"contents":[{q},{ok},{{"role":"user","parts":[{{"functionResponse":{{"id":"i","name":"g","response":{{}}}}}},{{"text":"more"}}]}},{ok}]}}"#);
+        let orphan = format!(
+            r#"{{"contents":[{q},{ok},{{"role":"user","parts":[{{"functionResponse":{{"id":"i","name":"g","response":{{}}}}}},{{"text":"more"}}]}},{ok}]}}"#
+        );
         let c = answer(orphan.clone());
         assert_eq!(c[2], serde_json::json!({"role": "user", "parts": [{"text": "more"}]}));
         let twice = r#"{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"n":1}}},{"functionResponse":{"id":"i","name":"g","response":{}}},{"functionResponse":{"name":"f","response":{"n":2}}}]}"#;
@@ -546,7 +548,10 @@ mod tests {
         let (out, rej) = run(d, Policy::Answer, &format!("{alone}\n"));
         assert_eq!((out.as_str(), rej.lines().count()), ("", 1));
         let (out, _) = run(d, Policy::Truncate, &format!("{alone}\n"));
-        assert_eq!(out, format!("{}\n", serde_json::json!({"contents": [serde_json::from_str::<Value>(q).unwrap(), serde_json::from_str::<Value>(ok).unwrap()]})));
+        assert_eq!(
+            out,
+            format!("{}\n", serde_json::json!({"contents": [serde_json::from_str::<Value>(q).unwrap(), serde_json::from_str::<Value>(ok).unwrap()]}))
+        );
         for policy in [Policy::Drop, Policy::Answer, Policy::Truncate] {
             let input = format!(r#"{{"contents":[{q},{calls},{ok}]}}"#) + "\n" + &orphan + "\n";
             let (once, _) = run(d, policy, &input);

@@ -92,7 +92,8 @@ impl ApiRules {
         // (TRUTH.md, difference 4): they are not in the request, so there is nothing to say.
         let dropped = !self.text_rule || (self.agent && m.role == Role::Assistant) || (!self.agent && a.string);
         if let Some((i, whitespace)) = a.empty_text.filter(|_| !dropped) {
-            let api = if whitespace { "messages: text content blocks must contain non-whitespace text" } else { "messages: text content blocks must be non-empty" };
+            let api =
+                if whitespace { "messages: text content blocks must contain non-whitespace text" } else { "messages: text content blocks must be non-empty" };
             let what = if whitespace { "only whitespace" } else { "empty" };
             let mut f = Finding::new(line, Kind::EmptyText, format!("text block content.{i} is {what}: {says} (\"{api}\")"));
             if self.agent {
@@ -117,7 +118,11 @@ impl ApiRules {
                 ));
             }
             if let Some(i) = a.unsigned_thinking {
-                out(Finding::new(line, Kind::UnsignedThinking, format!("thinking block content.{i} has no signature: {says} (\"messages.N.content.{i}.thinking.signature: Field required\")")));
+                out(Finding::new(
+                    line,
+                    Kind::UnsignedThinking,
+                    format!("thinking block content.{i} has no signature: {says} (\"messages.N.content.{i}.thinking.signature: Field required\")"),
+                ));
             }
         }
         if let Some(i) = a.result_after {

@@ -30,8 +30,8 @@ use super::branches::{Branches, HashKeyed, Line, HORIZON};
 use super::threads::Threads;
 use crate::transcript::finding::{Finding, Kind, Output, Severity};
 use crate::transcript::formats::Format;
-use crate::transcript::verdict::tell;
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, MAIN_THREAD};
+use crate::transcript::verdict::tell;
 use crate::transcript::{Map, Set};
 use smallvec::SmallVec;
 

@@ -24,8 +24,8 @@ pub mod rounds;
 pub mod salvage;
 pub mod synth;
 
-pub use plan::{Edit, OrphanPolicy, Plan, Planner, Unrepaired};
 pub use origins::{Action, Change, Failed, Origins, Source};
+pub use plan::{Edit, OrphanPolicy, Plan, Planner, Unrepaired};
 pub use rejects::{Emit, RejectWriter};
 pub use rewrite::{RewriteLog, RewriteStats, Rewriter};
 pub use rounds::{RoundEdit, Rounds, MAX_ROUNDS};

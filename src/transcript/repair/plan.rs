@@ -648,7 +648,13 @@ impl Planner {
             | Kind::DuplicateCustomId => {}
             // Decided by the guards above.
             Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine => {}
-            Kind::EmptyText | Kind::UnsignedThinking | Kind::ThinkingNotFirst | Kind::ResultNotFirst | Kind::ImageTooLarge | Kind::EmptyImage | Kind::RequestTooLarge => {}
+            Kind::EmptyText
+            | Kind::UnsignedThinking
+            | Kind::ThinkingNotFirst
+            | Kind::ResultNotFirst
+            | Kind::ImageTooLarge
+            | Kind::EmptyImage
+            | Kind::RequestTooLarge => {}
         }
     }
 

@@ -38,7 +38,6 @@ pub enum Emit<'a> {
     Reject(&'a [u8]),
 }
 
-
 /// Writes one rejects record, `{"line", "action", "reason", "text" | "base64"}` (action and
 /// reason are plain words), into `buf` (a buffer reused between lines) and hands it to `out`, in
 /// pieces for a long line. `text` when the line is UTF-8, not over the limit `max` (however it

@@ -21,9 +21,9 @@ use super::origins::{Action, Change, Failed, Origins, Source};
 use super::plan::{Edit, Plan};
 use super::rejects::{long_record_head, write_record, Emit, LongRecord};
 use super::synth;
+use crate::transcript::finding::Kind;
 use crate::transcript::formats::claude_code;
 use crate::transcript::formats::edit::{CallRef, Edited, Unable};
-use crate::transcript::finding::Kind;
 use crate::transcript::formats::Format;
 use crate::transcript::lines::{is_blank, Block, LineSplitter, BOM};
 use crate::transcript::model::{id_hash, Entry, Message, Node, Role};
@@ -883,10 +883,10 @@ impl Rewriter {
 mod tests {
     use super::*;
     use crate::transcript::repair::rejects::REJECT_PIECE;
-    use base64::Engine;
     use crate::transcript::repair::OrphanPolicy;
     use crate::transcript::repair_run::plan_bytes;
     use crate::transcript::Options;
+    use base64::Engine;
 
     /// The rejects of `input`, fed in chunks, and the size of the largest piece emitted.
     fn rejects_of(input: &[u8], max_line_bytes: usize, chunk: usize) -> (Vec<serde_json::Value>, usize) {

@@ -12,8 +12,8 @@
 //! new), no edit failed, and nothing was left unrepaired. Otherwise [`Rounds::unrepaired`] lists
 //! each finding left, with why.
 
-use super::plan::{Edit, Plan, Unrepaired};
 use super::origins::{Action, Change, Origins};
+use super::plan::{Edit, Plan, Unrepaired};
 use super::rejects::RejectWriter;
 use super::rewrite::{RewriteLog, RewriteStats};
 use crate::transcript::Map;

@@ -19,8 +19,8 @@
 //! round, so every later round is told in input lines and the rejects are written again from
 //! the input when a later round changes lines too.
 
-use super::plan::{Edit, How, Plan};
 use super::origins::{Action, Change, Source};
+use super::plan::{Edit, How, Plan};
 use super::rejects::{write_record, Emit};
 use super::rewrite::RewriteLog;
 use crate::transcript::finding::Kind;
@@ -81,9 +81,8 @@ fn first_key(b: &[u8]) -> Option<&[u8]> {
 fn glued<'a>(t: &'a [u8], keys: &Set<Vec<u8>>, format: Option<Format>) -> Option<Vec<&'a [u8]>> {
     // In a known format, a record is what its adapter reads as a conversation line or a tree
     // node (a content block nested in the torn record is neither).
-    let record = |b: &[u8]| {
-        format.is_none_or(|f| f.parse(b).is_ok_and(|p| p.node.is_some() || matches!(p.entry, Entry::Message(_) | Entry::Compaction { .. })))
-    };
+    let record =
+        |b: &[u8]| format.is_none_or(|f| f.parse(b).is_ok_and(|p| p.node.is_some() || matches!(p.entry, Entry::Message(_) | Entry::Compaction { .. })));
     let mut tries = 0;
     for p in memchr::memchr_iter(b'{', t).skip(1) {
         if tries == MAX_GLUE_TRIES {
@@ -307,7 +306,13 @@ pub fn salvage(input: &[u8], plan: &Plan, max_line_bytes: usize) -> Option<Salva
             Action::Modified => log.stats.modified += 1,
         }
     };
-    let term = |l: &Line<'_>| -> &'static [u8] { if l.crlf { b"\r\n" } else { b"\n" } };
+    let term = |l: &Line<'_>| -> &'static [u8] {
+        if l.crlf {
+            b"\r\n"
+        } else {
+            b"\n"
+        }
+    };
     // Records moved lines (once each) before writing them after their call.
     let mut moved_recorded: Set<usize> = Set::default();
     let mut k = 0;
@@ -379,7 +384,12 @@ pub fn salvage(input: &[u8], plan: &Plan, max_line_bytes: usize) -> Option<Salva
     recs.sort_by_key(|r| r.0);
     let rejects = recs.into_iter().flat_map(|(_, r)| r.iter().copied()).collect();
     log.changes.sort_by_key(|c| c.line);
-    Some(Salvaged { output, rejects, plan: Plan { format: plan.format, edits, unrepaired: Vec::new(), recheck: true, dangling_parents: plan.dangling_parents }, log })
+    Some(Salvaged {
+        output,
+        rejects,
+        plan: Plan { format: plan.format, edits, unrepaired: Vec::new(), recheck: true, dangling_parents: plan.dangling_parents },
+        log,
+    })
 }
 
 /// A line written as it was.

@@ -14,11 +14,11 @@
 //! it and runs the two-pass repair. *Invariant* (property-tested): for any chunking, the output and the
 //! rejects are byte for byte those of the two-pass repair.
 
+use crate::transcript::finding::Kind;
+use crate::transcript::formats::Format;
 use crate::transcript::repair::plan::{Edit, OrphanPolicy, Plan, Planner};
 use crate::transcript::repair::rejects::Emit;
 use crate::transcript::repair::rewrite::{RewriteLog, Rewriter};
-use crate::transcript::finding::Kind;
-use crate::transcript::formats::Format;
 use crate::transcript::{Options, Pipeline, StrictStop};
 
 /// Bytes the one-pass repair may hold back (the lines from the watermark on) before it gives up.

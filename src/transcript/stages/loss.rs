@@ -25,6 +25,8 @@ pub const MIN_WIPED: u64 = 3;
 pub struct Loss {
     quiet: Quiet,
     run: Option<Run>,
+    /// The snapshot store that holds what the file had (the daemon's `snapshot` sink).
+    store: Option<std::path::PathBuf>,
 }
 
 /// Conversation lines in a row without content.
@@ -36,14 +38,14 @@ struct Run {
 }
 
 impl Run {
-    fn finding(self) -> Finding {
+    fn finding(self, held: &str) -> Finding {
         let Run { first, last, lines } = self;
         let mut f = Finding::new(
             first,
             Kind::ContentWiped,
             format!(
                 "lines {first}-{last}: {lines} conversation lines in a row hold no content: what they said was wiped (as a failed compaction leaves them), \
-                 and no repair can bring it back; a backup or a `snapshot` sink's store may hold it"
+                 and no repair can bring it back; {held}"
             ),
         );
         f.on_resume = Some(format!("resume sends nothing of these {lines} lines"));
@@ -54,7 +56,27 @@ impl Run {
 impl Loss {
     /// The stage; on a live stream its tail is due after `quiet` without growth.
     pub fn new(quiet: Duration) -> Self {
-        Loss { quiet: Quiet::new(quiet), run: None }
+        Loss { quiet: Quiet::new(quiet), run: None, store: None }
+    }
+
+    /// Its findings say that `store` (a snapshot store) holds what was lost, and how to put it
+    /// back.
+    pub fn restoring_from(mut self, store: Option<std::path::PathBuf>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// Where what was lost may be found (`wiped`: lines read without their content, which the
+    /// store holds only if they had it once, before a rewrite).
+    fn held(&self, wiped: bool) -> String {
+        match (&self.store, wiped) {
+            (Some(s), false) => format!("the snapshot store holds them: `transcriptd restore FILE --store {}` puts it back", s.display()),
+            (Some(s), true) => {
+                format!("if the file held it before a rewrite, the snapshot store does: `transcriptd restore FILE --store {} --list`", s.display())
+            }
+            (None, true) => "a backup or a `snapshot` sink's store may hold it".into(),
+            (None, false) => "a backup or a `snapshot` sink's store may hold them".into(),
+        }
     }
 
     /// The run so far, if it is one.
@@ -64,7 +86,7 @@ impl Loss {
 
     fn close(&mut self, events: &mut Vec<Event>) {
         if let Some(r) = self.open() {
-            events.push(Event::Output(Output::Finding(r.finding())));
+            events.push(Event::Output(Output::Finding(r.finding(&self.held(true)))));
         }
         self.run = None;
     }
@@ -106,7 +128,7 @@ impl Stage for Loss {
 
     fn handle_timeout(&mut self, now: Duration, _inputs: &Inputs, _pairing: &Pairing, events: &mut Vec<Event>) {
         if self.open().is_some() && self.quiet.take(now) {
-            events.extend(self.open().map(|r| Event::Tail(r.finding())));
+            events.extend(self.open().map(|r| Event::Tail(r.finding(&self.held(true)))));
         }
     }
 
@@ -120,11 +142,12 @@ impl Stage for Loss {
         };
         let (kind, what) = match how {
             Left::Deleted => (Kind::TranscriptDeleted, format!("the transcript was deleted; {read}")),
-            Left::Rewritten { size } => {
-                (Kind::TranscriptRewritten, format!("the transcript was truncated or rewritten in place (it holds {size} bytes now); {read}, and they are no longer in it"))
-            }
+            Left::Rewritten { size } => (
+                Kind::TranscriptRewritten,
+                format!("the transcript was truncated or rewritten in place (it holds {size} bytes now); {read}, and they are no longer in it"),
+            ),
         };
-        let mut f = Finding::new(0, kind, format!("{what}: a backup or a `snapshot` sink's store may hold them"));
+        let mut f = Finding::new(0, kind, format!("{what}: {}", self.held(false)));
         f.on_resume = Some(match how {
             Left::Deleted => "the agent finds no such session".into(),
             Left::Rewritten { .. } => "resume sends only what the file holds now".into(),
@@ -140,8 +163,8 @@ impl Stage for Loss {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::checker::Options;
     use crate::transcript::check::findings;
+    use crate::transcript::checker::Options;
     use crate::transcript::pipeline::Pipeline;
 
     fn check(input: &str) -> Vec<Finding> {

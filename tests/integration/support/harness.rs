@@ -691,7 +691,12 @@ impl StallFs {
         std::fs::create_dir(r.join("backing")).unwrap();
         std::fs::create_dir(r.join("mnt")).unwrap();
         let args = [r.join("held"), r.join("backing"), r.join("mnt")];
-        let child = spawn_fuse_peer("stallfs.py", &[OsStr::new("--held"), args[0].as_os_str(), args[1].as_os_str(), args[2].as_os_str()], &r.join("stallfs.log"), Duration::from_secs(10))?;
+        let child = spawn_fuse_peer(
+            "stallfs.py",
+            &[OsStr::new("--held"), args[0].as_os_str(), args[1].as_os_str(), args[2].as_os_str()],
+            &r.join("stallfs.log"),
+            Duration::from_secs(10),
+        )?;
         Some(StallFs { child: Some(child), root })
     }
 

@@ -49,8 +49,7 @@ pub fn generator(name: &str) -> PathBuf {
 
 /// Runs the transcript generator (`tests/gen/gen_transcripts.py`) with `args`, writing `out`.
 pub fn generate(out: &Path, args: &[&str]) {
-    let status =
-        Command::new("python3").arg(generator("gen_transcripts.py")).args(args).arg("-o").arg(out).status().expect("python3 runs the generator");
+    let status = Command::new("python3").arg(generator("gen_transcripts.py")).args(args).arg("-o").arg(out).status().expect("python3 runs the generator");
     assert!(status.success(), "generator failed: {args:?}");
 }
 

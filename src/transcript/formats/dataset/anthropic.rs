@@ -1,7 +1,7 @@
 //! The `anthropic-batch` shape: a request's `params.messages`, Messages API messages.
 
 use super::tools::read_tools;
-use super::{args_info, content_state, message_array, with_conversation, Conversation, PairingStyle, Record, Msg};
+use super::{args_info, content_state, message_array, with_conversation, Conversation, Msg, PairingStyle, Record};
 use crate::transcript::formats::blocks::read_content;
 use crate::transcript::model::Role;
 use crate::transcript::scan::{self, Kind, Scanner};
@@ -99,4 +99,3 @@ fn tool_use_inputs(raw: &[u8]) -> Vec<(Cow<'_, str>, &[u8])> {
     });
     out
 }
-

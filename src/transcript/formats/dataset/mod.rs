@@ -350,7 +350,6 @@ fn content_of<'a>(s: &mut Scanner<'a>) -> scan::Result<(super::blocks::Parts<'a>
     Ok((read_content(s)?, null))
 }
 
-
 fn content_state(present: bool, parts: &super::blocks::Parts<'_>) -> Content {
     if !present {
         Content::Absent
@@ -447,4 +446,3 @@ mod tests {
         assert_eq!(c.messages[2].message().unwrap().results[0].id, "call@1.0");
     }
 }
-

@@ -337,4 +337,3 @@ fn message_raw<'a>() -> RawStr<'a> {
     let mut s = Scanner::new(b"\"message\"");
     s.string().expect("a string literal")
 }
-

@@ -118,4 +118,3 @@ pub fn sharegpt_calls(value: &str) -> Vec<(String, Args, Vec<String>)> {
         _ => vec![(String::new(), Args::Unparseable, Vec::new())],
     }
 }
-

@@ -137,4 +137,3 @@ fn read_required<'a>(s: &mut Scanner<'a>, required: &mut SmallVec<[Cow<'a, str>;
     })?;
     Ok(())
 }
-

@@ -45,7 +45,9 @@ impl Dataset {
         match self {
             Dataset::AnthropicBatch => {
                 json_role(m) == Some("user")
-                    && m.get("content").and_then(Value::as_array).is_some_and(|a| a.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")))
+                    && m.get("content")
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| a.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")))
             }
             Dataset::ShareGpt => matches!(json_role(m), Some("observation" | "tool")),
             Dataset::GeminiTuning => json_role(m) == Some("user") && gemini_parts(m).is_some_and(|p| !p.is_empty() && p.iter().all(is_function_response)),
@@ -112,7 +114,8 @@ impl Dataset {
             // The call's own `id`, when it has one, is repeated.
             Dataset::GeminiTuning => {
                 let own_id = gemini_parts(call).into_iter().flatten().filter_map(function_call).any(|c| c.get("id").and_then(Value::as_str) == Some(id));
-                let response = if own_id { json!({"id": id, "name": tool, "response": {"error": text}}) } else { json!({"name": tool, "response": {"error": text}}) };
+                let response =
+                    if own_id { json!({"id": id, "name": tool, "response": {"error": text}}) } else { json!({"name": tool, "response": {"error": text}}) };
                 return Some(json!({"functionResponse": response}));
             }
             Dataset::AnthropicBatch => {
@@ -124,7 +127,9 @@ impl Dataset {
                 let item = call.get("type").and_then(Value::as_str).map(str::to_owned);
                 Format::Codex.synthetic_result(b"{}", &reference(id, tool, item), text, None, "")
             }
-            Dataset::OpenAi | Dataset::OpenAiBatch if id.starts_with("function_call@") => return Some(json!({"role": "function", "name": tool, "content": text})),
+            Dataset::OpenAi | Dataset::OpenAiBatch if id.starts_with("function_call@") => {
+                return Some(json!({"role": "function", "name": tool, "content": text}))
+            }
             Dataset::OpenAi | Dataset::OpenAiBatch => Format::OpenAiChat.synthetic_result(b"{}", &reference(id, tool, None), text, None, ""),
         };
         serde_json::from_slice(&line).ok()
@@ -143,7 +148,8 @@ impl Dataset {
                         Some(Value::Array(a)) => a.clone(),
                         _ => Vec::new(),
                     };
-                    let (mut all, rest): (Vec<Value>, Vec<Value>) = content.into_iter().partition(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
+                    let (mut all, rest): (Vec<Value>, Vec<Value>) =
+                        content.into_iter().partition(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
                     all.extend(results);
                     all.extend(rest);
                     next["content"] = Value::Array(all);
@@ -154,9 +160,17 @@ impl Dataset {
             // The responses go in the content right after the call's: added to the responses
             // already there, or first in the next user turn, or in a user turn of their own.
             Dataset::GeminiTuning => {
-                if let Some(parts) = at.checked_sub(1).and_then(|b| messages.get_mut(b)).filter(|m| Dataset::GeminiTuning.is_result(m)).and_then(|m| m.get_mut("parts")).and_then(Value::as_array_mut) {
+                if let Some(parts) = at
+                    .checked_sub(1)
+                    .and_then(|b| messages.get_mut(b))
+                    .filter(|m| Dataset::GeminiTuning.is_result(m))
+                    .and_then(|m| m.get_mut("parts"))
+                    .and_then(Value::as_array_mut)
+                {
                     parts.extend(results);
-                } else if let Some(parts) = messages.get_mut(at).filter(|m| json_role(m) == Some("user")).and_then(|m| m.get_mut("parts")).and_then(Value::as_array_mut) {
+                } else if let Some(parts) =
+                    messages.get_mut(at).filter(|m| json_role(m) == Some("user")).and_then(|m| m.get_mut("parts")).and_then(Value::as_array_mut)
+                {
                     parts.splice(0..0, results);
                 } else {
                     messages.insert(at, json!({"role": "user", "parts": results}));
@@ -208,7 +222,8 @@ impl Dataset {
 /// response with it; a call's id (answered by name), the last response of the call's name.
 fn gemini_response_part(messages: &[Value], at: usize, id: &str, chosen: &[usize]) -> Option<usize> {
     let parts = gemini_parts(messages.get(at)?)?;
-    let responses: Vec<(usize, &Value)> = parts.iter().enumerate().filter_map(|(i, p)| Some((i, p.get("functionResponse").or_else(|| p.get("function_response"))?))).collect();
+    let responses: Vec<(usize, &Value)> =
+        parts.iter().enumerate().filter_map(|(i, p)| Some((i, p.get("functionResponse").or_else(|| p.get("function_response"))?))).collect();
     if let Some(k) = id.strip_prefix(&format!("response@{at}.")).and_then(|k| k.parse::<usize>().ok()) {
         return responses.get(k).map(|(i, _)| *i).filter(|i| !chosen.contains(i));
     }
@@ -229,7 +244,6 @@ fn gemini_response_part(messages: &[Value], at: usize, id: &str, chosen: &[usize
 fn json_role(m: &serde_json::Value) -> Option<&str> {
     m.get("role").or_else(|| m.get("from")).and_then(serde_json::Value::as_str)
 }
-
 
 /// A Gemini content's `parts`.
 fn gemini_parts(m: &Value) -> Option<&Vec<Value>> {
