@@ -158,6 +158,10 @@ fn npm_packages_install_offline_and_run_through_npx() {
         "{}",
         text(&out.stderr)
     );
+    // TRANSCRIPTD_BINARY names the binary to run instead.
+    let out = run(Command::new(bare.join("node_modules/.bin/transcriptd")).arg("--version").env("TRANSCRIPTD_BINARY", BIN));
+    ok("TRANSCRIPTD_BINARY=... transcriptd --version", &out);
+    assert_eq!(text(&out.stdout), version());
 }
 
 /// Removes the package when the test ends, however it ends.
