@@ -26,7 +26,7 @@ code.path,code.cmd .arg{white-space:nowrap}
 .card b{display:block;font-size:22px;font-weight:600}.card .detail{color:#5b6475;font-size:12px}
 .card.bad b{color:#c62828}
 table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0}table.wide{width:100%}.scroll{overflow-x:auto}
-tr.cmd td{border-top:0;padding-bottom:6px}tr.session td{border-bottom:0}
+tr.cmd td{border-top:0;padding-bottom:6px}tr.opened td{border-bottom:0}
 th,td{border:1px solid #dde1e7;padding:3px 8px;text-align:left;vertical-align:top}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}td.nw{white-space:nowrap}
 .chart{display:block;background:#fff;border:1px solid #dde1e7;border-radius:6px;margin:6px 0;max-width:100%;height:auto}
@@ -217,13 +217,13 @@ fn session_table(rows: &[SessionRow]) -> Markup {
         div.scroll { table.wide.sessions {
             tr { th { "transcript" } th { "format" } th { "date" } th.n { "errors" } th.n { "warnings" } th.n { "calls without results" } th.n { "compactions" } }
             @for s in rows {
-                tr.session {
+                tr.session.opened[s.open.is_some()] {
                     td { (path(&s.file)) }
                     td.nw { (s.format) }
                     td.nw { (s.date.as_deref().unwrap_or("")) }
                     td.n { (number(s.errors)) } td.n { (number(s.warnings)) } td.n { (number(s.calls_without_results)) } td.n { (number(s.compactions)) }
                 }
-                tr.cmd { td colspan="7" { @if let Some(c) = &s.open { span.note { "open it with " } (command(c)) } } }
+                @if let Some(c) = &s.open { tr.cmd { td colspan="7" { span.note { "open it with " } (command(c)) } } }
             }
         } }
     }
