@@ -58,6 +58,54 @@ Examples:
   transcriptd restore 0c6e3f4e --config /etc/transcriptd/transcriptd.toml --list
   transcriptd restore 0c6e3f4e --store /var/lib/transcriptd/snapshots --at 2026-12-03T09:00:00Z --out /tmp/before.jsonl";
 
+/// `transcriptd sessions audit`.
+pub const SESSIONS_AUDIT: &str = "\
+Exit status:
+  0  every index agrees with the files (or there is none)
+  1  an index names a session that is gone, or a session file no index names
+  2  usage or IO error: an index that cannot be read
+
+Examples:
+  transcriptd sessions audit
+  transcriptd sessions audit --codex-home ~/.codex -o json";
+
+/// `transcriptd hooks`.
+pub const HOOKS: &str = "\
+Exit status:
+  0  done (hooks exec: always)
+  2  usage or IO error
+
+Examples:
+  transcriptd hooks install claude-code
+  transcriptd hooks uninstall claude-code";
+
+/// `transcriptd hooks install`.
+pub const HOOKS_INSTALL: &str = "\
+Exit status:
+  0  installed (the settings written, the old ones kept beside them)
+  2  usage or IO error: a settings file that is not a JSON object is left as it is
+
+Examples:
+  transcriptd hooks install claude-code
+  transcriptd hooks install claude-code --store /var/lib/transcriptd/snapshots --settings ~/.claude/settings.json";
+
+/// `transcriptd hooks uninstall`.
+pub const HOOKS_UNINSTALL: &str = "\
+Exit status:
+  0  taken out (or there was nothing to take out)
+  2  usage or IO error
+
+Examples:
+  transcriptd hooks uninstall claude-code";
+
+/// `transcriptd hooks exec`.
+pub const HOOKS_EXEC: &str = "\
+Exit status:
+  0  always: a hook never stops the agent (what went wrong is on stderr)
+
+Examples:
+  transcriptd hooks exec claude-code --store ~/.local/state/transcriptd/snapshots    # Claude Code runs it, the hook's JSON on stdin";
+
 /// `transcriptd check`.
 pub const CHECK: &str = "\
 Exit status:

@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod explain;
 pub mod help;
 pub mod history;
+pub mod hooks;
 pub mod input;
 pub mod man;
 pub mod orphans;
@@ -106,6 +107,10 @@ pub enum Command {
     /// keeps (after the agent deleted, emptied or cut it), and print its resume command.
     #[command(after_long_help = help::RESTORE)]
     Restore(restore::Args),
+    /// transcriptd in the agent's own hooks (Claude Code): a snapshot of the session before a
+    /// compaction and at its end, a check when it is resumed.
+    #[command(after_long_help = help::HOOKS)]
+    Hooks(hooks::Args),
     /// Find the sessions agent hosts keep on disk.
     Sessions(sessions::Args),
     /// Show one session, named by a short prefix of its id.
@@ -166,6 +171,7 @@ pub fn main() -> ExitCode {
         Command::History(a) => history::run(a),
         Command::Orphans(a) => orphans::run(a),
         Command::Restore(a) => restore::run(a),
+        Command::Hooks(a) => hooks::run(a),
         Command::Sessions(a) => sessions::run(a),
         Command::Show(a) => show::run(a),
         Command::Stats(a) => stats::run(a),

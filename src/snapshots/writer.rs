@@ -132,6 +132,8 @@ impl Live {
 #[derive(Debug)]
 pub struct Writer {
     store: Store,
+    /// The store's `lock` file, locked (flock) while the writer lives: one writer at a time.
+    _lock: File,
     live: HashMap<Key, Live>,
     dirty: BTreeSet<Key>,
     /// Streams replaced by their file's next incarnation, synced once more.
@@ -166,6 +168,17 @@ impl Writer {
                 }
             }
         }
+        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(root.join("lock"))?;
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(if e.kind() == io::ErrorKind::WouldBlock {
+                io::Error::new(io::ErrorKind::WouldBlock, format!("{}: another writer holds the store (a daemon's snapshot sink)", root.display()))
+            } else {
+                e
+            });
+        }
         let mut strays: HashMap<String, Vec<u64>> = HashMap::new();
         for e in std::fs::read_dir(store.streams_dir())? {
             let e = e?;
@@ -177,6 +190,7 @@ impl Writer {
         }
         Ok(Writer {
             store,
+            _lock: lock,
             live: HashMap::new(),
             dirty: BTreeSet::new(),
             retiring: Vec::new(),
@@ -819,6 +833,16 @@ mod tests {
             prop_assert_eq!(stored(d.path(), p), bytes);
             prop_assert_eq!(Store::at(d.path()).streams().unwrap().len(), 1);
         }
+    }
+
+    #[test]
+    fn one_writer_at_a_time() {
+        let d = tempfile::tempdir().unwrap();
+        let w = Writer::open(d.path(), KEEP).unwrap();
+        let e = Writer::open(d.path(), KEEP).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "{e}");
+        drop(w);
+        Writer::open(d.path(), KEEP).unwrap();
     }
 
     #[test]

@@ -47,6 +47,8 @@ const PAGES: &[&str] = &[
     "docs/commands/sessions.md",
     "docs/commands/show.md",
     "docs/commands/restore.md",
+    "docs/commands/hooks.md",
+    "docs/commands/hooks-exec.md",
     "docs/deploy.md",
     "docs/install.md",
     "docs/development.md",

@@ -40,6 +40,7 @@ mod append;
 mod collectors;
 mod daemon;
 mod daemon_faults;
+mod hooks;
 mod http_sink;
 mod loss;
 mod machine_faults;

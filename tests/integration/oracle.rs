@@ -456,3 +456,101 @@ fn explain_traces_each_block_of_the_agents_request_to_the_line_it_came_from() {
     assert!(traced > 100 && made > 0, "{traced} blocks, {made} made by the agent");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Issue 32.5 with the real Claude Code: `transcriptd hooks install` in the agent's throwaway
+/// HOME; the agent writes a session and its SessionEnd hook keeps it in the store; the session
+/// is gone (the HOME is removed, as a cleanup would); `restore` puts it back byte for byte, and
+/// the agent resumes it with its history.
+#[test]
+fn the_real_claude_codes_hooks_keep_a_session_that_is_restored_and_resumes() {
+    let Some(agents) = agents_or_skip() else { return };
+    let agent = agents.iter().find(|a| a.name == "claude-2.1.332").expect("Claude Code 2.1.332");
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    let out = d.path().join("rec");
+    let install = format!("{} hooks install claude-code --store {}", env!("CARGO_BIN_EXE_transcriptd"), store.display());
+    let o = oracle(&[
+        "record",
+        "--agent",
+        agent.kind,
+        "--bin",
+        agent.bin.to_str().unwrap(),
+        "--script",
+        "tests/data/agents/scripts/echo.json",
+        "--out",
+        out.to_str().unwrap(),
+        "--before",
+        &install,
+    ]);
+    assert!(o.status.success(), "record: {}", String::from_utf8_lossy(&o.stderr));
+    let written = std::fs::read(out.join("session.jsonl")).unwrap();
+    let s = transcriptd::snapshots::Store::at(&store);
+    let streams = s.streams().unwrap();
+    assert_eq!(streams.len(), 1, "the SessionEnd hook kept the session: {streams:#?}");
+    let mut held = Vec::new();
+    s.read(&streams[0], 0, streams[0].end(), &mut held).unwrap();
+    assert!(held == written, "the store holds what the agent wrote ({} of {} bytes)", held.len(), written.len());
+    let id = streams[0].path.file_stem().unwrap().to_str().unwrap().to_owned();
+    assert!(!streams[0].path.exists(), "the agent's HOME is gone, and the session with it");
+
+    let back = d.path().join(format!("{id}.jsonl"));
+    let o = transcriptd(&["restore", &id, "--store", store.to_str().unwrap(), "--out", back.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&back).unwrap() == written, "restored byte for byte");
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("claude --resume {id}")), "{}", String::from_utf8_lossy(&o.stdout));
+    let req = d.path().join("req.json");
+    let o = oracle(&["resume", back.to_str().unwrap(), "--agent", agent.kind, "--bin", agent.bin.to_str().unwrap(), "--out", req.to_str().unwrap()]);
+    assert!(o.status.success(), "the restored session resumes: {}", String::from_utf8_lossy(&o.stderr));
+    let req: Value = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
+    let sent = req["body"]["messages"].to_string();
+    assert!(
+        sent.contains("Run the scripted command.") && sent.contains("oracle-was-here") && sent.contains("The command ran."),
+        "resumed with its history: {sent}"
+    );
+}
+
+/// Issue 32.4 with the real Codex 0.171.0: its state database (SQLite, WAL) names the rollout
+/// it wrote; `sessions audit` agrees with it, then finds the row whose rollout was deleted and
+/// a rollout no row names.
+#[test]
+fn sessions_audit_reads_the_real_codex_state_database() {
+    let Some(agents) = agents_or_skip() else { return };
+    let agent = agents.iter().find(|a| a.kind == "codex").expect("Codex");
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("rec");
+    let o = oracle(&[
+        "record",
+        "--agent",
+        "codex",
+        "--bin",
+        agent.bin.to_str().unwrap(),
+        "--script",
+        "tests/data/agents/scripts/codex-echo.json",
+        "--out",
+        out.to_str().unwrap(),
+        "--keep",
+    ]);
+    assert!(o.status.success(), "record: {}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let kept = PathBuf::from(err.lines().find_map(|l| l.strip_prefix("kept ")).expect("the HOME kept").trim());
+    let home = kept.join("home/.codex");
+    let audit = |args: &[&str]| {
+        let mut a = vec!["sessions", "audit", "--codex-home", home.to_str().unwrap(), "--claude-config", kept.to_str().unwrap(), "-o", "json"];
+        a.extend_from_slice(args);
+        transcriptd(&a)
+    };
+    let o = audit(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("(1 sessions named, 1 files)"), "{}", String::from_utf8_lossy(&o.stderr));
+    let rollout = super::support::jsonl_files(&home.join("sessions")).pop().expect("the rollout");
+    let copy = rollout.with_file_name("rollout-2026-01-01T00-00-00-00000000-0000-0000-0000-000000000000.jsonl");
+    std::fs::copy(&rollout, &copy).unwrap();
+    std::fs::remove_file(&rollout).unwrap();
+    let o = audit(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    let found: Vec<Value> = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_eq!((found[0]["kind"].as_str(), found[0]["file"].as_str()), (Some("indexed_session_gone"), rollout.to_str()));
+    assert_eq!((found[1]["kind"].as_str(), found[1]["file"].as_str()), (Some("session_not_indexed"), copy.to_str()));
+    std::fs::remove_dir_all(&kept).unwrap();
+}

@@ -319,8 +319,8 @@ fn every_verb_shares_the_common_arguments() {
         for common in ["output", "quiet", "no_summary"] {
             assert!(args.contains(common), "{name} lacks --{common}: {args:?}");
         }
-        // tap reads a daemon's records, restore the snapshot store: not transcripts.
-        let reads = !matches!(name, "sessions" | "list" | "validate-config" | "tap" | "restore");
+        // tap reads a daemon's records, restore the snapshot store, hooks settings: not transcripts.
+        let reads = !matches!(name, "sessions" | "list" | "validate-config" | "tap" | "restore" | "install" | "uninstall" | "exec" | "audit");
         for read in ["format", "max_line_bytes", "jobs"] {
             assert_eq!(args.contains(read), reads, "{name}: --{read}");
         }

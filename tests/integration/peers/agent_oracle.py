@@ -31,6 +31,9 @@ Commands:
       The session file is copied to DIR/session.jsonl; the requests to DIR/requests/NNN.json;
       DIR/result.json says how the agent ended.
 
+  record --before CMD runs the shell command CMD with the agent's environment (its throwaway
+  HOME) before the agent starts: `transcriptd hooks install claude-code --store DIR`, say.
+
   A script step: {"text": "..."} answers with text; {"tool": NAME, "input": {...}} answers with a
   call of that tool (Claude: a tool_use block; Codex: a function_call, input as its arguments),
   optionally after {"text": ...} in the same step; {"stall": true, "text": "..."} sends the
@@ -634,6 +637,10 @@ def cmd_record(args):
             env = codex_home(home, port)
             cmd = [binary, "exec", "--skip-git-repo-check", prompt]
 
+        if args.before:
+            # A command run in the agent's HOME before it starts (`transcriptd hooks install`).
+            subprocess.run(["sh", "-c", args.before], env=env, cwd=cwd, check=True)
+
         stalled_at = {}
 
         def kill_when():
@@ -1003,6 +1010,7 @@ def main():
     w.add_argument("--resume", help="a session to resume (its file is laid down as for `resume`) instead of a new one")
     w.add_argument("--timeout", type=float, default=90)
     w.add_argument("--keep", action="store_true")
+    w.add_argument("--before", help="a shell command run in the agent's throwaway HOME before it starts")
     c = sub.add_parser("compare")
     c.add_argument("--agent", choices=["claude", "codex"], required=True)
     c.add_argument("request")
