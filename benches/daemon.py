@@ -424,12 +424,18 @@ def snapshot(args):
             health = time.time() - t0
             durable = health
             if kind == "snapshot":
-                while scrape(port).get("transcriptd_snapshot_bytes_total", 0) < size:
+                # Durable: the last checkpoint written once the store took every byte (a
+                # checkpoint follows the store's sync; none is written without progress).
+                key = 'transcriptd_checkpoint_writes_total{result="ok"}'
+                last, changed, full_at = scrape(port).get(key, 0), time.time(), None
+                while full_at is None or time.time() - max(changed, full_at) < 1.5:
+                    m = scrape(port)
+                    if m.get(key, 0) != last:
+                        last, changed = m.get(key, 0), time.time()
+                    if full_at is None and m.get("transcriptd_snapshot_bytes_total", 0) >= size:
+                        full_at = time.time()
                     time.sleep(0.005)
-                cp = scrape(port).get('transcriptd_checkpoint_writes_total{result="ok"}', 0)
-                while scrape(port).get('transcriptd_checkpoint_writes_total{result="ok"}', 0) <= cp:
-                    time.sleep(0.005)
-                durable = time.time() - t0
+                durable = max(changed, full_at) - t0
             row = {"round": r, "kind": kind, "health_s": round(health, 3), "durable_s": round(durable, 3), "cpu_s": round(proc_stat(p.pid), 2), "peak_rss_mib": round(rss_kib(p.pid, "VmHWM") / 1024, 1)}
             p.send_signal(signal.SIGTERM)
             p.wait()

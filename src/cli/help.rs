@@ -58,6 +58,17 @@ Examples:
   transcriptd restore 0c6e3f4e --config /etc/transcriptd/transcriptd.toml --list
   transcriptd restore 0c6e3f4e --store /var/lib/transcriptd/snapshots --at 2026-12-03T09:00:00Z --out /tmp/before.jsonl";
 
+/// `transcriptd sessions audit`.
+pub const SESSIONS_AUDIT: &str = "\
+Exit status:
+  0  every index agrees with the files (or there is none)
+  1  an index names a session that is gone, or a session file no index names
+  2  usage or IO error: an index that cannot be read
+
+Examples:
+  transcriptd sessions audit
+  transcriptd sessions audit --codex-home ~/.codex -o json";
+
 /// `transcriptd hooks`.
 pub const HOOKS: &str = "\
 Exit status:

@@ -181,7 +181,9 @@ impl StageConfig {
             StageConfig::Compaction => Some(Box::new(stages::compactions::Compactions)),
             StageConfig::Orphans { grace, .. } => Some(Box::new(stages::orphans::Orphans::new(*grace))),
             StageConfig::Validate => Some(Box::new(stages::validate::Validate::new(quiet))),
-            StageConfig::Loss { restore_from } => Some(Box::new(stages::loss::Loss::new(quiet).restoring_from(restore_from.clone()))),
+            StageConfig::Loss { restore_from } => {
+                Some(Box::new(stages::loss::Loss::new(quiet).restoring_from(restore_from.as_ref().map(|p| p.display().to_string()))))
+            }
             StageConfig::Repair { min_idle, .. } => Some(Box::new(stages::repair_trigger::RepairTrigger::new(*min_idle))),
         }
     }

@@ -30,6 +30,7 @@ pub mod lines;
 pub mod meta;
 pub mod names;
 pub mod project;
+pub mod stores;
 pub mod tail;
 pub use crate::transcript::timestamp;
 

@@ -135,8 +135,10 @@ fn metrics_scrape_health_and_promtool() {
     let d = Daemon::new("", "");
     std::fs::copy(data("real/claude-code/spotter/258c7280-ae70-4798-800f-63464d01a85d.slice-L1168-L1863.jsonl"), d.watch_dir().join("s.jsonl")).unwrap();
     std::fs::copy(data("real/codex/localpush/rollout-2026-02-23T12-47-42-019c8a53-a0dd-7130-bcd7-95445d84846a.jsonl"), d.watch_dir().join("r.jsonl")).unwrap();
-    // These count things this corpus does not have.
-    let absent = [transcriptd::telemetry::ORPHAN_TOOL_CALLS, transcriptd::telemetry::REPAIRS, transcriptd::telemetry::EVENTS];
+    // These count things this corpus does not have, or a sink this daemon has not (the
+    // snapshot store's: deploy.rs's live daemon serves them).
+    use transcriptd::telemetry as t;
+    let absent = [t::ORPHAN_TOOL_CALLS, t::REPAIRS, t::EVENTS, t::SNAPSHOT_BYTES, t::SNAPSHOT_DEDUPLICATED, t::SNAPSHOT_STORE_BYTES, t::SNAPSHOT_STREAMS, t::SNAPSHOT_RETIRED];
     let expected: Vec<&str> = transcriptd::telemetry::ALL.iter().copied().filter(|n| !absent.contains(n)).collect();
     // Both files read: every family is served (a scrape between the two files may lack some).
     let complete = |m: &str| m.contains("transcriptd_findings_total{") && m.contains("type=\"cache_read\"") && expected.iter().all(|n| m.contains(n));

@@ -50,6 +50,7 @@ const PAGES: &[&str] = &[
     "docs/commands/hooks.md",
     "docs/commands/hooks-exec.md",
     "docs/deploy.md",
+    "docs/install.md",
     "docs/development.md",
     "docs/requirements.md",
 ];

@@ -63,7 +63,8 @@ mod sessions;
 mod usage;
 mod ux;
 
-// The house: the import graph, advisories, deploy/ against the code.
+// The house: the import graph, advisories, deploy/ against the code, the packages installed.
 mod advisories;
 mod architecture;
 mod deploy;
+mod packaging;

@@ -679,3 +679,49 @@ fn the_real_claude_codes_hooks_keep_a_session_that_is_restored_and_resumes() {
         "resumed with its history: {sent}"
     );
 }
+
+/// Issue 32.4 with the real Codex 0.171.0: its state database (SQLite, WAL) names the rollout
+/// it wrote; `sessions audit` agrees with it, then finds the row whose rollout was deleted and
+/// a rollout no row names.
+#[test]
+fn sessions_audit_reads_the_real_codex_state_database() {
+    let Some(agents) = agents_or_skip() else { return };
+    let agent = agents.iter().find(|a| a.kind == "codex").expect("Codex");
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("rec");
+    let o = oracle(&[
+        "record",
+        "--agent",
+        "codex",
+        "--bin",
+        agent.bin.to_str().unwrap(),
+        "--script",
+        "tests/data/agents/scripts/codex-echo.json",
+        "--out",
+        out.to_str().unwrap(),
+        "--keep",
+    ]);
+    assert!(o.status.success(), "record: {}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let kept = PathBuf::from(err.lines().find_map(|l| l.strip_prefix("kept ")).expect("the HOME kept").trim());
+    let home = kept.join("home/.codex");
+    let audit = |args: &[&str]| {
+        let mut a = vec!["sessions", "audit", "--codex-home", home.to_str().unwrap(), "--claude-config", kept.to_str().unwrap(), "-o", "json"];
+        a.extend_from_slice(args);
+        transcriptd(&a)
+    };
+    let o = audit(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("(1 sessions named, 1 files)"), "{}", String::from_utf8_lossy(&o.stderr));
+    let rollout = super::support::jsonl_files(&home.join("sessions")).pop().expect("the rollout");
+    let copy = rollout.with_file_name("rollout-2026-01-01T00-00-00-00000000-0000-0000-0000-000000000000.jsonl");
+    std::fs::copy(&rollout, &copy).unwrap();
+    std::fs::remove_file(&rollout).unwrap();
+    let o = audit(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    let found: Vec<Value> = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_eq!((found[0]["kind"].as_str(), found[0]["file"].as_str()), (Some("indexed_session_gone"), rollout.to_str()));
+    assert_eq!((found[1]["kind"].as_str(), found[1]["file"].as_str()), (Some("session_not_indexed"), copy.to_str()));
+    std::fs::remove_dir_all(&kept).unwrap();
+}

@@ -198,7 +198,7 @@ fn page_of_the_real_fixtures_in_chromium_has_checks_numbers() {
     let mut worst: Vec<(String, u64)> = errors.into_iter().collect();
     worst.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     worst.truncate(20);
-    let table = c.eval("Array.from(document.querySelectorAll('#worst table')[0].rows).slice(1).map(r => [r.cells[0].querySelector('code').title, Number(r.cells[3].textContent.replace(/,/g, ''))])");
+    let table = c.eval("Array.from(document.querySelectorAll('#worst table')[0].querySelectorAll('tr.session')).map(r => [r.cells[0].querySelector('code').title, Number(r.cells[3].textContent.replace(/,/g, ''))])");
     let table: Vec<(String, u64)> = table.as_array().unwrap().iter().map(|r| (s(&r[0]), r[1].as_u64().unwrap())).collect();
     assert_eq!(table, worst);
 
@@ -494,4 +494,127 @@ fn cost_by_model_is_usages() {
     let text = String::from_utf8(report_cmd(&repo, &["report", "tests/data/check/claude-code", "--no-summary"]).stdout).unwrap();
     assert!(text.contains("tokens       claude-x: 248 (93 in, 155 out, 0 cache read, 0 cache write), cost unknown"), "{text}");
     assert!(text.lines().any(|l| l.starts_with("cost         $0.0") && l.ends_with("(cost unknown for 3 models: claude-x, claude-b, claude-a)")), "{text}");
+}
+
+/// What the browser measures of the page's layout, as one object of lists of problems (each
+/// empty when the layout holds) and the figures they come from.
+const LAYOUT_PROBE: &str = r#"(() => {
+  const out = { paths: [], commands: [], tables: [], bars: [], cards: [], ticks: [], scale: [], overflow: [], figures: {} };
+  const vw = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth > vw) out.overflow.push(`page ${document.documentElement.scrollWidth}px wide in ${vw}px`);
+  // Paths in tables: one line, the whole value in the title, what is shown a part of it.
+  for (const e of document.querySelectorAll('table code[title]')) {
+    const lh = parseFloat(getComputedStyle(e).lineHeight);
+    const rects = e.getClientRects().length, h = e.getBoundingClientRect().height;
+    if (rects !== 1 || h > lh * 1.5) out.paths.push(`${e.title}: ${rects} boxes, ${h}px tall (a line is ${lh}px)`);
+    const shown = e.textContent.split('\u2026');
+    if (shown.length > 2 || !e.title.startsWith(shown[0]) || !e.title.endsWith(shown[shown.length - 1])) out.paths.push(`${e.title} shown as ${e.textContent}`);
+    const cell = e.closest('td').getBoundingClientRect();
+    if (e.getBoundingClientRect().right > cell.right + 0.5) out.paths.push(`${e.title} overflows its cell`);
+  }
+  out.figures.paths = document.querySelectorAll('table code[title]').length;
+  // Commands: no argument cut across lines.
+  for (const e of document.querySelectorAll('code.cmd')) {
+    // A range over the characters [from, to) of the element's text, whatever its markup.
+    const range = (from, to) => {
+      const r = document.createRange(), w = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+      let at = 0, n;
+      while ((n = w.nextNode())) {
+        const len = n.textContent.length;
+        if (from >= at && from <= at + len) r.setStart(n, from - at);
+        if (to >= at && to <= at + len) { r.setEnd(n, to - at); break; }
+        at += len;
+      }
+      return r;
+    };
+    let at = 0;
+    for (const word of e.textContent.split(' ')) {
+      const n = Array.from(range(at, at + word.length).getClientRects()).filter(b => b.width > 0);
+      const lines = new Set(n.map(b => Math.round(b.top))).size;
+      if (lines !== 1) out.commands.push(`${word} on ${lines} lines in: ${e.textContent}`);
+      at += word.length + 1;
+    }
+    if (e.getBoundingClientRect().right > vw) out.commands.push(`${e.textContent} runs off the page`);
+  }
+  out.figures.commands = document.querySelectorAll('code.cmd').length;
+  // The page uses the screen up to 1,400 px, and the session tables the page's width.
+  const main = document.querySelector('main'), ms = getComputedStyle(main);
+  const content = main.clientWidth - parseFloat(ms.paddingLeft) - parseFloat(ms.paddingRight);
+  if (main.getBoundingClientRect().width < Math.min(vw, 1400) - 1) out.tables.push(`the page is ${main.getBoundingClientRect().width}px wide on a ${vw}px screen`);
+  for (const t of document.querySelectorAll('#worst table, #compactions table, #plan table:has(code[title])')) {
+    const w = t.getBoundingClientRect().width;
+    if (w < content - 1) out.tables.push(`${t.closest('section').id} table ${Math.round(w)}px wide in a ${content}px page`);
+  }
+  out.figures.page_px = content;
+  // Every drawn value can be seen.
+  let thinnest = Infinity;
+  for (const e of document.querySelectorAll('rect[data-value]')) {
+    const b = e.getBoundingClientRect(), v = Number(e.dataset.value);
+    thinnest = Math.min(thinnest, b.width, b.height);
+    if (v > 0 && (b.width < 4 || b.height < 4)) out.bars.push(`${e.dataset.chart} ${e.dataset.key} ${e.dataset.series} = ${v}: ${b.width.toFixed(1)}x${b.height.toFixed(1)}px`);
+  }
+  out.figures.thinnest_bar_px = thinnest;
+  // Every card says what it counts.
+  for (const c of document.querySelectorAll('.card')) {
+    const l = c.querySelector('.label');
+    const v = c.querySelector('b');
+    if (!l || !/^[A-Za-z][a-z ()-]*$/.test(l.textContent) || l.getBoundingClientRect().height === 0) out.cards.push(`card ${v && v.textContent}: label ${l ? JSON.stringify(l.textContent) : 'none'}`);
+  }
+  out.figures.cards = document.querySelectorAll('.card').length;
+  // Axis ticks: 0, s, 2s, ... with s one of 1, 2, 5 times a power of ten, the top one at or
+  // above the tallest column, and the columns drawn to that scale.
+  for (const svg of document.querySelectorAll('svg.chart.columns')) {
+    const name = svg.querySelector('rect[data-chart]')?.dataset.chart;
+    const ticks = Array.from(svg.querySelectorAll('text.tick')).map(t => ({ v: Number(t.textContent.replace(/,/g, '')), y: t.getBoundingClientRect().top + t.getBoundingClientRect().height / 2 }));
+    const vals = ticks.map(t => t.v);
+    if (ticks.length < 2) { out.ticks.push(`${name}: ${ticks.length} ticks`); continue; }
+    const step = vals[1] - vals[0], mag = Math.pow(10, Math.floor(Math.log10(step))), lead = step / mag;
+    if (vals[0] !== 0 || ![1, 2, 5].includes(Math.round(lead * 1e9) / 1e9) || vals.some((v, i) => v !== i * step)) out.ticks.push(`${name}: ticks ${vals.join(' ')}`);
+    const totals = {};
+    for (const r of svg.querySelectorAll('rect[data-value]')) {
+      const k = r.dataset.key, b = r.getBoundingClientRect();
+      totals[k] = totals[k] || { v: 0, top: Infinity, bottom: -Infinity };
+      totals[k].v += Number(r.dataset.value); totals[k].top = Math.min(totals[k].top, b.top); totals[k].bottom = Math.max(totals[k].bottom, b.bottom);
+    }
+    const max = Math.max(...Object.values(totals).map(t => t.v)), top = vals[vals.length - 1];
+    if (top < max || top - step >= max) out.ticks.push(`${name}: top tick ${top} for a tallest column of ${max}`);
+    out.figures[name] = vals.join(' ');
+    // The tallest column, measured against the ticks' positions: its length is its total's.
+    const perUnit = (ticks[0].y - ticks[ticks.length - 1].y) / top;
+    const tallest = Object.values(totals).find(t => t.v === max);
+    const drawn = tallest.bottom - tallest.top, want = max * perUnit;
+    if (Math.abs(drawn - want) > 1.5) out.scale.push(`${name}: ${max} drawn ${drawn.toFixed(1)}px tall, the ticks say ${want.toFixed(1)}px`);
+  }
+  out.figures.column_charts = document.querySelectorAll('svg.chart.columns').length;
+  return out;
+})()"#;
+
+/// The page's layout as headless Chromium lays it out, at a laptop's width and a wide
+/// screen's: paths on one line with their whole value in the title, commands never cut inside
+/// an argument, the session tables as wide as the page, every non-zero value at least 4 px,
+/// every card labelled, and axis ticks that are round numbers on the scale the columns use.
+#[test]
+fn page_layout_in_chromium() {
+    let repo = root();
+    let html = artifacts().join("layout.html");
+    let out = report_cmd(&repo, &["report", "tests/data/real", "--plan", "--html", html.to_str().unwrap(), "--no-summary"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut c = Chromium::start();
+    for width in [1100, 1600] {
+        c.call("Emulation.setDeviceMetricsOverride", serde_json::json!({ "width": width, "height": 900, "deviceScaleFactor": 1, "mobile": false }));
+        c.navigate(&format!("file://{}", html.display()));
+        assert_eq!(c.problems(), Vec::<String>::new());
+        let m = c.eval(LAYOUT_PROBE);
+        eprintln!("at {width}px: {}", m["figures"]);
+        assert!(m["figures"]["paths"].as_u64().unwrap() >= 20, "{m}");
+        assert!(m["figures"]["commands"].as_u64().unwrap() >= 10, "{m}");
+        assert!(m["figures"]["cards"].as_u64().unwrap() >= 10, "{m}");
+        assert_eq!(m["figures"]["column_charts"], 3, "{m}");
+        for what in ["paths", "commands", "tables", "bars", "cards", "ticks", "scale", "overflow"] {
+            assert_eq!(m[what], serde_json::json!([]), "at {width}px, {what}");
+        }
+        if width == 1100 {
+            c.screenshot(&artifacts().join("layout.png"));
+        }
+    }
 }

@@ -320,7 +320,7 @@ fn every_verb_shares_the_common_arguments() {
             assert!(args.contains(common), "{name} lacks --{common}: {args:?}");
         }
         // tap reads a daemon's records, restore the snapshot store, hooks settings: not transcripts.
-        let reads = !matches!(name, "sessions" | "list" | "validate-config" | "tap" | "restore" | "install" | "uninstall" | "exec");
+        let reads = !matches!(name, "sessions" | "list" | "validate-config" | "tap" | "restore" | "install" | "uninstall" | "exec" | "audit");
         for read in ["format", "max_line_bytes", "jobs"] {
             assert_eq!(args.contains(read), reads, "{name}: --{read}");
         }

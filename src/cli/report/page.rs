@@ -14,16 +14,19 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 const CSS: &str = "
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;color:#1d2330;background:#f6f7f9;margin:0}
-main{max-width:1000px;margin:0 auto;padding:16px 24px 48px}
+main{max-width:1400px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:24px;margin:8px 0 2px}h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #d5d9e0;padding-bottom:4px}
 h3{font-size:15px;margin:18px 0 6px}p{margin:6px 0}.meta,.note{color:#5b6475;font-size:13px}
 nav a{margin-right:12px;color:#1565c0;text-decoration:none;font-size:13px}
-code{font:12px/1.4 ui-monospace,'DejaVu Sans Mono',monospace;background:#eceff3;padding:1px 4px;border-radius:3px;word-break:break-all}
+code{font:12px/1.4 ui-monospace,'DejaVu Sans Mono',monospace;background:#eceff3;padding:1px 4px;border-radius:3px;overflow-wrap:anywhere}
+code.path,code.cmd .arg{white-space:nowrap}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(180px,1fr));gap:10px}
 .card{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:8px 12px}
-.card b{display:block;font-size:22px;font-weight:600}.card span{color:#5b6475;font-size:12px}
+.card .label{display:block;color:#5b6475;font-size:12px;font-weight:600;text-transform:uppercase;letter-spacing:.04em}
+.card b{display:block;font-size:22px;font-weight:600}.card .detail{color:#5b6475;font-size:12px}
 .card.bad b{color:#c62828}
-table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0}
+table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0}table.wide{width:100%}.scroll{overflow-x:auto}
+tr.cmd td{border-top:0;padding-bottom:6px}tr.opened td{border-bottom:0}
 th,td{border:1px solid #dde1e7;padding:3px 8px;text-align:left;vertical-align:top}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}td.nw{white-space:nowrap}
 .chart{display:block;background:#fff;border:1px solid #dde1e7;border-radius:6px;margin:6px 0;max-width:100%;height:auto}
@@ -83,8 +86,25 @@ pub fn render(r: &Report) -> String {
     .into_string()
 }
 
-fn card(value: String, what: &str, bad: bool) -> Markup {
-    html! { div.card.bad[bad] { b { (value) } span { (what) } } }
+/// How many characters of a path a table shows (the rest elided from its middle, the whole
+/// path in the title): one line of the transcript column beside the numbers at 1,100 px.
+const PATH_CHARS: usize = 64;
+
+/// A path in a table cell: on one line, its middle elided past [`PATH_CHARS`], whole in the
+/// title.
+fn path(p: &str) -> Markup {
+    html! { code.path title=(p) { (svg::shorten_middle(p, PATH_CHARS)) } }
+}
+
+/// A command to copy: its words each kept on one line (a path breaks at no `/` or `-`), the
+/// line broken only between them; its text is the command, spaces and all.
+fn command(c: &str) -> Markup {
+    html! { code.cmd { @for (i, w) in c.split(' ').enumerate() { @if i > 0 { " " } span.arg { (w) } } } }
+}
+
+/// A card: what it counts, the number, and a detail line (may be empty).
+fn card(label: &str, value: String, detail: &str, bad: bool) -> Markup {
+    html! { div.card.bad[bad] { span.label { (label) } b { (value) } @if !detail.is_empty() { span.detail { (detail) } } } }
 }
 
 fn totals(r: &Report) -> Markup {
@@ -93,17 +113,17 @@ fn totals(r: &Report) -> Markup {
         section #totals {
             h2 { "Totals" }
             div.cards {
-                (card(number(t.files), &format!("transcript files: {} sessions, {} subagent transcripts", number(t.sessions), number(t.subagent_transcripts)), false))
-                (card(number(t.lines), "lines", false))
-                (card(human_bytes(t.bytes), &format!("{} bytes", number(t.bytes)), false))
-                (card(number(r.formats.len() as u64), &r.formats.iter().map(|f| format!("{} {}", f.format, number(f.files))).collect::<Vec<_>>().join(", "), false))
-                (card(number(t.errors), &format!("errors in {} files", number(t.files_with_errors)), t.errors > 0))
-                (card(number(t.warnings), "warnings", false))
-                (card(number(t.tool_calls), &format!("tool calls, {} results", number(t.tool_results)), false))
-                (card(number(t.compactions), "compactions", false))
-                @if t.could_not_be_checked > 0 { (card(number(t.could_not_be_checked), "files could not be checked", true)) }
-                @if t.missing_transcripts > 0 { (card(number(t.missing_transcripts), "transcripts missing (meta sidecar left)", true)) }
-                @if t.skipped_paths > 0 { (card(number(t.skipped_paths), "paths skipped", false)) }
+                (card("transcript files", number(t.files), &format!("{} sessions, {} subagent transcripts", number(t.sessions), number(t.subagent_transcripts)), false))
+                (card("lines", number(t.lines), "", false))
+                (card("size", human_bytes(t.bytes), &format!("{} bytes", number(t.bytes)), false))
+                (card("formats", number(r.formats.len() as u64), &r.formats.iter().map(|f| format!("{} {}", f.format, number(f.files))).collect::<Vec<_>>().join(", "), false))
+                (card("errors", number(t.errors), &format!("in {} files", number(t.files_with_errors)), t.errors > 0))
+                (card("warnings", number(t.warnings), "", false))
+                (card("tool calls", number(t.tool_calls), &format!("{} results", number(t.tool_results)), false))
+                (card("compactions", number(t.compactions), "", false))
+                @if t.could_not_be_checked > 0 { (card("not checked", number(t.could_not_be_checked), "files could not be checked", true)) }
+                @if t.missing_transcripts > 0 { (card("missing transcripts", number(t.missing_transcripts), "meta sidecar left", true)) }
+                @if t.skipped_paths > 0 { (card("skipped", number(t.skipped_paths), "paths skipped", false)) }
             }
         }
     }
@@ -190,20 +210,22 @@ fn over_time(r: &Report) -> Markup {
     }
 }
 
+/// A table of sessions: a row of figures each, and under it the command that opens it, on a
+/// row of its own as wide as the table (broken only between arguments).
 fn session_table(rows: &[SessionRow]) -> Markup {
     html! {
-        table {
-            tr { th { "transcript" } th { "format" } th { "date" } th.n { "errors" } th.n { "warnings" } th.n { "calls without results" } th.n { "compactions" } th { "open it with" } }
+        div.scroll { table.wide.sessions {
+            tr { th { "transcript" } th { "format" } th { "date" } th.n { "errors" } th.n { "warnings" } th.n { "calls without results" } th.n { "compactions" } }
             @for s in rows {
-                tr {
-                    td { code title=(s.file) { (svg::shorten_start(&s.file, 80)) } }
-                    td { (s.format) }
+                tr.session.opened[s.open.is_some()] {
+                    td { (path(&s.file)) }
+                    td.nw { (s.format) }
                     td.nw { (s.date.as_deref().unwrap_or("")) }
                     td.n { (number(s.errors)) } td.n { (number(s.warnings)) } td.n { (number(s.calls_without_results)) } td.n { (number(s.compactions)) }
-                    td { @if let Some(c) = &s.open { code.cmd { (c) } } }
                 }
+                @if let Some(c) = &s.open { tr.cmd { td colspan="7" { span.note { "open it with " } (command(c)) } } }
             }
-        }
+        } }
     }
 }
 
@@ -303,13 +325,13 @@ fn plan(r: &Report) -> Markup {
             h2 { "What repair would do" }
             p.note { "As " code { "transcriptd repair --orphans " (p.orphans) } " would do it, written to a scratch directory and thrown away: nothing was changed." }
             div.cards {
-                (card(number(p.repaired), "files repaired", false))
-                (card(number(p.partial), "partly repaired (findings left)", p.partial > 0))
-                (card(number(p.clean), "files with nothing to repair", false))
-                @if p.failed > 0 { (card(number(p.failed), "files the repair failed on", true)) }
-                (card(number(p.inserted), "lines inserted", false))
-                (card(number(p.removed), "lines removed (kept in the rejects file)", false))
-                (card(number(p.modified), "lines modified", false))
+                (card("repaired", number(p.repaired), "files", false))
+                (card("partly repaired", number(p.partial), "files with findings left", p.partial > 0))
+                (card("nothing to repair", number(p.clean), "files", false))
+                @if p.failed > 0 { (card("repair failed", number(p.failed), "files", true)) }
+                (card("inserted", number(p.inserted), "lines", false))
+                (card("removed", number(p.removed), "lines, kept in the rejects file", false))
+                (card("modified", number(p.modified), "lines", false))
             }
             (svg::bars("plan", "Lines repair would change", &[Series { name: "lines", color: "#2e7d32" }], &[
                 Row::new("inserted", vec![p.inserted]), Row::new("removed", vec![p.removed]), Row::new("modified", vec![p.modified])
@@ -320,12 +342,12 @@ fn plan(r: &Report) -> Markup {
             }
             @if !p.files_most_changed.is_empty() {
                 h3 { "Files most changed" }
-                table {
+                div.scroll { table.wide {
                     tr { th { "transcript" } th { "status" } th.n { "inserted" } th.n { "removed" } th.n { "modified" } th.n { "unrepaired" } }
                     @for f in &p.files_most_changed {
-                        tr { td { code title=(f.file) { (svg::shorten_start(&f.file, 80)) } @if let Some(m) = &f.message { br; span.note { (m) } } } td { (f.status) } td.n { (number(f.inserted)) } td.n { (number(f.removed)) } td.n { (number(f.modified)) } td.n { (number(f.unrepairable)) } }
+                        tr { td { (path(&f.file)) @if let Some(m) = &f.message { br; span.note { (m) } } } td { (f.status) } td.n { (number(f.inserted)) } td.n { (number(f.removed)) } td.n { (number(f.modified)) } td.n { (number(f.unrepairable)) } }
                     }
-                }
+                } }
             }
         }
     }
@@ -340,15 +362,15 @@ fn problems(r: &Report) -> Markup {
             h2 { "Paths with problems" }
             @if !r.could_not_be_checked.is_empty() {
                 h3 { "Could not be checked" }
-                ul { @for p in &r.could_not_be_checked { li { code { (p.file) } ": " (p.message) } } }
+                ul { @for p in &r.could_not_be_checked { li { (path(&p.file)) ": " (p.message) } } }
             }
             @if !r.missing_transcripts.is_empty() {
                 h3 { "Missing transcripts" }
-                ul { @for p in &r.missing_transcripts { li { code { (p.file) } ": " (p.message) } } }
+                ul { @for p in &r.missing_transcripts { li { (path(&p.file)) ": " (p.message) } } }
             }
             @if !r.skipped.is_empty() {
                 h3 { "Skipped" }
-                ul { @for s in &r.skipped { li { code { (s.file) } " (" (s.skipped) ", " (s.severity) "): " (s.message) } } }
+                ul { @for s in &r.skipped { li { (path(&s.file)) " (" (s.skipped) ", " (s.severity) "): " (s.message) } } }
             }
         }
     }

@@ -26,7 +26,7 @@ pub struct Loss {
     quiet: Quiet,
     run: Option<Run>,
     /// The snapshot store that holds what the file had (the daemon's `snapshot` sink).
-    store: Option<std::path::PathBuf>,
+    store: Option<String>,
 }
 
 /// Conversation lines in a row without content.
@@ -61,7 +61,7 @@ impl Loss {
 
     /// Its findings say that `store` (a snapshot store) holds what was lost, and how to put it
     /// back.
-    pub fn restoring_from(mut self, store: Option<std::path::PathBuf>) -> Self {
+    pub fn restoring_from(mut self, store: Option<String>) -> Self {
         self.store = store;
         self
     }
@@ -70,9 +70,9 @@ impl Loss {
     /// store holds only if they had it once, before a rewrite).
     fn held(&self, wiped: bool) -> String {
         match (&self.store, wiped) {
-            (Some(s), false) => format!("the snapshot store holds them: `transcriptd restore FILE --store {}` puts it back", s.display()),
+            (Some(s), false) => format!("the snapshot store holds them: `transcriptd restore FILE --store {s}` puts it back"),
             (Some(s), true) => {
-                format!("if the file held it before a rewrite, the snapshot store does: `transcriptd restore FILE --store {} --list`", s.display())
+                format!("if the file held it before a rewrite, the snapshot store does: `transcriptd restore FILE --store {s} --list`")
             }
             (None, true) => "a backup or a `snapshot` sink's store may hold it".into(),
             (None, false) => "a backup or a `snapshot` sink's store may hold them".into(),
