@@ -138,7 +138,16 @@ fn metrics_scrape_health_and_promtool() {
     // These count things this corpus does not have, or a sink this daemon has not (the
     // snapshot store's: deploy.rs's live daemon serves them).
     use transcriptd::telemetry as t;
-    let absent = [t::ORPHAN_TOOL_CALLS, t::REPAIRS, t::EVENTS, t::SNAPSHOT_BYTES, t::SNAPSHOT_DEDUPLICATED, t::SNAPSHOT_STORE_BYTES, t::SNAPSHOT_STREAMS, t::SNAPSHOT_RETIRED];
+    let absent = [
+        t::ORPHAN_TOOL_CALLS,
+        t::REPAIRS,
+        t::EVENTS,
+        t::SNAPSHOT_BYTES,
+        t::SNAPSHOT_DEDUPLICATED,
+        t::SNAPSHOT_STORE_BYTES,
+        t::SNAPSHOT_STREAMS,
+        t::SNAPSHOT_RETIRED,
+    ];
     let expected: Vec<&str> = transcriptd::telemetry::ALL.iter().copied().filter(|n| !absent.contains(n)).collect();
     // Both files read: every family is served (a scrape between the two files may lack some).
     let complete = |m: &str| m.contains("transcriptd_findings_total{") && m.contains("type=\"cache_read\"") && expected.iter().all(|n| m.contains(n));

@@ -77,7 +77,7 @@ fn every_real_file_gets_its_format_detected() {
         let name = f.to_string_lossy();
         let want = if name.contains("rollout") {
             "codex"
-        } else if name.contains("/pi/") {
+        } else if f.strip_prefix(data("real")).is_ok_and(|r| r.starts_with("pi")) {
             "pi"
         } else {
             "claude-code"

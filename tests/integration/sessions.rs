@@ -493,7 +493,8 @@ fn pi_sessions_are_found_in_pis_own_place() {
         assert_eq!(ids(&rows), [PI_ID], "custom dir: {custom}");
         assert_eq!(rows[0]["format"], "pi");
         let show = run(&["show", "0b6a1c2e"]);
-        assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+        // Exit 1: the session has a finding (its open call).
+        assert_eq!(show.status.code(), Some(1), "{}", stderr(&show));
         assert!(stdout(&show).contains("format       pi"), "{}", stdout(&show));
         let check = run(&["check", "-o", "json"]);
         assert_eq!(check.status.code(), Some(1), "{}", stderr(&check));
