@@ -215,7 +215,7 @@ pub struct Validator {
     /// Pi ([`Format::compaction_keeps_entries`]): the last results of the main thread, each
     /// with its call's node: a compaction that keeps the result and not its call leaves it
     /// alone in the context.
-    kept_results: Option<Box<std::collections::VecDeque<KeptResult>>>,
+    kept_results: Option<std::collections::VecDeque<KeptResult>>,
 }
 
 /// A result a Pi compaction may keep without its call.
@@ -250,7 +250,7 @@ impl Validator {
             branches: claude.then(Branches::default),
             emitted: Vec::new(),
             api: ApiRules::new(format).map(Box::new),
-            kept_results: format.compaction_keeps_entries().then(Box::default),
+            kept_results: format.compaction_keeps_entries().then(std::collections::VecDeque::new),
         }
     }
 
@@ -623,10 +623,8 @@ impl Validator {
         // Pi: a result the compaction keeps whose call it does not keep is sent alone (the
         // API refuses it).
         if let (Some(k), Some(b), Some(results)) = (keeps, self.branches.as_ref(), self.kept_results.as_mut()) {
-            let split: Vec<KeptResult> = std::mem::take(&mut **results)
-                .into_iter()
-                .filter(|r| b.is_under_seen(r.node, k, &mut seen) && !b.is_under_seen(r.call, k, &mut seen))
-                .collect();
+            let split: Vec<KeptResult> =
+                std::mem::take(results).into_iter().filter(|r| b.is_under_seen(r.node, k, &mut seen) && !b.is_under_seen(r.call, k, &mut seen)).collect();
             for r in split {
                 let f = Finding::new(
                     r.line,
