@@ -2,8 +2,8 @@
 //! `snapshot` sink), byte for byte, as it was before it was lost or at a given time.
 //!
 //! Which bytes: the file as it was at `--at TIME`; without it, when the file is gone, the last
-//! bytes the store holds of it; when it is there (truncated, emptied, rewritten), the last
-//! incarnation before the one on disk. Where: its own path, or `--out`. A file the agent holds
+//! bytes the store holds of it; when it is there (truncated, emptied, rewritten), the newest
+//! incarnation other than the one on disk (the one whose bytes the file still starts with). Where: its own path, or `--out`. A file the agent holds
 //! open for writing is never replaced; a file that is replaced is kept beside it
 //! (`NAME.jsonl.<time>.replaced.jsonl`, which no verb reads as a session).
 
@@ -66,7 +66,15 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     let dest = args.out.clone().unwrap_or_else(|| path.clone());
     let on_disk = std::fs::symlink_metadata(&dest).ok();
-    let (stream, end) = choose(&streams, args.at, args.out.is_none().then_some(on_disk.as_ref()).flatten())?;
+    let Some((stream, end)) = choose(&store, &streams, args.at, args.out.is_none().then_some(on_disk.as_ref()).flatten().map(|m| (dest.as_path(), m)))? else {
+        if args.output.summary() {
+            eprintln!(
+                "{}: holds everything the store has of it: nothing to do (--list shows what it holds, --at TIME restores an earlier state)",
+                dest.display()
+            );
+        }
+        return Ok(Exit::Clean);
+    };
     if stream.from > 0 {
         bail!("the store holds {} from byte {} only (the daemon first read it there): nothing restored", path.display(), stream.from);
     }
@@ -182,23 +190,35 @@ fn matching_path(all: &[Stream], session: &str) -> anyhow::Result<PathBuf> {
     }
 }
 
-/// The stream, and the end of its bytes, that a restore puts back.
-fn choose<'a>(streams: &[&'a Stream], at: Option<SystemTime>, on_disk: Option<&std::fs::Metadata>) -> anyhow::Result<(&'a Stream, u64)> {
+/// The stream, and the end of its bytes, that a restore puts back (`None`: the file on disk
+/// holds everything the store has of it).
+fn choose<'a>(
+    store: &Store,
+    streams: &[&'a Stream],
+    at: Option<SystemTime>,
+    on_disk: Option<(&Path, &std::fs::Metadata)>,
+) -> anyhow::Result<Option<(&'a Stream, u64)>> {
     if let Some(t) = at {
         let s = streams.iter().rev().find(|s| s.started <= t && s.end_at(t).is_some()).context("the store holds nothing of the file at that time")?;
-        return Ok((s, s.end_at(t).expect("found")));
+        return Ok(Some((s, s.end_at(t).expect("found"))));
     }
     let newest = streams.iter().rev().find(|s| !s.is_empty()).context("the store holds no byte of the file")?;
-    let Some(meta) = on_disk else { return Ok((newest, newest.end())) };
-    // The file is there: the newest incarnation other than the one on disk.
+    let Some((path, meta)) = on_disk else { return Ok(Some((newest, newest.end()))) };
+    // The file is there: the newest incarnation other than the one on disk, which is the one
+    // of its inode that was not seen leaving and whose bytes the file still starts with (a file
+    // cut while no daemon watched is not it; one that grew since is).
     use std::os::unix::fs::MetadataExt as _;
-    let current = |s: &Stream| s.id == (meta.dev(), meta.ino()) && s.left.is_none();
-    let s = streams.iter().rev().find(|s| !s.is_empty() && !current(s)).copied();
-    match s {
-        Some(s) => Ok((s, s.end())),
-        // Only the file as it is: what it held last (it may have been cut since).
-        None => Ok((newest, newest.end())),
-    }
+    let current = |s: &Stream| -> bool {
+        if s.id != (meta.dev(), meta.ino()) || s.left.is_some() || meta.len() < s.end() || s.from > 0 {
+            return false;
+        }
+        let mut held = Vec::with_capacity(s.end() as usize);
+        let mut head = vec![0; s.end() as usize];
+        store.read(s, 0, s.end(), &mut held).is_ok()
+            && std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)).is_ok()
+            && head == held
+    };
+    Ok(streams.iter().rev().find(|s| !s.is_empty() && !current(s)).map(|s| (*s, s.end())))
 }
 
 fn list(out: &mut dyn std::io::Write, path: &Path, streams: &[&Stream], format: OutputFormat) -> anyhow::Result<()> {

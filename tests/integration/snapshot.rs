@@ -228,3 +228,33 @@ fn kill_9s_while_files_grow_leave_every_file_whole_in_the_store_once() {
     }
     eprintln!("{total} bytes in {} files, {n} lines, 20 kill -9s", files.len());
 }
+
+/// Without a daemon watching (a hook's snapshot): a file cut since is put back whole; a file
+/// that only grew since holds everything the store has, and is left alone.
+#[test]
+fn restore_tells_a_file_cut_unobserved_from_one_that_only_grew() {
+    use std::os::unix::fs::MetadataExt as _;
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    let f = d.path().join(format!("{SESSION}.jsonl"));
+    let full = lines(0..20, "said");
+    std::fs::write(&f, &full).unwrap();
+    let m = std::fs::metadata(&f).unwrap();
+    let keep = transcriptd::snapshots::Retention { max_age: None, max_bytes: None, every: Duration::MAX };
+    let mut w = transcriptd::snapshots::Writer::open(&store, keep).unwrap();
+    w.append(&f, (m.dev(), m.ino()), 0, full.as_bytes()).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    // Grown: nothing to do, and the file is untouched.
+    append(&f, &line(20, "more"));
+    let o = restore(&store, &[SESSION]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("holds everything the store has of it"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), format!("{full}{}", line(20, "more")));
+    // Cut to 3 lines (the same inode): the whole file comes back.
+    let cut: String = full.split_inclusive('\n').take(3).collect();
+    std::fs::OpenOptions::new().write(true).open(&f).unwrap().set_len(cut.len() as u64).unwrap();
+    let o = restore(&store, &[SESSION]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), full);
+}
