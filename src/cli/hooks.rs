@@ -302,10 +302,21 @@ fn snapshot(store: &Path, transcript: &Path) -> anyhow::Result<u64> {
     };
     let (f, meta) =
         crate::sources::regular::open(transcript, crate::sources::regular::Follow::No).with_context(|| format!("opening {}", transcript.display()))?;
-    use std::os::unix::fs::MetadataExt as _;
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    (&f).read_to_end(&mut bytes).with_context(|| format!("reading {}", transcript.display()))?;
-    w.append(transcript, (meta.dev(), meta.ino()), 0, &bytes)?;
+    use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+    // In pieces: a long session costs a piece of memory, not its size (what the store holds
+    // already is compared piece by piece and skipped).
+    let mut buf = vec![0; 8 << 20];
+    let mut at = 0u64;
+    loop {
+        let n = match f.read_at(&mut buf, at) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", transcript.display())),
+        };
+        w.append(transcript, (meta.dev(), meta.ino()), at, &buf[..n])?;
+        at += n as u64;
+    }
     w.sync()?;
     Ok(w.stats().kept)
 }

@@ -240,8 +240,26 @@ impl Writer {
             }
             Some(_) => false,
         };
+        // Bytes that differ from what the stream holds at `at`: the file was rewritten from
+        // there on. The bytes before `at` were the same: the next incarnation begins with them
+        // (a restore needs the file from its start).
+        let carry = match self.live.get(&key) {
+            Some(l) if restart && !l.gone && at > l.from && at <= l.end() => Some((l.view(), l.from)),
+            _ => None,
+        };
         if restart {
-            self.begin(&key, at)?;
+            self.begin(&key, carry.as_ref().map_or(at, |c| c.1))?;
+        }
+        if let Some((old, from)) = carry {
+            let mut piece = Vec::new();
+            let mut pos = from;
+            while pos < at {
+                let to = (pos + (8 << 20)).min(at);
+                piece.clear();
+                self.store.read(&old, pos, to, &mut piece)?;
+                self.write(&key, &piece)?;
+                pos = to;
+            }
         }
         if bytes.is_empty() {
             return Ok(());
@@ -793,12 +811,28 @@ mod tests {
         let mut old = Vec::new();
         Store::at(d.path()).read(first, 0, first.end(), &mut old).unwrap();
         assert_eq!(old, bytes);
+        // Rewritten from the middle on, read in pieces (a hook's snapshot): the next incarnation
+        // holds the file whole, its unchanged start too.
+        let mut changed = other.clone();
+        changed.extend_from_slice(&transcript(5, 9));
+        let half = other.len() / 2;
+        w.append(p, (1, 1), 0, &changed[..half]).unwrap();
+        w.append(p, (1, 1), half as u64, &changed[half..]).unwrap();
+        w.sync().unwrap();
+        assert_eq!(stored(d.path(), p), changed, "not changed, only grown: the same incarnation");
+        let mut edited = changed.clone();
+        edited[half + 10] ^= 1;
+        w.append(p, (1, 1), 0, &edited[..half]).unwrap();
+        w.append(p, (1, 1), half as u64, &edited[half..]).unwrap();
+        w.sync().unwrap();
+        assert_eq!(Store::at(d.path()).streams().unwrap().len(), 3);
+        assert_eq!(stored(d.path(), p), edited);
         // Truncated, as the daemon says: the next read begins another, even with the same bytes.
         w.left(p, (1, 1), "truncated").unwrap();
         w.append(p, (1, 1), 0, &other[..50]).unwrap();
         w.sync().unwrap();
         let all = Store::at(d.path()).streams().unwrap();
-        assert_eq!(all.len(), 3);
+        assert_eq!(all.len(), 4);
         assert_eq!(all.iter().filter(|s| s.left.as_ref().is_some_and(|l| l.0 == "truncated")).count(), 1);
         assert_eq!(stored(d.path(), p), &other[..50]);
     }
