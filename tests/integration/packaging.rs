@@ -142,9 +142,20 @@ fn npm_packages_install_offline_and_run_through_npx() {
     // of it as the binary did.
     let mut child =
         Command::new(global.join("bin/transcriptd")).args(["check", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    // Once the launcher has started the binary (Node's start takes its time on a loaded
+    // machine): its child is listed in /proc.
+    let children = format!("/proc/{0}/task/{0}/children", child.id());
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&children).unwrap_or_default().trim().is_empty() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // Its stdin stays open until it has died (`wait` would close it first: the binary would
+    // read the end of its input and exit 0 before the signal the launcher passes on).
+    let stdin = child.stdin.take();
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let status = child.wait().unwrap();
+    drop(stdin);
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status}");
 
     // Without the platform package, the launcher says what is missing and exits 2.
@@ -315,8 +326,13 @@ fn container_image_builds_and_runs() {
 #[test]
 fn cargo_deb_is_pinned_to_one_version() {
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
-    let pin = ci.lines().find_map(|l| l.strip_prefix("cargo install --locked --quiet cargo-deb@")).expect(".ci/run installs cargo-deb");
+    let pin = ci.lines().find_map(|l| l.split_once("cargo install --locked --quiet cargo-deb@").map(|(_, v)| v)).expect(".ci/run installs cargo-deb");
     let pin = format!("{}{}", "cargo-deb@", pin.trim());
+    // The check that skips the install names the same version.
+    assert!(
+        ci.contains(&format!("grep -qx 'cargo-deb {}'", pin.trim_start_matches("cargo-deb@"))),
+        ".ci/run checks another cargo-deb version than it installs"
+    );
     for f in ["packaging/deb/build.sh", "docs/install.md", "docs/development.md"] {
         let text = std::fs::read_to_string(root().join(f)).unwrap();
         let named: Vec<&str> = text

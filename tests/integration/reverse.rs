@@ -16,7 +16,7 @@ use transcriptd::transcript::reverse::SourceLine;
 use transcriptd::transcript::{check_bytes, Format};
 
 /// The context a forward read finds: complete lines within the limit, after the last Claude
-/// boundary, or the Codex scan fed from an in-memory list, or everything.
+/// boundary, or the Codex scan fed from an in-memory list, Pi's resume order, or everything.
 fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
     let (_, _, format) = check_bytes(input, Default::default()).unwrap();
     let mut all = Vec::new();
@@ -63,6 +63,17 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
             }
             let head = all.first().map(|l| RolloutItem::read(l.offset, &l.bytes));
             scan.finish(head).into_iter().map(|i| SourceLine { offset: i.offset, bytes: i.bytes }).collect()
+        }
+        Some(Format::Pi) => {
+            // Pi loads the whole file and sends the path from its last entry, cut at the last
+            // compaction of that path (its truth is Pi's own code: oracle.rs); here, the same
+            // order read forwards.
+            use transcriptd::transcript::formats::pi;
+            let fields: Vec<Option<pi::Fields>> =
+                all.iter().map(|l| std::str::from_utf8(&l.bytes).ok().and_then(|_| pi::Fields::read(&l.bytes).ok())).collect();
+            let (order, _) = pi::resume_order(&fields);
+            let mut all: Vec<Option<SourceLine>> = all.into_iter().map(Some).collect();
+            order.into_iter().filter_map(|i| all[i].take()).collect()
         }
         _ => all,
     }
