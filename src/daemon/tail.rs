@@ -729,16 +729,12 @@ impl Tailed {
         b.accept(item);
         let (mut read, mut fresh, mut ended) = (0u64, 0u64, false);
         while let Some(item) = self.ahead.as_mut().and_then(|b| b.next_in_order()) {
-            let c = self.pipeline.as_mut().and_then(Pipeline::checker_mut).expect("only a transcript is read ahead");
             match item {
                 Item::Read { at, chunk, .. } => {
                     debug_assert_eq!(at, self.offset, "reads are applied in file order");
                     let n = chunk.bytes().len() as u64;
-                    if self.spec.keep_bytes && !self.replaying {
-                        if let Some(id) = self.id {
-                            self.bytes.push(Bytes::Read { path: self.path.clone(), id, at: self.offset, bytes: chunk.bytes().to_vec() });
-                        }
-                    }
+                    self.keep(chunk.bytes());
+                    let c = self.pipeline.as_mut().and_then(Pipeline::checker_mut).expect("only a transcript is read ahead");
                     note_read(&mut self.head_buf, self.head, &mut self.ring, self.offset, chunk.bytes());
                     let buf = c.apply_parsed(chunk);
                     // The stages saw every output through the observer.
@@ -751,6 +747,7 @@ impl Tailed {
                     }
                 }
                 Item::End { cutter, error, .. } => {
+                    let c = self.pipeline.as_mut().and_then(Pipeline::checker_mut).expect("only a transcript is read ahead");
                     c.restore_cutter(cutter);
                     self.ahead = None;
                     if let Some(e) = error {

@@ -157,14 +157,8 @@ impl Writer {
         for d in [root.to_path_buf(), store.streams_dir(), root.join("objects")] {
             if !d.is_dir() {
                 std::fs::create_dir_all(&d)?;
-                let mut up = d.as_path();
-                while let Some(parent) = up.parent().filter(|p| !p.as_os_str().is_empty()) {
+                if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
                     sync_path(parent)?;
-                    if parent.starts_with(root) && parent != root {
-                        up = parent;
-                    } else {
-                        break;
-                    }
                 }
             }
         }
