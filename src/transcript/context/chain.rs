@@ -34,8 +34,8 @@
 
 use crate::transcript::finding::{Finding, Kind};
 use crate::transcript::model::id_hash;
+use crate::transcript::pairing::branches::HashKeyed;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 
 /// How much older than the orphaned line the line a missing parent is bridged to may be
 /// (`eTr` in Claude Code 2.1.332's bundle: 5,000 ms).
@@ -78,7 +78,139 @@ fn is_thinking(ty: Option<&str>) -> bool {
 impl Node {
     /// Reads a line; `None` when it is not a JSON object.
     pub fn read(line: &[u8]) -> Option<Node> {
-        Self::read_fields(line).or_else(|| Self::read_value(line))
+        Self::read_scan(line).or_else(|| Self::read_fields(line)).or_else(|| Self::read_value(line))
+    }
+
+    /// The fastest path, with check's own scanner (the whole line validated, only the fields
+    /// the walk needs decoded): `None` for anything it does not take as it comes — a key given
+    /// twice, a field of another type, an escaped or non-ASCII key or needed string, a line
+    /// that is not valid JSON — which the serde paths then decide, so that it never differs
+    /// from them (a property test below holds it to that).
+    fn read_scan(line: &[u8]) -> Option<Node> {
+        use crate::transcript::scan::{object_line, Invalid, Kind as J, RawStr, Scanner};
+        /// An id or a word the walk reads: plain ASCII only (anything else goes the slow way).
+        fn plain(s: RawStr<'_>) -> Result<&[u8], Invalid> {
+            if s.is_escaped() || !s.raw().is_ascii() {
+                return Err(Invalid { at: 0 });
+            }
+            Ok(s.raw())
+        }
+        fn opt_plain<'a>(sc: &mut Scanner<'a>) -> Result<Option<&'a [u8]>, Invalid> {
+            match sc.peek() {
+                Some(J::String) => plain(sc.string()?).map(Some),
+                Some(J::Null) => sc.skip().map(|_| None),
+                _ => Err(Invalid { at: sc.position() }),
+            }
+        }
+        fn once(seen: &mut u32, bit: u32) -> Result<(), Invalid> {
+            if *seen & bit != 0 {
+                return Err(Invalid { at: 0 });
+            }
+            *seen |= bit;
+            Ok(())
+        }
+        /// A needed string field, given once.
+        fn field<'a>(sc: &mut Scanner<'a>, seen: &mut u32, bit: u32, into: &mut Option<&'a [u8]>) -> Result<(), Invalid> {
+            once(seen, bit)?;
+            *into = opt_plain(sc)?;
+            Ok(())
+        }
+        let hash = |b: &[u8]| xxhash_rust::xxh3::xxh3_64(b);
+        #[derive(Clone, Copy, PartialEq)]
+        enum B {
+            Use,
+            Result,
+            Thinking,
+            Other,
+        }
+        let (mut ty, mut subtype, mut uuid, mut parent, mut time, mut side) = (None, None, None, None, None, None);
+        // Each block: what it is, and the hash of the id it carries (a call's or the call a
+        // result answers).
+        type Blocks = Vec<(B, Option<u64>)>;
+        let (mut message_id, mut blocks): (Option<&[u8]>, Blocks) = (None, Vec::new());
+        let mut seen = 0u32;
+        object_line(line, |sc, key| {
+            let key = plain(key)?;
+            match key {
+                b"type" => field(sc, &mut seen, 1, &mut ty)?,
+                b"subtype" => field(sc, &mut seen, 2, &mut subtype)?,
+                b"uuid" => field(sc, &mut seen, 4, &mut uuid)?,
+                b"parentUuid" => field(sc, &mut seen, 8, &mut parent)?,
+                b"timestamp" => field(sc, &mut seen, 16, &mut time)?,
+                b"isSidechain" => {
+                    once(&mut seen, 32)?;
+                    side = match sc.peek() {
+                        Some(J::Bool) => Some(sc.boolean()?),
+                        Some(J::Null) => sc.skip().map(|_| None)?,
+                        _ => return Err(Invalid { at: sc.position() }),
+                    };
+                }
+                b"message" => {
+                    once(&mut seen, 64)?;
+                    match sc.peek() {
+                        Some(J::Null) => return sc.skip(),
+                        Some(J::Object) => {}
+                        _ => return Err(Invalid { at: sc.position() }),
+                    }
+                    let mut mseen = 0u32;
+                    sc.object(|sc, key| match plain(key)? {
+                        b"id" => field(sc, &mut mseen, 1, &mut message_id),
+                        b"content" => {
+                            once(&mut mseen, 2)?;
+                            if sc.peek() != Some(J::Array) {
+                                return sc.skip();
+                            }
+                            sc.array(|sc| {
+                                if sc.peek() != Some(J::Object) {
+                                    return Err(Invalid { at: sc.position() });
+                                }
+                                let (mut bseen, mut bty, mut id, mut use_id) = (0u32, None, None, None);
+                                sc.object(|sc, key| match plain(key)? {
+                                    b"type" => field(sc, &mut bseen, 1, &mut bty),
+                                    b"id" => field(sc, &mut bseen, 2, &mut id),
+                                    b"tool_use_id" => field(sc, &mut bseen, 4, &mut use_id),
+                                    _ => sc.skip(),
+                                })?;
+                                blocks.push(match bty {
+                                    Some(b"tool_use") => (B::Use, id.map(hash)),
+                                    Some(b"tool_result") => (B::Result, use_id.map(hash)),
+                                    Some(b"thinking" | b"redacted_thinking") => (B::Thinking, None),
+                                    _ => (B::Other, None),
+                                });
+                                Ok(())
+                            })
+                        }
+                        _ => sc.skip(),
+                    })?;
+                }
+                _ => sc.skip()?,
+            }
+            Ok(())
+        })
+        .ok()?;
+        let message = matches!(ty, Some(b"user" | b"assistant")) || (ty == Some(b"system") && subtype == Some(b"local_command"));
+        let assistant = ty == Some(b"assistant");
+        let thinking = blocks.iter().filter(|b| b.0 == B::Thinking).count();
+        let of = |want: B| -> Vec<u64> {
+            if !message {
+                return Vec::new();
+            }
+            blocks.iter().filter(|b| b.0 == want).filter_map(|b| b.1).collect()
+        };
+        Some(Node {
+            uuid: uuid.map(hash),
+            parent: parent.map(hash),
+            // ASCII checked above: the bytes are a str.
+            time: time.and_then(|t| std::str::from_utf8(t).ok()).and_then(crate::transcript::timestamp::Timestamp::parse_rfc3339).map(|t| t.unix_millis()),
+            sidechain: side.unwrap_or(false),
+            message,
+            message_id: if assistant { message_id.map(hash) } else { None },
+            calls: of(B::Use),
+            results: of(B::Result),
+            boundary: ty == Some(b"system") && subtype == Some(b"compact_boundary"),
+            thinking_only: assistant && !blocks.is_empty() && thinking == blocks.len(),
+            said: assistant && thinking < blocks.len(),
+        })
     }
 
     /// The fast path: only the fields the walk needs, the rest skipped unbuilt. `None` for what
@@ -214,8 +346,9 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
     let mut sent = vec![false; n];
     let node = |i: usize| nodes[i].as_ref();
     // The map: a uuid names the last line that has it (a later line overwrites), in the order
-    // of its first appearance.
-    let mut by_uuid: HashMap<u64, usize> = HashMap::new();
+    // of its first appearance. (Sets of lines are vectors of flags, sets of ids are keyed by
+    // the ids' own hashes: a session of a million lines is walked in well under a second.)
+    let mut by_uuid: HashKeyed<usize> = HashKeyed::default();
     let mut order: Vec<u64> = Vec::new();
     for (i, nd) in nodes.iter().enumerate() {
         if let Some(u) = nd.as_ref().and_then(|x| x.uuid) {
@@ -226,26 +359,29 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
     }
     let entries: Vec<usize> = order.iter().map(|u| by_uuid[u]).collect();
     // 1. The leaf.
-    let parents: HashSet<u64> = entries.iter().filter_map(|&i| node(i)?.parent).collect();
-    let message_parents: HashSet<u64> = entries.iter().filter_map(|&i| node(i).filter(|x| x.message)?.parent).collect();
-    let mut leaves: HashSet<usize> = HashSet::new();
-    for &t in entries.iter().filter(|&&i| node(i).and_then(|x| x.uuid).is_some_and(|u| !parents.contains(&u))) {
-        let mut seen = HashSet::new();
+    let parents: Ids = entries.iter().filter_map(|&i| node(i)?.parent).collect();
+    let message_parents: Ids = entries.iter().filter_map(|&i| node(i).filter(|x| x.message)?.parent).collect();
+    let mut leaves = vec![false; n];
+    // The climb of each terminal line, stamped with the terminal's number (a cycle ends it).
+    let mut climbed = vec![usize::MAX; n];
+    for (k, &t) in entries.iter().filter(|&&i| node(i).and_then(|x| x.uuid).is_some_and(|u| !parents.contains(&u))).enumerate() {
         let mut at = Some(t);
         while let Some(i) = at {
-            if !seen.insert(i) {
+            if climbed[i] == k {
                 break;
             }
+            climbed[i] = k;
             let Some(x) = node(i) else { break };
             if x.message {
                 if x.uuid.is_some_and(|u| !message_parents.contains(&u)) {
-                    leaves.insert(i);
+                    leaves[i] = true;
                 }
                 break;
             }
             at = x.parent.and_then(|p| by_uuid.get(&p).copied());
         }
     }
+    drop(climbed);
     let newest = |pick: &dyn Fn(&Node) -> bool| -> Option<usize> {
         let mut best: Option<(usize, i64)> = None;
         for &i in &entries {
@@ -257,27 +393,32 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
         }
         best.map(|(i, _)| i)
     };
-    let leaf = if leaves.is_empty() {
+    let leaf = if !leaves.contains(&true) {
         newest(&|x| x.sidechain == side)
     } else {
-        newest(&|x| x.message && x.sidechain == side && x.uuid.is_some_and(|u| leaves.contains(&by_uuid[&u])))
+        newest(&|x| x.message && x.sidechain == side && x.uuid.is_some_and(|u| leaves[by_uuid[&u]]))
     };
     let Some(leaf) = leaf else { return Walk { sent, broken: None, bridged: Vec::new() } };
     // 2. The chain.
-    let mut on: HashSet<usize> = HashSet::new();
+    let mut on = vec![false; n];
+    let mut on_list = Vec::new();
     let mut bridged = Vec::new();
     let mut broken = None;
+    let mut by_time: [Option<ByTime>; 2] = [None, None];
     let mut at = Some(leaf);
     while let Some(i) = at {
-        if !on.insert(i) {
+        if on[i] {
             break;
         }
+        on[i] = true;
+        on_list.push(i);
         let x = node(i).expect("entries are read lines");
         let Some(p) = x.parent else { break };
-        at = match by_uuid.get(&p).copied().filter(|j| !on.contains(j)) {
+        at = match by_uuid.get(&p).copied().filter(|&j| !on[j]) {
             Some(j) => Some(j),
             None => {
-                let to = bridge(nodes, &entries, &on, x);
+                let index = by_time[usize::from(x.sidechain)].get_or_insert_with(|| ByTime::new(nodes, &entries, x.sidechain));
+                let to = index.bridge(&on, x);
                 match to {
                     Some(j) => bridged.push((i, j)),
                     None if !by_uuid.contains_key(&p) => broken = Some((i, p)),
@@ -288,32 +429,27 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
         };
     }
     // 3. The parallel calls of the messages on the chain, and their results.
-    let ids: HashSet<u64> = on.iter().filter_map(|&i| node(i)?.message_id).collect();
+    let ids: Ids = on_list.iter().filter_map(|&i| node(i)?.message_id).collect();
     // A sibling comes back for its results: one whose calls have none in the file (a call the
     // session abandoned, which Claude Code 2.0.77 leaves on a side branch) is not sent.
-    let answered: HashSet<u64> = entries.iter().filter_map(|&i| node(i)).flat_map(|x| x.results.iter().copied()).collect();
-    let mut group: HashSet<usize> = entries
+    let answered: Ids = entries.iter().filter_map(|&i| node(i)).flat_map(|x| x.results.iter().copied()).collect();
+    let group: Vec<usize> = entries
         .iter()
         .copied()
         .filter(|&i| {
-            on.contains(&i)
+            on[i]
                 || node(i)
                     .is_some_and(|x| x.message_id.is_some_and(|m| ids.contains(&m)) && (x.calls.is_empty() || x.calls.iter().any(|c| answered.contains(c))))
         })
         .collect();
-    let group_uuids: HashSet<u64> = group.iter().filter_map(|&i| node(i)?.uuid).collect();
-    let calls: HashSet<u64> = group.iter().filter_map(|&i| node(i)).flat_map(|x| x.calls.iter().copied()).collect();
-    let results: Vec<usize> = entries
-        .iter()
-        .copied()
-        .filter(|&i| {
-            node(i).is_some_and(|x| {
-                x.message && !x.results.is_empty() && (x.parent.is_some_and(|p| group_uuids.contains(&p)) || x.results.iter().any(|r| calls.contains(r)))
-            })
+    let group_uuids: Ids = group.iter().filter_map(|&i| node(i)?.uuid).collect();
+    let calls: Ids = group.iter().filter_map(|&i| node(i)).flat_map(|x| x.calls.iter().copied()).collect();
+    let results = entries.iter().copied().filter(|&i| {
+        node(i).is_some_and(|x| {
+            x.message && !x.results.is_empty() && (x.parent.is_some_and(|p| group_uuids.contains(&p)) || x.results.iter().any(|r| calls.contains(r)))
         })
-        .collect();
-    group.extend(results);
-    for i in on.into_iter().chain(group) {
+    });
+    for i in on_list.iter().copied().chain(group.iter().copied()).chain(results) {
         sent[i] = true;
     }
     let broken = broken.map(|(at, parent)| Break {
@@ -324,13 +460,52 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
     // 4. Orphaned thinking. A line of only thinking blocks is sent only when a line of the same
     // API message that is sent says something else (its text or calls): one whose siblings the
     // walk left out is dropped.
-    let said: HashSet<u64> = (0..n).filter(|&i| sent[i]).filter_map(|i| node(i).filter(|x| x.said)?.message_id).collect();
-    for i in 0..n {
-        if sent[i] && node(i).is_some_and(|x| x.thinking_only && !x.message_id.is_some_and(|m| said.contains(&m))) {
-            sent[i] = false;
+    let said: Ids = (0..n).filter(|&i| sent[i]).filter_map(|i| node(i).filter(|x| x.said)?.message_id).collect();
+    for (s, nd) in sent.iter_mut().zip(nodes) {
+        if *s && nd.as_ref().is_some_and(|x| x.thinking_only && !x.message_id.is_some_and(|m| said.contains(&m))) {
+            *s = false;
         }
     }
     Walk { sent, broken, bridged }
+}
+
+/// A set of ids ([`id_hash`]es, used as their own hash).
+type Ids = std::collections::HashSet<u64, std::hash::BuildHasherDefault<crate::transcript::pairing::branches::Identity>>;
+
+/// The lines of one side that have a timestamp, oldest first (on a tie, in the walk's order of
+/// entries), for finding the line a missing parent is bridged to without a pass over them all.
+struct ByTime {
+    /// (time, rank among the entries, line)
+    lines: Vec<(i64, usize, usize)>,
+}
+
+impl ByTime {
+    fn new(nodes: &[Option<Node>], entries: &[usize], side: bool) -> ByTime {
+        let mut lines: Vec<(i64, usize, usize)> = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(rank, &i)| {
+                let x = nodes[i].as_ref()?;
+                (x.sidechain == side).then_some((x.time?, rank, i))
+            })
+            .collect();
+        lines.sort_unstable();
+        ByTime { lines }
+    }
+
+    /// The line of `child`'s side not yet on the chain with the newest timestamp at or before
+    /// `child`'s (the first among the entries on a tie), if it is at most [`BRIDGE_MS`] older.
+    fn bridge(&self, on: &[bool], child: &Node) -> Option<usize> {
+        let t = child.time?;
+        let end = self.lines.partition_point(|&(ti, _, _)| ti <= t);
+        // The newest time with a line off the chain, then the first such line of that time.
+        let newest = self.lines[..end].iter().rev().find(|&&(_, _, i)| !on[i])?.0;
+        if t - newest > BRIDGE_MS {
+            return None;
+        }
+        let from = self.lines.partition_point(|&(ti, _, _)| ti < newest);
+        self.lines[from..end].iter().find(|&&(ti, _, i)| ti == newest && !on[i]).map(|&(_, _, i)| i)
+    }
 }
 
 /// A session's lines since its last compaction, fed in file order, to find what resuming it
@@ -349,7 +524,7 @@ impl Session {
     /// newline arrives; [`Session::end`] takes a last line without one.
     pub fn feed(&mut self, chunk: &[u8]) {
         let mut rest = chunk;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+        while let Some(i) = memchr::memchr(b'\n', rest) {
             self.framed += 1;
             if self.partial.is_empty() {
                 self.push(self.framed, &rest[..i]);
@@ -425,25 +600,6 @@ impl Session {
             ),
         ))
     }
-}
-
-/// The line a missing parent of `child` is bridged to: of the same side, not on the chain,
-/// the newest at or before the child's time (the first in the file on a tie), at most
-/// [`BRIDGE_MS`] older.
-fn bridge(nodes: &[Option<Node>], entries: &[usize], on: &HashSet<usize>, child: &Node) -> Option<usize> {
-    let t = child.time?;
-    let mut best: Option<(usize, i64)> = None;
-    for &i in entries {
-        let Some(x) = nodes[i].as_ref() else { continue };
-        let Some(ti) = x.time else { continue };
-        if x.sidechain != child.sidechain || on.contains(&i) || ti > t {
-            continue;
-        }
-        if best.is_none_or(|(_, b)| ti > b) {
-            best = Some((i, ti));
-        }
-    }
-    best.filter(|&(_, b)| t - b <= BRIDGE_MS).map(|(i, _)| i)
 }
 
 #[cfg(test)]
@@ -563,6 +719,274 @@ mod tests {
         let twice = br#"{"type":"user","uuid":"a","uuid":"b"}"#;
         assert_eq!(Node::read_fields(twice), None, "a key given twice is not the fast path's");
         assert_eq!(Node::read(twice).and_then(|n| n.uuid), Some(id_hash("b")), "the last counts");
+    }
+
+    /// Lines built from the pieces the readers treat differently: the needed keys and others,
+    /// given once or twice, escaped, and values of every type, strings plain, escaped,
+    /// non-ASCII and not UTF-8; sometimes cut short.
+    fn line_of(picks: &[(u8, u8, u8)], cut: Option<usize>) -> Vec<u8> {
+        const KEYS: [&str; 12] =
+            ["type", "subtype", "uuid", "parentUuid", "timestamp", "isSidechain", "message", "other", "uu\\u0069d", "\u{e9}t\u{e9}", "message", "message"];
+        const WORDS: [&str; 8] = ["user", "assistant", "system", "local_command", "compact_boundary", "2026-02-10T22:57:57.941Z", "u1", "p1"];
+        const BLOCK_TYPES: [&str; 6] = ["tool_use", "tool_result", "thinking", "redacted_thinking", "text", "tool\\u005fuse"];
+        let value = |v: u8, w: u8| -> Vec<u8> {
+            let word = WORDS[w as usize % WORDS.len()];
+            match v % 12 {
+                0..=3 => format!("\"{word}\"").into_bytes(),
+                4 => format!("\"{word}\\n\"").into_bytes(),
+                5 => "\"h\u{e9}\"".as_bytes().to_vec(),
+                6 => b"\"bad\xff\"".to_vec(),
+                7 => b"null".to_vec(),
+                8 => b"true".to_vec(),
+                9 => b"12.5e3".to_vec(),
+                10 => b"[1,{\"a\":\"\xfe\"}]".to_vec(),
+                _ => b"{\"k\":[]}".to_vec(),
+            }
+        };
+        let block = |t: u8, v: u8| -> Vec<u8> {
+            let ty = BLOCK_TYPES[t as usize % BLOCK_TYPES.len()];
+            match v % 8 {
+                0 | 6 => format!("{{\"type\":\"{ty}\",\"id\":\"c{v}\",\"input\":{{}}}}").into_bytes(),
+                1 => format!("{{\"type\":\"{ty}\",\"tool_use_id\":\"c{v}\",\"content\":[{{\"type\":\"text\",\"text\":\"x\"}}]}}").into_bytes(),
+                2 => format!("{{\"type\":\"{ty}\",\"id\":\"a\",\"id\":\"b\"}}").into_bytes(),
+                3 => b"{\"type\":null,\"id\":7}".to_vec(),
+                4 => b"\"text\"".to_vec(),
+                7 => format!("{{\"type\":\"{ty}\",\"tool_use_id\":\"r{v}\",\"id\":\"c{v}\"}}").into_bytes(),
+                _ => format!("{{\"type\":\"{ty}\"}}").into_bytes(),
+            }
+        };
+        let mut out = b"{".to_vec();
+        for (i, &(k, v, w)) in picks.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            // The first field is mostly the line's type.
+            let key = if i == 0 && k < 14 { "type" } else { KEYS[k as usize % KEYS.len()] };
+            out.extend_from_slice(format!("\"{key}\":").as_bytes());
+            if key == "message" && v % 3 != 0 {
+                let blocks: Vec<Vec<u8>> = (0..(w % 4)).map(|j| block(w.wrapping_add(j), v.wrapping_add(j))).collect();
+                out.extend_from_slice(format!("{{\"id\":\"m{}\",\"content\":[", w % 3).as_bytes());
+                out.extend_from_slice(&blocks.join(&b","[..]));
+                out.extend_from_slice(b"]}");
+            } else if key == "type" && v % 12 < 8 {
+                // Mostly a type the walk knows, so that the message fields matter.
+                out.extend_from_slice(format!("\"{}\"", WORDS[w as usize % 3]).as_bytes());
+            } else {
+                out.extend_from_slice(&value(v, w));
+            }
+        }
+        out.push(b'}');
+        if let Some(c) = cut {
+            out.truncate(c % (out.len() + 1));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        /// The scanner's read never differs from the serde reads it stands in front of.
+        #[test]
+        fn the_scanner_read_agrees_with_serde(picks in proptest::collection::vec((0u8..20, 0u8..24, 0u8..16), 0..9), cut in proptest::option::weighted(0.1, 0usize..400)) {
+            let line = line_of(&picks, cut);
+            let slow = Node::read_fields(&line).or_else(|| Node::read_value(&line));
+            proptest::prop_assert_eq!(Node::read(&line), slow, "{}", String::from_utf8_lossy(&line));
+        }
+    }
+
+    #[test]
+    fn the_scanner_reads_what_the_walk_needs() {
+        let line = br#"{"type":"assistant","uuid":"u","parentUuid":"p","isSidechain":true,"timestamp":"2026-02-10T22:57:57.941Z","message":{"id":"m","content":[{"type":"thinking","thinking":"x"},{"type":"tool_use","id":"t","input":{"a":[1,{"b":null}]}}]}}"#;
+        let n = Node::read_scan(line).expect("the fast path takes a plain line");
+        assert_eq!(Some(n), Node::read_value(line));
+        assert_eq!(Node::read_scan(br#"{"type":"user","uuid":"a","uuid":"b"}"#), None, "a key given twice goes the slow way");
+        assert_eq!(Node::read_scan(br#"{"type":"user","uuid":"\u0061"}"#), None, "an escaped id goes the slow way");
+    }
+
+    mod reference {
+        //! The walk as first written (a pass over every line per bridge, std's sets), kept as
+        //! the meaning the faster one must keep.
+        use super::super::*;
+        use std::collections::{HashMap, HashSet};
+        pub(super) fn walk_reference(nodes: &[Option<Node>], side: bool) -> Walk {
+            let n = nodes.len();
+            let mut sent = vec![false; n];
+            let node = |i: usize| nodes[i].as_ref();
+            // The map: a uuid names the last line that has it (a later line overwrites), in the order
+            // of its first appearance.
+            let mut by_uuid: HashMap<u64, usize> = HashMap::new();
+            let mut order: Vec<u64> = Vec::new();
+            for (i, nd) in nodes.iter().enumerate() {
+                if let Some(u) = nd.as_ref().and_then(|x| x.uuid) {
+                    if by_uuid.insert(u, i).is_none() {
+                        order.push(u);
+                    }
+                }
+            }
+            let entries: Vec<usize> = order.iter().map(|u| by_uuid[u]).collect();
+            // 1. The leaf.
+            let parents: HashSet<u64> = entries.iter().filter_map(|&i| node(i)?.parent).collect();
+            let message_parents: HashSet<u64> = entries.iter().filter_map(|&i| node(i).filter(|x| x.message)?.parent).collect();
+            let mut leaves: HashSet<usize> = HashSet::new();
+            for &t in entries.iter().filter(|&&i| node(i).and_then(|x| x.uuid).is_some_and(|u| !parents.contains(&u))) {
+                let mut seen = HashSet::new();
+                let mut at = Some(t);
+                while let Some(i) = at {
+                    if !seen.insert(i) {
+                        break;
+                    }
+                    let Some(x) = node(i) else { break };
+                    if x.message {
+                        if x.uuid.is_some_and(|u| !message_parents.contains(&u)) {
+                            leaves.insert(i);
+                        }
+                        break;
+                    }
+                    at = x.parent.and_then(|p| by_uuid.get(&p).copied());
+                }
+            }
+            let newest = |pick: &dyn Fn(&Node) -> bool| -> Option<usize> {
+                let mut best: Option<(usize, i64)> = None;
+                for &i in &entries {
+                    let Some(x) = node(i).filter(|x| pick(x)) else { continue };
+                    let t = x.time.unwrap_or(i64::MIN);
+                    if best.is_none_or(|(_, b)| t > b || b == i64::MIN) {
+                        best = Some((i, t));
+                    }
+                }
+                best.map(|(i, _)| i)
+            };
+            let leaf = if leaves.is_empty() {
+                newest(&|x| x.sidechain == side)
+            } else {
+                newest(&|x| x.message && x.sidechain == side && x.uuid.is_some_and(|u| leaves.contains(&by_uuid[&u])))
+            };
+            let Some(leaf) = leaf else { return Walk { sent, broken: None, bridged: Vec::new() } };
+            // 2. The chain.
+            let mut on: HashSet<usize> = HashSet::new();
+            let mut bridged = Vec::new();
+            let mut broken = None;
+            let mut at = Some(leaf);
+            while let Some(i) = at {
+                if !on.insert(i) {
+                    break;
+                }
+                let x = node(i).expect("entries are read lines");
+                let Some(p) = x.parent else { break };
+                at = match by_uuid.get(&p).copied().filter(|j| !on.contains(j)) {
+                    Some(j) => Some(j),
+                    None => {
+                        let to = bridge_reference(nodes, &entries, &on, x);
+                        match to {
+                            Some(j) => bridged.push((i, j)),
+                            None if !by_uuid.contains_key(&p) => broken = Some((i, p)),
+                            None => {}
+                        }
+                        to
+                    }
+                };
+            }
+            // 3. The parallel calls of the messages on the chain, and their results.
+            let ids: HashSet<u64> = on.iter().filter_map(|&i| node(i)?.message_id).collect();
+            // A sibling comes back for its results: one whose calls have none in the file (a call the
+            // session abandoned, which Claude Code 2.0.77 leaves on a side branch) is not sent.
+            let answered: HashSet<u64> = entries.iter().filter_map(|&i| node(i)).flat_map(|x| x.results.iter().copied()).collect();
+            let mut group: HashSet<usize> = entries
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    on.contains(&i)
+                        || node(i).is_some_and(|x| {
+                            x.message_id.is_some_and(|m| ids.contains(&m)) && (x.calls.is_empty() || x.calls.iter().any(|c| answered.contains(c)))
+                        })
+                })
+                .collect();
+            let group_uuids: HashSet<u64> = group.iter().filter_map(|&i| node(i)?.uuid).collect();
+            let calls: HashSet<u64> = group.iter().filter_map(|&i| node(i)).flat_map(|x| x.calls.iter().copied()).collect();
+            let results: Vec<usize> = entries
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    node(i).is_some_and(|x| {
+                        x.message
+                            && !x.results.is_empty()
+                            && (x.parent.is_some_and(|p| group_uuids.contains(&p)) || x.results.iter().any(|r| calls.contains(r)))
+                    })
+                })
+                .collect();
+            group.extend(results);
+            for i in on.into_iter().chain(group) {
+                sent[i] = true;
+            }
+            let broken = broken.map(|(at, parent)| Break {
+                at,
+                parent,
+                lost: (0..at).filter(|&i| !sent[i] && node(i).is_some_and(|x| x.message && x.sidechain == side)).collect(),
+            });
+            // 4. Orphaned thinking. A line of only thinking blocks is sent only when a line of the same
+            // API message that is sent says something else (its text or calls): one whose siblings the
+            // walk left out is dropped.
+            let said: HashSet<u64> = (0..n).filter(|&i| sent[i]).filter_map(|i| node(i).filter(|x| x.said)?.message_id).collect();
+            for (s, nd) in sent.iter_mut().zip(nodes) {
+                if *s && nd.as_ref().is_some_and(|x| x.thinking_only && !x.message_id.is_some_and(|m| said.contains(&m))) {
+                    *s = false;
+                }
+            }
+            Walk { sent, broken, bridged }
+        }
+
+        fn bridge_reference(nodes: &[Option<Node>], entries: &[usize], on: &HashSet<usize>, child: &Node) -> Option<usize> {
+            let t = child.time?;
+            let mut best: Option<(usize, i64)> = None;
+            for &i in entries {
+                let Some(x) = nodes[i].as_ref() else { continue };
+                let Some(ti) = x.time else { continue };
+                if x.sidechain != child.sidechain || on.contains(&i) || ti > t {
+                    continue;
+                }
+                if best.is_none_or(|(_, b)| ti > b) {
+                    best = Some((i, ti));
+                }
+            }
+            best.filter(|&(_, b)| t - b <= BRIDGE_MS).map(|(i, _)| i)
+        }
+    }
+
+    fn session_of(picks: &[(u8, u8, u8, u8)]) -> Vec<Option<Node>> {
+        picks
+            .iter()
+            .enumerate()
+            .map(|(i, &(a, b, c, d))| {
+                if a % 11 == 0 {
+                    return None; // an unreadable line
+                }
+                let id = |k: u8| u64::from(k % 16) + 1;
+                Some(Node {
+                    uuid: (a % 7 != 0).then(|| id(a)),
+                    parent: (b % 5 != 0).then(|| id(b)),
+                    // Seconds apart, with ties and lines without a time.
+                    time: (c % 9 != 0).then(|| i64::from(c % 8) * 2_000 + i as i64 * 500),
+                    sidechain: d % 7 == 0,
+                    message: d % 4 != 0,
+                    message_id: (d % 3 == 0).then(|| 100 + u64::from(c % 3)),
+                    calls: if d % 5 == 1 { vec![200 + u64::from(b % 4)] } else { Vec::new() },
+                    results: if d % 5 == 2 { vec![200 + u64::from(a % 4)] } else { Vec::new() },
+                    boundary: false,
+                    thinking_only: d % 6 == 5,
+                    said: d % 6 != 5 && d % 3 == 0,
+                })
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        /// The walk agrees with the one first written on every session: the same lines sent, the
+        /// same bridges, the same break.
+        #[test]
+        fn the_walk_agrees_with_its_reference(picks in proptest::collection::vec((0u8..64, 0u8..64, 0u8..64, 0u8..64), 0..40), side in proptest::bool::ANY) {
+            let nodes = session_of(&picks);
+            proptest::prop_assert_eq!(walk(&nodes, side), reference::walk_reference(&nodes, side));
+        }
     }
 
     #[test]
