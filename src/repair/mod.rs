@@ -46,7 +46,7 @@ use crate::sources::READ_CHUNK;
 use crate::transcript::context::chain::Session;
 use crate::transcript::dataset::repair::{Action, Examples, Policy as DatasetPolicy};
 use crate::transcript::repair::{salvage, Edit, Emit, OrphanPolicy, Plan, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired, MAX_ROUNDS};
-use crate::transcript::repair_run::{finish_plan, plan_pipeline, Rest, Step, StreamRepair};
+use crate::transcript::repair_run::{finish_plan, plan_pipeline, ErrorTally, Rest, Step, StreamRepair};
 use crate::transcript::{Format, Options};
 use anyhow::Context;
 use serde::Serialize;
@@ -254,18 +254,44 @@ impl Settings {
 /// Plans the repair of a file: a check pass watched by the planner.
 pub fn plan_file(path: &Path, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Plan> {
     let file = regular::open_file(path).with_context(|| format!("reading {}", path.display()))?;
-    plan_reader(&mut ReadAt::new(&file, 0, None), s, buf).with_context(|| format!("reading {}", path.display()))
+    Ok(survey(&mut ReadAt::new(&file, 0, None), s, buf, false).with_context(|| format!("reading {}", path.display()))?.plan)
 }
 
-/// Plans the repair of what `r` reads.
-fn plan_reader(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Plan> {
-    let mut p = plan_pipeline(&s.check, s.orphans);
+/// What one read of a stream says: the plan of its repair, its errors by kind (as `check`
+/// ends with them) and, when asked for (Claude Code), the edit that mends a missing parent the
+/// agent's chain walk would stop at ([`Session::bridge`]). One read instead of three: a
+/// repaired output is planned again, held to the input's errors and looked at for a break
+/// from the same bytes.
+struct Survey {
+    plan: Plan,
+    errors: Kinds,
+    bridge: Option<Option<Plan>>,
+}
+
+/// Errors counted by kind.
+type Kinds = std::collections::BTreeMap<crate::transcript::Kind, usize>;
+
+/// Surveys what `r` reads (see [`Survey`]); `bridge`: look for a break too.
+fn survey(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>, bridge: bool) -> anyhow::Result<Survey> {
+    let mut p = plan_pipeline(&Options { strict: false, jobs: 1, ..s.check.clone() }, s.orphans);
+    let mut errors = ErrorTally::default();
+    let mut session = bridge.then(Session::default);
+    let mut fed = Ok(());
     batch::read_to_end(r, buf, |chunk| {
-        let fed = p.feed(chunk).is_ok();
-        p.drain().for_each(drop);
-        fed
+        if let Some(session) = session.as_mut() {
+            session.feed(chunk);
+        }
+        fed = p.feed(chunk);
+        errors.add(p.drain());
+        fed.is_ok()
     })?;
-    finish_plan(p).map_err(|e| anyhow::anyhow!("{e}"))
+    fed.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let plan = finish_plan(p, &mut errors).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let bridge = session.map(|mut session| {
+        session.end();
+        bridge_edit(&session)
+    });
+    Ok(Survey { plan, errors: errors.kinds(), bridge })
 }
 
 /// Claude Code: the edit that mends a missing parent the agent's chain walk would stop at
@@ -277,16 +303,21 @@ fn bridge_plan(r: &mut impl Read, buf: &mut Vec<u8>) -> std::io::Result<Option<P
         true
     })?;
     session.end();
-    Ok(session.bridge().map(|(line, under)| Plan {
+    Ok(bridge_edit(&session))
+}
+
+/// The plan of [`bridge_plan`], of a session read to its end.
+fn bridge_edit(session: &Session) -> Option<Plan> {
+    session.bridge().map(|(line, under)| Plan {
         format: Some(Format::ClaudeCode),
         edits: vec![Edit::Bridge { line, under, reason: crate::transcript::Kind::LostOnResume }],
         recheck: true,
         ..Plan::default()
-    }))
+    })
 }
 
 /// The error findings of what `r` reads (demotions applied), counted by kind.
-fn error_kinds(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<std::collections::BTreeMap<crate::transcript::Kind, usize>> {
+fn error_kinds(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result<Kinds> {
     let mut c = crate::transcript::check::pipeline(Options { strict: false, jobs: 1, ..s.check.clone() });
     let mut fed = Ok(());
     batch::read_to_end(r, buf, |chunk| {
@@ -361,6 +392,8 @@ pub(crate) struct FirstRound {
     pub(crate) covered: u64,
     /// Datasets: the lines removed or replaced (their plan is empty).
     pub(crate) actions: Vec<Action>,
+    /// The input's errors by kind, when the round read all of it as a transcript.
+    pub(crate) errors: Option<Kinds>,
 }
 
 impl FirstRound {
@@ -453,12 +486,13 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
         if stream.edited() {
             out.open()?;
         }
+        let errors = Some(stream.take_errors().kinds());
         let (plan, log) = stream.finish(win.held(), &mut |e| out.emit(e));
         out.check()?;
         if let Some(f) = out.file.as_mut() {
             f.flush().with_context(|| format!("writing {}", output.display()))?;
         }
-        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions: Vec::new() });
+        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions: Vec::new(), errors });
     };
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
     if buf.capacity() > 4 * READ_CHUNK {
@@ -466,28 +500,30 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
         // buffer's size, and a chunk that large would be copied again by the rewriter.
         *buf = Vec::with_capacity(READ_CHUNK);
     }
+    let mut tally = stream.take_errors();
     let plan = match stream.abandon() {
         Rest::Planned(plan) => plan,
         Rest::Planning(mut p) => {
             // The rest of the file, from where the one pass stopped reading.
             batch::read_to_end(&mut reader, buf, |chunk| {
                 let fed = p.feed(chunk).is_ok();
-                p.drain().for_each(drop);
+                tally.add(p.drain());
                 fed
             })
             .with_context(|| format!("reading {}", path.display()))?;
-            finish_plan(*p).map_err(strict)?
+            finish_plan(*p, &mut tally).map_err(strict)?
         }
     };
+    let errors = Some(tally.kinds());
     let covered = reader.pos();
     if plan.is_empty() {
-        return Ok(FirstRound { plan, out: None, rejects: out.rejects, log: RewriteLog::default(), covered, actions: Vec::new() });
+        return Ok(FirstRound { plan, out: None, rejects: out.rejects, log: RewriteLog::default(), covered, actions: Vec::new(), errors });
     }
     let mut dest = AtomicFile::create(output, Some(keep)).with_context(|| format!("creating a temporary file beside {}", output.display()))?;
     // What the abandoned pass put aside is written again by the second.
     let mut rejects = Spool::new(output, Spool::LIMIT);
     let log = rewrite(&mut ReadAt::new(input, 0, Some(covered)), &plan, s, &mut dest, Some(&mut rejects), buf).with_context(|| path.display().to_string())?;
-    Ok(FirstRound { plan, out: Some(dest), rejects, log, covered, actions: Vec::new() })
+    Ok(FirstRound { plan, out: Some(dest), rejects, log, covered, actions: Vec::new(), errors })
 }
 
 /// `<dir>/<stem>.rejects.jsonl` beside `output`.
@@ -764,10 +800,13 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
             scratch.write_all(&sv.output).with_context(|| format!("writing a scratch file in {}", dir.display()))?;
             first = first_round(path, &scratch, None, output, s, keep, buf)?;
             first.covered = covered;
+            // Those are the salvaged bytes' errors, not the input's.
+            first.errors = None;
             salvaged = Some((sv, scratch));
         }
     }
     let first_edited = first.edited();
+    let input_errors = first.errors.take();
     // Claude Code: a line whose parent is missing (never written, or a line removed as
     // unreadable) stops the agent's chain walk on resume, and the history before it is not
     // sent. Only a file with such a line, or with lines removed, can have one.
@@ -835,36 +874,57 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     if let Some((bp, log)) = bridged_first {
         rounds.record(&bp, log);
     }
+    // What the latest survey said of `out` as it now stands (`None` once it is rewritten).
+    let mut latest: Option<Survey> = None;
+    let bridge_at_end = may_break && bridge_last;
     while rounds.wants_another() {
         // The edits may have left new findings (two assistant turns side by side): check the
         // output again.
-        let again = plan_reader(&mut out.read_back()?, s, buf)?;
-        if rounds.verified(&again) {
+        let again = survey(&mut out.read_back()?, s, buf, bridge_at_end)?;
+        if rounds.verified(&again.plan) {
+            latest = Some(again);
             break;
         }
         let mut next = AtomicFile::create(output, Some(keep))?;
-        let log = rewrite(&mut out.read_back()?, &again, s, &mut next, None, buf)?;
-        rounds.record(&again, log);
+        let log = rewrite(&mut out.read_back()?, &again.plan, s, &mut next, None, buf)?;
+        rounds.record(&again.plan, log);
         out = next;
     }
-    if may_break && bridge_last {
+    if bridge_at_end {
         // The edits are done: a break the agent's walk would stop at is mended last, on the
         // lines as they now stand (a removed unreadable line leaves its child without parent).
-        if let Some(bp) = bridge_plan(&mut out.read_back()?, buf)? {
+        let looked = match latest.as_mut().and_then(|l| l.bridge.take()) {
+            Some(bridge) => bridge,
+            None => {
+                // One read for the break and the errors both.
+                let mut l = survey(&mut out.read_back()?, s, buf, true)?;
+                let bridge = l.bridge.take().flatten();
+                latest = Some(l);
+                bridge
+            }
+        };
+        if let Some(bp) = looked {
             let mut next = AtomicFile::create(output, Some(keep))?;
             let log = rewrite(&mut out.read_back()?, &bp, s, &mut next, None, buf)?;
             rounds.record(&bp, log);
             out = next;
-            let again = plan_reader(&mut out.read_back()?, s, buf)?;
-            rounds.verified(&again);
+            let again = survey(&mut out.read_back()?, s, buf, false)?;
+            rounds.verified(&again.plan);
+            latest = Some(again);
         }
     }
     // The verdict holds only if the output checks no worse than the input: an error the input
     // did not have (or more of one kind) means an edit went wrong, whatever the plan says. The
     // file is then not replaced, nor is a copy written.
-    let after = error_kinds(&mut out.read_back()?, s, buf)?;
+    let after = match latest {
+        Some(l) => l.errors,
+        None => error_kinds(&mut out.read_back()?, s, buf)?,
+    };
     if !after.is_empty() {
-        let before = error_kinds(&mut ReadAt::new(&file, 0, Some(covered)), s, buf).with_context(|| format!("reading {}", path.display()))?;
+        let before = match input_errors {
+            Some(kinds) => kinds,
+            None => error_kinds(&mut ReadAt::new(&file, 0, Some(covered)), s, buf).with_context(|| format!("reading {}", path.display()))?,
+        };
         let worse: Vec<String> = after
             .iter()
             .filter(|(k, n)| before.get(*k).copied().unwrap_or(0) < **n)
@@ -957,4 +1017,66 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
             .with_context(|| format!("carrying lines appended to {} during the repair", path.display()))?;
     }
     Ok(Attempt::Done(Box::new(report)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every transcript under tests/data (datasets aside: their first round counts nothing).
+    fn transcripts() -> Vec<PathBuf> {
+        fn walk(dir: &Path, into: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    if !p.file_name().unwrap().to_string_lossy().starts_with("dataset") {
+                        walk(&p, into);
+                    }
+                } else if p.extension().is_some_and(|x| x == "jsonl") {
+                    into.push(p);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data"), &mut files);
+        files.sort();
+        files
+    }
+
+    /// The one read of a survey says what the three reads it replaces said: the plan, the
+    /// errors `check` ends with, and the break; and the first round counts the input's errors
+    /// as `check` does. On every transcript of the test data (broken ones by the hundred).
+    #[test]
+    fn a_survey_says_what_the_reads_it_replaces_say() {
+        let s = Settings::copy(None, crate::transcript::lines::DEFAULT_MAX_LINE_BYTES, OrphanPolicy::Answer);
+        let dir = tempfile::tempdir().unwrap();
+        let (mut buf, mut wrong, mut with_errors) = (Vec::new(), Vec::new(), 0);
+        let files = transcripts();
+        assert!(files.len() > 150, "{} files", files.len());
+        for path in &files {
+            let file = File::open(path).unwrap();
+            let read = || ReadAt::new(&file, 0, None);
+            let checked = error_kinds(&mut read(), &s, &mut buf).unwrap();
+            with_errors += usize::from(!checked.is_empty());
+            let looked = survey(&mut read(), &s, &mut buf, true).unwrap();
+            let plan = {
+                let mut p = plan_pipeline(&s.check, s.orphans);
+                batch::read_to_end(&mut read(), &mut buf, |chunk| {
+                    let fed = p.feed(chunk).is_ok();
+                    p.drain().for_each(drop);
+                    fed
+                })
+                .unwrap();
+                finish_plan(p, &mut ErrorTally::default()).unwrap()
+            };
+            let bridge = bridge_plan(&mut read(), &mut buf).unwrap();
+            let keep = Keep::of(&file.metadata().unwrap(), false);
+            let first = first_round(path, &file, None, &dir.path().join("out.jsonl"), &s, keep, &mut buf).unwrap();
+            if looked.errors != checked || looked.plan != plan || looked.bridge != Some(bridge) || first.errors.as_ref() != Some(&checked) {
+                wrong.push(format!("{}: check {checked:?}, survey {:?}, first round {:?}", path.display(), looked.errors, first.errors));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        assert!(with_errors > 50, "only {with_errors} files with errors: the test would prove little");
+    }
 }

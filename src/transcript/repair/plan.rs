@@ -898,6 +898,6 @@ mod tests {
             most = most.max(c.stage::<Planner>().unwrap().lanes.side.len());
         }
         assert!(most as u64 <= (2 * horizon + horizon / 4) / 2 + 2, "{most} sidechain threads kept");
-        assert!(crate::transcript::repair_run::finish_plan(c).unwrap().is_empty());
+        assert!(crate::transcript::repair_run::finish_plan(c, &mut Default::default()).unwrap().is_empty());
     }
 }

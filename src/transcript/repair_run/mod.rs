@@ -14,7 +14,7 @@ use crate::transcript::formats::Format;
 use crate::transcript::pipeline::{Pipeline, Stage};
 use crate::transcript::repair::{salvage, Emit, OrphanPolicy, Plan, Planner, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
 use crate::transcript::stages::{loss::Loss, validate::Validate};
-use crate::transcript::{Options, StrictStop};
+use crate::transcript::{Event, Kind, Options, Output, Severity, StrictStop};
 
 /// The repair's preset stage list, as a pipeline: `validate`, then the planner (`policy` for
 /// calls left open at the end). Feed it the stream (draining its events as you go: the plan is
@@ -32,19 +32,64 @@ pub fn plan_pipeline_with(opts: &Options, planner: Planner) -> Pipeline {
 }
 
 /// Ends a [`plan_pipeline`]: the planner, its last edits planned (in planning order, not yet
-/// sorted), and the format the stream was read as in the end.
-pub fn finish_planner(p: Pipeline) -> Result<(Planner, Option<Format>, u64), StrictStop> {
+/// sorted), and the format the stream was read as in the end; the events of the end go to
+/// `errors`.
+pub fn finish_planner(p: Pipeline, errors: &mut ErrorTally) -> Result<(Planner, Option<Format>, u64), StrictStop> {
     let mut done = p.finish_stages()?;
+    errors.add(std::mem::take(&mut done.events));
     let planner = done.take::<Planner>().expect("a plan pipeline has a planner");
     Ok((*planner, done.format, done.stats.dangling_parents))
 }
 
-/// Ends a [`plan_pipeline`]: its plan.
-pub fn finish_plan(p: Pipeline) -> Result<Plan, StrictStop> {
-    let (planner, format, dangling) = finish_planner(p)?;
+/// Ends a [`plan_pipeline`]: its plan (the events of the end go to `errors`).
+pub fn finish_plan(p: Pipeline, errors: &mut ErrorTally) -> Result<Plan, StrictStop> {
+    let (planner, format, dangling) = finish_planner(p, errors)?;
     let mut plan = planner.into_plan(format);
     plan.dangling_parents = dangling;
     Ok(plan)
+}
+
+/// The error findings of a stream as `check` ends with them (demotions applied), counted by
+/// kind: what a plan pipeline's events say, without keeping the findings themselves (a line,
+/// a kind and a call id per error), so that the pass that plans a repair also says how the
+/// stream checks.
+#[derive(Debug, Default, Clone)]
+pub struct ErrorTally {
+    errors: Vec<(u64, Kind, Option<String>)>,
+}
+
+impl ErrorTally {
+    /// Takes a pipeline's events (what is not a finding is let go).
+    pub fn add(&mut self, events: impl IntoIterator<Item = Event>) {
+        for e in events {
+            if let Event::Output(o) = e {
+                self.apply(o);
+            }
+        }
+    }
+
+    /// One output, as [`crate::transcript::finding::apply`] applies it to the findings: a
+    /// demotion lowers the latest error of its line, kind and call id.
+    pub fn apply(&mut self, out: Output) {
+        match out {
+            Output::Finding(f) if f.severity == Severity::Error => self.errors.push((f.line, f.kind, f.call_id)),
+            Output::Finding(_) => {}
+            Output::Demoted { line, kind, call_id, .. } => {
+                if let Some(i) = self.errors.iter().rposition(|e| e.0 == line && e.1 == kind && e.2 == call_id) {
+                    self.errors.remove(i);
+                }
+            }
+        }
+    }
+
+    /// The errors by kind.
+    pub fn kinds(&self) -> std::collections::BTreeMap<Kind, usize> {
+        let mut kinds = std::collections::BTreeMap::new();
+        for e in &self.errors {
+            *kinds.entry(e.1).or_default() += 1;
+        }
+        kinds
+    }
 }
 
 /// A repair done in memory: the output, the rejects stream, the plans of each round and the
@@ -73,7 +118,7 @@ pub fn plan_bytes(input: &[u8], opts: &Options, policy: OrphanPolicy) -> Result<
     let mut p = plan_pipeline(&Options { strict: false, ..opts.clone() }, policy);
     p.feed(input)?;
     p.drain().for_each(drop);
-    finish_plan(p)
+    finish_plan(p, &mut ErrorTally::default())
 }
 
 /// Rewrites `input` with `plan` (two-pass form): the output, the rejects (when asked for) and
@@ -142,7 +187,7 @@ pub fn repair_bytes_streaming(input: &[u8], opts: &Options, policy: OrphanPolicy
         Rest::Planning(mut p) => {
             p.feed(&input[fed..])?;
             p.drain().for_each(drop);
-            finish_plan(*p)?
+            finish_plan(*p, &mut ErrorTally::default())?
         }
         Rest::Planned(plan) => plan,
     };

@@ -66,6 +66,8 @@ pub struct StreamRepair {
     taken: usize,
     format_set: bool,
     hold_limit: usize,
+    /// The errors the stream checks with, as far as it has been read.
+    errors: super::ErrorTally,
 }
 
 impl StreamRepair {
@@ -76,7 +78,7 @@ impl StreamRepair {
         let mut planner = Planner::new(policy);
         planner.record_parents(true);
         let checker = Some(super::plan_pipeline_with(&opts, planner));
-        StreamRepair { checker, plan: None, rewriter, taken: 0, format_set: false, hold_limit: HOLD_LIMIT }
+        StreamRepair { checker, plan: None, rewriter, taken: 0, format_set: false, hold_limit: HOLD_LIMIT, errors: super::ErrorTally::default() }
     }
 
     /// Gives up when more than `bytes` would have to be held (default [`HOLD_LIMIT`]).
@@ -94,8 +96,9 @@ impl StreamRepair {
     pub fn read(&mut self, fresh: &[u8]) -> Result<Option<Abandon>, StrictStop> {
         let c = self.checker.as_mut().expect("read after end");
         c.feed(fresh)?;
-        // The plan is taken at the end: the findings have done their work.
-        c.drain().for_each(drop);
+        // The plan is taken at the end: the findings have done their work, but for the count
+        // of errors the repaired output is held to.
+        self.errors.add(c.drain());
         if !self.format_set {
             if let Some(f) = c.checker().and_then(|c| c.settled_format()) {
                 self.rewriter.set_format(f);
@@ -136,7 +139,7 @@ impl StreamRepair {
 
     /// The stream has ended: the plan is complete (the end brings a torn line, orphan calls).
     pub fn end(&mut self) -> Result<Option<Abandon>, StrictStop> {
-        let (planner, format, dangling) = super::finish_planner(self.checker.take().expect("ended once"))?;
+        let (planner, format, dangling) = super::finish_planner(self.checker.take().expect("ended once"), &mut self.errors)?;
         let late = take(&mut self.rewriter, &mut self.taken, planner.edits());
         let mut plan = planner.into_plan(format);
         plan.dangling_parents = dangling;
@@ -151,6 +154,13 @@ impl StreamRepair {
         let mut rewriter = self.rewriter;
         rewriter.feed(held, out);
         (self.plan.expect("finish after end"), rewriter.finish(out))
+    }
+
+    /// The errors of the stream as far as it has been read (all of it after
+    /// [`StreamRepair::end`]), taken: what [`StreamRepair::abandon`] leaves to its caller to
+    /// go on with.
+    pub fn take_errors(&mut self) -> super::ErrorTally {
+        std::mem::take(&mut self.errors)
     }
 
     /// Where planning stands, to finish it after the pass gave up.
@@ -244,7 +254,10 @@ mod tests {
         assert_eq!(why, Abandon::TooFarBack);
         let Rest::Planning(mut c) = stream.abandon() else { panic!("still planning") };
         c.feed(&CLAUDE.as_bytes()[fed..]).unwrap();
-        assert_eq!(crate::transcript::repair_run::finish_plan(*c).unwrap(), plan_bytes(CLAUDE.as_bytes(), &opts, OrphanPolicy::Answer).unwrap());
+        assert_eq!(
+            crate::transcript::repair_run::finish_plan(*c, &mut Default::default()).unwrap(),
+            plan_bytes(CLAUDE.as_bytes(), &opts, OrphanPolicy::Answer).unwrap()
+        );
     }
 
     #[test]
