@@ -118,6 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         backup: (!args.no_backup).then(|| args.backup_suffix.clone()),
         min_idle: args.min_idle,
         force: args.force,
+        overlap: jobs_n > jobs.len(),
         ..Settings::copy(args.read.format, args.read.max_line_bytes, args.orphans)
     };
     let progress = (jobs.len() > 1 && std::io::stderr().is_terminal() && args.out_args.summary()).then(|| {

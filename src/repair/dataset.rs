@@ -80,5 +80,5 @@ pub(crate) fn first_round(
         f.flush().with_context(|| format!("writing {}", output.display()))?;
     }
     let plan = Plan { format: Some(Format::Dataset(d)), ..Plan::default() };
-    Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions, errors: None })
+    Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions, errors: None, survey: None })
 }

@@ -231,6 +231,9 @@ pub struct Settings {
     pub min_idle: Duration,
     /// Ignore the guard.
     pub force: bool,
+    /// A core is left idle by the pool of files (more jobs than files): each output is
+    /// surveyed on a thread of its own as it is written.
+    pub overlap: bool,
 }
 
 impl Settings {
@@ -247,6 +250,7 @@ impl Settings {
             backup: None,
             min_idle: Duration::ZERO,
             force: true,
+            overlap: false,
         }
     }
 }
@@ -262,7 +266,8 @@ pub fn plan_file(path: &Path, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Result
 /// agent's chain walk would stop at ([`Session::bridge`]). One read instead of three: a
 /// repaired output is planned again, held to the input's errors and looked at for a break
 /// from the same bytes.
-struct Survey {
+#[derive(Debug, PartialEq)]
+pub(crate) struct Survey {
     plan: Plan,
     errors: Kinds,
     bridge: Option<Option<Plan>>,
@@ -271,27 +276,132 @@ struct Survey {
 /// Errors counted by kind.
 type Kinds = std::collections::BTreeMap<crate::transcript::Kind, usize>;
 
+/// A [`Survey`] made of bytes as they are written: a repair's output is surveyed as it goes
+/// out, not read back after.
+struct Surveyor {
+    p: crate::transcript::Pipeline,
+    errors: ErrorTally,
+    /// Whether to look for a break.
+    bridge: bool,
+    /// The resume walk's session, until the stream turns out not to be Claude Code's.
+    session: Option<Session>,
+    fed: Result<(), crate::transcript::StrictStop>,
+}
+
+impl Surveyor {
+    /// `bridge`: look for a break too (Claude Code).
+    fn new(s: &Settings, bridge: bool) -> Surveyor {
+        Surveyor {
+            p: plan_pipeline(&Options { strict: false, jobs: 1, ..s.check.clone() }, s.orphans),
+            errors: ErrorTally::default(),
+            bridge,
+            session: bridge.then(Session::default),
+            fed: Ok(()),
+        }
+    }
+
+    /// The next bytes of the stream.
+    fn feed(&mut self, bytes: &[u8]) {
+        if self.fed.is_err() {
+            return;
+        }
+        if let Some(session) = self.session.as_mut() {
+            if self.p.checker().and_then(|c| c.settled_format()).is_some_and(|f| f != Format::ClaudeCode) {
+                self.session = None;
+            } else {
+                session.feed(bytes);
+            }
+        }
+        self.fed = self.p.feed(bytes);
+        self.errors.add(self.p.drain());
+    }
+
+    fn finish(self) -> anyhow::Result<Survey> {
+        let Surveyor { p, mut errors, bridge, session, fed } = self;
+        fed.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let plan = finish_plan(p, &mut errors).map_err(|e| anyhow::anyhow!("{e}"))?;
+        // A stream of another format has no break of Claude Code's walk to mend.
+        let claude = plan.format.is_none_or(|f| f == Format::ClaudeCode);
+        let bridge = bridge.then(|| {
+            session.filter(|_| claude).and_then(|mut session| {
+                session.end();
+                bridge_edit(&session)
+            })
+        });
+        Ok(Survey { plan, errors: errors.kinds(), bridge })
+    }
+}
+
+/// A [`Surveyor`] of a repair's output on this thread, or — when the file pool leaves a core
+/// idle ([`Settings::overlap`]) — on a thread of its own, fed in blocks while the output is
+/// planned and written, so that surveying the output costs no time beside writing it.
+enum Tee {
+    Here(Box<Surveyor>),
+    There { tx: std::sync::mpsc::SyncSender<Vec<u8>>, block: Vec<u8>, thread: std::thread::JoinHandle<anyhow::Result<Survey>> },
+}
+
+/// The blocks a [`Tee::There`] hands over (and how many may wait); small in the tests, so
+/// that their files cross many blocks.
+const TEE_BLOCK: usize = if cfg!(test) { 61 } else { 1 << 20 };
+const TEE_QUEUE: usize = 4;
+
+impl Tee {
+    fn new(s: &Settings, bridge: bool) -> Tee {
+        let here = || Tee::Here(Box::new(Surveyor::new(s, bridge)));
+        if !s.overlap {
+            return here();
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(TEE_QUEUE);
+        let settings = s.clone();
+        let spawned = std::thread::Builder::new().name("repair-survey".into()).spawn(move || {
+            let mut sv = Surveyor::new(&settings, bridge);
+            for block in rx {
+                sv.feed(&block);
+            }
+            sv.finish()
+        });
+        match spawned {
+            Ok(thread) => Tee::There { tx, block: Vec::with_capacity(TEE_BLOCK), thread },
+            // No thread to be had: the survey is made here.
+            Err(_) => here(),
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        match self {
+            Tee::Here(sv) => sv.feed(bytes),
+            Tee::There { tx, block, .. } => {
+                block.extend_from_slice(bytes);
+                if block.len() >= TEE_BLOCK {
+                    // A survey that ended early (its thread gone) says why at the end.
+                    let _ = tx.send(std::mem::replace(block, Vec::with_capacity(TEE_BLOCK)));
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> anyhow::Result<Survey> {
+        match self {
+            Tee::Here(sv) => sv.finish(),
+            Tee::There { tx, block, thread } => {
+                if !block.is_empty() {
+                    let _ = tx.send(block);
+                }
+                drop(tx);
+                thread.join().map_err(|_| anyhow::anyhow!("the survey of the repaired output stopped (a defect: please report it)"))?
+            }
+        }
+    }
+}
+
 /// Surveys what `r` reads (see [`Survey`]); `bridge`: look for a break too.
 fn survey(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>, bridge: bool) -> anyhow::Result<Survey> {
-    let mut p = plan_pipeline(&Options { strict: false, jobs: 1, ..s.check.clone() }, s.orphans);
-    let mut errors = ErrorTally::default();
-    let mut session = bridge.then(Session::default);
-    let mut fed = Ok(());
+    let mut sv = Surveyor::new(s, bridge);
     batch::read_to_end(r, buf, |chunk| {
-        if let Some(session) = session.as_mut() {
-            session.feed(chunk);
-        }
-        fed = p.feed(chunk);
-        errors.add(p.drain());
-        fed.is_ok()
+        sv.feed(chunk);
+        sv.fed.is_ok()
     })?;
-    fed.map_err(|e| anyhow::anyhow!("{e}"))?;
-    let plan = finish_plan(p, &mut errors).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let bridge = session.map(|mut session| {
-        session.end();
-        bridge_edit(&session)
-    });
-    Ok(Survey { plan, errors: errors.kinds(), bridge })
+    sv.finish()
 }
 
 /// Claude Code: the edit that mends a missing parent the agent's chain walk would stop at
@@ -336,7 +446,7 @@ fn error_kinds(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Re
 }
 
 /// Rewrites what `src` reads with `plan` into `dest`; rejects are added to `rejects` (none are
-/// written without it).
+/// written without it); what is written is surveyed by `tee`.
 fn rewrite(
     src: &mut impl Read,
     plan: &Plan,
@@ -344,6 +454,7 @@ fn rewrite(
     dest: &mut AtomicFile,
     mut rejects: Option<&mut Spool>,
     buf: &mut Vec<u8>,
+    mut tee: Option<&mut Tee>,
 ) -> anyhow::Result<RewriteLog> {
     let mut rw = Rewriter::new(plan, s.check.max_line_bytes);
     if rejects.is_none() {
@@ -352,6 +463,9 @@ fn rewrite(
     let mut failed: Option<std::io::Error> = None;
     let mut emit = |e: Emit<'_>| match e {
         Emit::Out(b) => {
+            if let Some(t) = tee.as_mut() {
+                t.feed(b);
+            }
             if failed.is_none() {
                 if let Err(err) = dest.write_all(b) {
                     failed = Some(err);
@@ -394,6 +508,8 @@ pub(crate) struct FirstRound {
     pub(crate) actions: Vec<Action>,
     /// The input's errors by kind, when the round read all of it as a transcript.
     pub(crate) errors: Option<Kinds>,
+    /// The output's survey, made as it was written (a transcript's output only).
+    pub(crate) survey: Option<Survey>,
 }
 
 impl FirstRound {
@@ -465,6 +581,29 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
     let mut reader = ReadAt::new(input, 0, limit);
     let mut win = batch::Window::new(buf, READ_CHUNK);
     let mut out = LazyOut::new(input, output, keep);
+    // The output is surveyed as it is written from the first edit on (until then it is the
+    // input, which a clean file never has to be read again for): what passed before is read
+    // from the input at that moment.
+    let mut tee: Option<Tee> = None;
+    let start = |tee: &mut Option<Tee>, same: u64| -> anyhow::Result<()> {
+        if tee.is_none() {
+            let mut t = Tee::new(s, true);
+            let mut before = Vec::new();
+            batch::read_to_end(&mut ReadAt::new(input, 0, Some(same)), &mut before, |chunk| {
+                t.feed(chunk);
+                true
+            })
+            .with_context(|| format!("reading {}", path.display()))?;
+            *tee = Some(t);
+        }
+        Ok(())
+    };
+    let emit = |tee: &mut Option<Tee>, out: &mut LazyOut<'_>, e: Emit<'_>| {
+        if let (Emit::Out(b), Some(t)) = (&e, tee.as_mut()) {
+            t.feed(b);
+        }
+        out.emit(e);
+    };
     let gave_up = loop {
         let n = win.fill(&mut reader).with_context(|| format!("reading {}", path.display()))?;
         if n == 0 {
@@ -475,8 +614,9 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
         }
         if stream.edited() {
             out.open()?;
+            start(&mut tee, out.same)?;
         }
-        match stream.write(win.held(), &mut |e| out.emit(e)) {
+        match stream.write(win.held(), &mut |e| emit(&mut tee, &mut out, e)) {
             Step::Consumed(k) => win.consume(k),
             Step::Abandon(why) => break Some(why),
         }
@@ -485,14 +625,16 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
     let Some(why) = gave_up else {
         if stream.edited() {
             out.open()?;
+            start(&mut tee, out.same)?;
         }
         let errors = Some(stream.take_errors().kinds());
-        let (plan, log) = stream.finish(win.held(), &mut |e| out.emit(e));
+        let (plan, log) = stream.finish(win.held(), &mut |e| emit(&mut tee, &mut out, e));
         out.check()?;
+        let survey = tee.map(Tee::finish).transpose()?;
         if let Some(f) = out.file.as_mut() {
             f.flush().with_context(|| format!("writing {}", output.display()))?;
         }
-        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions: Vec::new(), errors });
+        return Ok(FirstRound { plan, out: out.file, rejects: out.rejects, log, covered: reader.pos(), actions: Vec::new(), errors, survey });
     };
     tracing::debug!(file = %path.display(), ?why, "one-pass repair gave up: repairing in two passes");
     if buf.capacity() > 4 * READ_CHUNK {
@@ -517,13 +659,15 @@ fn first_round(path: &Path, input: &File, limit: Option<u64>, output: &Path, s: 
     let errors = Some(tally.kinds());
     let covered = reader.pos();
     if plan.is_empty() {
-        return Ok(FirstRound { plan, out: None, rejects: out.rejects, log: RewriteLog::default(), covered, actions: Vec::new(), errors });
+        return Ok(FirstRound { plan, out: None, rejects: out.rejects, log: RewriteLog::default(), covered, actions: Vec::new(), errors, survey: None });
     }
     let mut dest = AtomicFile::create(output, Some(keep)).with_context(|| format!("creating a temporary file beside {}", output.display()))?;
     // What the abandoned pass put aside is written again by the second.
     let mut rejects = Spool::new(output, Spool::LIMIT);
-    let log = rewrite(&mut ReadAt::new(input, 0, Some(covered)), &plan, s, &mut dest, Some(&mut rejects), buf).with_context(|| path.display().to_string())?;
-    Ok(FirstRound { plan, out: Some(dest), rejects, log, covered, actions: Vec::new(), errors })
+    let mut tee = Tee::new(s, true);
+    let log = rewrite(&mut ReadAt::new(input, 0, Some(covered)), &plan, s, &mut dest, Some(&mut rejects), buf, Some(&mut tee))
+        .with_context(|| path.display().to_string())?;
+    Ok(FirstRound { plan, out: Some(dest), rejects, log, covered, actions: Vec::new(), errors, survey: Some(tee.finish()?) })
 }
 
 /// `<dir>/<stem>.rejects.jsonl` beside `output`.
@@ -807,6 +951,9 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     }
     let first_edited = first.edited();
     let input_errors = first.errors.take();
+    // What the latest survey said of the output as it now stands (`None` once it is rewritten
+    // without one): the first round's output was surveyed as it was written.
+    let mut latest: Option<Survey> = first.survey.take().filter(|_| first_edited);
     // Claude Code: a line whose parent is missing (never written, or a line removed as
     // unreadable) stops the agent's chain walk on resume, and the history before it is not
     // sent. Only a file with such a line, or with lines removed, can have one.
@@ -817,8 +964,10 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     if may_break && !first_edited && salvaged.is_none() {
         if let Some(bp) = bridge_plan(&mut ReadAt::new(&file, 0, Some(covered)), buf).with_context(|| format!("reading {}", path.display()))? {
             let mut dest = AtomicFile::create(output, Some(keep)).with_context(|| format!("creating a temporary file beside {}", output.display()))?;
-            let log = rewrite(&mut ReadAt::new(&file, 0, Some(covered)), &bp, s, &mut dest, Some(&mut first.rejects), buf)
+            let mut tee = Tee::new(s, false);
+            let log = rewrite(&mut ReadAt::new(&file, 0, Some(covered)), &bp, s, &mut dest, Some(&mut first.rejects), buf, Some(&mut tee))
                 .with_context(|| path.display().to_string())?;
+            latest = Some(tee.finish()?);
             out = Some(dest);
             bridged_first = Some((bp, log));
         }
@@ -874,20 +1023,23 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     if let Some((bp, log)) = bridged_first {
         rounds.record(&bp, log);
     }
-    // What the latest survey said of `out` as it now stands (`None` once it is rewritten).
-    let mut latest: Option<Survey> = None;
     let bridge_at_end = may_break && bridge_last;
     while rounds.wants_another() {
         // The edits may have left new findings (two assistant turns side by side): check the
-        // output again.
-        let again = survey(&mut out.read_back()?, s, buf, bridge_at_end)?;
+        // output again (what its survey said as it was written).
+        let again = match latest.take() {
+            Some(l) => l,
+            None => survey(&mut out.read_back()?, s, buf, bridge_at_end)?,
+        };
         if rounds.verified(&again.plan) {
             latest = Some(again);
             break;
         }
         let mut next = AtomicFile::create(output, Some(keep))?;
-        let log = rewrite(&mut out.read_back()?, &again.plan, s, &mut next, None, buf)?;
+        let mut tee = Tee::new(s, bridge_at_end);
+        let log = rewrite(&mut out.read_back()?, &again.plan, s, &mut next, None, buf, Some(&mut tee))?;
         rounds.record(&again.plan, log);
+        latest = Some(tee.finish()?);
         out = next;
     }
     if bridge_at_end {
@@ -905,10 +1057,11 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
         };
         if let Some(bp) = looked {
             let mut next = AtomicFile::create(output, Some(keep))?;
-            let log = rewrite(&mut out.read_back()?, &bp, s, &mut next, None, buf)?;
+            let mut tee = Tee::new(s, false);
+            let log = rewrite(&mut out.read_back()?, &bp, s, &mut next, None, buf, Some(&mut tee))?;
             rounds.record(&bp, log);
             out = next;
-            let again = survey(&mut out.read_back()?, s, buf, false)?;
+            let again = tee.finish()?;
             rounds.verified(&again.plan);
             latest = Some(again);
         }
@@ -1050,7 +1203,7 @@ mod tests {
     fn a_survey_says_what_the_reads_it_replaces_say() {
         let s = Settings::copy(None, crate::transcript::lines::DEFAULT_MAX_LINE_BYTES, OrphanPolicy::Answer);
         let dir = tempfile::tempdir().unwrap();
-        let (mut buf, mut wrong, mut with_errors) = (Vec::new(), Vec::new(), 0);
+        let (mut buf, mut wrong, mut with_errors, mut surveyed_as_written) = (Vec::new(), Vec::new(), 0, 0);
         let files = transcripts();
         assert!(files.len() > 150, "{} files", files.len());
         for path in &files {
@@ -1069,14 +1222,30 @@ mod tests {
                 .unwrap();
                 finish_plan(p, &mut ErrorTally::default()).unwrap()
             };
-            let bridge = bridge_plan(&mut read(), &mut buf).unwrap();
+            // A break of Claude Code's walk is looked for in Claude Code's files.
+            let bridge = bridge_plan(&mut read(), &mut buf).unwrap().filter(|_| plan.format.is_none_or(|f| f == Format::ClaudeCode));
             let keep = Keep::of(&file.metadata().unwrap(), false);
-            let first = first_round(path, &file, None, &dir.path().join("out.jsonl"), &s, keep, &mut buf).unwrap();
+            let mut first = first_round(path, &file, None, &dir.path().join("out.jsonl"), &s, keep, &mut buf).unwrap();
             if looked.errors != checked || looked.plan != plan || looked.bridge != Some(bridge) || first.errors.as_ref() != Some(&checked) {
                 wrong.push(format!("{}: check {checked:?}, survey {:?}, first round {:?}", path.display(), looked.errors, first.errors));
+            }
+            // The first round's output, surveyed as it was written, as when it is read back;
+            // and the same on a thread of its own.
+            let overlapped = first_round(path, &file, None, &dir.path().join("out2.jsonl"), &Settings { overlap: true, ..s.clone() }, keep, &mut buf).unwrap();
+            if overlapped.survey != first.survey {
+                wrong.push(format!("{}: output surveyed on a thread {:?}, here {:?}", path.display(), overlapped.survey, first.survey));
+            }
+            if first.edited() {
+                surveyed_as_written += 1;
+                let out = first.out.as_mut().expect("an edited first round has an output");
+                let back = survey(&mut out.read_back().unwrap(), &s, &mut buf, true).unwrap();
+                if first.survey.as_ref() != Some(&back) {
+                    wrong.push(format!("{}: output surveyed as written {:?}, read back {back:?}", path.display(), first.survey));
+                }
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
         assert!(with_errors > 50, "only {with_errors} files with errors: the test would prove little");
+        assert!(surveyed_as_written > 50, "only {surveyed_as_written} outputs surveyed as written");
     }
 }
