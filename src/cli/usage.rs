@@ -99,7 +99,7 @@ type Row = (Option<String>, Option<Format>, String, Usage, Usage);
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
     if paths.is_empty() {
-        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions exists");
+        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.qwen/projects exists");
     }
     let found = batch::expand(&paths);
     let inputs = found.inputs;

@@ -98,6 +98,14 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
         (Format::Pi, Kind::OrphanResult) => Some(OnResume::Refused(
             "on resume Pi sends it as it is, and the provider refuses it (Anthropic: \"unexpected `tool_use_id` found in `tool_result` blocks\")",
         )),
+        // Qwen Code's `repairOrphanedToolUseTurns` and its OpenAI converter's
+        // `cleanOrphanedToolCalls` (modelled from its source, `context` checked against the agent).
+        (Format::Qwen, Kind::OrphanCall | Kind::UnansweredCall) => {
+            Some(OnResume::Agent("on resume Qwen Code answers it with an error (\"Tool execution result was not recorded\"): its real result is lost"))
+        }
+        (Format::Qwen, Kind::OrphanResult) => {
+            Some(OnResume::Agent("on resume Qwen Code does not send it (its OpenAI converter drops a tool message without its call)"))
+        }
         (Format::Anthropic, Kind::OrphanCall | Kind::UnansweredCall) => {
             Some(OnResume::Refused("the API refuses it: \"`tool_use` ids were found without `tool_result` blocks immediately after\""))
         }
