@@ -684,11 +684,12 @@ fn qwen_resume(cli: &Path, node: &Path, file: &Path, work: &Path) -> Value {
 /// Chat Completions with tool calls: a session it writes checks clean (the tool really ran);
 /// killed while the tool runs it leaves an orphan call. For every Qwen Code file of the test
 /// data (the check and context cases, the sessions it wrote: healthy, killed mid-tool, killed
-/// mid-stream, compressed, killed mid-compression), those two, and each check case repaired,
-/// the request Qwen Code sends on `--resume` is what `transcriptd context` prints, message for
-/// message: the chain from the last record, a compression's history, its error result for a
-/// call left open, a result without its call not sent. The killed session repaired resumes
-/// with the repair's result in place of Qwen Code's own.
+/// mid-stream, compressed, killed mid-compression, resumed after the kill mid-tool), those two,
+/// and each check case repaired, the request Qwen Code sends on `--resume` is what
+/// `transcriptd context` prints, message for message: the chain from the last record, a
+/// compression's history, its error result for a call left open, consecutive user turns as
+/// one, a result without its call not sent. The killed session repaired resumes with the
+/// repair's result in place of Qwen Code's own.
 #[test]
 fn qwen_writes_sessions_check_reads_and_resumes_what_context_prints() {
     let Some((cli, node)) = qwen_or_skip() else { return };

@@ -520,12 +520,86 @@ fn role(v: &Value) -> Option<&str> {
     v.get("role").and_then(Value::as_str)
 }
 
+/// A JSON value as JavaScript tests it (`!value` is false).
+fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|n| n != 0.0),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(_) | Value::Object(_)) => true,
+    }
+}
+
+/// `isValidContent`: parts, none without keys, and no text part that is `""` (unless a
+/// thought, signed, or a call).
+fn valid_content(v: &Value) -> bool {
+    let parts = parts_of(v);
+    !parts.is_empty()
+        && parts.iter().all(|p| {
+            // `Object.keys(part).length === 0`.
+            let empty = match p {
+                Value::Object(o) => o.is_empty(),
+                Value::String(s) => s.is_empty(),
+                Value::Array(a) => a.is_empty(),
+                Value::Null | Value::Bool(_) | Value::Number(_) => true,
+            };
+            let blank = p.get("text").and_then(Value::as_str) == Some("")
+                && !truthy(p.get("thought"))
+                && !truthy(p.get("thoughtSignature"))
+                && p.get("functionCall").is_none();
+            !empty && !blank
+        })
+}
+
+/// The model's fail-fast placeholder answer (`isDegradedPlaceholderTurn`): text or thought
+/// parts only, their text (thoughts left out) saying `(request timeout)`.
+fn degraded(v: &Value) -> bool {
+    let parts = parts_of(v);
+    !parts.is_empty()
+        && parts.iter().all(|p| p.get("functionCall").is_none() && (truthy(p.get("thought")) || p.get("text").is_some()))
+        && parts.iter().filter(|p| !truthy(p.get("thought"))).filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<String>().trim()
+            == "(request timeout)"
+}
+
+/// `extractCuratedHistory`, the history a request carries: a user `Content` right after another
+/// joins it (their parts one list); a run of model `Content`s is kept only when every one of
+/// them is valid ([`valid_content`]), its placeholder answers left out.
+fn curate(history: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(history.len());
+    let mut run: Vec<Value> = Vec::new();
+    let end_run = |out: &mut Vec<Value>, run: &mut Vec<Value>| {
+        if run.iter().all(valid_content) {
+            out.extend(run.drain(..).filter(|v| !degraded(v)));
+        }
+        run.clear();
+    };
+    for v in history {
+        if role(&v) == Some("user") {
+            end_run(&mut out, &mut run);
+            match out.last_mut().filter(|l| role(l) == Some("user")) {
+                Some(last) => {
+                    let mut parts = parts_of(last).to_vec();
+                    parts.extend(parts_of(&v).iter().cloned());
+                    last["parts"] = Value::Array(parts);
+                }
+                None => out.push(v),
+            }
+        } else {
+            run.push(v);
+        }
+    }
+    end_run(&mut out, &mut run);
+    out
+}
+
 /// What Qwen Code does to the history before it sends it on resume:
 /// `repairOrphanedToolUseTurns` (each model turn's calls answered in the user turn right after
 /// it: a result found in a later user turn is moved there, a duplicate removed, a missing one
 /// made, `{error: ORPHAN_REASON}`, before the turn's other parts; user turns left empty go),
-/// then what the OpenAI converter's `cleanOrphanedToolCalls` drops: a result whose call is not
-/// in the model turn before it (and a user turn left with nothing).
+/// then the history a request carries ([`curate`]: consecutive user turns joined, invalid model
+/// turns left out), then what the OpenAI converter's `cleanOrphanedToolCalls` drops: a result
+/// whose call is not in the model turn before it (and a user turn left with nothing).
 pub fn transform(mut history: Vec<Value>) -> Vec<Value> {
     let mut i = 0;
     while i < history.len() {
@@ -603,6 +677,7 @@ pub fn transform(mut history: Vec<Value>) -> Vec<Value> {
         }
         i += 1;
     }
+    let history = curate(history);
     // The converter: a result is sent only right after the model turn that made its call.
     let mut out: Vec<Value> = Vec::with_capacity(history.len());
     let mut calls: Vec<String> = Vec::new();
@@ -709,5 +784,30 @@ mod tests {
         let ids: Vec<&str> = parts_of(&out[2]).iter().filter_map(response_id).collect();
         assert_eq!(ids, ["c1", "c2"]);
         assert_eq!(out[2]["parts"][1]["functionResponse"]["response"]["error"], ORPHAN_REASON);
+    }
+
+    #[test]
+    fn curated_history_joins_user_turns_and_leaves_out_invalid_model_runs() {
+        let h = vec![
+            json!({"role":"user","parts":[{"text":"a"}]}),
+            json!({"role":"user","parts":[{"text":"b"}]}),
+            json!({"role":"model","parts":[{"text":"kept"}]}),
+            json!({"role":"model","parts":[{"text":"(request timeout)"}]}),
+            json!({"role":"user","parts":[{"text":"c"}]}),
+            json!({"role":"model","parts":[{"text":"x"}]}),
+            json!({"role":"model","parts":[{"text":""}]}),
+            json!({"role":"user","parts":[{"text":"d"}]}),
+        ];
+        let out = curate(h);
+        assert_eq!(
+            out,
+            [
+                json!({"role":"user","parts":[{"text":"a"},{"text":"b"}]}),
+                json!({"role":"model","parts":[{"text":"kept"}]}),
+                json!({"role":"user","parts":[{"text":"c"},{"text":"d"}]}),
+            ]
+        );
+        assert!(valid_content(&json!({"parts":[{"text":"","thought":true}]})));
+        assert!(!valid_content(&json!({"parts":[{}]})) && !valid_content(&json!({"parts":[]})));
     }
 }

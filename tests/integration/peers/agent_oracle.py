@@ -1177,8 +1177,12 @@ def compare(agent, request, records, prompt="continue"):
     body = request.get("body", request)
     if agent == "qwen":
         a = _qwen_norm(body.get("messages") or [], True)
-        if a and a[-1].get("role") == "user" and any(x.strip() == prompt for x in texts_of(a[-1].get("content"))):
-            a = a[:-1]
+        # The new prompt: the last text of the last user message (Qwen Code joins it to a user
+        # message the history ends with).
+        if a and a[-1].get("role") == "user" and a[-1]["content"] and a[-1]["content"][-1].get("text", "").strip() == prompt:
+            a[-1]["content"] = a[-1]["content"][:-1]
+            if not a[-1]["content"]:
+                a = a[:-1]
         t = _qwen_norm(_qwen_openai(records), False)
     elif agent == "pi":
         a = _drop_new_turn_pi([{"role": m.get("role"), "content": [_strip_cache_control(b) for b in m["content"]] if isinstance(m.get("content"), list) else m.get("content")}
