@@ -16,7 +16,7 @@ use std::time::Instant;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
-    /// standard locations, ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions.
+    /// standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.qwen/projects.
     pub paths: Vec<PathBuf>,
     /// Stop at the first line that cannot be read and exit 2, naming file and line.
     #[arg(long)]

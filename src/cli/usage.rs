@@ -20,7 +20,7 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
-    /// standard locations, ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions.
+    /// standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.qwen/projects.
     pub paths: Vec<PathBuf>,
     /// Totals per file and model instead of per model over every file.
     #[arg(long)]

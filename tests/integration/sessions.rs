@@ -509,3 +509,51 @@ fn pi_sessions_are_found_in_pis_own_place() {
         );
     }
 }
+
+/// Qwen Code's sessions, where Qwen Code keeps them
+/// (`~/.qwen/projects/<sanitized cwd>/chats/<sessionId>.jsonl`, or `projects` under
+/// `$QWEN_HOME`), are found with no path by `sessions`, `show`, `check`, `usage` and `history`,
+/// by the id in their name; tokens are counted by model (the cached prompt tokens apart).
+#[test]
+fn qwen_sessions_are_found_in_qwen_codes_own_place() {
+    const QWEN_ID: &str = "7d1e6f0a-2b3c-4d5e-8f90-a1b2c3d4e5f6";
+    for custom in [false, true] {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let base = if custom { h.join("elsewhere/qwen") } else { h.join(".qwen") };
+        put_fixture("check/qwen/0002_killed_mid_tool.jsonl", &base.join("projects/-work-p/chats").join(format!("{QWEN_ID}.jsonl")));
+        let run = |args: &[&str]| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_transcriptd"));
+            c.env("HOME", h).env_remove("QWEN_HOME").env_remove("QWEN_RUNTIME_DIR").args(args);
+            if custom {
+                c.env("QWEN_HOME", "~/elsewhere/qwen");
+            }
+            c.output().unwrap()
+        };
+        let out = run(&["sessions", "list", "-o", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let rows = json_lines(&out);
+        assert_eq!(ids(&rows), [QWEN_ID], "custom dir: {custom}");
+        assert_eq!(rows[0]["format"], "qwen");
+        let show = run(&["show", "7d1e6f0a"]);
+        // Exit 1: the session has a finding (its open call).
+        assert_eq!(show.status.code(), Some(1), "{}", stderr(&show));
+        assert!(stdout(&show).contains("format       qwen"), "{}", stdout(&show));
+        let check = run(&["check", "-o", "json"]);
+        assert_eq!(check.status.code(), Some(1), "{}", stderr(&check));
+        let kinds: Vec<String> = json_lines(&check).iter().filter_map(|f| f["kind"].as_str().map(str::to_owned)).collect();
+        assert_eq!(kinds, ["orphan_call"]);
+        let usage = run(&["usage", "-o", "json"]);
+        assert_eq!(usage.status.code(), Some(0), "{}", stderr(&usage));
+        let u = &json_lines(&usage)[0];
+        assert_eq!(
+            (&u["model"], &u["input_tokens"], &u["output_tokens"], &u["cache_read_input_tokens"], &u["cache_creation_input_tokens"]),
+            (&"qwen3-coder-plus".into(), &200.into(), &40.into(), &1000.into(), &0.into())
+        );
+        let file = base.join("projects/-work-p/chats").join(format!("{QWEN_ID}.jsonl"));
+        let history = run(&["history", "-o", "text", file.to_str().unwrap()]);
+        assert!(matches!(history.status.code(), Some(0 | 1)), "{}", stderr(&history));
+        let text = stdout(&history);
+        assert!(text.contains("list the files") && text.contains("[call run_shell_command call_0a1b2c3d4e5f]"), "{text}");
+    }
+}

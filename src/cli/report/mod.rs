@@ -41,7 +41,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin, as for `check`.
-    /// Default: the standard locations, ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions.
+    /// Default: the standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.qwen/projects.
     pub paths: Vec<PathBuf>,
     /// Write the report to FILE as one self-contained HTML page (no script, nothing fetched).
     #[arg(long, value_name = "FILE")]
