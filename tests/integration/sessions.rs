@@ -557,3 +557,46 @@ fn qwen_sessions_are_found_in_qwen_codes_own_place() {
         assert!(text.contains("list the files") && text.contains("[call run_shell_command call_0a1b2c3d4e5f]"), "{text}");
     }
 }
+
+/// `run` with no configuration and no `--watch` watches Qwen Code's place too
+/// (`~/.qwen/projects`): a session already there is opened as a Qwen Code file.
+#[test]
+fn run_with_no_paths_watches_qwen_codes_place() {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    put_fixture("check/qwen/0002_killed_mid_tool.jsonl", &h.join(".qwen/projects/-work-p/chats/7d1e6f0a-2b3c-4d5e-8f90-a1b2c3d4e5f6.jsonl"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+        .env("HOME", h)
+        .env_remove("QWEN_HOME")
+        .env_remove("QWEN_RUNTIME_DIR")
+        .args(["run", "--no-metrics", "--state-dir", h.join("state").to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut opened = None;
+    while opened.is_none() && std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            let v: Value = serde_json::from_str(&l).unwrap_or(Value::Null);
+            if v["type"] == "file_opened" {
+                opened = Some(v);
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let opened = opened.expect("the daemon opened no file in 30 s");
+    assert_eq!(opened["format"], "qwen", "{opened}");
+    assert!(opened["file"].as_str().is_some_and(|f| f.ends_with(".qwen/projects/-work-p/chats/7d1e6f0a-2b3c-4d5e-8f90-a1b2c3d4e5f6.jsonl")), "{opened}");
+}
