@@ -512,7 +512,8 @@ fn pi_sessions_are_found_in_pis_own_place() {
 
 /// Qwen Code's sessions, where Qwen Code keeps them
 /// (`~/.qwen/projects/<sanitized cwd>/chats/<sessionId>.jsonl`, or `projects` under
-/// `$QWEN_HOME`), are found with no path by `sessions`, `show`, `check`, `usage` and `history`,
+/// `$QWEN_HOME`), are found with no path by `sessions`, `show`, `check`, `usage` and `report`,
+/// and read by `history`,
 /// by the id in their name; tokens are counted by model (the cached prompt tokens apart).
 #[test]
 fn qwen_sessions_are_found_in_qwen_codes_own_place() {
@@ -550,6 +551,12 @@ fn qwen_sessions_are_found_in_qwen_codes_own_place() {
             (&u["model"], &u["input_tokens"], &u["output_tokens"], &u["cache_read_input_tokens"], &u["cache_creation_input_tokens"]),
             (&"qwen3-coder-plus".into(), &200.into(), &40.into(), &1000.into(), &0.into())
         );
+        // Exit 0: a report is made whatever the findings.
+        let report = run(&["report", "-o", "json", "--no-summary"]);
+        assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
+        let r: Value = serde_json::from_slice(&report.stdout).unwrap();
+        assert_eq!((&r["formats"][0]["format"], &r["formats"][0]["errors"]), (&"qwen".into(), &1.into()), "{r}");
+        assert_eq!((&r["tokens"]["by_model"][0]["model"], &r["tokens"]["by_model"][0]["input"]), (&"qwen3-coder-plus".into(), &200.into()), "{r}");
         let file = base.join("projects/-work-p/chats").join(format!("{QWEN_ID}.jsonl"));
         let history = run(&["history", "-o", "text", file.to_str().unwrap()]);
         assert!(matches!(history.status.code(), Some(0 | 1)), "{}", stderr(&history));
