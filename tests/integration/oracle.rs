@@ -685,7 +685,7 @@ fn qwen_resume(cli: &Path, node: &Path, file: &Path, work: &Path) -> Value {
 /// killed while the tool runs it leaves an orphan call. For every Qwen Code file of the test
 /// data (the check and context cases, the sessions it wrote: healthy, killed mid-tool, killed
 /// mid-stream, compressed, killed mid-compression, resumed after the kill mid-tool), those two,
-/// and each check case repaired, the request Qwen Code sends on `--resume` is what
+/// and each check case and broken session repaired, the request Qwen Code sends on `--resume` is what
 /// `transcriptd context` prints, message for message: the chain from the last record, a
 /// compression's history, its error result for a call left open, consecutive user turns as
 /// one, a result without its call not sent. The killed session repaired resumes with the
@@ -718,7 +718,9 @@ fn qwen_writes_sessions_check_reads_and_resumes_what_context_prints() {
         files.extend(super::support::jsonl_files(&super::support::data(dir)));
     }
     let repaired = tmp.path().join("repaired");
-    for f in super::support::jsonl_files(&super::support::data("check/qwen")) {
+    // The check cases and the broken sessions Qwen Code wrote (killed mid-tool, resumed after it).
+    let broken = ["check/qwen", "agents/sessions/qwen-code-0.24.4"].map(|d| super::support::jsonl_files(&super::support::data(d)));
+    for f in broken.concat() {
         let o = transcriptd(&["repair", "--no-summary", "--out", repaired.to_str().unwrap(), f.to_str().unwrap()]);
         assert!(o.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&o.stderr));
         let out = repaired.join(f.file_name().unwrap());
