@@ -205,7 +205,8 @@ pub fn jobs(requested: Option<usize>) -> usize {
 }
 
 /// The standard transcript locations that exist on this machine: `~/.claude/projects`,
-/// `~/.codex/sessions` and Pi's sessions ([`pi_sessions_dir`]).
+/// `~/.codex/sessions`, Pi's sessions ([`pi_sessions_dir`]) and Qwen Code's
+/// ([`qwen_projects_dir`]).
 pub fn default_roots() -> Vec<std::path::PathBuf> {
     let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
     standard_roots(&home).into_iter().filter(|p| p.is_dir()).collect()
@@ -214,17 +215,33 @@ pub fn default_roots() -> Vec<std::path::PathBuf> {
 /// The standard transcript locations under `home`, whether they exist or not (the daemon
 /// watches them once they appear): the one list of them.
 pub fn standard_roots(home: &std::path::Path) -> Vec<std::path::PathBuf> {
-    vec![home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(home)]
+    vec![home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(home), qwen_projects_dir(home)]
+}
+
+/// `~` and `~/` expanded, as Pi and Qwen Code do with their directory variables.
+fn expand_home(home: &std::path::Path, d: String) -> std::path::PathBuf {
+    match d.as_str() {
+        "~" => home.to_path_buf(),
+        _ if d.starts_with("~/") => home.join(&d[2..]),
+        _ => std::path::PathBuf::from(d),
+    }
+}
+
+/// Where Qwen Code keeps its sessions (`<dir>/<sanitized cwd>/chats/<sessionId>.jsonl`):
+/// `projects` in its runtime directory, `$QWEN_RUNTIME_DIR`, else `$QWEN_HOME`, else `~/.qwen`
+/// (`Storage.getRuntimeBaseDir`, `getGlobalQwenDir`).
+pub fn qwen_projects_dir(home: &std::path::Path) -> std::path::PathBuf {
+    let var = |k: &str| std::env::var(k).ok().filter(|d| !d.is_empty());
+    match var("QWEN_RUNTIME_DIR").or_else(|| var("QWEN_HOME")) {
+        Some(d) => expand_home(home, d).join("projects"),
+        None => home.join(".qwen/projects"),
+    }
 }
 
 /// Where Pi keeps its sessions: `$PI_CODING_AGENT_SESSION_DIR`, else `sessions` in its agent
 /// directory, `$PI_CODING_AGENT_DIR` or `~/.pi/agent` (`~` and `~/` expanded, as Pi does).
 pub fn pi_sessions_dir(home: &std::path::Path) -> std::path::PathBuf {
-    let expand = |d: String| match d.as_str() {
-        "~" => home.to_path_buf(),
-        _ if d.starts_with("~/") => home.join(&d[2..]),
-        _ => std::path::PathBuf::from(d),
-    };
+    let expand = |d: String| expand_home(home, d);
     let var = |k: &str| std::env::var(k).ok().filter(|d| !d.is_empty());
     match (var("PI_CODING_AGENT_SESSION_DIR"), var("PI_CODING_AGENT_DIR")) {
         (Some(d), _) => expand(d),
@@ -240,7 +257,7 @@ pub fn roots_or_default(given: &[std::path::PathBuf]) -> anyhow::Result<Vec<std:
     }
     let roots = default_roots();
     if roots.is_empty() {
-        anyhow::bail!("no root given, and none of ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions exists");
+        anyhow::bail!("no root given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.qwen/projects exists");
     }
     Ok(roots)
 }

@@ -26,6 +26,8 @@ pub fn canonical(out: &mut dyn Write, record: &[u8], format: Format) -> io::Resu
         // The others are API messages: `{"role", "content"}`.
         // Pi's records are its own messages: `{"role", "content"}` with `toolCall` blocks.
         Format::Pi => (Format::Pi, v["role"].as_str().unwrap_or("")),
+        // Qwen Code's are Gemini `Content`s: `{"role": "user" | "model", "parts"}`.
+        Format::Qwen => (Format::Qwen, v["role"].as_str().unwrap_or("")),
         Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => (Format::Anthropic, v["role"].as_str().unwrap_or("")),
     };
     parts(out, &format!("{:>6}", ""), &safe::line(role), &render_parts(&v, shape))
@@ -59,6 +61,8 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
         Format::Codex => v.get("payload").unwrap_or(v),
         // A Pi line is an entry holding its message; a record is the message.
         Format::Pi => v.get("message").unwrap_or(v),
+        // A Qwen Code line is a record holding its `Content`; a record is the `Content`.
+        Format::Qwen => v.get("message").unwrap_or(v),
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
     };
     let mut parts = Vec::new();
@@ -81,6 +85,8 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
         Some(Value::Array(blocks)) => parts.extend(blocks.iter().map(render_block)),
         _ => {}
     }
+    // Gemini `Content` parts (Qwen Code).
+    parts.extend(msg.get("parts").and_then(Value::as_array).into_iter().flatten().map(render_part));
     for call in msg.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
         let f = &call["function"];
         parts.push(format!("[call {} {}] {}", safe::line(f["name"].as_str().unwrap_or("?")), call_id(call), text_of(&f["arguments"])));
@@ -110,6 +116,21 @@ fn render_block(b: &Value) -> String {
         "tool_result" => format!("[result {}] {}", safe::line(b["tool_use_id"].as_str().unwrap_or("")), text_of(&b["content"])),
         "" => text_of(b),
         other => format!("[{}]", safe::line(other)),
+    }
+}
+
+/// One part of a Gemini `Content` (Qwen Code): text, thought, `functionCall`, `functionResponse`.
+fn render_part(p: &Value) -> String {
+    if let Some(c) = p.get("functionCall") {
+        return format!("[call {} {}] {}", safe::line(c["name"].as_str().unwrap_or("?")), safe::line(c["id"].as_str().unwrap_or("")), text_of(&c["args"]));
+    }
+    if let Some(r) = p.get("functionResponse") {
+        return format!("[result {}] {}", safe::line(r["id"].as_str().unwrap_or("")), text_of(&r["response"]));
+    }
+    match p.get("text").and_then(Value::as_str) {
+        Some(t) if p.get("thought") == Some(&Value::Bool(true)) => format!("[thinking] {t}"),
+        Some(t) => t.to_owned(),
+        None => p.as_object().and_then(|o| o.keys().next()).map_or_else(String::new, |k| format!("[{}]", safe::line(k))),
     }
 }
 

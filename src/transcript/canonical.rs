@@ -29,7 +29,7 @@
 //! Calling order: [`Canonical::push`] lines oldest first, then [`Canonical::finish`] once.
 
 use super::formats::claude_code::ClaudeFields;
-use super::formats::{codex, pi, Format};
+use super::formats::{codex, pi, qwen, Format};
 use super::model::{Entry, Role};
 use super::scan::{self, Kind, Scanner};
 use std::borrow::Cow;
@@ -142,6 +142,7 @@ impl<'a> Canonical<'a> {
             }
             Format::Codex => self.codex(line, bytes, out),
             Format::Pi => self.pi(line, bytes, out),
+            Format::Qwen => self.qwen(line, bytes, out),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
                 if scan::object_line(bytes, |s, _| s.skip()).is_ok() {
                     self.write_object(line, bytes, out);
@@ -274,6 +275,20 @@ impl<'a> Canonical<'a> {
             return out(rec.as_bytes());
         }
         if let Some(r) = pi::record_bytes(bytes) {
+            self.write_object(line, &r, out);
+        }
+    }
+
+    /// A Qwen Code record: the `Content`s it adds to what Qwen Code sends ([`qwen::records`]);
+    /// in `history` a compression is the marker `{"type": "compact_boundary", "line": N}` in
+    /// place (its `compressedHistory` is not what was said there).
+    fn qwen(&mut self, line: Option<u64>, bytes: &[u8], out: &mut impl FnMut(&[u8])) {
+        if self.mode == Mode::History && qwen::Fields::read(bytes).is_ok_and(|f| f.compression) {
+            return out(format!("{{\"type\":\"compact_boundary\",\"line\":{}}}\n", line.unwrap_or(0)).as_bytes());
+        }
+        let mut found: Vec<Vec<u8>> = Vec::new();
+        qwen::records(bytes, &mut |r| found.push(r.to_vec()));
+        for r in found {
             self.write_object(line, &r, out);
         }
     }

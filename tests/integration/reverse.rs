@@ -16,7 +16,8 @@ use transcriptd::transcript::reverse::SourceLine;
 use transcriptd::transcript::{check_bytes, Format};
 
 /// The context a forward read finds: complete lines within the limit, after the last Claude
-/// boundary, or the Codex scan fed from an in-memory list, Pi's resume order, or everything.
+/// boundary, or the Codex scan fed from an in-memory list, Pi's or Qwen Code's resume order, or
+/// everything.
 fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
     let (_, _, format) = check_bytes(input, Default::default()).unwrap();
     let mut all = Vec::new();
@@ -72,6 +73,17 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
             let fields: Vec<Option<pi::Fields>> =
                 all.iter().map(|l| std::str::from_utf8(&l.bytes).ok().and_then(|_| pi::Fields::read(&l.bytes).ok())).collect();
             let (order, _) = pi::resume_order(&fields);
+            let mut all: Vec<Option<SourceLine>> = all.into_iter().map(Some).collect();
+            order.into_iter().filter_map(|i| all[i].take()).collect()
+        }
+        Some(Format::Qwen) => {
+            // Qwen Code loads the whole file and sends the chain from its last conversation
+            // record, from the last compression on it (its truth is Qwen Code itself:
+            // oracle.rs); here, the same order read forwards.
+            use transcriptd::transcript::formats::qwen;
+            let fields: Vec<Option<qwen::Fields>> =
+                all.iter().map(|l| std::str::from_utf8(&l.bytes).ok().and_then(|_| qwen::Fields::read(&l.bytes).ok())).collect();
+            let (order, _) = qwen::resume_order(&fields);
             let mut all: Vec<Option<SourceLine>> = all.into_iter().map(Some).collect();
             order.into_iter().filter_map(|i| all[i].take()).collect()
         }

@@ -400,7 +400,7 @@ fn standard_locations_are_used_without_a_root() {
     let empty = tempfile::tempdir().unwrap();
     let out = transcriptd_home(empty.path(), &["sessions", "list"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("none of ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions exists"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.qwen/projects exists"), "{}", stderr(&out));
     let missing_root = transcriptd(&["sessions", "list", "/nonexistent/root"]);
     assert_eq!(missing_root.status.code(), Some(2));
     assert!(stderr(&missing_root).contains("/nonexistent/root"));
@@ -508,4 +508,102 @@ fn pi_sessions_are_found_in_pis_own_place() {
             (&"claude-sonnet-4-5".into(), &10.into(), &5.into(), &100.into(), &20.into())
         );
     }
+}
+
+/// Qwen Code's sessions, where Qwen Code keeps them
+/// (`~/.qwen/projects/<sanitized cwd>/chats/<sessionId>.jsonl`, or `projects` under
+/// `$QWEN_HOME`), are found with no path by `sessions`, `show`, `check`, `usage` and `report`,
+/// and read by `history`,
+/// by the id in their name; tokens are counted by model (the cached prompt tokens apart).
+#[test]
+fn qwen_sessions_are_found_in_qwen_codes_own_place() {
+    const QWEN_ID: &str = "7d1e6f0a-2b3c-4d5e-8f90-a1b2c3d4e5f6";
+    for custom in [false, true] {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let base = if custom { h.join("elsewhere/qwen") } else { h.join(".qwen") };
+        put_fixture("check/qwen/0002_killed_mid_tool.jsonl", &base.join("projects/-work-p/chats").join(format!("{QWEN_ID}.jsonl")));
+        let run = |args: &[&str]| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_transcriptd"));
+            c.env("HOME", h).env_remove("QWEN_HOME").env_remove("QWEN_RUNTIME_DIR").args(args);
+            if custom {
+                c.env("QWEN_HOME", "~/elsewhere/qwen");
+            }
+            c.output().unwrap()
+        };
+        let out = run(&["sessions", "list", "-o", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let rows = json_lines(&out);
+        assert_eq!(ids(&rows), [QWEN_ID], "custom dir: {custom}");
+        assert_eq!(rows[0]["format"], "qwen");
+        let show = run(&["show", "7d1e6f0a"]);
+        // Exit 1: the session has a finding (its open call).
+        assert_eq!(show.status.code(), Some(1), "{}", stderr(&show));
+        assert!(stdout(&show).contains("format       qwen"), "{}", stdout(&show));
+        let check = run(&["check", "-o", "json"]);
+        assert_eq!(check.status.code(), Some(1), "{}", stderr(&check));
+        let kinds: Vec<String> = json_lines(&check).iter().filter_map(|f| f["kind"].as_str().map(str::to_owned)).collect();
+        assert_eq!(kinds, ["orphan_call"]);
+        let usage = run(&["usage", "-o", "json"]);
+        assert_eq!(usage.status.code(), Some(0), "{}", stderr(&usage));
+        let u = &json_lines(&usage)[0];
+        assert_eq!(
+            (&u["model"], &u["input_tokens"], &u["output_tokens"], &u["cache_read_input_tokens"], &u["cache_creation_input_tokens"]),
+            (&"qwen3-coder-plus".into(), &200.into(), &40.into(), &1000.into(), &0.into())
+        );
+        // Exit 0: a report is made whatever the findings.
+        let report = run(&["report", "-o", "json", "--no-summary"]);
+        assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
+        let r: Value = serde_json::from_slice(&report.stdout).unwrap();
+        assert_eq!((&r["formats"][0]["format"], &r["formats"][0]["errors"]), (&"qwen".into(), &1.into()), "{r}");
+        assert_eq!((&r["tokens"]["by_model"][0]["model"], &r["tokens"]["by_model"][0]["input"]), (&"qwen3-coder-plus".into(), &200.into()), "{r}");
+        let file = base.join("projects/-work-p/chats").join(format!("{QWEN_ID}.jsonl"));
+        let history = run(&["history", "-o", "text", file.to_str().unwrap()]);
+        assert!(matches!(history.status.code(), Some(0 | 1)), "{}", stderr(&history));
+        let text = stdout(&history);
+        assert!(text.contains("list the files") && text.contains("[call run_shell_command call_0a1b2c3d4e5f]"), "{text}");
+    }
+}
+
+/// `run` with no configuration and no `--watch` watches Qwen Code's place too
+/// (`~/.qwen/projects`): a session already there is opened as a Qwen Code file.
+#[test]
+fn run_with_no_paths_watches_qwen_codes_place() {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    put_fixture("check/qwen/0002_killed_mid_tool.jsonl", &h.join(".qwen/projects/-work-p/chats/7d1e6f0a-2b3c-4d5e-8f90-a1b2c3d4e5f6.jsonl"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+        .env("HOME", h)
+        .env_remove("QWEN_HOME")
+        .env_remove("QWEN_RUNTIME_DIR")
+        .args(["run", "--no-metrics", "--state-dir", h.join("state").to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut opened = None;
+    while opened.is_none() && std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            let v: Value = serde_json::from_str(&l).unwrap_or(Value::Null);
+            if v["type"] == "file_opened" {
+                opened = Some(v);
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let opened = opened.expect("the daemon opened no file in 30 s");
+    assert_eq!(opened["format"], "qwen", "{opened}");
+    assert!(opened["file"].as_str().is_some_and(|f| f.ends_with(".qwen/projects/-work-p/chats/7d1e6f0a-2b3c-4d5e-8f90-a1b2c3d4e5f6.jsonl")), "{opened}");
 }

@@ -22,7 +22,7 @@ use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::claude_code::ClaudeFields;
 use crate::transcript::formats::codex::ItemKind;
-use crate::transcript::formats::{pi, Detector, Format};
+use crate::transcript::formats::{pi, qwen, Detector, Format};
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::{LineBytes, Page, RevItem, SourceLine};
 
@@ -95,6 +95,8 @@ enum Route {
     Whole(Vec<SourceLine>),
     /// Pi: the whole file (newest first), for the walk from its last entry to the root.
     Pi(Vec<SourceLine>),
+    /// Qwen Code: the whole file (newest first), for the walk from its last record to the root.
+    Qwen(Vec<SourceLine>),
 }
 
 /// Routes a reverse-paged stream to the compaction cut of its format. See the module docs.
@@ -122,6 +124,7 @@ impl ContextScan {
             Format::ClaudeCode => Route::Claude(CompactionCut::new()),
             Format::Codex => Route::Codex(ModelContextScan::new()),
             Format::Pi => Route::Pi(Vec::new()),
+            Format::Qwen => Route::Qwen(Vec::new()),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => Route::Whole(Vec::new()),
         }
     }
@@ -203,7 +206,7 @@ impl ContextScan {
                 let f = if kind == ItemKind::Unreadable { fault(&line.bytes) } else { None };
                 (scan.push(RolloutItem { offset, bytes: line.bytes, kind }), f)
             }
-            Route::Whole(lines) | Route::Pi(lines) => {
+            Route::Whole(lines) | Route::Pi(lines) | Route::Qwen(lines) => {
                 let f = fault(&line.bytes);
                 lines.push(line);
                 (Progress::NeedMore, f)
@@ -282,6 +285,16 @@ impl ContextScan {
                 let fields: Vec<Option<pi::Fields>> =
                     lines.iter().map(|l| simdutf8::basic::from_utf8(&l.bytes).ok().and_then(|_| pi::Fields::read(&l.bytes).ok())).collect();
                 let (order, compaction) = pi::resume_order(&fields);
+                let cut = compaction.map_or(Cut::Whole, |c| Cut::Bounded { offset: lines[c].offset });
+                let mut lines: Vec<Option<SourceLine>> = lines.into_iter().map(Some).collect();
+                (cut, order.into_iter().filter_map(|i| lines[i].take()).collect())
+            }
+            Route::Qwen(mut lines) => {
+                lines.reverse();
+                // Qwen Code's reader skips a line that is not a JSON object.
+                let fields: Vec<Option<qwen::Fields>> =
+                    lines.iter().map(|l| simdutf8::basic::from_utf8(&l.bytes).ok().and_then(|_| qwen::Fields::read(&l.bytes).ok())).collect();
+                let (order, compaction) = qwen::resume_order(&fields);
                 let cut = compaction.map_or(Cut::Whole, |c| Cut::Bounded { offset: lines[c].offset });
                 let mut lines: Vec<Option<SourceLine>> = lines.into_iter().map(Some).collect();
                 (cut, order.into_iter().filter_map(|i| lines[i].take()).collect())

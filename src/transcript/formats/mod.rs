@@ -19,6 +19,7 @@ pub mod dataset;
 pub mod edit;
 pub mod image;
 pub mod pi;
+pub mod qwen;
 
 pub use dataset::Dataset;
 pub use edit::{CallRef, Edited, Unable};
@@ -45,6 +46,9 @@ pub enum Format {
     /// Pi sessions (and OpenClaw's and Oh-My-Pi's, which share the format).
     #[serde(rename = "pi")]
     Pi,
+    /// Qwen Code sessions.
+    #[serde(rename = "qwen")]
+    Qwen,
     /// One OpenAI Chat Completions message per line.
     #[serde(rename = "openai-chat")]
     OpenAiChat,
@@ -70,10 +74,11 @@ impl From<Format> for &'static str {
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 10] = [
+    pub const ALL: [Format; 11] = [
         Format::ClaudeCode,
         Format::Codex,
         Format::Pi,
+        Format::Qwen,
         Format::OpenAiChat,
         Format::Anthropic,
         Format::Dataset(Dataset::OpenAi),
@@ -89,6 +94,7 @@ impl Format {
             Format::ClaudeCode => "claude-code",
             Format::Codex => "codex",
             Format::Pi => "pi",
+            Format::Qwen => "qwen",
             Format::OpenAiChat => "openai-chat",
             Format::Anthropic => "anthropic",
             Format::Dataset(d) => d.as_str(),
@@ -102,6 +108,7 @@ impl Format {
             Format::ClaudeCode => claude_code::parse(line),
             Format::Codex => codex::parse(line),
             Format::Pi => pi::parse(line),
+            Format::Qwen => qwen::parse(line),
             Format::OpenAiChat | Format::Anthropic => chat::parse(line),
             // A whole conversation is not one entry of the turn model: the checker reads
             // dataset lines with `dataset`; other readers see a record to skip.
@@ -113,7 +120,7 @@ impl Format {
     pub fn dataset(self) -> Option<Dataset> {
         match self {
             Format::Dataset(d) => Some(d),
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::OpenAiChat | Format::Anthropic => None,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::OpenAiChat | Format::Anthropic => None,
         }
     }
 
@@ -129,6 +136,7 @@ impl Format {
         match self {
             Format::ClaudeCode => Some(claude_code::TREE),
             Format::Pi => Some(pi::TREE),
+            Format::Qwen => Some(qwen::TREE),
             Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => None,
         }
     }
@@ -159,7 +167,9 @@ impl Format {
     pub fn prompt_ends_turn(self) -> bool {
         match self {
             Format::Codex | Format::Pi => true,
-            Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            // Qwen Code: its provider is OpenAI Chat Completions, whose rule is that the tool
+            // messages answer the assistant message right before them.
+            Format::ClaudeCode | Format::Qwen | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -169,7 +179,7 @@ impl Format {
     pub fn compaction_keeps_entries(self) -> bool {
         match self {
             Format::Pi => true,
-            Format::ClaudeCode | Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Codex | Format::Qwen | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -178,7 +188,7 @@ impl Format {
     pub fn model_carries_over(self) -> bool {
         match self {
             Format::Codex => true,
-            Format::ClaudeCode | Format::Pi | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Pi | Format::Qwen | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -189,7 +199,8 @@ impl Format {
             Format::OpenAiChat | Format::Anthropic => Consecutive::Merge,
             // Pi: two answers in a row are sent as they are (an errored or aborted one is not
             // sent at all, and reads as no turn).
-            Format::Codex | Format::Pi | Format::Dataset(_) => Consecutive::NotRepaired,
+            // Qwen Code: each model turn is a record of its own, sent as its own `Content`.
+            Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => Consecutive::NotRepaired,
         }
     }
 
@@ -207,6 +218,7 @@ impl Format {
             Format::ClaudeCode => claude_code::envelope(follows),
             Format::Codex => codex::envelope(follows),
             Format::Pi => pi::envelope(follows),
+            Format::Qwen => qwen::envelope(follows),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => serde_json::Map::new(),
         })
     }
@@ -217,6 +229,7 @@ impl Format {
             Format::ClaudeCode => claude_code::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::Codex => codex::synthetic_result_in(&env.0, call, text),
             Format::Pi => pi::synthetic_result_in(&env.0, call, text, parent, uuid),
+            Format::Qwen => qwen::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::OpenAiChat => chat::openai_result(call, text),
             Format::Anthropic => chat::anthropic_result(call, text),
             // Inside a dataset's conversation a result is a message of the conversation's own
@@ -233,6 +246,7 @@ impl Format {
             Format::ClaudeCode => claude_code::drop_results(line, call_id, keep_first),
             Format::Codex => codex::drop_results(keep_first),
             Format::Pi => pi::drop_results(keep_first),
+            Format::Qwen => qwen::drop_results(line, call_id, keep_first),
             Format::OpenAiChat | Format::Anthropic => chat::drop_results(line, call_id, keep_first),
             // Datasets are repaired line by line by the dataset repair, never by plan edits.
             Format::Dataset(_) => Err(Unable("a dataset line is repaired by the dataset repair")),
@@ -245,7 +259,7 @@ impl Format {
         match self {
             Format::ClaudeCode => edit::drop_result_blocks_many(line, &[b"message", b"content"], drops),
             Format::OpenAiChat | Format::Anthropic if !chat::is_tool_line(line) => edit::drop_result_blocks_many(line, &[b"content"], drops),
-            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Pi | Format::Dataset(_) => None,
+            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => None,
         }
     }
 
@@ -256,6 +270,7 @@ impl Format {
             Format::ClaudeCode => claude_code::drop_call(line, call_id),
             Format::Codex => codex::drop_call(),
             Format::Pi => pi::drop_call(line, call_id),
+            Format::Qwen => qwen::drop_call(line, call_id),
             Format::OpenAiChat | Format::Anthropic => chat::drop_call(line, call_id),
             // A conversation's messages are laid out as chat messages.
             Format::Dataset(_) => chat::drop_call(line, call_id),
@@ -268,7 +283,7 @@ impl Format {
         match self {
             Format::OpenAiChat => chat::merge_messages(true, into, next),
             Format::Anthropic => chat::merge_messages(false, into, next),
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Dataset(_) => Err(Unable("messages of this format are not merged")),
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => Err(Unable("messages of this format are not merged")),
         }
     }
 
@@ -276,7 +291,7 @@ impl Format {
     fn is_chat(self) -> bool {
         match self {
             Format::OpenAiChat | Format::Anthropic => true,
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => false,
         }
     }
 }
@@ -304,7 +319,7 @@ impl FromStr for Format {
     fn from_str(s: &str) -> Result<Self, String> {
         Format::ALL.into_iter().find(|f| f.as_str() == s).ok_or_else(|| {
             format!(
-                "unknown format `{s}` (expected one of: claude-code, codex, pi, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
+                "unknown format `{s}` (expected one of: claude-code, codex, pi, qwen, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
             )
         })
     }
@@ -403,6 +418,16 @@ fn classify(v: &serde_json::Value) -> Option<Format> {
         if pi_header || pi_entry {
             return Some(Format::Pi);
         }
+        // Qwen Code: a `ChatRecord` (Claude Code's record keys) whose message is a Gemini
+        // `Content` (`parts`, where Claude Code's has `content`), a `tool_result` record, or a
+        // `system` record's `systemPayload`.
+        let qwen_record = qwen::TYPES.contains(&t)
+            && obj.contains_key("uuid")
+            && obj.contains_key("sessionId")
+            && (t == "tool_result" || obj.contains_key("systemPayload") || obj.get("message").is_some_and(|m| m.get("parts").is_some_and(|p| p.is_array())));
+        if qwen_record {
+            return Some(Format::Qwen);
+        }
         if CODEX_ENVELOPE.contains(&t) && obj.contains_key("payload") {
             return Some(Format::Codex);
         }
@@ -449,6 +474,18 @@ mod tests {
         assert_eq!(detect(&[r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/w"}"#]), Some(Format::Pi));
         assert_eq!(detect(&[r#"{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}"#]), Some(Format::Pi));
         assert_eq!(detect(&[r#"{"type":"message","timestamp":"t","message":{"role":"user","content":"x"}}"#]), Some(Format::Pi), "a version 1 entry");
+        assert_eq!(
+            detect(&[r#"{"uuid":"u","parentUuid":null,"sessionId":"s","timestamp":"t","type":"user","message":{"role":"user","parts":[{"text":"x"}]}}"#]),
+            Some(Format::Qwen)
+        );
+        assert_eq!(
+            detect(&[r#"{"uuid":"u","parentUuid":null,"sessionId":"s","type":"system","subtype":"ui_telemetry","systemPayload":{}}"#]),
+            Some(Format::Qwen)
+        );
+        assert_eq!(
+            detect(&[r#"{"uuid":"u","parentUuid":null,"sessionId":"s","type":"user","message":{"role":"user","content":"x"}}"#]),
+            Some(Format::ClaudeCode)
+        );
         assert_eq!(detect(&[r#"{"role":"system","content":"x"}"#]), Some(Format::OpenAiChat));
         assert_eq!(
             detect(&[r#"{"role":"user","content":"x"}"#, r#"{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"n","input":{}}]}"#]),

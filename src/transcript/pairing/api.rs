@@ -71,7 +71,9 @@ impl ApiRules {
             // Pi: pi-ai rebuilds every message in its provider's own shape before sending
             // (`convertMessages` of each provider, after `transformMessages`), so the stored
             // blocks are not what the provider's rules judge.
-            Format::Codex | Format::Pi | Format::Dataset(_) => None,
+            // Qwen Code: its OpenAI converter builds the Chat Completions messages from Gemini
+            // `Content`s (an OpenAI message has none of these blocks).
+            Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => None,
         }
     }
 

@@ -130,6 +130,15 @@ def is_compaction_request(body):
     return any("create a detailed summary of the conversation" in t for t in texts)
 
 
+def is_qwen_compression_request(body):
+    """A Qwen Code compression: the last user message asks for the `<state_snapshot>` XML
+    (`buildCompressionSystemPrompt` and its side query)."""
+    msgs = body.get("messages") or []
+    if not msgs or msgs[-1].get("role") != "user":
+        return False
+    return any("produce the <state_snapshot> XML" in t for t in texts_of(msgs[-1].get("content")))
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "oracle/1"
@@ -199,6 +208,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.anthropic(n, body or {})
         if path.endswith("/responses"):
             return self.openai_responses(n, body or {})
+        if path.endswith("/chat/completions"):
+            return self.openai_chat(n, body or {})
         return self._json(404, {"error": {"type": "not_found_error", "message": "not here"}})
 
     # -- Anthropic Messages ------------------------------------------------------------------
@@ -290,6 +301,66 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                      "total_tokens": 110}}})
 
 
+    # -- OpenAI Chat Completions (Qwen Code) ---------------------------------------------------
+
+    def openai_chat(self, n, body):
+        side = not body.get("tools")
+        compaction = is_qwen_compression_request(body)
+        if compaction and self.provider.stall_on_compaction:
+            self.provider.note("compaction", n)
+            step = {"stall": True, "text": "<analysis>The user"}
+        elif compaction:
+            step = {"text": "<analysis>A scripted session.</analysis>\n<state_snapshot>\n<overall_goal>Run the scripted command.</overall_goal>\n"
+                            "<current_state>It ran.</current_state>\n</state_snapshot>"}
+        elif side:
+            step = {"text": "Scripted session"}
+        else:
+            step = self.provider.next_step()
+        cid = f"chatcmpl-oracle{self.provider.run}{n:04}"
+        model = body.get("model", "oracle")
+        call = None
+        if step.get("tool"):
+            call = {"id": f"call_oracle{self.provider.run}{n:04}", "type": "function",
+                    "function": {"name": step["tool"], "arguments": json.dumps(step.get("input", {}))}}
+        finish = "tool_calls" if call else "stop"
+        usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110, "prompt_tokens_details": {"cached_tokens": 0}}
+        if compaction:
+            # Qwen Code keeps a compression only when the history it summarised (the summary
+            # request's prompt tokens, less 1000) outweighs the summary.
+            usage = {"prompt_tokens": 50000, "completion_tokens": 40, "total_tokens": 50040, "prompt_tokens_details": {"cached_tokens": 0}}
+        if not body.get("stream"):
+            msg = {"role": "assistant", "content": step.get("text") or None}
+            if call:
+                msg["tool_calls"] = [call]
+            return self._json(200, {"id": cid, "object": "chat.completion", "created": 0, "model": model,
+                                    "choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage})
+        self._sse_start()
+
+        def chunk(delta, finish_reason=None, **more):
+            doc = {"id": cid, "object": "chat.completion.chunk", "created": 0, "model": model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}] if delta is not None else [], **more}
+            self.wfile.write(f"data: {json.dumps(doc)}\n\n".encode())
+            self.wfile.flush()
+
+        chunk({"role": "assistant", "content": ""})
+        text = step.get("text") or ""
+        if text:
+            half = len(text) // 2
+            chunk({"content": text[:half]})
+            if step.get("stall"):
+                return self._stall(n)
+            chunk({"content": text[half:]})
+        if call:
+            chunk({"tool_calls": [{"index": 0, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]})
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]})
+        if step.get("stall"):
+            return self._stall(n)
+        chunk({}, finish)
+        chunk(None, usage=usage)
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -320,7 +391,7 @@ def encode_cwd(cwd):
 def agent_bin(agent, given):
     if given:
         return given
-    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX", "pi": "TRANSCRIPTD_PI"}[agent]
+    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX", "pi": "TRANSCRIPTD_PI", "qwen": "TRANSCRIPTD_QWEN"}[agent]
     b = os.environ.get(env)
     if not b:
         sys.exit(f"agent_oracle: no {agent} binary: give --bin or ${env}")
@@ -439,6 +510,54 @@ def pi_cmd(binary, model=True):
     """Pi under Node; a new session with the server's model (a resumed one keeps its own)."""
     node = os.environ.get("TRANSCRIPTD_NODE") or shutil.which("node") or "node"
     return [node, binary] + (["--provider", "oracle", "--model", PI_MODEL] if model else [])
+
+
+QWEN_MODEL = "qwen-oracle"
+
+
+def qwen_project_dir(home, cwd):
+    """Qwen Code's project directory for a working directory (`Storage.getProjectDir`: every
+    character that is not an ASCII letter or digit a `-`, `sanitizeCwd`)."""
+    return Path(home) / ".qwen" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
+
+
+def qwen_home(home, port):
+    """A Qwen Code home whose provider is the local server, spoken to with OpenAI Chat
+    Completions (`--auth-type openai`, OPENAI_BASE_URL), with its usage statistics and update
+    checks off."""
+    home = Path(home)
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "openai"}},
+        "model": {"name": QWEN_MODEL},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True}}))
+    env = base_env(home)
+    env.update({"OPENAI_API_KEY": "sk-oracle-test", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_MODEL": QWEN_MODEL,
+                "QWEN_CODE_DISABLE_TELEMETRY": "1"})
+    return env
+
+
+def qwen_cmd(binary, port):
+    """Qwen Code under Node, headless, every tool approved."""
+    node = os.environ.get("TRANSCRIPTD_NODE") or shutil.which("node") or "node"
+    return [node, binary, "--auth-type", "openai", "--openai-base-url", f"http://127.0.0.1:{port}/v1",
+            "--openai-api-key", "sk-oracle-test", "-m", QWEN_MODEL, "--approval-mode", "yolo"]
+
+
+def qwen_session_id(transcript):
+    """The one `sessionId` the records carry (Qwen Code refuses a file with several), else the
+    file name."""
+    with open(transcript, "rb") as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict) and isinstance(d.get("sessionId"), str) and d["sessionId"]:
+                return d["sessionId"]
+    return Path(transcript).stem
 
 
 def in_netns():
@@ -593,6 +712,19 @@ def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()
         if model and model != "none":
             cmd += ["--model", model]
         return env, cmd + [prompt]
+    if agent == "qwen":
+        env = qwen_home(home, port)
+        sid = qwen_session_id(transcript)
+        chats = qwen_project_dir(home, cwd) / "chats"
+        chats.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(transcript, chats / f"{sid}.jsonl")
+        # The records name the directory they were written in; Qwen Code also takes a session
+        # whose runtime status names this one (`sessionBelongsToCurrentProject`), so the file
+        # is resumed as it is.
+        (chats / f"{sid}.runtime.json").write_text(json.dumps({
+            "schema_version": 1, "pid": 1, "session_id": sid, "work_dir": str(cwd), "hostname": "oracle",
+            "started_at": 0, "qwen_version": None}))
+        return env, qwen_cmd(binary, port) + ["--resume", sid, *extra, prompt]
     if agent == "pi":
         env = pi_home(home, port)
         d = Path(home) / ".pi" / "agent" / "sessions" / pi_dir(cwd)
@@ -673,6 +805,9 @@ def cmd_record(args):
         elif args.agent == "pi":
             env = pi_home(home, port)
             cmd = pi_cmd(binary) + ["-p", prompt]
+        elif args.agent == "qwen":
+            env = qwen_home(home, port)
+            cmd = qwen_cmd(binary, port) + ["--session-id", str(uuid.uuid4()), prompt]
         elif args.agent == "claude":
             env = claude_home(home, port)
             sid = str(uuid.uuid4())
@@ -704,6 +839,8 @@ def cmd_record(args):
         srv.shutdown()
         if args.agent == "pi":
             found = list((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
+        elif args.agent == "qwen":
+            found = list((home / ".qwen" / "projects").glob("*/chats/*.jsonl"))
         elif args.agent == "claude":
             found = [p for p in (home / ".claude" / "projects").glob("*/*.jsonl") if not p.name.startswith("agent-")]
         else:
@@ -934,9 +1071,120 @@ def _drop_new_turn_pi(msgs, prompt):
     return msgs
 
 
+def _qwen_openai(records):
+    """Qwen Code's context records (Gemini `Content`s, as `transcriptd context` prints them) as
+    its OpenAI converter sends them (`processContent`, then `mergeConsecutiveAssistantMessages`
+    of 0.24.4's converter; its `cleanOrphanedToolCalls` is not applied here: `context` models
+    it, and this comparison must see what `context` printed)."""
+    msgs = []
+    for c in records:
+        role = "assistant" if c.get("role") == "model" else "user"
+        texts, reasoning, calls = [], [], []
+        seen_calls, seen_results = set(), set()
+        for p in c.get("parts") or []:
+            if isinstance(p, str):
+                texts.append(p)
+                continue
+            if not isinstance(p, dict):
+                continue
+            if p.get("thought") and "text" in p and role == "assistant" and p.get("text"):
+                reasoning.append(p["text"])
+            if p.get("text") and not p.get("thought"):
+                texts.append(p["text"])
+            fc = p.get("functionCall")
+            if fc and role == "assistant":
+                if fc.get("id") in seen_calls:
+                    continue
+                if fc.get("id"):
+                    seen_calls.add(fc["id"])
+                calls.append({"id": fc.get("id") or f"call_{len(calls)}", "type": "function",
+                              "function": {"name": fc.get("name") or "", "arguments": json.dumps(fc.get("args") or {})}})
+            fr = p.get("functionResponse")
+            if fr and role == "user":
+                if fr.get("id") in seen_results:
+                    continue
+                if fr.get("id"):
+                    seen_results.add(fr["id"])
+                r = fr.get("response")
+                if r is None:
+                    text = ""
+                elif isinstance(r, str):
+                    text = r
+                elif isinstance(r, dict) and isinstance(r.get("output"), str):
+                    text = r["output"]
+                elif isinstance(r, dict) and isinstance(r.get("error"), str):
+                    text = r["error"]
+                else:
+                    text = json.dumps(r, separators=(",", ":"), ensure_ascii=False)
+                content = [{"type": "text", "text": text}] if text else []
+                content += [{"type": "text", "text": x["text"]} for x in fr.get("parts") or [] if isinstance(x, dict) and x.get("text")]
+                msgs.append({"role": "tool", "tool_call_id": fr.get("id") or "", "content": content or ""})
+        if role == "assistant":
+            if not texts and not calls and not reasoning:
+                continue
+            m = {"role": "assistant", "content": "".join(texts) or ("" if reasoning else None)}
+            if calls:
+                m["tool_calls"] = calls
+            if reasoning:
+                m["reasoning_content"] = "".join(reasoning)
+            if msgs and msgs[-1]["role"] == "assistant":
+                last = msgs[-1]
+                last["content"] = "".join(x for x in (last.get("content"), m["content"]) if x) or None
+                if calls:
+                    last["tool_calls"] = (last.get("tool_calls") or []) + calls
+                if reasoning:
+                    last["reasoning_content"] = (last.get("reasoning_content") or "") + m["reasoning_content"]
+                continue
+            msgs.append(m)
+        elif texts:
+            msgs.append({"role": "user", "content": [{"type": "text", "text": t} for t in texts]})
+    return msgs
+
+
+def _qwen_norm(msgs, agent_side):
+    """Chat Completions messages compared by what they say: the system message and, on the
+    agent's side, the `<system-reminder>` parts it adds to user messages (its startup context,
+    the date: never in the session file) left out; tool call arguments parsed."""
+    out = []
+    for m in msgs:
+        r = m.get("role")
+        if r == "system":
+            continue
+        if r == "user":
+            texts = [t for t in texts_of(m.get("content")) if not (agent_side and t.lstrip().startswith("<system-reminder>"))]
+            if texts:
+                out.append({"role": "user", "content": [{"type": "text", "text": t} for t in texts]})
+        elif r == "assistant":
+            calls = []
+            for tc in m.get("tool_calls") or []:
+                f = tc.get("function") or {}
+                try:
+                    args = json.loads(f.get("arguments") or "{}")
+                except ValueError:
+                    args = f.get("arguments")
+                calls.append({"type": "tool_use", "id": tc.get("id"), "name": f.get("name"), "input": args})
+            content = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+            if m.get("reasoning_content"):
+                content.insert(0, {"type": "thinking", "thinking": m["reasoning_content"]})
+            out.append({"role": "assistant", "content": content + calls})
+        elif r == "tool":
+            out.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": m.get("tool_call_id"),
+                                                     "content": texts_of(m.get("content"))}]})
+    return out
+
+
 def compare(agent, request, records, prompt="continue"):
     body = request.get("body", request)
-    if agent == "pi":
+    if agent == "qwen":
+        a = _qwen_norm(body.get("messages") or [], True)
+        # The new prompt: the last text of the last user message (Qwen Code joins it to a user
+        # message the history ends with).
+        if a and a[-1].get("role") == "user" and a[-1]["content"] and a[-1]["content"][-1].get("text", "").strip() == prompt:
+            a[-1]["content"] = a[-1]["content"][:-1]
+            if not a[-1]["content"]:
+                a = a[:-1]
+        t = _qwen_norm(_qwen_openai(records), False)
+    elif agent == "pi":
         a = _drop_new_turn_pi([{"role": m.get("role"), "content": [_strip_cache_control(b) for b in m["content"]] if isinstance(m.get("content"), list) else m.get("content")}
                                for m in body.get("messages") or []], prompt)
         t = _pi_anthropic(records)
@@ -969,7 +1217,7 @@ def compare(agent, request, records, prompt="continue"):
 
 def _calls(agent, items):
     calls, results = [], {}
-    if agent in ("claude", "pi"):
+    if agent in ("claude", "pi", "qwen"):
         for m in items:
             for b in m.get("content") or []:
                 if isinstance(b, dict) and b.get("type") == "tool_use":
@@ -1111,14 +1359,14 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("resume")
     r.add_argument("transcript")
-    r.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
+    r.add_argument("--agent", choices=["claude", "codex", "pi", "qwen"], required=True)
     r.add_argument("--bin")
     r.add_argument("--out", required=True)
     r.add_argument("--timeout", type=float, default=90)
     r.add_argument("--keep", action="store_true")
     r.add_argument("--model", help="Claude Code: the model to resume with (default: the transcript's last; 'none': the agent's default)")
     w = sub.add_parser("record")
-    w.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
+    w.add_argument("--agent", choices=["claude", "codex", "pi", "qwen"], required=True)
     w.add_argument("--bin")
     w.add_argument("--script", required=True)
     w.add_argument("--kill-at", choices=["mid-tool", "mid-stream", "compaction"])
@@ -1129,11 +1377,11 @@ def main():
     w.add_argument("--keep", action="store_true")
     w.add_argument("--before", help="a shell command run in the agent's throwaway HOME before it starts")
     c = sub.add_parser("compare")
-    c.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
+    c.add_argument("--agent", choices=["claude", "codex", "pi", "qwen"], required=True)
     c.add_argument("request")
     c.add_argument("context")
     t = sub.add_parser("table")
-    t.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
+    t.add_argument("--agent", choices=["claude", "codex", "pi", "qwen"], required=True)
     t.add_argument("--bin")
     t.add_argument("--transcriptd", required=True)
     t.add_argument("--jobs", type=int, default=3)
