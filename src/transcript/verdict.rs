@@ -98,6 +98,11 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
         (Format::Pi, Kind::OrphanResult) => Some(OnResume::Refused(
             "on resume Pi sends it as it is, and the provider refuses it (Anthropic: \"unexpected `tool_use_id` found in `tool_result` blocks\")",
         )),
+        // Gemini CLI 0.61.0 sends the history as the file holds it (measured with the oracle,
+        // tests/integration/oracle.rs); the Gemini API counts response parts against call parts.
+        (Format::Gemini, Kind::OrphanCall | Kind::UnansweredCall | Kind::OrphanResult | Kind::DuplicateResult) => Some(OnResume::Refused(
+            "on resume Gemini CLI sends it as it is, and the Gemini API refuses it: \"Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.\"",
+        )),
         (Format::Anthropic, Kind::OrphanCall | Kind::UnansweredCall) => {
             Some(OnResume::Refused("the API refuses it: \"`tool_use` ids were found without `tool_result` blocks immediately after\""))
         }

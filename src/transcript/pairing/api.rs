@@ -71,7 +71,9 @@ impl ApiRules {
             // Pi: pi-ai rebuilds every message in its provider's own shape before sending
             // (`convertMessages` of each provider, after `transformMessages`), so the stored
             // blocks are not what the provider's rules judge.
-            Format::Codex | Format::Pi | Format::Dataset(_) => None,
+            // Gemini CLI: the Gemini API's rule on calls and responses is the pairing's own (a
+            // second response, a call left without one); its blocks are parts, not these.
+            Format::Codex | Format::Pi | Format::Gemini | Format::Dataset(_) => None,
         }
     }
 
