@@ -694,7 +694,10 @@ fn valid_content(c: &Value) -> bool {
 /// model turn [`INTERRUPTED`]), `extractCuratedHistory` (a run of model turns with an invalid one
 /// is not sent), `stripThoughts` (thought parts are not sent, the first call of a turn that
 /// had them gets [`SYNTHETIC_SIGNATURE`], a turn left empty goes), `coalesceConsecutiveRoles`
-/// (turns of one role in a row are one), and `stripToolCallIdPrefixes` (a call or response id
+/// (turns of one role in a row are one), `ensureActiveLoopHasThoughtSignatures` (with the new
+/// prompt joined to a history that ends with a user turn, the first call of each model turn
+/// from the last user turn of text without responses on gets [`SYNTHETIC_SIGNATURE`]), and
+/// `stripToolCallIdPrefixes` (a call or response id
 /// `<name>__<id>` is sent as `<id>`, and an empty text beside other keys is dropped, an empty
 /// text part alone too).
 pub fn transform(history: Vec<Value>) -> Vec<Value> {
@@ -766,6 +769,31 @@ pub fn transform(history: Vec<Value>) -> Vec<Value> {
                 }
             }
             _ => out.push(c),
+        }
+    }
+    // ensureActiveLoopHasThoughtSignatures, on the request with the new prompt: the prompt
+    // joins a history that ends with a user turn. The loop starts at the last user turn with
+    // text and no function response; in it, the first call of each model turn gets the
+    // synthetic signature if it has none.
+    let joins = out.last().is_some_and(|c| c.get("role").and_then(Value::as_str) == Some("user"));
+    if joins {
+        let starts = |i: usize, c: &Value| {
+            let parts = parts_of(c);
+            let text = i + 1 == out.len() || parts.iter().any(|p| p.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty()));
+            c.get("role").and_then(Value::as_str) == Some("user") && text && !parts.iter().any(|p| p.get("functionResponse").is_some())
+        };
+        if let Some(start) = (0..out.len()).rev().find(|&i| starts(i, &out[i])) {
+            for c in &mut out[start..] {
+                if c.get("role").and_then(Value::as_str) != Some("model") {
+                    continue;
+                }
+                let Some(Value::Array(parts)) = c.get_mut("parts") else { continue };
+                if let Some(p) = parts.iter_mut().find(|p| p.get("functionCall").is_some()) {
+                    if p.get("thoughtSignature").is_none() {
+                        p["thoughtSignature"] = json!(SYNTHETIC_SIGNATURE);
+                    }
+                }
+            }
         }
     }
     // stripToolCallIdPrefixes.

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The real agents as the oracle: Claude Code and Codex run against a local fake provider.
+"""The real agents as the oracle: Claude Code, Codex, Pi and Gemini CLI run against a local fake
+provider.
 
 Every agent runs in its own network namespace (`unshare --net`, loopback only: nothing can leave
 the machine), with a throwaway HOME, against a server in this process that speaks the provider's
-API: Anthropic Messages (streamed, SSE) for Claude Code, OpenAI Responses (streamed, SSE) for
-Codex, through a model provider with a local `base_url`. The server records every request body
+API: Anthropic Messages (streamed, SSE) for Claude Code and Pi, OpenAI Responses (streamed, SSE)
+for Codex, through a model provider with a local `base_url`, and the Gemini API
+(`streamGenerateContent`, SSE; `generateContent`) for Gemini CLI (`GOOGLE_GEMINI_BASE_URL`, a
+dummy `GEMINI_API_KEY`; a call is a `functionCall` part, and Gemini CLI gives it its id). The server records every request body
 as JSON, and answers from a script.
 
 Commands:
@@ -1066,9 +1069,12 @@ def _drop_new_turn_gemini(contents, prompt):
         parts = [p for p in c.get("parts") or [] if not (isinstance(p, dict) and isinstance(p.get("text"), str)
                                                          and p["text"].lstrip().startswith("<session_context>"))]
         out.append({"role": c.get("role"), "parts": parts})
+    out = _gemini_contents(out)
     if out and out[-1]["role"] == "user":
-        out[-1]["parts"] = [p for p in out[-1]["parts"] if not (isinstance(p, dict) and (p.get("text") or "").strip() == prompt)]
-    return _gemini_contents(out)
+        parts = out[-1]["parts"]
+        if parts and isinstance(parts[-1], dict) and (parts[-1].get("text") or "").strip() == prompt:
+            out[-1]["parts"] = parts[:-1]
+    return [c for c in out if c["parts"]]
 
 
 def compare(agent, request, records, prompt="continue"):
