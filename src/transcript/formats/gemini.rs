@@ -145,7 +145,13 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     }
     let Some(id) = id else {
         if set && snapshot {
-            return Ok(Parsed::of(Entry::Compaction { carried: snapshot_open_calls(line), keeps: None }));
+            // A snapshot with a model turn replaces a conversation (a resume writes one); one of
+            // user messages only (the first lines of every file: the agent's own context) starts
+            // nothing over.
+            return Ok(Parsed::of(match snapshot_open_calls(line) {
+                Some(carried) => Entry::Compaction { carried, keeps: None },
+                None => Entry::Other,
+            }));
         }
         return Ok(Parsed::of(Entry::Other));
     };
@@ -219,7 +225,7 @@ fn gemini_entry<'a>(id: RawStr<'a>, content: &Parts<'a>, tool_calls: Vec<ToolCal
     }
     m.has_content = true;
     m.results = answered.iter().map(|a| ToolResult { id: a.clone() }).collect();
-    m.calls = declared.into_iter().filter(|c| !answered.contains(&c.id)).collect();
+    m.calls = declared.into_iter().collect();
     Entry::Message(m)
 }
 
@@ -377,10 +383,13 @@ fn read_tokens(s: &mut Scanner<'_>) -> scan::Result<Option<Usage>> {
 
 /// The calls a `$set` of `messages` leaves without a response: a snapshot starts the
 /// conversation over with them open.
-fn snapshot_open_calls(line: &[u8]) -> Vec<Call<'static>> {
-    let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(line) else { return Vec::new() };
-    let Some(Value::Array(messages)) = v.get("$set").and_then(|s| s.get("messages")) else { return Vec::new() };
+fn snapshot_open_calls(line: &[u8]) -> Option<Vec<Call<'static>>> {
+    let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(line) else { return None };
+    let Some(Value::Array(messages)) = v.get("$set").and_then(|s| s.get("messages")) else { return None };
     let contents = client_history(messages.iter().filter_map(Value::as_object));
+    if !contents.iter().any(|c| c.get("role").and_then(Value::as_str) == Some("model")) {
+        return None;
+    }
     let mut open: Vec<(String, String)> = Vec::new();
     for c in &contents {
         for p in parts_of(c) {
@@ -394,7 +403,7 @@ fn snapshot_open_calls(line: &[u8]) -> Vec<Call<'static>> {
             }
         }
     }
-    open.into_iter().map(|(id, name)| Call { id: id.into(), name: name.into(), args: Args::Object, item: None }).collect()
+    Some(open.into_iter().map(|(id, name)| Call { id: id.into(), name: name.into(), args: Args::Object, item: None }).collect())
 }
 
 // Writing: what a repair appends.
@@ -414,6 +423,28 @@ pub fn answer_call(line: &[u8], call_id: &str, text: &str) -> Result<Vec<u8>, Un
     let name = tc.get("name").cloned().unwrap_or(Value::Null);
     tc.insert("result".into(), json!([{"functionResponse": {"id": call_id, "name": name, "response": {"error": text}}}]));
     tc.insert("status".into(), json!("error"));
+    Ok(edit::to_line(&Value::Object(v)))
+}
+
+/// The record of `line` (a `gemini` record) without the call `call_id`: its `toolCalls` entry
+/// and its `functionCall` part in `content`, where it has them. Appended, it replaces the record
+/// where it stands; a record left with nothing to send is not sent.
+pub fn drop_call_record(line: &[u8], call_id: &str) -> Result<Vec<u8>, Unable> {
+    let mut v = edit::object(line).ok_or(Unable("the line is not a JSON object"))?;
+    let mut found = false;
+    if let Some(calls) = v.get_mut("toolCalls").and_then(Value::as_array_mut) {
+        let before = calls.len();
+        calls.retain(|tc| tc.get("id").and_then(Value::as_str) != Some(call_id));
+        found |= calls.len() < before;
+    }
+    if let Some(parts) = v.get_mut("content").and_then(Value::as_array_mut) {
+        let before = parts.len();
+        parts.retain(|p| p.get("functionCall").and_then(|f| f.get("id")).and_then(Value::as_str) != Some(call_id));
+        found |= parts.len() < before;
+    }
+    if !found {
+        return Err(Unable("the record has no such call"));
+    }
     Ok(edit::to_line(&Value::Object(v)))
 }
 
@@ -853,7 +884,7 @@ mod tests {
         let Entry::Message(m) = entry(CALL) else { panic!() };
         assert_eq!(m.role, Role::Assistant);
         assert_eq!(m.results.iter().map(|r| r.id.as_ref()).collect::<Vec<_>>(), ["run_shell_command__c1"]);
-        assert_eq!(m.calls.iter().map(|c| c.id.as_ref()).collect::<Vec<_>>(), ["c2"]);
+        assert_eq!(m.calls.iter().map(|c| c.id.as_ref()).collect::<Vec<_>>(), ["run_shell_command__c1", "c2"]);
         assert_eq!(m.turn, Some(id_hash("g1")));
         let p = parse(CALL.as_bytes()).unwrap();
         let u = p.usage.unwrap();
@@ -887,13 +918,15 @@ mod tests {
     fn corrections() {
         let fixed = answer_call(CALL.as_bytes(), "c2", "not run").unwrap();
         let Entry::Message(m) = parse(&fixed).unwrap().entry else { panic!() };
-        assert!(m.calls.is_empty());
-        assert_eq!(m.results.len(), 2);
+        assert_eq!((m.calls.len(), m.results.len()), (2, 2));
         let user = br#"{"id":"u","type":"user","content":[{"functionResponse":{"id":"c1","name":"x","response":{}}}]}"#;
         let dropped = drop_responses(user, "c1").unwrap();
         assert_eq!(dropped, br#"{"id":"u","type":"user","content":[]}"#.to_vec());
         assert!(matches!(parse(&dropped).unwrap().entry, Entry::Message(m) if m.results.is_empty()));
         assert!(drop_responses(user, "zz").is_err());
+        let without = drop_call_record(CALL.as_bytes(), "c2").unwrap();
+        let Entry::Message(m) = parse(&without).unwrap().entry else { panic!() };
+        assert_eq!(m.calls.len(), 1);
         assert_eq!(record_id(user).as_deref(), Some("u"));
     }
 

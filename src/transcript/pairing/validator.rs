@@ -232,6 +232,9 @@ struct Upsert {
     /// `duplicate_result` and `orphan_result` findings about them, each with its line, call id
     /// and kind.
     results: Map<u64, (Vec<String>, Vec<Taken>)>,
+    /// The calls each model record (its turn key) declared in its latest version: one a later
+    /// version no longer has is gone.
+    calls: Map<u64, Vec<String>>,
 }
 
 /// A result finding a later version of its record may take back: its line, call id and kind.
@@ -563,6 +566,23 @@ impl Validator {
         } else {
             lane.assistant_turn(node);
         }
+        for c in &m.calls {
+            self.call(line, t, c, node, out);
+        }
+        if let (Some(u), Some(k)) = (self.upsert.as_mut(), m.turn) {
+            // A call an earlier version of the record declared and this one does not is gone.
+            let now: Vec<String> = m.calls.iter().map(|c| c.id.to_string()).collect();
+            let gone: Vec<String> = u.calls.insert(k, now.clone()).unwrap_or_default().into_iter().filter(|id| !now.contains(id)).collect();
+            for id in gone {
+                if let Some(at) = self.upsert.as_mut().and_then(|u| u.unanswered.remove(&id)) {
+                    let reason = format!("taken out by a later version of its record at line {line}, which replaces it in place");
+                    out(Output::Demoted { line: at, kind: Kind::UnansweredCall, call_id: Some(id.clone()), reason });
+                }
+                if self.pending.get(&id).is_some_and(|p| p.thread == t) {
+                    self.remove_pending(&id);
+                }
+            }
+        }
         if self.upsert.is_some() {
             // A version of the record that holds results for its calls (Gemini CLI's
             // `toolCalls[].result`): they are answered, once, whatever the versions before said;
@@ -579,9 +599,6 @@ impl Validator {
                 }
             }
         }
-        for c in &m.calls {
-            self.call(line, t, c, node, out);
-        }
         if m.turn.is_none() {
             self.close_turn(t, out);
         }
@@ -591,10 +608,13 @@ impl Validator {
         if let Some(f) = invalid_arguments(line, c) {
             self.emit(f.in_thread(t), node, out);
         }
-        if self.format.upserts() && self.pending.contains_key(c.id.as_ref()) {
-            // The record appended again with the call still open: the call is its latest line's.
-            let p = Pending { id: c.id.to_string(), name: c.name.to_string(), line, node, thread: t };
-            self.insert_pending(p);
+        if self.upsert.is_some() && (self.pending.contains_key(c.id.as_ref()) || self.lane(t).answered.contains(c.id.as_ref())) {
+            // The record appended again with the call: still open, the call is its latest
+            // line's; answered, it stays answered (its results follow in the same record).
+            if self.pending.contains_key(c.id.as_ref()) {
+                let p = Pending { id: c.id.to_string(), name: c.name.to_string(), line, node, thread: t };
+                self.insert_pending(p);
+            }
             return;
         }
         if self.pending.contains_key(c.id.as_ref()) || self.lane(t).answered.contains(c.id.as_ref()) {

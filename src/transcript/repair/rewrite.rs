@@ -711,7 +711,8 @@ impl Rewriter {
     /// in the place the first took. A removed result is a version of the `user` record
     /// without it ([`gemini::drop_responses`]); a result inserted for a call (the plan puts it
     /// after the call's own line) is a version of the call's record with the result in its
-    /// `toolCalls` entry ([`gemini::answer_call`]).
+    /// `toolCalls` entry ([`gemini::answer_call`]); a call removed, a version of its record
+    /// without it ([`gemini::drop_call_record`]).
     fn upsert_line(&mut self, n: u64, raw: &[u8], content: &[u8], edits: Vec<Edit>, out: &mut impl FnMut(Emit<'_>)) {
         let mut removed = None;
         let mut fixed: Option<Vec<u8>> = None;
@@ -722,6 +723,10 @@ impl Rewriter {
                     break;
                 }
                 Edit::DropResults { call_id, .. } => match gemini::drop_responses(fixed.as_deref().unwrap_or(content), call_id) {
+                    Ok(b) => fixed = Some(b),
+                    Err(Unable(why)) => self.fail(e, why),
+                },
+                Edit::DropCall { call_id, .. } => match gemini::drop_call_record(fixed.as_deref().unwrap_or(content), call_id) {
                     Ok(b) => fixed = Some(b),
                     Err(Unable(why)) => self.fail(e, why),
                 },
