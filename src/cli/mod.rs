@@ -215,7 +215,7 @@ pub fn default_roots() -> Vec<std::path::PathBuf> {
 /// The standard transcript locations under `home`, whether they exist or not (the daemon
 /// watches them once they appear): the one list of them.
 pub fn standard_roots(home: &std::path::Path) -> Vec<std::path::PathBuf> {
-    vec![home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(home), qwen_projects_dir(home)]
+    vec![home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(home), qwen_projects_dir(home), gemini_sessions_dir(home)]
 }
 
 /// `~` and `~/` expanded, as Pi and Qwen Code do with their directory variables.
@@ -238,6 +238,13 @@ pub fn qwen_projects_dir(home: &std::path::Path) -> std::path::PathBuf {
     }
 }
 
+/// Where Gemini CLI keeps its sessions (`<project>/chats/session-*.jsonl` below it): `tmp` in
+/// `~/.gemini`, the home being `$GEMINI_CLI_HOME` when set (as Gemini CLI's `homedir`).
+pub fn gemini_sessions_dir(home: &std::path::Path) -> std::path::PathBuf {
+    let base = std::env::var_os("GEMINI_CLI_HOME").filter(|d| !d.is_empty()).map_or_else(|| home.to_path_buf(), std::path::PathBuf::from);
+    base.join(".gemini/tmp")
+}
+
 /// Where Pi keeps its sessions: `$PI_CODING_AGENT_SESSION_DIR`, else `sessions` in its agent
 /// directory, `$PI_CODING_AGENT_DIR` or `~/.pi/agent` (`~` and `~/` expanded, as Pi does).
 pub fn pi_sessions_dir(home: &std::path::Path) -> std::path::PathBuf {
@@ -257,7 +264,7 @@ pub fn roots_or_default(given: &[std::path::PathBuf]) -> anyhow::Result<Vec<std:
     }
     let roots = default_roots();
     if roots.is_empty() {
-        anyhow::bail!("no root given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.qwen/projects exists");
+        anyhow::bail!("no root given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp exists");
     }
     Ok(roots)
 }

@@ -28,6 +28,8 @@ pub fn canonical(out: &mut dyn Write, record: &[u8], format: Format) -> io::Resu
         Format::Pi => (Format::Pi, v["role"].as_str().unwrap_or("")),
         // Qwen Code's are Gemini `Content`s: `{"role": "user" | "model", "parts"}`.
         Format::Qwen => (Format::Qwen, v["role"].as_str().unwrap_or("")),
+        // Gemini's records are API contents: `{"role", "parts"}`.
+        Format::Gemini => (Format::Gemini, v["role"].as_str().unwrap_or("")),
         Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => (Format::Anthropic, v["role"].as_str().unwrap_or("")),
     };
     parts(out, &format!("{:>6}", ""), &safe::line(role), &render_parts(&v, shape))
@@ -63,6 +65,7 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
         Format::Pi => v.get("message").unwrap_or(v),
         // A Qwen Code line is a record holding its `Content`; a record is the `Content`.
         Format::Qwen => v.get("message").unwrap_or(v),
+        Format::Gemini => return gemini_parts(v),
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
     };
     let mut parts = Vec::new();
@@ -98,6 +101,48 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
         parts.push(String::new());
     }
     parts
+}
+
+/// A Gemini content (`{"role", "parts"}`) or message record (`content`, `toolCalls`): its text,
+/// calls and responses.
+fn gemini_parts(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let list = v.get("parts").or_else(|| v.get("content"));
+    let parts: Vec<Value> = match list {
+        Some(Value::String(s)) => vec![serde_json::json!({"text": s})],
+        Some(Value::Array(a)) => a.clone(),
+        Some(other) => vec![other.clone()],
+        None => Vec::new(),
+    };
+    let calls = v.get("toolCalls").and_then(Value::as_array).cloned().unwrap_or_default();
+    let call =
+        |f: &Value| format!("[call {} {}] {}", safe::line(f["name"].as_str().unwrap_or("?")), safe::line(f["id"].as_str().unwrap_or("")), text_of(&f["args"]));
+    let response = |f: &Value| format!("[result {}] {}", safe::line(f["id"].as_str().unwrap_or("")), text_of(&f["response"]));
+    for p in &parts {
+        if let Some(f) = p.get("functionCall") {
+            out.push(call(f));
+        } else if let Some(f) = p.get("functionResponse") {
+            out.push(response(f));
+        } else if p.get("thought").is_some_and(|t| t != &Value::Bool(false) && !t.is_null()) {
+            out.push(format!("[thought] {}", p["text"].as_str().unwrap_or("")));
+        } else if let Some(t) = p.get("text").and_then(Value::as_str) {
+            out.push(t.to_owned());
+        } else if let Some(s) = p.as_str() {
+            out.push(s.to_owned());
+        }
+    }
+    for c in &calls {
+        out.push(call(c));
+        for r in c.get("result").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(f) = r.get("functionResponse") {
+                out.push(response(f));
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(String::new());
+    }
+    out
 }
 
 /// One content block of Claude, Anthropic, Codex or OpenAI content arrays.

@@ -128,10 +128,14 @@ pub fn rollout_id(stem: &str) -> Option<&str> {
 }
 
 /// The id of a transcript file stem in the `file` layout: the UUID it ends with, after a `-`
-/// (`codex-rollout-2026-02-23T20-34-25-<uuid>`) or a `_` (Pi's `<timestamp>_<uuid>`), or the
-/// whole stem.
+/// (`codex-rollout-2026-02-23T20-34-25-<uuid>`) or a `_` (Pi's `<timestamp>_<uuid>`), the id
+/// after a Gemini CLI `session-<timestamp>-`, or the whole stem.
 pub fn file_id(stem: &str) -> &str {
     let b = stem.as_bytes();
+    // Gemini CLI: `session-<YYYY-MM-DDTHH-MM>-<the session id's first 8 characters>`.
+    if let Some((_, id)) = stem.strip_prefix("session-").and_then(split_timestamped) {
+        return id;
+    }
     if b.len() > 37 && matches!(b[b.len() - 37], b'-' | b'_') && is_uuid(&stem[b.len() - 36..]) {
         &stem[b.len() - 36..]
     } else {
@@ -156,6 +160,7 @@ mod tests {
         assert_eq!(file_id(u), u);
         assert_eq!(file_id(&format!("2026-03-01T10-00-00-000Z_{u}")), u);
         assert_eq!(file_id("agent-36541525"), "agent-36541525");
+        assert_eq!(file_id("session-2026-12-03T12-14-be9c0f73"), "be9c0f73", "Gemini CLI");
         assert_eq!(file_id(&format!("x{u}")), format!("x{u}"));
     }
 

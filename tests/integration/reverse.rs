@@ -87,6 +87,14 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
             let mut all: Vec<Option<SourceLine>> = all.into_iter().map(Some).collect();
             order.into_iter().filter_map(|i| all[i].take()).collect()
         }
+        Some(Format::Gemini) => {
+            // Gemini CLI's loader over the whole file, read forwards: each record's last version
+            // in its first place (the line its version came from, the record as it reads).
+            use transcriptd::transcript::formats::gemini;
+            let texts: Vec<&[u8]> = all.iter().map(|l| if std::str::from_utf8(&l.bytes).is_ok() { &l.bytes[..] } else { &b""[..] }).collect();
+            let records = gemini::resolve(&texts);
+            records.into_iter().map(|(i, m)| SourceLine::new(all[i].offset, &serde_json::to_vec(&serde_json::Value::Object(m)).unwrap())).collect()
+        }
         _ => all,
     }
 }

@@ -400,7 +400,11 @@ fn standard_locations_are_used_without_a_root() {
     let empty = tempfile::tempdir().unwrap();
     let out = transcriptd_home(empty.path(), &["sessions", "list"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.qwen/projects exists"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp exists"),
+        "{}",
+        stderr(&out)
+    );
     let missing_root = transcriptd(&["sessions", "list", "/nonexistent/root"]);
     assert_eq!(missing_root.status.code(), Some(2));
     assert!(stderr(&missing_root).contains("/nonexistent/root"));
@@ -606,4 +610,47 @@ fn run_with_no_paths_watches_qwen_codes_place() {
     let opened = opened.expect("the daemon opened no file in 30 s");
     assert_eq!(opened["format"], "qwen", "{opened}");
     assert!(opened["file"].as_str().is_some_and(|f| f.ends_with(".qwen/projects/-work-p/chats/7d1e6f0a-2b3c-4d5e-8f90-a1b2c3d4e5f6.jsonl")), "{opened}");
+}
+
+/// Gemini CLI's sessions, where it keeps them (`~/.gemini/tmp/<project>/chats/session-<ts>-<id>.jsonl`,
+/// the home `$GEMINI_CLI_HOME` when set), are found with no path by `sessions`, `show`, `check`
+/// and `usage`, by the id in their name (the session id's first 8 characters).
+#[test]
+fn gemini_sessions_are_found_in_gemini_clis_own_place() {
+    let name = "session-2026-12-03T12-47-3002191b.jsonl";
+    for custom in [false, true] {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let base = if custom { h.join("elsewhere") } else { h.to_path_buf() };
+        put_fixture("agents/sessions/gemini-cli-0.61.0/echo.jsonl", &base.join(".gemini/tmp/scratch/chats").join(name));
+        let run = |args: &[&str]| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_transcriptd"));
+            c.env("HOME", h).env_remove("GEMINI_CLI_HOME").args(args);
+            if custom {
+                c.env("GEMINI_CLI_HOME", h.join("elsewhere"));
+            }
+            c.output().unwrap()
+        };
+        let out = run(&["sessions", "list", "-o", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let rows = json_lines(&out);
+        assert_eq!(ids(&rows), ["3002191b"], "custom home: {custom}");
+        assert_eq!(rows[0]["format"], "gemini");
+        let show = run(&["show", "3002191b"]);
+        // Exit 1: the session has a finding (its response recorded twice).
+        assert_eq!(show.status.code(), Some(1), "{}", stderr(&show));
+        assert!(stdout(&show).contains("format       gemini"), "{}", stdout(&show));
+        let check = run(&["check", "-o", "json"]);
+        assert_eq!(check.status.code(), Some(1), "{}", stderr(&check));
+        let kinds: Vec<String> = json_lines(&check).iter().filter_map(|f| f["kind"].as_str().map(str::to_owned)).collect();
+        assert_eq!(kinds, ["duplicate_result"]);
+        let usage = run(&["usage", "-o", "json"]);
+        assert_eq!(usage.status.code(), Some(0), "{}", stderr(&usage));
+        let u = &json_lines(&usage)[0];
+        // Two answers of 100 input and 10 output tokens each; the first, appended twice, counts once.
+        assert_eq!(
+            (&u["model"], &u["input_tokens"], &u["output_tokens"], &u["cache_read_input_tokens"]),
+            (&"gemini-2.5-flash".into(), &200.into(), &20.into(), &0.into())
+        );
+    }
 }

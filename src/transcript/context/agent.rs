@@ -26,6 +26,12 @@
 //!   assistant or user message comes (on resume, the new prompt) get the error result
 //!   `"No result provided"` there; a result whose call is not sent is sent all the same.
 //!
+//! - **Gemini CLI** (0.61.0, `GeminiChat`): a history that ends with function responses gets
+//!   the model turn "[The previous response was interrupted before it completed.]"; a run of
+//!   model turns holding an invalid one is not sent; thought parts are not sent (the first call
+//!   of a turn that had them gets the synthetic thought signature); turns of one role in a row
+//!   are one; a call or response id `<name>__<id>` is sent as `<id>`.
+//!
 //! Records the rules do not change are passed on byte for byte; a changed record is re-encoded
 //! (key order kept). Nothing here reads a file.
 //!
@@ -97,6 +103,7 @@ pub fn rebuild(format: Format, records: Vec<Vec<u8>>, pending: Vec<String>) -> V
         Format::Codex => finish(codex(records.into_iter().map(Record::new).collect())),
         Format::Pi => pi(records),
         Format::Qwen => qwen(records),
+        Format::Gemini => gemini(records),
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => records,
     }
 }
@@ -141,6 +148,21 @@ fn pi(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
                 next += i + 1;
                 return originals[next - 1].1.clone();
             }
+            let mut b = serde_json::to_vec(&v).unwrap_or_default();
+            b.push(b'\n');
+            b
+        })
+        .collect()
+}
+
+/// Gemini CLI: what it does to the history before it sends it
+/// ([`crate::transcript::formats::gemini::transform`]): every record is re-encoded (turns of one
+/// role are joined).
+fn gemini(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let values: Vec<Value> = records.iter().filter_map(|b| serde_json::from_slice::<Value>(b).ok()).collect();
+    crate::transcript::formats::gemini::transform(values)
+        .into_iter()
+        .map(|v| {
             let mut b = serde_json::to_vec(&v).unwrap_or_default();
             b.push(b'\n');
             b

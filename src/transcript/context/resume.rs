@@ -22,7 +22,7 @@ use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::claude_code::ClaudeFields;
 use crate::transcript::formats::codex::ItemKind;
-use crate::transcript::formats::{pi, qwen, Detector, Format};
+use crate::transcript::formats::{gemini, pi, qwen, Detector, Format};
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::{LineBytes, Page, RevItem, SourceLine};
 
@@ -97,6 +97,8 @@ enum Route {
     Pi(Vec<SourceLine>),
     /// Qwen Code: the whole file (newest first), for the walk from its last record to the root.
     Qwen(Vec<SourceLine>),
+    /// Gemini CLI: the whole file (newest first), for its loader's last-write-wins reading.
+    Gemini(Vec<SourceLine>),
 }
 
 /// Routes a reverse-paged stream to the compaction cut of its format. See the module docs.
@@ -125,6 +127,7 @@ impl ContextScan {
             Format::Codex => Route::Codex(ModelContextScan::new()),
             Format::Pi => Route::Pi(Vec::new()),
             Format::Qwen => Route::Qwen(Vec::new()),
+            Format::Gemini => Route::Gemini(Vec::new()),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => Route::Whole(Vec::new()),
         }
     }
@@ -206,7 +209,7 @@ impl ContextScan {
                 let f = if kind == ItemKind::Unreadable { fault(&line.bytes) } else { None };
                 (scan.push(RolloutItem { offset, bytes: line.bytes, kind }), f)
             }
-            Route::Whole(lines) | Route::Pi(lines) | Route::Qwen(lines) => {
+            Route::Whole(lines) | Route::Pi(lines) | Route::Qwen(lines) | Route::Gemini(lines) => {
                 let f = fault(&line.bytes);
                 lines.push(line);
                 (Progress::NeedMore, f)
@@ -298,6 +301,21 @@ impl ContextScan {
                 let cut = compaction.map_or(Cut::Whole, |c| Cut::Bounded { offset: lines[c].offset });
                 let mut lines: Vec<Option<SourceLine>> = lines.into_iter().map(Some).collect();
                 (cut, order.into_iter().filter_map(|i| lines[i].take()).collect())
+            }
+            Route::Gemini(mut lines) => {
+                lines.reverse();
+                // The records in force, each with the offset of the line its version came from:
+                // a record of a `$set` of messages is that element of the list.
+                let texts: Vec<&[u8]> = lines.iter().map(|l| if simdutf8::basic::from_utf8(&l.bytes).is_ok() { &l.bytes[..] } else { &b""[..] }).collect();
+                let records = gemini::resolve(&texts);
+                let out = records
+                    .into_iter()
+                    .map(|(i, m)| SourceLine {
+                        offset: lines[i].offset,
+                        bytes: LineBytes::copy(&serde_json::to_vec(&serde_json::Value::Object(m)).unwrap_or_default()),
+                    })
+                    .collect();
+                (Cut::Whole, out)
             }
             Route::Codex(scan) => {
                 let bounded = scan.is_bounded();

@@ -17,6 +17,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod dataset;
 pub mod edit;
+pub mod gemini;
 pub mod image;
 pub mod pi;
 pub mod qwen;
@@ -49,6 +50,9 @@ pub enum Format {
     /// Qwen Code sessions.
     #[serde(rename = "qwen")]
     Qwen,
+    /// Gemini CLI sessions (an upsert log).
+    #[serde(rename = "gemini")]
+    Gemini,
     /// One OpenAI Chat Completions message per line.
     #[serde(rename = "openai-chat")]
     OpenAiChat,
@@ -74,11 +78,12 @@ impl From<Format> for &'static str {
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 11] = [
+    pub const ALL: [Format; 12] = [
         Format::ClaudeCode,
         Format::Codex,
         Format::Pi,
         Format::Qwen,
+        Format::Gemini,
         Format::OpenAiChat,
         Format::Anthropic,
         Format::Dataset(Dataset::OpenAi),
@@ -95,6 +100,7 @@ impl Format {
             Format::Codex => "codex",
             Format::Pi => "pi",
             Format::Qwen => "qwen",
+            Format::Gemini => "gemini",
             Format::OpenAiChat => "openai-chat",
             Format::Anthropic => "anthropic",
             Format::Dataset(d) => d.as_str(),
@@ -109,6 +115,7 @@ impl Format {
             Format::Codex => codex::parse(line),
             Format::Pi => pi::parse(line),
             Format::Qwen => qwen::parse(line),
+            Format::Gemini => gemini::parse(line),
             Format::OpenAiChat | Format::Anthropic => chat::parse(line),
             // A whole conversation is not one entry of the turn model: the checker reads
             // dataset lines with `dataset`; other readers see a record to skip.
@@ -120,7 +127,7 @@ impl Format {
     pub fn dataset(self) -> Option<Dataset> {
         match self {
             Format::Dataset(d) => Some(d),
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::OpenAiChat | Format::Anthropic => None,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::OpenAiChat | Format::Anthropic => None,
         }
     }
 
@@ -137,7 +144,7 @@ impl Format {
             Format::ClaudeCode => Some(claude_code::TREE),
             Format::Pi => Some(pi::TREE),
             Format::Qwen => Some(qwen::TREE),
-            Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => None,
+            Format::Codex | Format::Gemini | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => None,
         }
     }
 
@@ -164,9 +171,12 @@ impl Format {
     /// Pi: its files hold two answers in a row (a real session of Pi's own repository,
     /// `tests/data/real/pi/large-session.jsonl` lines 465-466), and its providers send them so
     /// (the Messages API joins consecutive assistant turns).
+    ///
+    /// Gemini CLI: consecutive model turns are sent as one (`coalesceConsecutiveRoles`), and a
+    /// call's response must come in the user turn before the next prompt.
     pub fn prompt_ends_turn(self) -> bool {
         match self {
-            Format::Codex | Format::Pi => true,
+            Format::Codex | Format::Pi | Format::Gemini => true,
             // Qwen Code: its provider is OpenAI Chat Completions, whose rule is that the tool
             // messages answer the assistant message right before them.
             Format::ClaudeCode | Format::Qwen | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
@@ -179,7 +189,19 @@ impl Format {
     pub fn compaction_keeps_entries(self) -> bool {
         match self {
             Format::Pi => true,
-            Format::ClaudeCode | Format::Codex | Format::Qwen | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Codex | Format::Qwen | Format::Gemini | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+        }
+    }
+
+    /// Whether the file is an upsert log (Gemini CLI): a record appended again under its id
+    /// replaces the one before in place, so a later version of a record may answer the calls an
+    /// earlier one left open (its results are taken, never judged as second results), and
+    /// declares again the calls it still has open (not a second call). Repair appends
+    /// corrected records instead of editing lines ([`gemini::answer_call`]).
+    pub fn upserts(self) -> bool {
+        match self {
+            Format::Gemini => true,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -188,7 +210,7 @@ impl Format {
     pub fn model_carries_over(self) -> bool {
         match self {
             Format::Codex => true,
-            Format::ClaudeCode | Format::Pi | Format::Qwen | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Pi | Format::Qwen | Format::Gemini | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -200,7 +222,8 @@ impl Format {
             // Pi: two answers in a row are sent as they are (an errored or aborted one is not
             // sent at all, and reads as no turn).
             // Qwen Code: each model turn is a record of its own, sent as its own `Content`.
-            Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => Consecutive::NotRepaired,
+            // Gemini CLI: consecutive model turns are sent as one.
+            Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => Consecutive::NotRepaired,
         }
     }
 
@@ -219,6 +242,7 @@ impl Format {
             Format::Codex => codex::envelope(follows),
             Format::Pi => pi::envelope(follows),
             Format::Qwen => qwen::envelope(follows),
+            Format::Gemini => gemini::envelope(follows),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => serde_json::Map::new(),
         })
     }
@@ -230,6 +254,7 @@ impl Format {
             Format::Codex => codex::synthetic_result_in(&env.0, call, text),
             Format::Pi => pi::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::Qwen => qwen::synthetic_result_in(&env.0, call, text, parent, uuid),
+            Format::Gemini => gemini::synthetic_result_in(&env.0, call, text, uuid),
             Format::OpenAiChat => chat::openai_result(call, text),
             Format::Anthropic => chat::anthropic_result(call, text),
             // Inside a dataset's conversation a result is a message of the conversation's own
@@ -247,6 +272,7 @@ impl Format {
             Format::Codex => codex::drop_results(keep_first),
             Format::Pi => pi::drop_results(keep_first),
             Format::Qwen => qwen::drop_results(line, call_id, keep_first),
+            Format::Gemini => gemini::drop_results(),
             Format::OpenAiChat | Format::Anthropic => chat::drop_results(line, call_id, keep_first),
             // Datasets are repaired line by line by the dataset repair, never by plan edits.
             Format::Dataset(_) => Err(Unable("a dataset line is repaired by the dataset repair")),
@@ -259,7 +285,7 @@ impl Format {
         match self {
             Format::ClaudeCode => edit::drop_result_blocks_many(line, &[b"message", b"content"], drops),
             Format::OpenAiChat | Format::Anthropic if !chat::is_tool_line(line) => edit::drop_result_blocks_many(line, &[b"content"], drops),
-            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => None,
+            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => None,
         }
     }
 
@@ -271,6 +297,7 @@ impl Format {
             Format::Codex => codex::drop_call(),
             Format::Pi => pi::drop_call(line, call_id),
             Format::Qwen => qwen::drop_call(line, call_id),
+            Format::Gemini => gemini::drop_call(),
             Format::OpenAiChat | Format::Anthropic => chat::drop_call(line, call_id),
             // A conversation's messages are laid out as chat messages.
             Format::Dataset(_) => chat::drop_call(line, call_id),
@@ -283,7 +310,9 @@ impl Format {
         match self {
             Format::OpenAiChat => chat::merge_messages(true, into, next),
             Format::Anthropic => chat::merge_messages(false, into, next),
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => Err(Unable("messages of this format are not merged")),
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => {
+                Err(Unable("messages of this format are not merged"))
+            }
         }
     }
 
@@ -291,7 +320,7 @@ impl Format {
     fn is_chat(self) -> bool {
         match self {
             Format::OpenAiChat | Format::Anthropic => true,
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => false,
         }
     }
 }
@@ -319,7 +348,7 @@ impl FromStr for Format {
     fn from_str(s: &str) -> Result<Self, String> {
         Format::ALL.into_iter().find(|f| f.as_str() == s).ok_or_else(|| {
             format!(
-                "unknown format `{s}` (expected one of: claude-code, codex, pi, qwen, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
+                "unknown format `{s}` (expected one of: claude-code, codex, pi, qwen, gemini, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
             )
         })
     }
@@ -405,6 +434,20 @@ impl Detector {
 /// The format a single line suggests.
 fn classify(v: &serde_json::Value) -> Option<Format> {
     let obj = v.as_object()?;
+    // Gemini CLI: the metadata line, an update or a rewind of its upsert log, or a message
+    // record (an `id`, a `timestamp` and one of its types; Claude Code's `user` lines have a
+    // `uuid` and a `message`).
+    let str_of = |k: &str| obj.get(k).and_then(|x| x.as_str());
+    let gemini_meta = str_of("sessionId").is_some() && str_of("projectHash").is_some() && !obj.contains_key("type");
+    let gemini_record = str_of("id").is_some()
+        && str_of("timestamp").is_some()
+        && str_of("type").is_some_and(|t| gemini::TYPES.contains(&t))
+        && obj.contains_key("content")
+        && !obj.contains_key("message")
+        && !obj.contains_key("uuid");
+    if gemini_meta || gemini_record || obj.get("$set").is_some_and(|s| s.is_object()) || str_of("$rewindTo").is_some() {
+        return Some(Format::Gemini);
+    }
     let ty = obj.get("type").and_then(|t| t.as_str());
     if let Some(t) = ty {
         // Pi: the `session` header, or (a file whose header was lost) a tree entry.
@@ -486,6 +529,9 @@ mod tests {
             detect(&[r#"{"uuid":"u","parentUuid":null,"sessionId":"s","type":"user","message":{"role":"user","content":"x"}}"#]),
             Some(Format::ClaudeCode)
         );
+        assert_eq!(detect(&[r#"{"sessionId":"s","projectHash":"h","startTime":"t","lastUpdated":"t","kind":"main"}"#]), Some(Format::Gemini));
+        assert_eq!(detect(&[r#"{"id":"u","timestamp":"t","type":"user","content":[{"text":"x"}]}"#]), Some(Format::Gemini));
+        assert_eq!(detect(&[r#"{"$set":{"lastUpdated":"t"}}"#]), Some(Format::Gemini));
         assert_eq!(detect(&[r#"{"role":"system","content":"x"}"#]), Some(Format::OpenAiChat));
         assert_eq!(
             detect(&[r#"{"role":"user","content":"x"}"#, r#"{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"n","input":{}}]}"#]),

@@ -73,7 +73,9 @@ impl ApiRules {
             // blocks are not what the provider's rules judge.
             // Qwen Code: its OpenAI converter builds the Chat Completions messages from Gemini
             // `Content`s (an OpenAI message has none of these blocks).
-            Format::Codex | Format::Pi | Format::Qwen | Format::Dataset(_) => None,
+            // Gemini CLI: the Gemini API's rule on calls and responses is the pairing's own (a
+            // second response, a call left without one); its blocks are parts, not these.
+            Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => None,
         }
     }
 

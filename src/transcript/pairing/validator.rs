@@ -216,7 +216,29 @@ pub struct Validator {
     /// with its call's node: a compaction that keeps the result and not its call leaves it
     /// alone in the context.
     kept_results: Option<std::collections::VecDeque<KeptResult>>,
+    /// Upsert logs ([`Format::upserts`], Gemini CLI): what later versions of a record may take
+    /// back (`None` for the other formats).
+    upsert: Option<Box<Upsert>>,
 }
+
+/// What the validator remembers of an upsert log's records: a later version of a record
+/// replaces it where it stands, so what an earlier version was found to break may be mended.
+#[derive(Debug, Default)]
+struct Upsert {
+    /// `unanswered_call` findings by call id, with their line: a later version of the call's
+    /// record that holds its result answers it.
+    unanswered: Map<String, u64>,
+    /// Tool messages by record (their turn key): the results they held, and the
+    /// `duplicate_result` and `orphan_result` findings about them, each with its line, call id
+    /// and kind.
+    results: Map<u64, (Vec<String>, Vec<Taken>)>,
+    /// The calls each model record (its turn key) declared in its latest version: one a later
+    /// version no longer has is gone.
+    calls: Map<u64, Vec<String>>,
+}
+
+/// A result finding a later version of its record may take back: its line, call id and kind.
+type Taken = (u64, String, Kind);
 
 /// A result a Pi compaction may keep without its call.
 #[derive(Debug)]
@@ -251,6 +273,7 @@ impl Validator {
             emitted: Vec::new(),
             api: ApiRules::new(format).map(Box::new),
             kept_results: format.compaction_keeps_entries().then(std::collections::VecDeque::new),
+            upsert: format.upserts().then(Box::default),
         }
     }
 
@@ -546,6 +569,36 @@ impl Validator {
         for c in &m.calls {
             self.call(line, t, c, node, out);
         }
+        if let (Some(u), Some(k)) = (self.upsert.as_mut(), m.turn) {
+            // A call an earlier version of the record declared and this one does not is gone.
+            let now: Vec<String> = m.calls.iter().map(|c| c.id.to_string()).collect();
+            let gone: Vec<String> = u.calls.insert(k, now.clone()).unwrap_or_default().into_iter().filter(|id| !now.contains(id)).collect();
+            for id in gone {
+                if let Some(at) = self.upsert.as_mut().and_then(|u| u.unanswered.remove(&id)) {
+                    let reason = format!("taken out by a later version of its record at line {line}, which replaces it in place");
+                    out(Output::Demoted { line: at, kind: Kind::UnansweredCall, call_id: Some(id.clone()), reason });
+                }
+                if self.pending.get(&id).is_some_and(|p| p.thread == t) {
+                    self.remove_pending(&id);
+                }
+            }
+        }
+        if self.upsert.is_some() {
+            // A version of the record that holds results for its calls (Gemini CLI's
+            // `toolCalls[].result`): they are answered, once, whatever the versions before said;
+            // a call found unanswered in an earlier version no longer is.
+            for r in &m.results {
+                let t_pending = self.pending.get(r.id.as_ref()).is_some_and(|p| p.thread == t);
+                if t_pending {
+                    self.remove_pending(r.id.as_ref());
+                }
+                self.lane(t).answered.insert(r.id.to_string());
+                if let Some(at) = self.upsert.as_mut().and_then(|u| u.unanswered.remove(r.id.as_ref())) {
+                    let reason = format!("answered by a later version of its record at line {line}, which replaces it in place");
+                    out(Output::Demoted { line: at, kind: Kind::UnansweredCall, call_id: Some(r.id.to_string()), reason });
+                }
+            }
+        }
         if m.turn.is_none() {
             self.close_turn(t, out);
         }
@@ -554,6 +607,15 @@ impl Validator {
     fn call(&mut self, line: u64, t: u64, c: &Call<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
         if let Some(f) = invalid_arguments(line, c) {
             self.emit(f.in_thread(t), node, out);
+        }
+        if self.upsert.is_some() && (self.pending.contains_key(c.id.as_ref()) || self.lane(t).answered.contains(c.id.as_ref())) {
+            // The record appended again with the call: still open, the call is its latest
+            // line's; answered, it stays answered (its results follow in the same record).
+            if self.pending.contains_key(c.id.as_ref()) {
+                let p = Pending { id: c.id.to_string(), name: c.name.to_string(), line, node, thread: t };
+                self.insert_pending(p);
+            }
+            return;
         }
         if self.pending.contains_key(c.id.as_ref()) || self.lane(t).answered.contains(c.id.as_ref()) {
             self.emit(duplicate_call_id(line, c).in_thread(t), node, out);
@@ -564,7 +626,27 @@ impl Validator {
     }
 
     fn results(&mut self, line: u64, t: u64, m: &Message<'_>, node: Option<u64>, out: &mut impl FnMut(Output)) {
+        // An upsert log's record appended again: the results its earlier version held are not
+        // new, and a second result it no longer holds is gone.
+        let mut known: Vec<String> = Vec::new();
+        let mut dups: Vec<Taken> = Vec::new();
+        if let (Some(u), Some(k)) = (self.upsert.as_mut(), m.turn) {
+            if let Some((ids, before)) = u.results.remove(&k) {
+                known = ids;
+                for (at, id, kind) in before {
+                    if m.results.iter().any(|r| r.id == id.as_str()) {
+                        dups.push((at, id, kind));
+                    } else {
+                        let reason = format!("taken out by a later version of its record at line {line}, which replaces it in place");
+                        out(Output::Demoted { line: at, kind, call_id: Some(id), reason });
+                    }
+                }
+            }
+        }
         for r in &m.results {
+            if known.iter().any(|k| k == r.id.as_ref()) {
+                continue;
+            }
             // (The table is changed as it always was, remove then insert back, so that the
             // order its calls are met in elsewhere stays the same.)
             match self.remove_pending(r.id.as_ref()) {
@@ -583,7 +665,13 @@ impl Validator {
                 None => {}
             }
             let f = unmatched_result(line, &r.id, self.lane(t).answered.contains(r.id.as_ref()));
+            if self.upsert.is_some() {
+                dups.push((line, r.id.to_string(), f.kind));
+            }
             self.emit(f.in_thread(t), node, out);
+        }
+        if let (Some(u), Some(k)) = (self.upsert.as_mut(), m.turn) {
+            u.results.insert(k, (m.results.iter().map(|r| r.id.to_string()).collect(), dups));
         }
     }
 
@@ -597,6 +685,9 @@ impl Validator {
         let pending: Vec<Pending> = self.pending_in(t);
         for p in pending {
             self.remove_pending(&p.id);
+            if let Some(u) = self.upsert.as_mut() {
+                u.unanswered.insert(p.id.clone(), p.line);
+            }
             self.emit(unanswered_call(p.line, &p.id, &p.name, line).in_thread(t), p.node, out);
         }
         self.lane(t).answered.clear();

@@ -571,7 +571,10 @@ impl Planner {
             return self.unrepaired(line, kind, Some(call_id), "the call's turn was not seen");
         };
         let text = text.unwrap_or(if turn.invalid_call && call.args_ok { ResultText::InvalidPeer } else { ResultText::NotExecuted });
-        let e = Edit::Insert { after: turn.exchange_end, call_id: call_id.to_owned(), tool: call.tool, item: call.item, text, reason: kind };
+        // An upsert log's call is answered in its own record (the line of its latest version,
+        // the finding's): the rewriter appends that record again with the result.
+        let after = if self.format.is_some_and(Format::upserts) { line } else { turn.exchange_end };
+        let e = Edit::Insert { after, call_id: call_id.to_owned(), tool: call.tool, item: call.item, text, reason: kind };
         self.edit(e);
         self.separated = true;
     }
@@ -854,6 +857,20 @@ impl Planner {
     /// The findings (and demotions) the stages before made, in order.
     pub(crate) fn outputs<'a>(&mut self, outputs: impl IntoIterator<Item = &'a Output>) {
         for o in outputs {
+            if let Output::Demoted { line, kind, call_id, .. } = o {
+                if self.format.is_some_and(Format::upserts) {
+                    // An upsert log's later version of a record mended what the finding was
+                    // about: its edit is not made.
+                    self.plan.edits.retain(|e| {
+                        let (id, at) = match e {
+                            Edit::Insert { call_id, reason, .. } if reason == kind => (call_id, None),
+                            Edit::DropResults { call_id, line, reason, .. } if reason == kind => (call_id, Some(*line)),
+                            _ => return true,
+                        };
+                        !(call_id.as_deref() == Some(id.as_str()) && at.is_none_or(|a| a == *line))
+                    });
+                }
+            }
             if let Output::Finding(f) = o {
                 if f.severity == Severity::Error || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
                     self.finding(f);

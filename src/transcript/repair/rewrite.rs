@@ -24,7 +24,7 @@ use super::synth;
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::claude_code;
 use crate::transcript::formats::edit::{CallRef, Edited, Unable};
-use crate::transcript::formats::Format;
+use crate::transcript::formats::{gemini, Format};
 use crate::transcript::lines::{is_blank, Block, LineSplitter, BOM};
 use crate::transcript::model::{id_hash, Entry, Message, Node, Role};
 use crate::transcript::pairing::branches::Line;
@@ -151,6 +151,9 @@ pub struct Rewriter {
     /// The line limit.
     max: usize,
     log: RewriteLog,
+    /// Upsert logs ([`Format::upserts`]): the corrected records to append after the last line,
+    /// with the line each corrects, in line order.
+    appends: Vec<(u64, Vec<u8>)>,
 }
 
 impl Rewriter {
@@ -189,6 +192,7 @@ impl Rewriter {
             reject_buf: Vec::new(),
             max: max_line_bytes,
             log: RewriteLog::default(),
+            appends: Vec::new(),
         }
     }
 
@@ -196,6 +200,11 @@ impl Rewriter {
     pub fn without_rejects(mut self) -> Self {
         self.write_rejects = false;
         self
+    }
+
+    /// The file's format.
+    pub fn format(&self) -> Format {
+        self.format
     }
 
     /// Sets the file's format (before any line with an edit is fed).
@@ -382,11 +391,20 @@ impl Rewriter {
                 if let Some(bytes) = t.bytes {
                     let bytes = bytes.to_vec();
                     self.put(&[&bytes], Source::Same(line), out);
+                    if !self.appends.is_empty() {
+                        // What follows starts a line of its own.
+                        out(Emit::Out(b"\n"));
+                    }
                 }
             }
             None => {}
         }
         self.flush_held(out);
+        let last = self.next_line.saturating_sub(1).max(line.min(self.next_line));
+        for (_, b) in std::mem::take(&mut self.appends) {
+            self.put(&[&b, b"\n"], Source::Inserted { after: last }, out);
+            self.log.stats.inserted += 1;
+        }
         self.log
     }
 
@@ -530,6 +548,9 @@ impl Rewriter {
         if edits.len() > 1 {
             let mut seen: Set<Edit> = Set::default();
             edits.retain(|e| seen.insert(e.clone()));
+        }
+        if self.format.upserts() {
+            return self.upsert_line(n, raw, content, edits, out);
         }
         let claude = self.format.uuid_tree();
         let mut bytes: Cow<'_, [u8]> = Cow::Borrowed(content);
@@ -682,6 +703,58 @@ impl Rewriter {
             }
         }
         self.insert_after(n, &bytes, removed.is_some(), own_uuid, own_parent, term, out);
+    }
+
+    /// A line of an upsert log (Gemini CLI): it stays as it is (unless removed), and what the
+    /// edits change of its record is appended, as a corrected version of it, after the last
+    /// line ([`Rewriter::finish`]): the agent's loader lets the last version of a record win,
+    /// in the place the first took. A removed result is a version of the `user` record
+    /// without it ([`gemini::drop_responses`]); a result inserted for a call (the plan puts it
+    /// after the call's own line) is a version of the call's record with the result in its
+    /// `toolCalls` entry ([`gemini::answer_call`]); a call removed, a version of its record
+    /// without it ([`gemini::drop_call_record`]).
+    fn upsert_line(&mut self, n: u64, raw: &[u8], content: &[u8], edits: Vec<Edit>, out: &mut impl FnMut(Emit<'_>)) {
+        let mut removed = None;
+        let mut fixed: Option<Vec<u8>> = None;
+        for e in &edits {
+            match e {
+                Edit::Remove { reason, .. } => {
+                    removed = Some(*reason);
+                    break;
+                }
+                Edit::DropResults { call_id, .. } => match gemini::drop_responses(fixed.as_deref().unwrap_or(content), call_id) {
+                    Ok(b) => fixed = Some(b),
+                    Err(Unable(why)) => self.fail(e, why),
+                },
+                Edit::DropCall { call_id, .. } => match gemini::drop_call_record(fixed.as_deref().unwrap_or(content), call_id) {
+                    Ok(b) => fixed = Some(b),
+                    Err(Unable(why)) => self.fail(e, why),
+                },
+                Edit::Insert { .. } | Edit::Salvage { .. } => {}
+                other => self.fail(other, "a Gemini CLI record is corrected by appending it again, not edited in place"),
+            }
+        }
+        for e in self.inserts.remove(&n).unwrap_or_default() {
+            let Edit::Insert { call_id, text, .. } = &e else { continue };
+            if removed.is_some() {
+                self.fail(&e, "the call's line is removed");
+                continue;
+            }
+            match gemini::answer_call(fixed.as_deref().unwrap_or(content), call_id, text.text()) {
+                Ok(b) => fixed = Some(b),
+                Err(Unable(why)) => self.fail(&e, why),
+            }
+        }
+        match removed {
+            Some(reason) => {
+                self.reject(n, Action::Removed, Some(reason), false, raw, out);
+                self.log.stats.removed += 1;
+            }
+            None => self.put(&[raw, b"\n"], Source::Same(n), out),
+        }
+        if let (Some(b), None) = (fixed, removed) {
+            self.appends.push((n, b));
+        }
     }
 
     /// The line with every `DropResults` of `edits` made in one walk, when each would have been

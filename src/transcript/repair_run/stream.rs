@@ -107,6 +107,11 @@ impl StreamRepair {
         }
         let planner = c.stage_mut::<Planner>().expect("a plan pipeline has a planner");
         self.rewriter.add_parents(planner.take_parents());
+        if self.format_set && self.rewriter.format().upserts() {
+            // An upsert log's edits wait for the end ([`StreamRepair::write`] holds every line):
+            // a later version of a record may take one back.
+            return Ok(None);
+        }
         Ok(take(&mut self.rewriter, &mut self.taken, planner.edits()))
     }
 
@@ -115,6 +120,8 @@ impl StreamRepair {
     pub fn write(&mut self, held: &[u8], out: &mut impl FnMut(Emit<'_>)) -> Step {
         // Until the format is known nothing is final: the format decides the edits.
         let done = match &self.checker {
+            // An upsert log's lines are final at the end of the stream.
+            Some(_) if self.format_set && self.rewriter.format().upserts() => 0,
             Some(c) if self.format_set => {
                 let next = c.checker().map_or(0, |c| c.next_line());
                 let stop = next.min(c.stage::<Planner>().map_or(0, Planner::watermark));

@@ -28,3 +28,8 @@ done
 rec codex-0.171.0/echo codex "$TRANSCRIPTD_CODEX" --script scripts/codex-echo.json
 rec codex-0.171.0/killed-mid-tool codex "$TRANSCRIPTD_CODEX" --script scripts/codex-sleep.json --kill-at mid-tool
 rec codex-0.171.0/resumed-after-kill-mid-tool codex "$TRANSCRIPTD_CODEX" --script scripts/codex-echo.json --resume sessions/codex-0.171.0/killed-mid-tool.jsonl --prompt "Go on."
+# Gemini CLI 0.61.0 ($TRANSCRIPTD_GEMINI: the bundle's gemini.js, run by $TRANSCRIPTD_NODE).
+rec gemini-cli-0.61.0/echo gemini "$TRANSCRIPTD_GEMINI" --script scripts/gemini-echo.json
+rec gemini-cli-0.61.0/killed-mid-tool gemini "$TRANSCRIPTD_GEMINI" --script scripts/gemini-sleep.json --kill-at mid-tool
+rec gemini-cli-0.61.0/killed-mid-stream gemini "$TRANSCRIPTD_GEMINI" --script scripts/gemini-stall.json --kill-at mid-stream
+rec gemini-cli-0.61.0/resumed-after-kill-mid-tool gemini "$TRANSCRIPTD_GEMINI" --script scripts/gemini-echo.json --resume sessions/gemini-cli-0.61.0/killed-mid-tool.jsonl --prompt "Go on."

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The real agents as the oracle: Claude Code and Codex run against a local fake provider.
+"""The real agents as the oracle: Claude Code, Codex, Pi and Gemini CLI run against a local fake
+provider.
 
 Every agent runs in its own network namespace (`unshare --net`, loopback only: nothing can leave
 the machine), with a throwaway HOME, against a server in this process that speaks the provider's
-API: Anthropic Messages (streamed, SSE) for Claude Code, OpenAI Responses (streamed, SSE) for
-Codex, through a model provider with a local `base_url`. The server records every request body
+API: Anthropic Messages (streamed, SSE) for Claude Code and Pi, OpenAI Responses (streamed, SSE)
+for Codex, through a model provider with a local `base_url`, and the Gemini API
+(`streamGenerateContent`, SSE; `generateContent`) for Gemini CLI (`GOOGLE_GEMINI_BASE_URL`, a
+dummy `GEMINI_API_KEY`; a call is a `functionCall` part, and Gemini CLI gives it its id). The server records every request body
 as JSON, and answers from a script.
 
 Commands:
@@ -210,6 +213,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.openai_responses(n, body or {})
         if path.endswith("/chat/completions"):
             return self.openai_chat(n, body or {})
+        if ":countTokens" in path:
+            return self._json(200, {"totalTokens": 100})
+        if ":streamGenerateContent" in path or ":generateContent" in path:
+            return self.gemini(n, path, body or {})
         return self._json(404, {"error": {"type": "not_found_error", "message": "not here"}})
 
     # -- Anthropic Messages ------------------------------------------------------------------
@@ -265,6 +272,56 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                       "usage": {"output_tokens": 10}})
         self._event("message_stop", {"type": "message_stop"})
+
+    # -- Gemini API (generateContent / streamGenerateContent) ---------------------------------
+
+    def gemini(self, n, path, body):
+        """The Gemini API as Gemini CLI calls it (`models/<model>:streamGenerateContent?alt=sse`,
+        SSE `data:` lines, each a GenerateContentResponse; `:generateContent` for the side
+        requests: next-speaker checks, titles). A request that offers tools takes a step; a
+        side request asking for JSON gets a JSON text."""
+        side = not body.get("tools") or not any(t.get("functionDeclarations") for t in body.get("tools") or [] if isinstance(t, dict))
+        gen = body.get("generationConfig") or body.get("config") or {}
+        if side:
+            wants_json = gen.get("responseMimeType") == "application/json" or gen.get("responseJsonSchema") or gen.get("responseSchema")
+            step = {"text": json.dumps({"next_speaker": "user", "reasoning": "scripted"}) if wants_json else "Scripted session"}
+        else:
+            step = self.provider.next_step()
+        parts = []
+        if step.get("text"):
+            parts.append({"text": step["text"]})
+        if step.get("tool"):
+            parts.append({"functionCall": {"name": step["tool"], "args": step.get("input", {})}})
+        usage = {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110}
+        model = path.split("/models/")[-1].split(":")[0]
+        if ":streamGenerateContent" not in path:
+            return self._json(200, {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                                    "usageMetadata": usage, "modelVersion": model, "responseId": f"oracle{self.provider.run}{n:04}"})
+        self._sse_start()
+
+        def chunk(ps, finish=None, with_usage=False):
+            c = {"content": {"role": "model", "parts": ps}, "index": 0}
+            if finish:
+                c["finishReason"] = finish
+            doc = {"candidates": [c], "modelVersion": model, "responseId": f"oracle{self.provider.run}{n:04}"}
+            if with_usage:
+                doc["usageMetadata"] = usage
+            self.wfile.write(f"data: {json.dumps(doc)}\r\n\r\n".encode())
+            self.wfile.flush()
+
+        text = step.get("text") or ""
+        half = len(text) // 2
+        if half:
+            chunk([{"text": text[:half]}])
+            if step.get("stall"):
+                return self._stall(n)
+            rest = [{"text": text[half:]}]
+        else:
+            rest = [{"text": text}] if text else []
+        rest += [p for p in parts if "functionCall" in p]
+        if step.get("stall"):
+            return self._stall(n)
+        chunk(rest, "STOP", True)
 
     # -- OpenAI Responses --------------------------------------------------------------------
 
@@ -391,7 +448,7 @@ def encode_cwd(cwd):
 def agent_bin(agent, given):
     if given:
         return given
-    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX", "pi": "TRANSCRIPTD_PI", "qwen": "TRANSCRIPTD_QWEN"}[agent]
+    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX", "pi": "TRANSCRIPTD_PI", "qwen": "TRANSCRIPTD_QWEN", "gemini": "TRANSCRIPTD_GEMINI"}[agent]
     b = os.environ.get(env)
     if not b:
         sys.exit(f"agent_oracle: no {agent} binary: give --bin or ${env}")
@@ -560,6 +617,34 @@ def qwen_session_id(transcript):
     return Path(transcript).stem
 
 
+GEMINI_MODEL = "gemini-2.5-flash"
+
+
+def gemini_home(home, port):
+    """A Gemini CLI home that talks to the local server with an API key
+    (`GOOGLE_GEMINI_BASE_URL`, `GEMINI_API_KEY`, `security.auth.selectedType` `gemini-api-key`),
+    with its update check, telemetry, usage statistics and folder-trust prompt off."""
+    home = Path(home)
+    g = home / ".gemini"
+    g.mkdir(parents=True, exist_ok=True)
+    (g / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "model": {"name": GEMINI_MODEL},
+    }))
+    env = base_env(home)
+    env.update({"GEMINI_API_KEY": "oracle-test-key", "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{port}",
+                "GEMINI_CLI_NO_RELAUNCH": "true", "NO_BROWSER": "true", "CI": "1"})
+    return env
+
+
+def gemini_cmd(binary):
+    node = os.environ.get("TRANSCRIPTD_NODE") or shutil.which("node") or "node"
+    return [node, binary, "--approval-mode", "yolo", "-m", GEMINI_MODEL]
+
+
 def in_netns():
     """Re-runs this program inside a new network namespace with only loopback up, unless it is
     already there."""
@@ -684,11 +769,12 @@ def carries_prompt(body, prompt):
     `messages`, or Responses `input`). Warmups and side requests do not."""
     if not isinstance(body, dict):
         return False
-    items = body.get("messages") or body.get("input") or []
+    items = body.get("messages") or body.get("input") or body.get("contents") or []
     if not isinstance(items, list):
         return False
     users = [m for m in items if isinstance(m, dict) and m.get("role") == "user"]
-    return bool(users) and any(t.strip() == prompt for t in texts_of(users[-1].get("content")))
+    # Gemini `contents`: a user Content's `parts`.
+    return bool(users) and any(t.strip() == prompt for t in texts_of(users[-1].get("content", users[-1].get("parts"))))
 
 
 def is_main_request(event, prompt="continue"):
@@ -725,6 +811,17 @@ def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()
             "schema_version": 1, "pid": 1, "session_id": sid, "work_dir": str(cwd), "hostname": "oracle",
             "started_at": 0, "qwen_version": None}))
         return env, qwen_cmd(binary, port) + ["--resume", sid, *extra, prompt]
+    elif agent == "gemini":
+        # Gemini CLI keeps a project's chats under ~/.gemini/tmp/<slug>/chats, the slug from its
+        # projects.json; a directory named by the SHA-256 of the project root (the layout before
+        # slugs) is migrated to the slug on start, so the file is laid there.
+        import hashlib
+        env = gemini_home(home, port)
+        d = Path(home) / ".gemini" / "tmp" / hashlib.sha256(str(cwd).encode()).hexdigest() / "chats"
+        d.mkdir(parents=True, exist_ok=True)
+        name = transcript.name if re.fullmatch(r"session-.*\.jsonl", transcript.name) else "session-2026-01-01T00-00-oracle00.jsonl"
+        shutil.copyfile(transcript, d / name)
+        return env, gemini_cmd(binary) + ["--resume", "latest", *extra, "-p", prompt]
     if agent == "pi":
         env = pi_home(home, port)
         d = Path(home) / ".pi" / "agent" / "sessions" / pi_dir(cwd)
@@ -808,6 +905,9 @@ def cmd_record(args):
         elif args.agent == "qwen":
             env = qwen_home(home, port)
             cmd = qwen_cmd(binary, port) + ["--session-id", str(uuid.uuid4()), prompt]
+        elif args.agent == "gemini":
+            env = gemini_home(home, port)
+            cmd = gemini_cmd(binary) + ["-p", prompt]
         elif args.agent == "claude":
             env = claude_home(home, port)
             sid = str(uuid.uuid4())
@@ -841,6 +941,8 @@ def cmd_record(args):
             found = list((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
         elif args.agent == "qwen":
             found = list((home / ".qwen" / "projects").glob("*/chats/*.jsonl"))
+        elif args.agent == "gemini":
+            found = list((home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
         elif args.agent == "claude":
             found = [p for p in (home / ".claude" / "projects").glob("*/*.jsonl") if not p.name.startswith("agent-")]
         else:
@@ -897,6 +999,18 @@ def cmd_record(args):
 #     does not send verbatim, or its own when there are none), and so are the trailing developer/user messages after the last item that matches
 #     the context, when the very last is the prompt ("continue"): those are the new turn's
 #     context (permissions, AGENTS.md, environment, model switch, skills) and the prompt.
+
+
+# Gemini CLI (Gemini API `contents`):
+#   * context side: the records as printed ({role, parts}, after what the agent does on resume:
+#     src/transcript/context/agent.rs).
+#   * both sides: consecutive contents of one role are joined (the API joins them), and a
+#     content with no parts is removed.
+#   * agent side: the text parts beginning with "<session_context>" are removed (the
+#     environment the agent makes anew on every start and puts first; the file's own is not
+#     sent), and the prompt ("continue") at the end. systemInstruction, tools and
+#     generationConfig are not compared; nothing else is ignored (ids, args, responses,
+#     thought signatures, part order).
 
 
 def _strip_cache_control(block):
@@ -1173,6 +1287,35 @@ def _qwen_norm(msgs, agent_side):
     return out
 
 
+def _gemini_contents(contents):
+    """Gemini contents with consecutive turns of one role joined (the API joins them)."""
+    out = []
+    for c in contents:
+        parts = list(c.get("parts") or [])
+        if out and out[-1]["role"] == c.get("role"):
+            out[-1]["parts"].extend(parts)
+        else:
+            out.append({"role": c.get("role"), "parts": parts})
+    return [c for c in out if c["parts"]]
+
+
+def _drop_new_turn_gemini(contents, prompt):
+    """Gemini CLI's request without what it adds itself: the `<session_context>` text it puts
+    first (the environment, made anew on every start; the file's own is not sent), and the new
+    prompt at the end."""
+    out = []
+    for c in contents:
+        parts = [p for p in c.get("parts") or [] if not (isinstance(p, dict) and isinstance(p.get("text"), str)
+                                                         and p["text"].lstrip().startswith("<session_context>"))]
+        out.append({"role": c.get("role"), "parts": parts})
+    out = _gemini_contents(out)
+    if out and out[-1]["role"] == "user":
+        parts = out[-1]["parts"]
+        if parts and isinstance(parts[-1], dict) and (parts[-1].get("text") or "").strip() == prompt:
+            out[-1]["parts"] = parts[:-1]
+    return [c for c in out if c["parts"]]
+
+
 def compare(agent, request, records, prompt="continue"):
     body = request.get("body", request)
     if agent == "qwen":
@@ -1184,6 +1327,9 @@ def compare(agent, request, records, prompt="continue"):
             if not a[-1]["content"]:
                 a = a[:-1]
         t = _qwen_norm(_qwen_openai(records), False)
+    elif agent == "gemini":
+        a = _drop_new_turn_gemini(body.get("contents") or [], prompt)
+        t = _gemini_contents(records)
     elif agent == "pi":
         a = _drop_new_turn_pi([{"role": m.get("role"), "content": [_strip_cache_control(b) for b in m["content"]] if isinstance(m.get("content"), list) else m.get("content")}
                                for m in body.get("messages") or []], prompt)
@@ -1217,7 +1363,14 @@ def compare(agent, request, records, prompt="continue"):
 
 def _calls(agent, items):
     calls, results = [], {}
-    if agent in ("claude", "pi", "qwen"):
+    if agent == "gemini":
+        for c in items:
+            for p in c.get("parts") or []:
+                if isinstance(p, dict) and isinstance(p.get("functionCall"), dict):
+                    calls.append(p["functionCall"].get("id"))
+                elif isinstance(p, dict) and isinstance(p.get("functionResponse"), dict):
+                    results[p["functionResponse"].get("id")] = p["functionResponse"].get("response")
+    elif agent in ("claude", "pi", "qwen"):
         for m in items:
             for b in m.get("content") or []:
                 if isinstance(b, dict) and b.get("type") == "tool_use":
@@ -1359,14 +1512,14 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("resume")
     r.add_argument("transcript")
-    r.add_argument("--agent", choices=["claude", "codex", "pi", "qwen"], required=True)
+    r.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini"], required=True)
     r.add_argument("--bin")
     r.add_argument("--out", required=True)
     r.add_argument("--timeout", type=float, default=90)
     r.add_argument("--keep", action="store_true")
     r.add_argument("--model", help="Claude Code: the model to resume with (default: the transcript's last; 'none': the agent's default)")
     w = sub.add_parser("record")
-    w.add_argument("--agent", choices=["claude", "codex", "pi", "qwen"], required=True)
+    w.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini"], required=True)
     w.add_argument("--bin")
     w.add_argument("--script", required=True)
     w.add_argument("--kill-at", choices=["mid-tool", "mid-stream", "compaction"])
@@ -1377,11 +1530,11 @@ def main():
     w.add_argument("--keep", action="store_true")
     w.add_argument("--before", help="a shell command run in the agent's throwaway HOME before it starts")
     c = sub.add_parser("compare")
-    c.add_argument("--agent", choices=["claude", "codex", "pi", "qwen"], required=True)
+    c.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini"], required=True)
     c.add_argument("request")
     c.add_argument("context")
     t = sub.add_parser("table")
-    t.add_argument("--agent", choices=["claude", "codex", "pi", "qwen"], required=True)
+    t.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini"], required=True)
     t.add_argument("--bin")
     t.add_argument("--transcriptd", required=True)
     t.add_argument("--jobs", type=int, default=3)
