@@ -205,7 +205,8 @@ pub fn jobs(requested: Option<usize>) -> usize {
 }
 
 /// The standard transcript locations that exist on this machine: `~/.claude/projects`,
-/// `~/.codex/sessions` and Pi's sessions ([`pi_sessions_dir`]).
+/// `~/.codex/sessions`, Pi's sessions ([`pi_sessions_dir`]) and Copilot's
+/// ([`copilot_sessions_dir`]).
 pub fn default_roots() -> Vec<std::path::PathBuf> {
     let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
     standard_roots(&home).into_iter().filter(|p| p.is_dir()).collect()
@@ -214,7 +215,16 @@ pub fn default_roots() -> Vec<std::path::PathBuf> {
 /// The standard transcript locations under `home`, whether they exist or not (the daemon
 /// watches them once they appear): the one list of them.
 pub fn standard_roots(home: &std::path::Path) -> Vec<std::path::PathBuf> {
-    vec![home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(home)]
+    vec![home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(home), copilot_sessions_dir(home)]
+}
+
+/// Where Copilot CLI keeps its sessions: `session-state` in `$COPILOT_HOME`, else in
+/// `~/.copilot` (each session a directory `<id>/` holding `events.jsonl`).
+pub fn copilot_sessions_dir(home: &std::path::Path) -> std::path::PathBuf {
+    match std::env::var_os("COPILOT_HOME").filter(|d| !d.is_empty()) {
+        Some(d) => std::path::PathBuf::from(d).join("session-state"),
+        None => home.join(".copilot/session-state"),
+    }
 }
 
 /// Where Pi keeps its sessions: `$PI_CODING_AGENT_SESSION_DIR`, else `sessions` in its agent
@@ -240,7 +250,7 @@ pub fn roots_or_default(given: &[std::path::PathBuf]) -> anyhow::Result<Vec<std:
     }
     let roots = default_roots();
     if roots.is_empty() {
-        anyhow::bail!("no root given, and none of ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions exists");
+        anyhow::bail!("no root given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.copilot/session-state exists");
     }
     Ok(roots)
 }

@@ -26,7 +26,10 @@ pub fn canonical(out: &mut dyn Write, record: &[u8], format: Format) -> io::Resu
         // The others are API messages: `{"role", "content"}`.
         // Pi's records are its own messages: `{"role", "content"}` with `toolCall` blocks.
         Format::Pi => (Format::Pi, v["role"].as_str().unwrap_or("")),
-        Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => (Format::Anthropic, v["role"].as_str().unwrap_or("")),
+        // Copilot's records are the Anthropic Messages it sends.
+        Format::ClaudeCode | Format::Copilot | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
+            (Format::Anthropic, v["role"].as_str().unwrap_or(""))
+        }
     };
     parts(out, &format!("{:>6}", ""), &safe::line(role), &render_parts(&v, shape))
 }
@@ -59,6 +62,8 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
         Format::Codex => v.get("payload").unwrap_or(v),
         // A Pi line is an entry holding its message; a record is the message.
         Format::Pi => v.get("message").unwrap_or(v),
+        // A Copilot line is an event: its `data` holds the text, calls or result.
+        Format::Copilot => v.get("data").unwrap_or(v),
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
     };
     let mut parts = Vec::new();
@@ -80,6 +85,14 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
         Some(Value::String(s)) => parts.push(s.clone()),
         Some(Value::Array(blocks)) => parts.extend(blocks.iter().map(render_block)),
         _ => {}
+    }
+    // Copilot's `toolRequests`.
+    for call in msg.get("toolRequests").and_then(Value::as_array).into_iter().flatten() {
+        let name = safe::line(call["name"].as_str().unwrap_or("?"));
+        parts.push(format!("[call {name} {}] {}", safe::line(call["toolCallId"].as_str().unwrap_or("")), text_of(&call["arguments"])));
+    }
+    if let Some(r) = msg.get("result").and_then(|r| r.get("content")).or_else(|| msg.get("error").and_then(|e| e.get("message"))) {
+        parts.push(text_of(r));
     }
     for call in msg.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
         let f = &call["function"];

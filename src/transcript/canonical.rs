@@ -29,7 +29,7 @@
 //! Calling order: [`Canonical::push`] lines oldest first, then [`Canonical::finish`] once.
 
 use super::formats::claude_code::ClaudeFields;
-use super::formats::{codex, pi, Format};
+use super::formats::{codex, copilot, pi, Format};
 use super::model::{Entry, Role};
 use super::scan::{self, Kind, Scanner};
 use std::borrow::Cow;
@@ -142,6 +142,7 @@ impl<'a> Canonical<'a> {
             }
             Format::Codex => self.codex(line, bytes, out),
             Format::Pi => self.pi(line, bytes, out),
+            Format::Copilot => self.copilot(line, bytes, out),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
                 if scan::object_line(bytes, |s, _| s.skip()).is_ok() {
                     self.write_object(line, bytes, out);
@@ -275,6 +276,25 @@ impl<'a> Canonical<'a> {
         }
         if let Some(r) = pi::record_bytes(bytes) {
             self.write_object(line, &r, out);
+        }
+    }
+
+    /// A Copilot event: the message Copilot sends for it ([`copilot::record`]); in `history` a
+    /// successful compaction is the marker `{"type": "compact_boundary", "line": N,
+    /// "tokens_removed": T}` in place.
+    fn copilot(&mut self, line: Option<u64>, bytes: &[u8], out: &mut impl FnMut(&[u8])) {
+        if self.mode == Mode::History && copilot::is_compaction(bytes) {
+            let data = crate::transcript::formats::edit::members(bytes, &["data"]);
+            let tokens = data.get("data").and_then(|d| d.get("tokensRemoved")).and_then(serde_json::Value::as_u64);
+            let mut rec = format!("{{\"type\":\"compact_boundary\",\"line\":{}", line.unwrap_or(0));
+            if let Some(t) = tokens {
+                rec.push_str(&format!(",\"tokens_removed\":{t}"));
+            }
+            rec.push_str("}\n");
+            return out(rec.as_bytes());
+        }
+        if let Some(r) = copilot::record(bytes) {
+            self.write_object(line, &crate::transcript::formats::edit::to_line(&r), out);
         }
     }
 

@@ -98,6 +98,11 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
         (Format::Pi, Kind::OrphanResult) => Some(OnResume::Refused(
             "on resume Pi sends it as it is, and the provider refuses it (Anthropic: \"unexpected `tool_use_id` found in `tool_result` blocks\")",
         )),
+        // Copilot CLI 1.0.102, measured (tests/integration/oracle.rs): a call without a recorded
+        // result gets one on resume.
+        (Format::Copilot, Kind::OrphanCall | Kind::UnansweredCall) => {
+            Some(OnResume::Agent("on resume Copilot answers it \"Tool execution was interrupted before a result was recorded...\": its real result is lost"))
+        }
         (Format::Anthropic, Kind::OrphanCall | Kind::UnansweredCall) => {
             Some(OnResume::Refused("the API refuses it: \"`tool_use` ids were found without `tool_result` blocks immediately after\""))
         }

@@ -400,7 +400,11 @@ fn standard_locations_are_used_without_a_root() {
     let empty = tempfile::tempdir().unwrap();
     let out = transcriptd_home(empty.path(), &["sessions", "list"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("none of ~/.claude/projects, ~/.codex/sessions and ~/.pi/agent/sessions exists"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions and ~/.copilot/session-state exists"),
+        "{}",
+        stderr(&out)
+    );
     let missing_root = transcriptd(&["sessions", "list", "/nonexistent/root"]);
     assert_eq!(missing_root.status.code(), Some(2));
     assert!(stderr(&missing_root).contains("/nonexistent/root"));

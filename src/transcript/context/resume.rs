@@ -22,7 +22,7 @@ use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::claude_code::ClaudeFields;
 use crate::transcript::formats::codex::ItemKind;
-use crate::transcript::formats::{pi, Detector, Format};
+use crate::transcript::formats::{copilot, pi, Detector, Format};
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::{LineBytes, Page, RevItem, SourceLine};
 
@@ -95,6 +95,9 @@ enum Route {
     Whole(Vec<SourceLine>),
     /// Pi: the whole file (newest first), for the walk from its last entry to the root.
     Pi(Vec<SourceLine>),
+    /// Copilot: the whole file (newest first); the context starts at its last successful
+    /// compaction.
+    Copilot(Vec<SourceLine>),
 }
 
 /// Routes a reverse-paged stream to the compaction cut of its format. See the module docs.
@@ -122,6 +125,7 @@ impl ContextScan {
             Format::ClaudeCode => Route::Claude(CompactionCut::new()),
             Format::Codex => Route::Codex(ModelContextScan::new()),
             Format::Pi => Route::Pi(Vec::new()),
+            Format::Copilot => Route::Copilot(Vec::new()),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => Route::Whole(Vec::new()),
         }
     }
@@ -203,7 +207,7 @@ impl ContextScan {
                 let f = if kind == ItemKind::Unreadable { fault(&line.bytes) } else { None };
                 (scan.push(RolloutItem { offset, bytes: line.bytes, kind }), f)
             }
-            Route::Whole(lines) | Route::Pi(lines) => {
+            Route::Whole(lines) | Route::Pi(lines) | Route::Copilot(lines) => {
                 let f = fault(&line.bytes);
                 lines.push(line);
                 (Progress::NeedMore, f)
@@ -285,6 +289,13 @@ impl ContextScan {
                 let cut = compaction.map_or(Cut::Whole, |c| Cut::Bounded { offset: lines[c].offset });
                 let mut lines: Vec<Option<SourceLine>> = lines.into_iter().map(Some).collect();
                 (cut, order.into_iter().filter_map(|i| lines[i].take()).collect())
+            }
+            Route::Copilot(mut lines) => {
+                lines.reverse();
+                match lines.iter().rposition(|l| simdutf8::basic::from_utf8(&l.bytes).is_ok() && copilot::is_compaction(&l.bytes)) {
+                    Some(c) => (Cut::Bounded { offset: lines[c].offset }, lines.split_off(c)),
+                    None => (Cut::Whole, lines),
+                }
             }
             Route::Codex(scan) => {
                 let bounded = scan.is_bounded();

@@ -15,6 +15,7 @@ pub mod blocks;
 pub mod chat;
 pub mod claude_code;
 pub mod codex;
+pub mod copilot;
 pub mod dataset;
 pub mod edit;
 pub mod image;
@@ -45,6 +46,9 @@ pub enum Format {
     /// Pi sessions (and OpenClaw's and Oh-My-Pi's, which share the format).
     #[serde(rename = "pi")]
     Pi,
+    /// GitHub Copilot CLI session event logs.
+    #[serde(rename = "copilot")]
+    Copilot,
     /// One OpenAI Chat Completions message per line.
     #[serde(rename = "openai-chat")]
     OpenAiChat,
@@ -70,10 +74,11 @@ impl From<Format> for &'static str {
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 10] = [
+    pub const ALL: [Format; 11] = [
         Format::ClaudeCode,
         Format::Codex,
         Format::Pi,
+        Format::Copilot,
         Format::OpenAiChat,
         Format::Anthropic,
         Format::Dataset(Dataset::OpenAi),
@@ -89,6 +94,7 @@ impl Format {
             Format::ClaudeCode => "claude-code",
             Format::Codex => "codex",
             Format::Pi => "pi",
+            Format::Copilot => "copilot",
             Format::OpenAiChat => "openai-chat",
             Format::Anthropic => "anthropic",
             Format::Dataset(d) => d.as_str(),
@@ -102,6 +108,7 @@ impl Format {
             Format::ClaudeCode => claude_code::parse(line),
             Format::Codex => codex::parse(line),
             Format::Pi => pi::parse(line),
+            Format::Copilot => copilot::parse(line),
             Format::OpenAiChat | Format::Anthropic => chat::parse(line),
             // A whole conversation is not one entry of the turn model: the checker reads
             // dataset lines with `dataset`; other readers see a record to skip.
@@ -113,7 +120,7 @@ impl Format {
     pub fn dataset(self) -> Option<Dataset> {
         match self {
             Format::Dataset(d) => Some(d),
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::OpenAiChat | Format::Anthropic => None,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Copilot | Format::OpenAiChat | Format::Anthropic => None,
         }
     }
 
@@ -129,6 +136,9 @@ impl Format {
         match self {
             Format::ClaudeCode => Some(claude_code::TREE),
             Format::Pi => Some(pi::TREE),
+            // Copilot: each event names the one before it; a repair's inserted result takes
+            // its place in the chain.
+            Format::Copilot => Some(copilot::TREE),
             Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => None,
         }
     }
@@ -158,7 +168,9 @@ impl Format {
     /// (the Messages API joins consecutive assistant turns).
     pub fn prompt_ends_turn(self) -> bool {
         match self {
-            Format::Codex | Format::Pi => true,
+            // Copilot: an assistant.message per model call; one turn's answers follow one
+            // another, with the results of their calls between them.
+            Format::Codex | Format::Pi | Format::Copilot => true,
             Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
@@ -169,7 +181,7 @@ impl Format {
     pub fn compaction_keeps_entries(self) -> bool {
         match self {
             Format::Pi => true,
-            Format::ClaudeCode | Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Codex | Format::Copilot | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -178,7 +190,7 @@ impl Format {
     pub fn model_carries_over(self) -> bool {
         match self {
             Format::Codex => true,
-            Format::ClaudeCode | Format::Pi | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Pi | Format::Copilot | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
         }
     }
 
@@ -189,7 +201,7 @@ impl Format {
             Format::OpenAiChat | Format::Anthropic => Consecutive::Merge,
             // Pi: two answers in a row are sent as they are (an errored or aborted one is not
             // sent at all, and reads as no turn).
-            Format::Codex | Format::Pi | Format::Dataset(_) => Consecutive::NotRepaired,
+            Format::Codex | Format::Pi | Format::Copilot | Format::Dataset(_) => Consecutive::NotRepaired,
         }
     }
 
@@ -207,6 +219,7 @@ impl Format {
             Format::ClaudeCode => claude_code::envelope(follows),
             Format::Codex => codex::envelope(follows),
             Format::Pi => pi::envelope(follows),
+            Format::Copilot => copilot::envelope(follows),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => serde_json::Map::new(),
         })
     }
@@ -217,6 +230,7 @@ impl Format {
             Format::ClaudeCode => claude_code::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::Codex => codex::synthetic_result_in(&env.0, call, text),
             Format::Pi => pi::synthetic_result_in(&env.0, call, text, parent, uuid),
+            Format::Copilot => copilot::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::OpenAiChat => chat::openai_result(call, text),
             Format::Anthropic => chat::anthropic_result(call, text),
             // Inside a dataset's conversation a result is a message of the conversation's own
@@ -233,6 +247,7 @@ impl Format {
             Format::ClaudeCode => claude_code::drop_results(line, call_id, keep_first),
             Format::Codex => codex::drop_results(keep_first),
             Format::Pi => pi::drop_results(keep_first),
+            Format::Copilot => copilot::drop_results(keep_first),
             Format::OpenAiChat | Format::Anthropic => chat::drop_results(line, call_id, keep_first),
             // Datasets are repaired line by line by the dataset repair, never by plan edits.
             Format::Dataset(_) => Err(Unable("a dataset line is repaired by the dataset repair")),
@@ -245,7 +260,7 @@ impl Format {
         match self {
             Format::ClaudeCode => edit::drop_result_blocks_many(line, &[b"message", b"content"], drops),
             Format::OpenAiChat | Format::Anthropic if !chat::is_tool_line(line) => edit::drop_result_blocks_many(line, &[b"content"], drops),
-            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Pi | Format::Dataset(_) => None,
+            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Pi | Format::Copilot | Format::Dataset(_) => None,
         }
     }
 
@@ -256,6 +271,7 @@ impl Format {
             Format::ClaudeCode => claude_code::drop_call(line, call_id),
             Format::Codex => codex::drop_call(),
             Format::Pi => pi::drop_call(line, call_id),
+            Format::Copilot => copilot::drop_call(line, call_id),
             Format::OpenAiChat | Format::Anthropic => chat::drop_call(line, call_id),
             // A conversation's messages are laid out as chat messages.
             Format::Dataset(_) => chat::drop_call(line, call_id),
@@ -268,7 +284,7 @@ impl Format {
         match self {
             Format::OpenAiChat => chat::merge_messages(true, into, next),
             Format::Anthropic => chat::merge_messages(false, into, next),
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Dataset(_) => Err(Unable("messages of this format are not merged")),
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Copilot | Format::Dataset(_) => Err(Unable("messages of this format are not merged")),
         }
     }
 
@@ -276,7 +292,7 @@ impl Format {
     fn is_chat(self) -> bool {
         match self {
             Format::OpenAiChat | Format::Anthropic => true,
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Copilot | Format::Dataset(_) => false,
         }
     }
 }
@@ -304,7 +320,7 @@ impl FromStr for Format {
     fn from_str(s: &str) -> Result<Self, String> {
         Format::ALL.into_iter().find(|f| f.as_str() == s).ok_or_else(|| {
             format!(
-                "unknown format `{s}` (expected one of: claude-code, codex, pi, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
+                "unknown format `{s}` (expected one of: claude-code, codex, pi, copilot, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
             )
         })
     }
@@ -392,6 +408,10 @@ fn classify(v: &serde_json::Value) -> Option<Format> {
     let obj = v.as_object()?;
     let ty = obj.get("type").and_then(|t| t.as_str());
     if let Some(t) = ty {
+        // Copilot: a dotted event type of its schema with a `data` object and an `id`.
+        if copilot::is_type(t) && t.contains('.') && obj.get("data").is_some_and(|d| d.is_object()) && obj.contains_key("id") {
+            return Some(Format::Copilot);
+        }
         // Pi: the `session` header, or (a file whose header was lost) a tree entry.
         let pi_header = t == "session" && obj.get("id").is_some_and(|i| i.is_string()) && (obj.contains_key("cwd") || obj.contains_key("version"));
         // A version 1 entry has no ids: a `message` entry holds its message as an object (a
@@ -445,6 +465,11 @@ mod tests {
     fn detects_each_format() {
         assert_eq!(detect(&[r#"{"type":"summary","summary":"x","leafUuid":"u"}"#]), Some(Format::ClaudeCode));
         assert_eq!(detect(&[r#"{"timestamp":"t","type":"session_meta","payload":{}}"#]), Some(Format::Codex));
+        assert_eq!(
+            detect(&[r#"{"type":"session.start","data":{"sessionId":"s","version":1},"id":"e","timestamp":"t","parentId":null}"#]),
+            Some(Format::Copilot)
+        );
+        assert_eq!(detect(&[r#"{"type":"user.message","data":{"content":"x"},"id":"e","timestamp":"t","parentId":"d"}"#]), Some(Format::Copilot));
         assert_eq!(detect(&[r#"{"id":"x","timestamp":"t","instructions":null}"#]), Some(Format::Codex));
         assert_eq!(detect(&[r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/w"}"#]), Some(Format::Pi));
         assert_eq!(detect(&[r#"{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}"#]), Some(Format::Pi));

@@ -71,7 +71,10 @@ impl ApiRules {
             // Pi: pi-ai rebuilds every message in its provider's own shape before sending
             // (`convertMessages` of each provider, after `transformMessages`), so the stored
             // blocks are not what the provider's rules judge.
-            Format::Codex | Format::Pi | Format::Dataset(_) => None,
+            // Copilot: the agent builds each request from its events in the shape of the
+            // provider it is configured with (the Copilot API, or a BYOK OpenAI, Azure or
+            // Anthropic one); the events hold no provider blocks to judge.
+            Format::Codex | Format::Pi | Format::Copilot | Format::Dataset(_) => None,
         }
     }
 

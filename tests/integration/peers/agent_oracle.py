@@ -320,7 +320,7 @@ def encode_cwd(cwd):
 def agent_bin(agent, given):
     if given:
         return given
-    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX", "pi": "TRANSCRIPTD_PI"}[agent]
+    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX", "pi": "TRANSCRIPTD_PI", "copilot": "TRANSCRIPTD_COPILOT"}[agent]
     b = os.environ.get(env)
     if not b:
         sys.exit(f"agent_oracle: no {agent} binary: give --bin or ${env}")
@@ -439,6 +439,45 @@ def pi_cmd(binary, model=True):
     """Pi under Node; a new session with the server's model (a resumed one keeps its own)."""
     node = os.environ.get("TRANSCRIPTD_NODE") or shutil.which("node") or "node"
     return [node, binary] + (["--provider", "oracle", "--model", PI_MODEL] if model else [])
+
+
+COPILOT_MODEL = "claude-sonnet-4.5"
+
+
+def copilot_home(home, port):
+    """A Copilot CLI home whose model provider is the local server (BYOK, `copilot help
+    environment`): COPILOT_OFFLINE skips GitHub authentication, telemetry and updates, and
+    COPILOT_PROVIDER_TYPE=anthropic makes it speak the Anthropic Messages API to
+    COPILOT_PROVIDER_BASE_URL."""
+    home = Path(home)
+    (home / ".copilot").mkdir(parents=True, exist_ok=True)
+    env = base_env(home)
+    env.update({"COPILOT_HOME": str(home / ".copilot"), "COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_TYPE": "anthropic",
+                "COPILOT_PROVIDER_BASE_URL": f"http://127.0.0.1:{port}", "COPILOT_PROVIDER_API_KEY": "sk-ant-oracle-test",
+                "COPILOT_MODEL": COPILOT_MODEL, "COPILOT_AUTO_UPDATE": "false", "NO_COLOR": "1",
+                "COPILOT_PKG_CACHE_HOME": str(home / ".cache" / "copilot")})
+    return env
+
+
+def copilot_cmd(binary):
+    return [binary, "--no-auto-update", "--allow-all", "--no-ask-user", "--no-custom-instructions"]
+
+
+def copilot_session_id(transcript):
+    """The session id: `session.start`'s `data.sessionId`, else the directory's name."""
+    with open(transcript, "rb") as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict) and d.get("type") == "session.start" and isinstance(d.get("data"), dict):
+                return d["data"].get("sessionId")
+    return Path(transcript).parent.name
+
+
+def copilot_sessions(home):
+    return list((Path(home) / ".copilot" / "session-state").glob("*/events.jsonl"))
 
 
 def in_netns():
@@ -569,7 +608,9 @@ def carries_prompt(body, prompt):
     if not isinstance(items, list):
         return False
     users = [m for m in items if isinstance(m, dict) and m.get("role") == "user"]
-    return bool(users) and any(t.strip() == prompt for t in texts_of(users[-1].get("content")))
+    # Copilot sends the prompt after the time: "<current_datetime>...</current_datetime>\n\ncontinue".
+    return bool(users) and any(t.strip() == prompt or (t.startswith("<current_datetime>") and t.endswith("\n\n" + prompt))
+                               for t in texts_of(users[-1].get("content")))
 
 
 def is_main_request(event, prompt="continue"):
@@ -593,6 +634,16 @@ def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()
         if model and model != "none":
             cmd += ["--model", model]
         return env, cmd + [prompt]
+    if agent == "copilot":
+        sid = copilot_session_id(transcript)
+        if not re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
+            sys.stderr.write(f"agent_oracle: not resumable: the session id {sid!r} is not a UUID\n")
+            sys.exit(4)
+        env = copilot_home(home, port)
+        d = Path(home) / ".copilot" / "session-state" / sid
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(transcript, d / "events.jsonl")
+        return env, copilot_cmd(binary) + [f"--resume={sid}", *extra, "-p", prompt]
     if agent == "pi":
         env = pi_home(home, port)
         d = Path(home) / ".pi" / "agent" / "sessions" / pi_dir(cwd)
@@ -673,6 +724,9 @@ def cmd_record(args):
         elif args.agent == "pi":
             env = pi_home(home, port)
             cmd = pi_cmd(binary) + ["-p", prompt]
+        elif args.agent == "copilot":
+            env = copilot_home(home, port)
+            cmd = copilot_cmd(binary) + ["-p", prompt]
         elif args.agent == "claude":
             env = claude_home(home, port)
             sid = str(uuid.uuid4())
@@ -704,6 +758,8 @@ def cmd_record(args):
         srv.shutdown()
         if args.agent == "pi":
             found = list((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
+        elif args.agent == "copilot":
+            found = copilot_sessions(home)
         elif args.agent == "claude":
             found = [p for p in (home / ".claude" / "projects").glob("*/*.jsonl") if not p.name.startswith("agent-")]
         else:
@@ -1111,14 +1167,14 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("resume")
     r.add_argument("transcript")
-    r.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
+    r.add_argument("--agent", choices=["claude", "codex", "pi", "copilot"], required=True)
     r.add_argument("--bin")
     r.add_argument("--out", required=True)
     r.add_argument("--timeout", type=float, default=90)
     r.add_argument("--keep", action="store_true")
     r.add_argument("--model", help="Claude Code: the model to resume with (default: the transcript's last; 'none': the agent's default)")
     w = sub.add_parser("record")
-    w.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
+    w.add_argument("--agent", choices=["claude", "codex", "pi", "copilot"], required=True)
     w.add_argument("--bin")
     w.add_argument("--script", required=True)
     w.add_argument("--kill-at", choices=["mid-tool", "mid-stream", "compaction"])
@@ -1129,11 +1185,11 @@ def main():
     w.add_argument("--keep", action="store_true")
     w.add_argument("--before", help="a shell command run in the agent's throwaway HOME before it starts")
     c = sub.add_parser("compare")
-    c.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
+    c.add_argument("--agent", choices=["claude", "codex", "pi", "copilot"], required=True)
     c.add_argument("request")
     c.add_argument("context")
     t = sub.add_parser("table")
-    t.add_argument("--agent", choices=["claude", "codex", "pi"], required=True)
+    t.add_argument("--agent", choices=["claude", "codex", "pi", "copilot"], required=True)
     t.add_argument("--bin")
     t.add_argument("--transcriptd", required=True)
     t.add_argument("--jobs", type=int, default=3)
