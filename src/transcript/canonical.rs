@@ -293,6 +293,11 @@ impl<'a> Canonical<'a> {
             rec.push_str("}\n");
             return out(rec.as_bytes());
         }
+        if self.mode == Mode::Context {
+            if let Some(marker) = copilot::resume_marker(bytes) {
+                return out(marker);
+            }
+        }
         if let Some(r) = copilot::record(bytes) {
             self.write_object(line, &crate::transcript::formats::edit::to_line(&r), out);
         }

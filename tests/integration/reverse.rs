@@ -12,7 +12,7 @@ use transcriptd::transcript::context::chain::{walk, Node};
 use transcriptd::transcript::context::model_context::{ModelContextScan, RolloutItem};
 use transcriptd::transcript::lines::{lines, Block, LineSplitter};
 use transcriptd::transcript::model::Entry;
-use transcriptd::transcript::reverse::SourceLine;
+use transcriptd::transcript::reverse::{LineBytes, SourceLine};
 use transcriptd::transcript::{check_bytes, Format};
 
 /// The context a forward read finds: complete lines within the limit, after the last Claude
@@ -74,6 +74,21 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
             let (order, _) = pi::resume_order(&fields);
             let mut all: Vec<Option<SourceLine>> = all.into_iter().map(Some).collect();
             order.into_iter().filter_map(|i| all[i].take()).collect()
+        }
+        Some(Format::Copilot) => {
+            // Copilot sends from its last successful compaction, whose summary comes after the
+            // user messages before it (its truth is Copilot itself: oracle_copilot.rs).
+            use transcriptd::transcript::formats::copilot;
+            let utf8 = |l: &SourceLine| std::str::from_utf8(&l.bytes).is_ok();
+            match all.iter().rposition(|l| utf8(l) && copilot::is_compaction(&l.bytes)) {
+                Some(c) => {
+                    let prompts: Vec<String> = all[..c].iter().filter(|l| utf8(l)).filter_map(|l| copilot::prompt(&l.bytes)).collect();
+                    let mut kept = all.split_off(c);
+                    kept[0].bytes = LineBytes::copy(&copilot::summarised(&kept[0].bytes, &prompts).unwrap());
+                    kept
+                }
+                None => all,
+            }
         }
         _ => all,
     }

@@ -293,7 +293,16 @@ impl ContextScan {
             Route::Copilot(mut lines) => {
                 lines.reverse();
                 match lines.iter().rposition(|l| simdutf8::basic::from_utf8(&l.bytes).is_ok() && copilot::is_compaction(&l.bytes)) {
-                    Some(c) => (Cut::Bounded { offset: lines[c].offset }, lines.split_off(c)),
+                    Some(c) => {
+                        // Its summary is sent after the user messages before it (`copilot::summary_text`).
+                        let prompts: Vec<String> =
+                            lines[..c].iter().filter(|l| simdutf8::basic::from_utf8(&l.bytes).is_ok()).filter_map(|l| copilot::prompt(&l.bytes)).collect();
+                        let mut kept = lines.split_off(c);
+                        if let Some(b) = copilot::summarised(&kept[0].bytes, &prompts) {
+                            kept[0].bytes = LineBytes::copy(&b);
+                        }
+                        (Cut::Bounded { offset: kept[0].offset }, kept)
+                    }
                     None => (Cut::Whole, lines),
                 }
             }

@@ -189,6 +189,17 @@ pub fn is_type(t: &str) -> bool {
 #[derive(Default)]
 struct Data<'a> {
     content: bool,
+    /// `content` is a string (what the loader asks of a message event).
+    content_string: bool,
+    /// `messageId` is a string.
+    message_id: bool,
+    /// `toolRequests` is absent, `null`, or an array of objects each with a string
+    /// `toolCallId` and `name`.
+    requests_ok: bool,
+    /// `result` is absent, `null`, or an object with a string `content`; `error` the same
+    /// with `message`.
+    result_ok: bool,
+    error_ok: bool,
     transformed: bool,
     calls: smallvec::SmallVec<[Call<'a>; 1]>,
     tool_call_id: Option<RawStr<'a>>,
@@ -198,15 +209,36 @@ struct Data<'a> {
     usage: Option<(Usage, Option<RawStr<'a>>)>,
 }
 
+/// What the envelope of an event holds, as Copilot's loader judges it.
+#[derive(Default)]
+struct Envelope {
+    id_uuid: bool,
+    /// `parentId` is present, and a UUID string or `null`.
+    parent_ok: bool,
+    timestamp_ok: bool,
+    /// `ephemeral` is absent or a boolean.
+    ephemeral_ok: bool,
+}
+
 /// Parses one line (valid UTF-8, not blank). `Err` means the line is not a JSON object.
 pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     let (mut ty, mut id, mut parent) = (None, None, None);
     let mut data: Option<Data<'_>> = None;
+    let mut env = Envelope { ephemeral_ok: true, ..Envelope::default() };
     object_line(line, |s, k| {
         match &*k.key() {
             b"type" => ty = s.opt_string()?,
-            b"id" => id = s.opt_string()?,
-            b"parentId" => parent = s.opt_string()?,
+            b"id" => {
+                id = s.opt_string()?;
+                env.id_uuid = id.is_some_and(|i| is_uuid(&i.decode()));
+            }
+            b"parentId" => {
+                env.parent_ok = s.peek() == Some(Kind::Null);
+                parent = s.opt_string()?;
+                env.parent_ok |= parent.is_some_and(|p| is_uuid(&p.decode()));
+            }
+            b"timestamp" => env.timestamp_ok = s.opt_string()?.is_some_and(|t| is_timestamp(&t.decode())),
+            b"ephemeral" => env.ephemeral_ok = s.shape()? == Some(Kind::Bool),
             b"data" => data = read_data(s)?,
             _ => s.skip()?,
         }
@@ -214,7 +246,8 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     })?;
     let ty = ty.map(|t| t.decode()).unwrap_or_default();
     let node = id.map(|i| Node { id: i.hash(), parent: parent.map(|p| p.hash()), sidechain: false });
-    let of = |entry| Parsed { node, ..Parsed::of(entry) };
+    let refused = if is_type(&ty) { refusal(&ty, &env, data.as_ref()) } else { None };
+    let of = |entry| Parsed { node, refused, ..Parsed::of(entry) };
     let data = data.unwrap_or_default();
     let entry = match &*ty {
         // A subagent's messages, calls and results are its own conversation.
@@ -252,15 +285,120 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     Ok(of(entry))
 }
 
+/// Why Copilot CLI 1.0.102's loader (`sessionEventsLoadForResumeWithPolicyJson` of its native
+/// runtime) refuses an event of a type its schema names, as measured against it: the envelope
+/// (`id` a hyphenated UUID, `parentId` present and a UUID or `null`, `timestamp` an ISO 8601
+/// date-time with a zone, `ephemeral` a boolean when present), `data` an object, and the
+/// fields the message events require. An event of a type it does not know, a line that is not
+/// an object, or without a string `type`, it skips; a line that is not JSON it drops, keeping a
+/// backup (its "transcript recovery"); neither refuses the file.
+fn refusal(ty: &str, env: &Envelope, data: Option<&Data<'_>>) -> Option<&'static str> {
+    if !env.id_uuid {
+        return Some("`id` must be a UUID string");
+    }
+    if !env.parent_ok {
+        return Some("`parentId` must be a UUID string or null");
+    }
+    if !env.timestamp_ok {
+        return Some("`timestamp` must be an ISO 8601 date-time string with a timezone offset");
+    }
+    if !env.ephemeral_ok {
+        return Some("`ephemeral` must be a boolean");
+    }
+    let Some(d) = data else { return Some("`data` must be an object") };
+    match ty {
+        "user.message" if !d.content_string => Some("a user.message needs a string `data.content`"),
+        "assistant.message" if !d.content_string => Some("an assistant.message needs a string `data.content`"),
+        "assistant.message" if !d.message_id => Some("an assistant.message needs a string `data.messageId`"),
+        "assistant.message" if !d.requests_ok => Some("each of `data.toolRequests` needs a string `toolCallId` and `name`"),
+        "tool.execution_complete" if d.tool_call_id.is_none() => Some("a tool.execution_complete needs a string `data.toolCallId`"),
+        "tool.execution_complete" if d.success.is_none() => Some("a tool.execution_complete needs a boolean `data.success`"),
+        "tool.execution_complete" if !d.result_ok => Some("`data.result` needs a string `content`"),
+        "tool.execution_complete" if !d.error_ok => Some("`data.error` needs a string `message`"),
+        _ => None,
+    }
+}
+
+/// A hyphenated UUID (`8-4-4-4-12` hex digits, either case).
+fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36 && b.iter().enumerate().all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { *c == b'-' } else { c.is_ascii_hexdigit() })
+}
+
+/// An ISO 8601 date-time with a zone, as Copilot's loader reads one (measured):
+/// `YYYY-MM-DDTHH:MM`, optional `:SS` and `.fraction`, then `Z` or `±HH:MM` or `±HHMM`; the
+/// date must exist and the time be in range. A lowercase `t` or `z`, a space, an hour-only
+/// offset or no zone it refuses.
+fn is_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        let d = b.get(r)?;
+        d.iter().all(u8::is_ascii_digit).then(|| d.iter().fold(0, |n, c| n * 10 + u32::from(c - b'0')))
+    };
+    let (Some(year), Some(month), Some(day)) = (num(0..4), num(5..7), num(8..10)) else { return false };
+    if b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') || b.get(10) != Some(&b'T') || b.get(13) != Some(&b':') {
+        return false;
+    }
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    let (Some(hour), Some(minute)) = (num(11..13), num(14..16)) else { return false };
+    if day == 0 || day > days || hour > 23 || minute > 59 {
+        return false;
+    }
+    let mut i = 16;
+    if b.get(i) == Some(&b':') {
+        match num(17..19) {
+            Some(sec) if sec <= 59 => i = 19,
+            _ => return false,
+        }
+        if b.get(i) == Some(&b'.') {
+            let start = i + 1;
+            i = start;
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            if i == start {
+                return false;
+            }
+        }
+    }
+    let zone = &b[i..];
+    let offset = |h: &[u8], m: &[u8]| {
+        let n = |d: &[u8]| d.iter().all(u8::is_ascii_digit).then(|| d.iter().fold(0u32, |n, c| n * 10 + u32::from(c - b'0')));
+        matches!((n(h), n(m)), (Some(h), Some(m)) if h <= 23 && m <= 59)
+    };
+    match zone {
+        [b'Z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] | [b'+' | b'-', h1, h2, m1, m2] => offset(&[*h1, *h2], &[*m1, *m2]),
+        _ => false,
+    }
+}
+
 fn read_data<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<Data<'a>>> {
-    let mut d = Data::default();
+    let mut d = Data { requests_ok: true, result_ok: true, error_ok: true, ..Data::default() };
     let is_object = s.opt_object(|s, k| {
         match &*k.key() {
-            b"content" => d.content = s.opt_string()?.is_some_and(|c| !c.is_blank()),
+            b"content" => {
+                let c = s.opt_string()?;
+                d.content_string = c.is_some();
+                d.content = c.is_some_and(|c| !c.is_blank());
+            }
+            b"messageId" => d.message_id = s.opt_string()?.is_some(),
             b"transformedContent" => d.transformed = s.opt_string()?.is_some_and(|c| !c.is_blank()),
             b"toolRequests" => {
-                s.opt_array(|s| read_request(s, &mut d.calls))?;
+                let null = s.peek() == Some(Kind::Null);
+                let mut ok = true;
+                let array = s.opt_array(|s| read_request(s, &mut d.calls, &mut ok))?;
+                d.requests_ok = null || (array && ok);
             }
+            b"result" => d.result_ok = has_string(s, b"content")?,
+            b"error" => d.error_ok = has_string(s, b"message")?,
             b"toolCallId" => d.tool_call_id = s.opt_string()?,
             b"parentToolCallId" => d.subagent = s.opt_string()?.is_some(),
             b"success" => {
@@ -280,7 +418,25 @@ fn read_data<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<Data<'a>>> {
     Ok(is_object.then_some(d))
 }
 
-fn read_request<'a>(s: &mut Scanner<'a>, calls: &mut smallvec::SmallVec<[Call<'a>; 1]>) -> scan::Result<()> {
+/// Whether the next value is `null` or an object with a string member `key` (consumed).
+fn has_string(s: &mut Scanner<'_>, key: &[u8]) -> scan::Result<bool> {
+    if s.peek() == Some(Kind::Null) {
+        s.skip()?;
+        return Ok(true);
+    }
+    let mut found = false;
+    let is_object = s.opt_object(|s, k| {
+        if &*k.key() == key {
+            found = s.opt_string()?.is_some();
+        } else {
+            s.skip()?;
+        }
+        Ok(())
+    })?;
+    Ok(is_object && found)
+}
+
+fn read_request<'a>(s: &mut Scanner<'a>, calls: &mut smallvec::SmallVec<[Call<'a>; 1]>, ok: &mut bool) -> scan::Result<()> {
     let (mut id, mut name, mut args) = (None, None, None);
     let is_object = s.opt_object(|s, k| {
         match &*k.key() {
@@ -291,6 +447,7 @@ fn read_request<'a>(s: &mut Scanner<'a>, calls: &mut smallvec::SmallVec<[Call<'a
         }
         Ok(())
     })?;
+    *ok &= is_object && id.is_some() && name.is_some();
     if let (true, Some(id)) = (is_object, id) {
         let args = match args {
             Some(Kind::Object) | None => Args::Object,
@@ -391,9 +548,45 @@ fn is_request(elem: &[u8], call_id: &str) -> bool {
 /// The result Copilot CLI 1.0.102 sends on resume for a call that has no recorded result.
 pub const INTERRUPTED: &str = "Tool execution was interrupted before a result was recorded. Its effects may be absent, partial, or already complete, and other tools may have completed successfully. Check the current state before retrying; do not assume success or replay this operation blindly.";
 
-/// The user text Copilot sends for a compaction's summary (its `summaryContent`).
-fn summary_text(summary: &str) -> String {
-    summary.to_owned()
+/// The user text Copilot CLI 1.0.102 sends on resume for its last successful compaction
+/// (measured, tests/integration/oracle.rs): the `summaryContent`, after the `content` of every
+/// user message of the main conversation before the compaction, earlier compactions or not.
+pub fn summary_text(prompts: &[String], summary: &str) -> String {
+    let mut t = String::from(
+        "Some of the conversation history has been summarized to free up context.\n\nYou were originally given instructions from a user over one or more turns. Here were the user messages:\n",
+    );
+    for p in prompts {
+        t.push_str("<user_message>\n");
+        t.push_str(p);
+        t.push_str("\n</user_message>\n");
+    }
+    t.push_str("\nHere is a summary of the prior context:\n<summary>\n");
+    t.push_str(summary);
+    t.push_str("\n</summary>");
+    t
+}
+
+/// The `content` of a `user.message` of the main conversation (what a later compaction's
+/// summary lists), else `None`.
+pub fn prompt(line: &[u8]) -> Option<String> {
+    memchr::memmem::find(line, b"user.message")?;
+    let Value::Object(v) = serde_json::from_slice::<Value>(line).ok()? else { return None };
+    let Some(Value::Object(d)) = v.get("data") else { return None };
+    if v.get("type").and_then(Value::as_str) != Some("user.message") || d.get("parentToolCallId").is_some_and(Value::is_string) {
+        return None;
+    }
+    d.get("content").and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The compaction event `line` with its `summaryContent` replaced by the text Copilot sends for
+/// it ([`summary_text`]), given the user messages before it: the line context reads in its
+/// place. `None` when the line is not a successful compaction.
+pub fn summarised(line: &[u8], prompts: &[String]) -> Option<Vec<u8>> {
+    let Value::Object(mut v) = serde_json::from_slice::<Value>(line).ok()? else { return None };
+    let Some(Value::Object(d)) = v.get_mut("data") else { return None };
+    let summary = d.get("summaryContent").and_then(Value::as_str).unwrap_or("").to_owned();
+    d.insert("summaryContent".into(), json!(summary_text(prompts, &summary)));
+    Some(edit::to_line(&Value::Object(v)))
 }
 
 /// What one event is among the messages Copilot sends, in the Anthropic Messages shape it
@@ -437,7 +630,7 @@ pub fn record(line: &[u8]) -> Option<Value> {
             Some(json!({"role": "user", "content": [Value::Object(block)]}))
         }
         "session.compaction_complete" if d.get("success").and_then(Value::as_bool) == Some(true) => {
-            Some(json!({"role": "user", "content": [{"type": "text", "text": summary_text(s("summaryContent").unwrap_or(""))}]}))
+            Some(json!({"role": "user", "content": [{"type": "text", "text": s("summaryContent").unwrap_or("")}]}))
         }
         _ => None,
     }
@@ -448,52 +641,77 @@ pub fn is_compaction(line: &[u8]) -> bool {
     matches!(parse(line).map(|p| p.entry), Ok(Entry::Compaction { .. }))
 }
 
-/// What Copilot does to the messages on resume (1.0.102, measured): a call that has no result
-/// by the time the next assistant or user message comes, or by the end of the history (the new
-/// prompt comes next), gets the result [`INTERRUPTED`] there.
+/// The result Copilot CLI 1.0.102 sends on resume for a call still open when the next
+/// assistant message or a `session.resume` comes (measured).
+pub const INTERRUPTED_BEFORE: &str = "The execution of this tool, or a previous tool was interrupted.";
+
+/// The marker record context reads a `session.resume` event as (for [`transform`] only: it is
+/// never printed).
+pub fn resume_marker(line: &[u8]) -> Option<&'static [u8]> {
+    let is_resume = memchr::memmem::find(line, b"\"session.resume\"").is_some()
+        && matches!(serde_json::from_slice::<Value>(line), Ok(Value::Object(v)) if v.get("type").and_then(Value::as_str) == Some("session.resume"));
+    is_resume.then_some(b"{\"type\":\"session.resume\"}\n")
+}
+
+/// What Copilot does to the messages on resume (1.0.102, measured against it,
+/// tests/integration/oracle_copilot.rs): the results of an assistant message's calls are sent
+/// right after it, before any user message written while they ran; a call still open when the
+/// next assistant message or a `session.resume` ([`resume_marker`]) comes gets
+/// [`INTERRUPTED_BEFORE`], and one open at the end of the history [`INTERRUPTED`]; a result
+/// for no open call (its call not sent, already closed, or answered) is not sent.
 pub fn transform(records: Vec<Value>) -> Vec<Value> {
-    let mut out = Vec::with_capacity(records.len());
-    let mut pending: Vec<String> = Vec::new();
-    let mut answered: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let flush = |out: &mut Vec<Value>, pending: &mut Vec<String>, answered: &mut std::collections::HashSet<String>| {
-        for id in pending.drain(..) {
-            if !answered.contains(&id) {
-                out.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": INTERRUPTED}]}));
+    struct Open {
+        calls: Vec<String>,
+        /// Where the next result goes in `out`.
+        slot: usize,
+    }
+    fn result(id: &str, text: &str) -> Value {
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": text}]})
+    }
+    fn close(out: &mut Vec<Value>, open: &mut Option<Open>, text: &str) {
+        if let Some(o) = open.take() {
+            for (i, id) in o.calls.iter().enumerate() {
+                out.insert(o.slot + i, result(id, text));
             }
         }
-        answered.clear();
-    };
-    for r in records {
-        let results: Vec<String> = r
-            .get("content")
+    }
+    let ids = |r: &Value, ty: &str, key: &str| -> Vec<String> {
+        r.get("content")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
-            .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str).map(str::to_owned))
-            .collect();
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some(ty))
+            .filter_map(|b| b.get(key).and_then(Value::as_str).map(str::to_owned))
+            .collect()
+    };
+    let mut out = Vec::with_capacity(records.len());
+    let mut open: Option<Open> = None;
+    for r in records {
+        let results = ids(&r, "tool_result", "tool_use_id");
         match r.get("role").and_then(Value::as_str) {
             Some("user") if !results.is_empty() => {
-                answered.extend(results);
-                out.push(r);
+                for id in results {
+                    let Some(o) = open.as_mut() else { continue };
+                    let Some(k) = o.calls.iter().position(|c| *c == id) else { continue };
+                    o.calls.remove(k);
+                    let block = r["content"].as_array().and_then(|c| c.iter().find(|b| b.get("tool_use_id").and_then(Value::as_str) == Some(&id))).cloned();
+                    out.insert(o.slot, json!({"role": "user", "content": [block]}));
+                    o.slot += 1;
+                }
             }
-            Some("assistant") | Some("user") => {
-                flush(&mut out, &mut pending, &mut answered);
-                let calls: Vec<String> = r
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-                    .filter_map(|b| b.get("id").and_then(Value::as_str).map(str::to_owned))
-                    .collect();
-                pending = calls;
+            Some("assistant") => {
+                close(&mut out, &mut open, INTERRUPTED_BEFORE);
+                let calls = ids(&r, "tool_use", "id");
                 out.push(r);
+                if !calls.is_empty() {
+                    open = Some(Open { calls, slot: out.len() });
+                }
             }
+            None if r.get("type").and_then(Value::as_str) == Some("session.resume") => close(&mut out, &mut open, INTERRUPTED_BEFORE),
             _ => out.push(r),
         }
     }
-    flush(&mut out, &mut pending, &mut answered);
+    close(&mut out, &mut open, INTERRUPTED);
     out
 }
 
@@ -506,6 +724,33 @@ mod tests {
             Entry::Message(m) => m,
             e => panic!("not a message: {e:?}"),
         }
+    }
+
+    #[test]
+    fn the_loaders_timestamps() {
+        for ok in [
+            "2026-12-03T11:12:53.890Z",
+            "2026-12-03T11:12:53Z",
+            "2026-12-03T11:12Z",
+            "2026-12-03T11:12:53.890+02:00",
+            "2026-12-03T11:12:53.890+0200",
+            "2024-02-29T00:00:00Z",
+        ] {
+            assert!(is_timestamp(ok), "{ok}");
+        }
+        for bad in [
+            "2026-12-03T11:12:53.890",
+            "2026-12-03t11:12:53.890Z",
+            "2026-12-03 11:12:53.890Z",
+            "2026-12-03T11:12:53.890z",
+            "2026-12-03T11:12:53.890+02",
+            "2026-12-03T11:12:53.Z",
+            "2026-13-03T11:12:53Z",
+            "2026-02-29T00:00:00Z",
+        ] {
+            assert!(!is_timestamp(bad), "{bad}");
+        }
+        assert!(is_uuid("5CAA9001-d1df-4e46-9014-7aa6c7254ccf") && !is_uuid("5caa9001d1df4e4690147aa6c7254ccf"));
     }
 
     #[test]
@@ -561,5 +806,23 @@ mod tests {
         ]);
         assert_eq!(out.len(), 3);
         assert_eq!(out[2]["content"][0]["content"], INTERRUPTED);
+    }
+
+    #[test]
+    fn results_follow_their_call_and_a_resume_or_the_next_answer_closes_the_open_ones() {
+        let call = |id: &str| json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "bash", "input": {}}]});
+        let res = |id: &str| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "ok"}]});
+        let text = |t: &str| json!({"role": "user", "content": [{"type": "text", "text": t}]});
+        let resume = json!({"type": "session.resume"});
+        // A prompt written while the tool ran comes after its result.
+        let out = transform(vec![call("c1"), text("p"), res("c1")]);
+        assert_eq!(out, vec![call("c1"), res("c1"), text("p")]);
+        // A resume closes the open call; its late result and a result of no call are not sent.
+        let out = transform(vec![call("c1"), resume.clone(), res("c1"), res("c9"), text("p")]);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[1]["content"][0]["content"], INTERRUPTED_BEFORE);
+        // So does the next assistant message.
+        let out = transform(vec![call("c1"), call("c2")]);
+        assert_eq!((out[1]["content"][0]["content"].as_str(), out[3]["content"][0]["content"].as_str()), (Some(INTERRUPTED_BEFORE), Some(INTERRUPTED)));
     }
 }

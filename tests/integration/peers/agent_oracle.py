@@ -990,9 +990,29 @@ def _drop_new_turn_pi(msgs, prompt):
     return msgs
 
 
+def _drop_new_turn_copilot(msgs, prompt):
+    """Copilot's request without the new turn: the last text block of its last user message,
+    "<current_datetime>...</current_datetime>\n\n" and the prompt (after a compaction it shares
+    the message with the summary)."""
+    msgs = [dict(m) for m in msgs]
+    if msgs and msgs[-1]["role"] == "user":
+        blocks = list(msgs[-1]["content"])
+        if blocks and blocks[-1].get("type") == "text" and carries_prompt({"messages": [{"role": "user", "content": [blocks[-1]]}]}, prompt):
+            blocks.pop()
+            if blocks:
+                msgs[-1]["content"] = blocks
+            else:
+                msgs.pop()
+    return msgs
+
+
 def compare(agent, request, records, prompt="continue"):
     body = request.get("body", request)
-    if agent == "pi":
+    if agent == "copilot":
+        # Both sides as the Anthropic API reads them: consecutive messages of one role are one.
+        a = _drop_new_turn_copilot(_claude_messages(body.get("messages") or []), prompt)
+        t = _claude_messages([r for r in records if r.get("role") in ("user", "assistant")])
+    elif agent == "pi":
         a = _drop_new_turn_pi([{"role": m.get("role"), "content": [_strip_cache_control(b) for b in m["content"]] if isinstance(m.get("content"), list) else m.get("content")}
                                for m in body.get("messages") or []], prompt)
         t = _pi_anthropic(records)
@@ -1025,7 +1045,7 @@ def compare(agent, request, records, prompt="continue"):
 
 def _calls(agent, items):
     calls, results = [], {}
-    if agent in ("claude", "pi"):
+    if agent in ("claude", "pi", "copilot"):
         for m in items:
             for b in m.get("content") or []:
                 if isinstance(b, dict) and b.get("type") == "tool_use":
