@@ -231,7 +231,7 @@ fn copilot_usage_is_what_copilot_counts_at_shutdown() {
     let mut compared = 0;
     for f in jsonl_files(&data("agents/sessions/copilot-1.0.102")) {
         let text = std::fs::read_to_string(&f).unwrap();
-        let Some(shutdown) = text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["type"] == "session.shutdown").last() else {
+        let Some(shutdown) = text.lines().rev().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find(|v| v["type"] == "session.shutdown") else {
             continue;
         };
         let o = transcriptd(&["usage", "-o", "json", f.to_str().unwrap()]);
@@ -253,4 +253,164 @@ fn copilot_usage_is_what_copilot_counts_at_shutdown() {
         compared += 1;
     }
     assert!(compared >= 4, "{compared} sessions with a shutdown");
+}
+
+/// The verbs find Copilot's sessions where Copilot keeps them, with no path given
+/// (`~/.copilot/session-state/<uuid>/events.jsonl`, or under `$COPILOT_HOME`), and name each by
+/// its directory's UUID: `check`, `usage`, `report`, `sessions list`, `show` by a prefix.
+#[test]
+fn the_verbs_find_copilot_sessions_in_its_home() {
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join(".copilot/session-state");
+    let (echo, killed) = ("1297a666-28f1-4b59-aefc-ef2ff372f621", "72015cae-bdb4-446c-a192-b49eed6e93c5");
+    for (id, f) in [(echo, "echo"), (killed, "killed-mid-tool")] {
+        super::support::put(&state.join(id).join("events.jsonl"), std::fs::read(data(&format!("agents/sessions/copilot-1.0.102/{f}.jsonl"))).unwrap());
+    }
+    let run = |args: &[&str], copilot_home: Option<&Path>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_transcriptd"));
+        c.env("HOME", home.path()).env_remove("COPILOT_HOME").args(args);
+        if let Some(d) = copilot_home {
+            c.env("COPILOT_HOME", d);
+        }
+        let o = c.output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, out, _) = run(&["check", "-o", "json", "--no-summary"], None);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&format!("{killed}/events.jsonl")) && out.contains("\"orphan_call\"") && out.lines().count() == 1, "{out}");
+    let (code, out, _) = run(&["usage", "-o", "json"], None);
+    assert_eq!(code, Some(0));
+    // echo.jsonl two model calls, killed-mid-tool one, 100 input and 10 output tokens each.
+    assert!(out.contains("\"model\":\"claude-sonnet-4.5\",\"input_tokens\":300,\"output_tokens\":30"), "{out}");
+    let (code, out, _) = run(&["sessions", "list", "-o", "json"], None);
+    assert_eq!(code, Some(0));
+    let ids: Vec<String> = out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ids.len(), 2, "{out}");
+    assert!(ids.contains(&echo.to_owned()) && ids.contains(&killed.to_owned()), "{out}");
+    // Exit 1: the session has an error finding.
+    let (code, out, err) = run(&["show", "7201"], None);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.contains(killed) && out.contains("copilot"), "{out}");
+    let (_, out, _) = run(&["report"], None);
+    assert!(out.contains(&format!("transcriptd show {killed} --root")), "{out}");
+    // $COPILOT_HOME moves it.
+    let moved = home.path().join("elsewhere");
+    std::fs::rename(home.path().join(".copilot"), &moved).unwrap();
+    let (code, out, _) = run(&["sessions", "list", "-o", "json"], Some(&moved));
+    assert_eq!((code, out.lines().count()), (Some(0), 2), "{out}");
+}
+
+/// One edit of a healthy session's event, as a mutation: (name, the type of the event edited,
+/// the edit).
+type Mutation = (&'static str, &'static str, fn(&mut Value));
+
+/// Edits of the envelope and of the message events, each of one event of the real `echo.jsonl`:
+/// `check` finds a `refused_record` at exactly the line Copilot's loader refuses the session
+/// at ("Session file is corrupted (line N: ...)"), and none where it loads it; and once
+/// `repair`ed, every one of them loads and resumes as `context` says.
+#[test]
+fn copilot_refuses_exactly_the_records_check_says_and_loads_them_repaired() {
+    let Some(bin) = copilot_or_skip() else { return };
+    let mutations: [Mutation; 27] = [
+        ("parent_missing", "assistant.turn_start", |d| drop(d.as_object_mut().unwrap().remove("parentId"))),
+        ("parent_not_uuid", "assistant.turn_start", |d| d["parentId"] = "x".into()),
+        ("parent_number", "assistant.turn_start", |d| d["parentId"] = 5.into()),
+        ("ephemeral_string", "assistant.turn_start", |d| d["ephemeral"] = "yes".into()),
+        ("ephemeral_true", "assistant.turn_start", |d| d["ephemeral"] = true.into()),
+        ("data_string", "assistant.turn_start", |d| d["data"] = "x".into()),
+        ("data_missing", "assistant.turn_start", |d| drop(d.as_object_mut().unwrap().remove("data"))),
+        ("timestamp_missing", "assistant.turn_start", |d| drop(d.as_object_mut().unwrap().remove("timestamp"))),
+        ("timestamp_offset", "assistant.turn_start", |d| d["timestamp"] = "2026-12-03T12:00:00+05:30".into()),
+        ("timestamp_no_seconds", "assistant.turn_start", |d| d["timestamp"] = "2026-12-03T12:00Z".into()),
+        ("id_upper_case", "assistant.turn_start", |d| d["id"] = d["id"].as_str().unwrap().to_uppercase().into()),
+        ("id_missing", "assistant.turn_start", |d| drop(d.as_object_mut().unwrap().remove("id"))),
+        ("type_number", "assistant.turn_start", |d| d["type"] = 5.into()),
+        ("no_message_id", "assistant.message", |d| drop(d["data"].as_object_mut().unwrap().remove("messageId"))),
+        ("content_null", "assistant.message", |d| d["data"]["content"] = Value::Null),
+        ("request_without_name", "assistant.message", |d| drop(d["data"]["toolRequests"][0].as_object_mut().unwrap().remove("name"))),
+        ("request_without_id", "assistant.message", |d| drop(d["data"]["toolRequests"][0].as_object_mut().unwrap().remove("toolCallId"))),
+        ("requests_null", "assistant.message", |d| d["data"]["toolRequests"] = Value::Null),
+        ("requests_an_object", "assistant.message", |d| d["data"]["toolRequests"] = serde_json::json!({})),
+        ("no_success", "tool.execution_complete", |d| drop(d["data"].as_object_mut().unwrap().remove("success"))),
+        ("success_a_string", "tool.execution_complete", |d| d["data"]["success"] = "true".into()),
+        ("no_call_id", "tool.execution_complete", |d| drop(d["data"].as_object_mut().unwrap().remove("toolCallId"))),
+        ("result_without_content", "tool.execution_complete", |d| drop(d["data"]["result"].as_object_mut().unwrap().remove("content"))),
+        ("result_null", "tool.execution_complete", |d| d["data"]["result"] = Value::Null),
+        ("error_without_message", "tool.execution_complete", |d| d["data"]["error"] = serde_json::json!({"code": "x"})),
+        ("prompt_a_number", "user.message", |d| d["data"]["content"] = 5.into()),
+        ("prompt_missing", "user.message", |d| drop(d["data"].as_object_mut().unwrap().remove("content"))),
+    ];
+    let healthy: Vec<Value> =
+        std::fs::read_to_string(data("agents/sessions/copilot-1.0.102/echo.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut refused, mut differ) = (0, Vec::new());
+    for (i, (name, ty, edit)) in mutations.iter().enumerate() {
+        let mut events = healthy.clone();
+        let at = events.iter().position(|e| e["type"] == *ty).unwrap();
+        edit(&mut events[at]);
+        let dir = tmp.path().join(i.to_string());
+        let file = dir.join(format!("{name}.jsonl"));
+        super::support::put(&file, events.iter().map(|e| format!("{e}\n")).collect::<String>());
+        let lines = refused_lines(&file);
+        match (try_resume(&bin, &file, &dir), lines.first()) {
+            (Ok(_), None) => {}
+            (Err(err), Some(n)) => {
+                assert!(err.starts_with(&format!("Session file is corrupted (line {n}:")), "{name}: check says line {n}, Copilot: {err}");
+                refused += 1;
+            }
+            (Ok(_), Some(n)) => panic!("{name}: check says line {n} is refused, Copilot loads it"),
+            (Err(err), None) => panic!("{name}: check finds nothing Copilot refuses, Copilot: {err}"),
+        }
+        let out = dir.join("repaired");
+        let o = transcriptd(&["repair", "--no-summary", "--out", out.to_str().unwrap(), file.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let fixed = out.join(file.file_name().unwrap());
+        if fixed.exists() {
+            assert_eq!(check_kinds(&fixed).0, Some(0), "{name} repaired: {:?}", check_kinds(&fixed));
+            let report = resume(&bin, &fixed, &dir);
+            if report["match"] != true {
+                differ.push(format!("{name} repaired: {}", report["differences"]));
+            }
+        }
+    }
+    assert_eq!(refused, 20, "mutations Copilot refuses");
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+/// `doctor` finds a directory's Copilot sessions (by `session.start`'s `data.context.cwd`),
+/// says what resuming one killed mid-tool does, and `--fix` repairs it in place, with Copilot's
+/// own resume command.
+#[test]
+fn doctor_finds_and_fixes_a_directorys_copilot_session() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(project.path()).unwrap();
+    let id = "72015cae-bdb4-446c-a192-b49eed6e93c5";
+    let mut events: Vec<Value> = std::fs::read_to_string(data("agents/sessions/copilot-1.0.102/killed-mid-tool.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    events[0]["data"]["context"]["cwd"] = cwd.to_str().unwrap().into();
+    let file = home.path().join(".copilot/session-state").join(id).join("events.jsonl");
+    super::support::put(&file, events.iter().map(|e| format!("{e}\n")).collect::<String>());
+    let doctor = |fix: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_transcriptd"));
+        c.env("HOME", home.path()).env_remove("COPILOT_HOME").env_remove("CODEX_HOME").env_remove("CLAUDE_CONFIG_DIR");
+        c.args(["doctor", "-o", "json", "--no-summary"]).arg(&cwd);
+        if fix {
+            c.arg("--fix");
+        }
+        let o = c.output().unwrap();
+        let rows: Vec<Value> = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (o.status.code(), rows)
+    };
+    let (code, rows) = doctor(false);
+    assert_eq!((code, rows.len()), (Some(1), 1), "{rows:?}");
+    assert_eq!((rows[0]["agent"].as_str(), rows[0]["id"].as_str(), rows[0]["verdict"].as_str()), (Some("copilot"), Some(id), Some("drops")), "{rows:?}");
+    let (code, rows) = doctor(true);
+    assert_eq!(code, Some(0), "{rows:?}");
+    assert_eq!(rows[0]["fix"]["status"], "repaired", "{rows:?}");
+    assert_eq!(rows[0]["resume_command"], format!("cd {} && copilot --resume={id}", cwd.display()), "{rows:?}");
+    assert_eq!(check_kinds(&file), (Some(0), vec![]), "repaired in place");
 }

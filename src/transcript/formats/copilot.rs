@@ -320,7 +320,7 @@ fn refusal(ty: &str, env: &Envelope, data: Option<&Data<'_>>) -> Option<&'static
 }
 
 /// A hyphenated UUID (`8-4-4-4-12` hex digits, either case).
-fn is_uuid(s: &str) -> bool {
+pub fn is_uuid(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 36 && b.iter().enumerate().all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { *c == b'-' } else { c.is_ascii_hexdigit() })
 }

@@ -131,6 +131,15 @@ impl Format {
         self.tree_keys().is_some()
     }
 
+    /// Whether the agent's loader takes `id` as a line's parent: a line re-pointed by repair
+    /// under the parent of a removed line never gets one it refuses (Copilot: a UUID).
+    pub fn takes_parent(self, id: &str) -> bool {
+        match self {
+            Format::Copilot => copilot::is_uuid(id),
+            Format::ClaudeCode | Format::Pi | Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => true,
+        }
+    }
+
     /// The members that make the tree, when the format has one ([`Format::uuid_tree`]).
     pub fn tree_keys(self) -> Option<edit::TreeKeys> {
         match self {
