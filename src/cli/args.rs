@@ -62,7 +62,7 @@ impl OutputArgs {
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Reading")]
 pub struct ReadArgs {
-    /// The format: claude-code, codex, pi, qwen, gemini, openai-chat, anthropic, or a dataset's (openai-dataset,
+    /// The format: claude-code, codex, pi, qwen, gemini, copilot, openai-chat, anthropic, or a dataset's (openai-dataset,
     /// openai-batch, anthropic-batch, sharegpt, gemini-tuning). Detected per file from its first
     /// lines when not given.
     #[arg(long, value_name = "FORMAT")]

@@ -16,7 +16,7 @@ use std::time::Instant;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
-    /// standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp.
+    /// standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state.
     pub paths: Vec<PathBuf>,
     /// Stop at the first line that cannot be read and exit 2, naming file and line.
     #[arg(long)]
@@ -31,7 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let started = Instant::now();
     let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
     if paths.is_empty() {
-        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp exists");
+        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state exists");
     }
     let found = batch::expand(&paths);
     let (inputs, missing) = (&found.inputs, &found.missing);

@@ -138,7 +138,7 @@ Exit status:
   2  a configuration that is invalid or cannot start (a state directory another daemon holds, a port in use)
 
 Examples:
-  transcriptd run                                     # watch ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp
+  transcriptd run                                     # watch ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state
   transcriptd run --watch /srv/agents --metrics-addr 127.0.0.1:9464
   transcriptd run --config /etc/transcriptd/transcriptd.toml";
 

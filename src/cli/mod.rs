@@ -205,8 +205,9 @@ pub fn jobs(requested: Option<usize>) -> usize {
 }
 
 /// The standard transcript locations that exist on this machine: `~/.claude/projects`,
-/// `~/.codex/sessions`, Pi's sessions ([`pi_sessions_dir`]) and Qwen Code's
-/// ([`qwen_projects_dir`]).
+/// `~/.codex/sessions`, Pi's sessions ([`pi_sessions_dir`]), Qwen Code's
+/// ([`qwen_projects_dir`]), Gemini CLI's ([`gemini_sessions_dir`]) and Copilot's
+/// ([`copilot_sessions_dir`]).
 pub fn default_roots() -> Vec<std::path::PathBuf> {
     let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
     standard_roots(&home).into_iter().filter(|p| p.is_dir()).collect()
@@ -215,7 +216,14 @@ pub fn default_roots() -> Vec<std::path::PathBuf> {
 /// The standard transcript locations under `home`, whether they exist or not (the daemon
 /// watches them once they appear): the one list of them.
 pub fn standard_roots(home: &std::path::Path) -> Vec<std::path::PathBuf> {
-    vec![home.join(".claude/projects"), home.join(".codex/sessions"), pi_sessions_dir(home), qwen_projects_dir(home), gemini_sessions_dir(home)]
+    vec![
+        home.join(".claude/projects"),
+        home.join(".codex/sessions"),
+        pi_sessions_dir(home),
+        qwen_projects_dir(home),
+        gemini_sessions_dir(home),
+        copilot_sessions_dir(home),
+    ]
 }
 
 /// `~` and `~/` expanded, as Pi and Qwen Code do with their directory variables.
@@ -245,6 +253,15 @@ pub fn gemini_sessions_dir(home: &std::path::Path) -> std::path::PathBuf {
     base.join(".gemini/tmp")
 }
 
+/// Where Copilot CLI keeps its sessions: `session-state` in `$COPILOT_HOME`, else in
+/// `~/.copilot` (each session a directory `<id>/` holding `events.jsonl`).
+pub fn copilot_sessions_dir(home: &std::path::Path) -> std::path::PathBuf {
+    match std::env::var_os("COPILOT_HOME").filter(|d| !d.is_empty()) {
+        Some(d) => std::path::PathBuf::from(d).join("session-state"),
+        None => home.join(".copilot/session-state"),
+    }
+}
+
 /// Where Pi keeps its sessions: `$PI_CODING_AGENT_SESSION_DIR`, else `sessions` in its agent
 /// directory, `$PI_CODING_AGENT_DIR` or `~/.pi/agent` (`~` and `~/` expanded, as Pi does).
 pub fn pi_sessions_dir(home: &std::path::Path) -> std::path::PathBuf {
@@ -264,7 +281,7 @@ pub fn roots_or_default(given: &[std::path::PathBuf]) -> anyhow::Result<Vec<std:
     }
     let roots = default_roots();
     if roots.is_empty() {
-        anyhow::bail!("no root given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp exists");
+        anyhow::bail!("no root given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state exists");
     }
     Ok(roots)
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
-    /// standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp.
+    /// standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state.
     pub paths: Vec<PathBuf>,
     /// Tool registry: a TOML file with a [tools] table of tool name or glob = "none" | "read" |
     /// "write" | "external"; default: the built-in copy of config/tools.toml.
@@ -143,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     };
     let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
     if paths.is_empty() {
-        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp exists");
+        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state exists");
     }
     let found = batch::expand(&paths);
     let inputs = &found.inputs;

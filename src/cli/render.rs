@@ -30,7 +30,10 @@ pub fn canonical(out: &mut dyn Write, record: &[u8], format: Format) -> io::Resu
         Format::Qwen => (Format::Qwen, v["role"].as_str().unwrap_or("")),
         // Gemini's records are API contents: `{"role", "parts"}`.
         Format::Gemini => (Format::Gemini, v["role"].as_str().unwrap_or("")),
-        Format::ClaudeCode | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => (Format::Anthropic, v["role"].as_str().unwrap_or("")),
+        // Copilot's records are the Anthropic Messages it sends.
+        Format::ClaudeCode | Format::Copilot | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
+            (Format::Anthropic, v["role"].as_str().unwrap_or(""))
+        }
     };
     parts(out, &format!("{:>6}", ""), &safe::line(role), &render_parts(&v, shape))
 }
@@ -66,6 +69,8 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
         // A Qwen Code line is a record holding its `Content`; a record is the `Content`.
         Format::Qwen => v.get("message").unwrap_or(v),
         Format::Gemini => return gemini_parts(v),
+        // A Copilot line is an event: its `data` holds the text, calls or result.
+        Format::Copilot => v.get("data").unwrap_or(v),
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => v,
     };
     let mut parts = Vec::new();
@@ -90,6 +95,14 @@ pub fn render_parts(v: &Value, format: Format) -> Vec<String> {
     }
     // Gemini `Content` parts (Qwen Code).
     parts.extend(msg.get("parts").and_then(Value::as_array).into_iter().flatten().map(render_part));
+    // Copilot's `toolRequests`.
+    for call in msg.get("toolRequests").and_then(Value::as_array).into_iter().flatten() {
+        let name = safe::line(call["name"].as_str().unwrap_or("?"));
+        parts.push(format!("[call {name} {}] {}", safe::line(call["toolCallId"].as_str().unwrap_or("")), text_of(&call["arguments"])));
+    }
+    if let Some(r) = msg.get("result").and_then(|r| r.get("content")).or_else(|| msg.get("error").and_then(|e| e.get("message"))) {
+        parts.push(text_of(r));
+    }
     for call in msg.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
         let f = &call["function"];
         parts.push(format!("[call {} {}] {}", safe::line(f["name"].as_str().unwrap_or("?")), call_id(call), text_of(&f["arguments"])));

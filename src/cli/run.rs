@@ -29,7 +29,7 @@ pub struct Args {
     #[arg(long, short = 'c', conflicts_with_all = ["watch", "severity", "errors", "kinds"])]
     pub config: Option<PathBuf>,
     /// Watch these directories for *.jsonl transcripts instead of using a configuration file.
-    /// With neither, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp are watched (once they exist).
+    /// With neither, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state are watched (once they exist).
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub watch: Vec<PathBuf>,
     /// Serve /metrics, /health, /stats and /tap on this address (with --watch or the defaults;

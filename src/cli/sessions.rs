@@ -51,7 +51,7 @@ pub struct AuditArgs {
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// Directories to search (or transcript files). Default: the standard locations,
-    /// ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp.
+    /// ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state.
     pub roots: Vec<PathBuf>,
     /// How results are written (-o json: one JSON object per session).
     #[command(flatten)]

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 pub struct Args {
     /// The session id, or enough of its start to name one session (letters, digits, `-`, `_`).
     pub prefix: String,
-    /// Where to look (repeatable). Default: ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp.
+    /// Where to look (repeatable). Default: ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state.
     #[arg(long = "root", value_name = "DIR")]
     pub roots: Vec<PathBuf>,
     /// Print the full history (every conversation line, compactions marked) instead of the

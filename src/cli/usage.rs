@@ -20,7 +20,7 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin. Default: the
-    /// standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp.
+    /// standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state.
     pub paths: Vec<PathBuf>,
     /// Totals per file and model instead of per model over every file.
     #[arg(long)]
@@ -99,7 +99,7 @@ type Row = (Option<String>, Option<Format>, String, Usage, Usage);
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
     if paths.is_empty() {
-        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp exists");
+        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state exists");
     }
     let found = batch::expand(&paths);
     let inputs = found.inputs;

@@ -11,6 +11,7 @@
 //!   other is a plain file (Claude Code). `<id>.meta.json` without `<id>.jsonl` is lost data.
 //! - A directory named like a sibling `<id>.jsonl` (Claude Code's `<session-id>/subagents/…`) is
 //!   that session's companion: never walked for sessions.
+//! - `<uuid>/events.jsonl` is a Copilot CLI session, its id the directory's name.
 //! - Lookup only: a directory named `<timestamp>-<id>` whose id does not start with the prefix is
 //!   not opened. Such a name is taken to be a session directory, never a workspace of them; this
 //!   is what keeps a lookup over 100,000 session directories from opening each one.
@@ -254,6 +255,13 @@ fn file_root(path: &Path, prefix: Option<&str>, out: &mut Discovery) {
 
 /// One file of a directory that is not a session directory.
 fn classify_file(dir: &Path, name: &str, has_file: &dyn Fn(&str) -> bool, has_dir: &dyn Fn(&str) -> bool, prefix: Option<&str>, out: &mut Discovery) {
+    // Copilot CLI: `<id>/events.jsonl`, the session's id its directory's name (a UUID).
+    if let Some(id) = (name == "events.jsonl").then(|| dir.file_name().and_then(|d| d.to_str())).flatten().filter(|d| super::id::is_uuid(d)) {
+        if matches(prefix, id) {
+            out.sessions.push(Session { id: id.to_owned(), layout: Layout::File, transcript: dir.join(name), meta: None, companion: None });
+        }
+        return;
+    }
     // Whatever the layout, an id that starts with the prefix is part of the name: most names of
     // a lookup end here.
     if prefix.is_some_and(|p| !name.contains(p)) {

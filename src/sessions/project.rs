@@ -8,6 +8,10 @@
 //! - **Codex**: `<codex home>/sessions/YYYY/MM/DD/rollout-*.jsonl` (`$CODEX_HOME` or
 //!   `~/.codex`) whose first line is a `session_meta` whose `payload.cwd` is the directory.
 //!
+//! - **Copilot CLI**: `<copilot home>/session-state/<uuid>/events.jsonl` (`$COPILOT_HOME` or
+//!   `~/.copilot`) whose first line is a `session.start` whose `data.context.cwd` is the
+//!   directory.
+//!
 //! The walks are [`super::layout::discover`]'s: repair by-products (`.rejects.jsonl`, backups)
 //! and subagent transcripts are not sessions.
 
@@ -26,6 +30,8 @@ pub enum Agent {
     ClaudeCode,
     /// The OpenAI Codex CLI.
     Codex,
+    /// GitHub Copilot CLI.
+    Copilot,
 }
 
 impl Agent {
@@ -34,6 +40,7 @@ impl Agent {
         match self {
             Agent::ClaudeCode => "claude-code",
             Agent::Codex => "codex",
+            Agent::Copilot => "copilot",
         }
     }
 
@@ -42,6 +49,7 @@ impl Agent {
         match self {
             Agent::ClaudeCode => format!("cd {} && claude --resume {id}", shell_word(&dir.display().to_string())),
             Agent::Codex => format!("codex resume {id}"),
+            Agent::Copilot => format!("cd {} && copilot --resume={id}", shell_word(&dir.display().to_string())),
         }
     }
 }
@@ -123,6 +131,22 @@ pub fn claude_config_dir() -> Option<PathBuf> {
 /// Codex's home: `$CODEX_HOME`, or `~/.codex`.
 pub fn codex_home() -> Option<PathBuf> {
     env_dir("CODEX_HOME").or_else(|| home().map(|h| h.join(".codex")))
+}
+
+/// Copilot CLI's home: `$COPILOT_HOME`, or `~/.copilot`.
+pub fn copilot_home() -> Option<PathBuf> {
+    env_dir("COPILOT_HOME").or_else(|| home().map(|h| h.join(".copilot")))
+}
+
+/// The `data.context.cwd` of a Copilot session whose first line (in `head`) is its
+/// `session.start`. Pure.
+pub fn copilot_cwd(head: &[u8]) -> Option<String> {
+    let first = crate::transcript::lines::lines(1, 0, head).next()?;
+    let v: serde_json::Value = serde_json::from_slice(first.bytes).ok()?;
+    if v.get("type")?.as_str()? != "session.start" {
+        return None;
+    }
+    Some(v.get("data")?.get("context")?.get("cwd")?.as_str()?.to_owned())
 }
 
 /// The project directory name `$CLAUDE_CODE_PROJECT_DIR_NAME` gives, when Claude Code would take
@@ -238,6 +262,24 @@ pub fn sessions_of(dir: &Path) -> Sessions {
             };
             if cwd.as_deref() == Some(&*want) {
                 found.push((Agent::Codex, s));
+            }
+        }
+    }
+    if let Some(copilot) = copilot_home() {
+        let want = dir.to_string_lossy();
+        for s in walk(&copilot.join("session-state"), &mut out) {
+            if s.transcript.file_name().is_none_or(|n| n != "events.jsonl") {
+                continue;
+            }
+            let cwd = match first_bytes(&s.transcript) {
+                Ok(head) => copilot_cwd(&head),
+                Err(e) => {
+                    out.unreadable.push(super::Error::io(&s.transcript, e));
+                    continue;
+                }
+            };
+            if cwd.as_deref() == Some(&*want) {
+                found.push((Agent::Copilot, s));
             }
         }
     }

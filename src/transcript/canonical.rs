@@ -33,7 +33,7 @@
 //! Calling order: [`Canonical::push`] lines oldest first, then [`Canonical::finish`] once.
 
 use super::formats::claude_code::ClaudeFields;
-use super::formats::{codex, gemini, pi, qwen, Format};
+use super::formats::{codex, copilot, gemini, pi, qwen, Format};
 use super::model::{Entry, Role};
 use super::scan::{self, Kind, Scanner};
 use std::borrow::Cow;
@@ -148,6 +148,7 @@ impl<'a> Canonical<'a> {
             Format::Pi => self.pi(line, bytes, out),
             Format::Qwen => self.qwen(line, bytes, out),
             Format::Gemini => self.gemini(line, bytes, out),
+            Format::Copilot => self.copilot(line, bytes, out),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
                 if scan::object_line(bytes, |s, _| s.skip()).is_ok() {
                     self.write_object(line, bytes, out);
@@ -305,6 +306,30 @@ impl<'a> Canonical<'a> {
         let Ok(serde_json::Value::Object(m)) = serde_json::from_slice::<serde_json::Value>(bytes) else { return };
         for c in gemini::message_contents(&m) {
             self.write_object(line, &crate::transcript::formats::edit::to_line(&c), out);
+        }
+    }
+
+    /// A Copilot event: the message Copilot sends for it ([`copilot::record`]); in `history` a
+    /// successful compaction is the marker `{"type": "compact_boundary", "line": N,
+    /// "tokens_removed": T}` in place.
+    fn copilot(&mut self, line: Option<u64>, bytes: &[u8], out: &mut impl FnMut(&[u8])) {
+        if self.mode == Mode::History && copilot::is_compaction(bytes) {
+            let data = crate::transcript::formats::edit::members(bytes, &["data"]);
+            let tokens = data.get("data").and_then(|d| d.get("tokensRemoved")).and_then(serde_json::Value::as_u64);
+            let mut rec = format!("{{\"type\":\"compact_boundary\",\"line\":{}", line.unwrap_or(0));
+            if let Some(t) = tokens {
+                rec.push_str(&format!(",\"tokens_removed\":{t}"));
+            }
+            rec.push_str("}\n");
+            return out(rec.as_bytes());
+        }
+        if self.mode == Mode::Context {
+            if let Some(marker) = copilot::resume_marker(bytes) {
+                return out(marker);
+            }
+        }
+        if let Some(r) = copilot::record(bytes) {
+            self.write_object(line, &crate::transcript::formats::edit::to_line(&r), out);
         }
     }
 

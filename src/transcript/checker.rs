@@ -214,7 +214,11 @@ pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) 
     };
     match parsed {
         Ok(_) if format.is_none() => Outcome::Undetected(number),
-        Ok(p) => Outcome::Parsed(number, p),
+        // The agent's own loader refuses the line (and the file with it): a line it cannot read.
+        Ok(p) => match p.refused {
+            Some(why) => Outcome::Fault(Finding::new(number, Kind::RefusedRecord, format!("the agent's loader refuses this record: {why}"))),
+            None => Outcome::Parsed(number, p),
+        },
         // A transcript line nested too deep is still a valid JSON record the agent reads back:
         // said (a warning), not read, and kept by repair.
         Err(_) if too_deep(bytes) => {

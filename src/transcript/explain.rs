@@ -17,6 +17,7 @@
 
 use super::context::agent::{CLAUDE_INTERRUPTED, CLAUDE_MISSING, CLAUDE_NO_CONTENT, CLAUDE_NO_RESPONSE, CLAUDE_ORPHANED, CODEX_ABORTED};
 use super::finding::Kind;
+use super::formats::copilot;
 use memchr::memmem;
 use serde_json::Value;
 
@@ -353,6 +354,8 @@ impl Origin {
                 ("[Tool use interrupted]", "Claude Code puts it in place of an assistant message left without content"),
                 ("[Tool use removed]", "Claude Code puts it in place of calls it does not send"),
                 (CODEX_ABORTED, "Codex answers a call without an output with it"),
+                (copilot::INTERRUPTED, "Copilot answers a call the history ends before it was answered"),
+                (copilot::INTERRUPTED_BEFORE, "Copilot answers a call still open at the next answer or resume"),
             ];
             if let Some((_, why)) = made.iter().find(|(m, _)| *m == t) {
                 return Origin::Agent(why);

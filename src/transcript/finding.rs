@@ -60,6 +60,10 @@ pub enum Kind {
     DuplicateCallId,
     /// A session meta sidecar whose transcript file is missing (data-loss guard).
     MissingTranscript,
+    /// A line the agent's own loader refuses, and with it the whole session (Copilot CLI: an
+    /// event of a known type whose envelope or data does not fit its schema, "Session file is
+    /// corrupted or incompatible"). Repair removes it, into the rejects file.
+    RefusedRecord,
     /// Datasets: a line that holds no conversation of its format.
     NotAConversation,
     /// Datasets: a message whose role the format does not have.
@@ -116,7 +120,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 35] = [
+    pub const ALL: [Kind; 36] = [
         Kind::MalformedLine,
         Kind::InvalidUtf8,
         Kind::LineTooLong,
@@ -131,6 +135,7 @@ impl Kind {
         Kind::InvalidArguments,
         Kind::DuplicateCallId,
         Kind::MissingTranscript,
+        Kind::RefusedRecord,
         Kind::NotAConversation,
         Kind::UnknownRole,
         Kind::MisplacedSystem,
@@ -171,6 +176,7 @@ impl Kind {
             Kind::InvalidArguments => "invalid_arguments",
             Kind::DuplicateCallId => "duplicate_call_id",
             Kind::MissingTranscript => "missing_transcript",
+            Kind::RefusedRecord => "refused_record",
             Kind::NotAConversation => "not_a_conversation",
             Kind::UnknownRole => "unknown_role",
             Kind::MisplacedSystem => "misplaced_system",
@@ -229,7 +235,7 @@ impl Kind {
     /// removes the line. `nested_too_deep` is not: the line was not read either, but it is a
     /// valid JSON record, which repair keeps.
     pub fn is_framing(self) -> bool {
-        matches!(self, Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine)
+        matches!(self, Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine | Kind::RefusedRecord)
     }
 }
 

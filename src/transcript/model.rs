@@ -223,6 +223,9 @@ pub struct Parsed<'a> {
     /// conversation (an answer's `supersedesUuids`, a `model_refusal_fallback` record's
     /// `retractedMessageUuids`). They stay in the file; resume never sends them.
     pub retracts: Vec<u64>,
+    /// Why the agent's own loader refuses the line, and with it the whole file (Copilot's
+    /// strict event schema: a `refused_record`); `None` when it reads it.
+    pub refused: Option<&'static str>,
 }
 
 /// The thread of the main conversation (see [`crate::transcript::pairing::threads`]).
@@ -231,7 +234,7 @@ pub const MAIN_THREAD: u64 = 0;
 impl<'a> Parsed<'a> {
     /// A line that carries only `entry`.
     pub fn of(entry: Entry<'a>) -> Self {
-        Parsed { entry, node: None, usage: None, model: None, thread: MAIN_THREAD, retracts: Vec::new() }
+        Parsed { entry, node: None, usage: None, model: None, thread: MAIN_THREAD, retracts: Vec::new(), refused: None }
     }
 }
 

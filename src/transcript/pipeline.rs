@@ -378,7 +378,7 @@ impl Stages {
 /// Findings of the front itself: lines that cannot be read (`nested_too_deep` too: valid JSON,
 /// but not read).
 fn is_framing(kind: Kind) -> bool {
-    matches!(kind, Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine | Kind::NestedTooDeep)
+    matches!(kind, Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine | Kind::RefusedRecord | Kind::NestedTooDeep)
 }
 
 impl Observer for Stages {

@@ -54,7 +54,11 @@ pub enum Word {
 /// refuses: the lines it cannot read, the history its chain walk loses, and what
 /// [`on_resume`] says it mends. A file of no known format mends only what cannot be read.
 pub fn agent_mends(format: Option<Format>, kind: Kind) -> bool {
-    kind.is_framing() || matches!(kind, Kind::LostOnResume | Kind::ContentWiped) || matches!(format.and_then(|f| on_resume(f, kind)), Some(OnResume::Agent(_)))
+    // A record Copilot's loader refuses is framing (repair removes it), but the agent refuses the
+    // session with it.
+    (kind.is_framing() && kind != Kind::RefusedRecord)
+        || matches!(kind, Kind::LostOnResume | Kind::ContentWiped)
+        || matches!(format.and_then(|f| on_resume(f, kind)), Some(OnResume::Agent(_)))
 }
 
 /// What resuming a session does about a finding.
@@ -116,6 +120,19 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
         (Format::Gemini, Kind::OrphanCall | Kind::UnansweredCall | Kind::OrphanResult | Kind::DuplicateResult) => Some(OnResume::Refused(
             "on resume Gemini CLI sends it as it is, and the Gemini API refuses it: \"Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.\"",
         )),
+        // Copilot CLI 1.0.102, measured (tests/integration/oracle_copilot.rs): a call without a
+        // recorded result gets one on resume; a result for no open call is not sent.
+        (Format::Copilot, Kind::OrphanCall) => {
+            Some(OnResume::Agent("on resume Copilot answers it \"Tool execution was interrupted before a result was recorded...\": its real result is lost"))
+        }
+        (Format::Copilot, Kind::UnansweredCall) => {
+            Some(OnResume::Agent("on resume Copilot answers it \"The execution of this tool, or a previous tool was interrupted.\": its real result is lost"))
+        }
+        (Format::Copilot, Kind::OrphanResult) => Some(OnResume::Agent("on resume Copilot does not send it")),
+        // Copilot CLI 1.0.102, measured: its loader stops at the line and loads nothing.
+        (Format::Copilot, Kind::RefusedRecord) => {
+            Some(OnResume::Refused("on resume Copilot refuses to load the session: \"Session file is corrupted (line N: ...)\""))
+        }
         (Format::Anthropic, Kind::OrphanCall | Kind::UnansweredCall) => {
             Some(OnResume::Refused("the API refuses it: \"`tool_use` ids were found without `tool_result` blocks immediately after\""))
         }

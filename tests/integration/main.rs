@@ -33,6 +33,8 @@ mod datasets;
 
 // The real agents as the oracle.
 mod oracle;
+// The real Copilot CLI as the oracle of its format.
+mod oracle_copilot;
 
 // The daemon: tailing, faults of files and machines, exactly-once, sinks and collectors, the
 // listener and its clients.

@@ -12,7 +12,7 @@ use transcriptd::transcript::context::chain::{walk, Node};
 use transcriptd::transcript::context::model_context::{ModelContextScan, RolloutItem};
 use transcriptd::transcript::lines::{lines, Block, LineSplitter};
 use transcriptd::transcript::model::Entry;
-use transcriptd::transcript::reverse::SourceLine;
+use transcriptd::transcript::reverse::{LineBytes, SourceLine};
 use transcriptd::transcript::{check_bytes, Format};
 
 /// The context a forward read finds: complete lines within the limit, after the last Claude
@@ -94,6 +94,21 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
             let texts: Vec<&[u8]> = all.iter().map(|l| if std::str::from_utf8(&l.bytes).is_ok() { &l.bytes[..] } else { &b""[..] }).collect();
             let records = gemini::resolve(&texts);
             records.into_iter().map(|(i, m)| SourceLine::new(all[i].offset, &serde_json::to_vec(&serde_json::Value::Object(m)).unwrap())).collect()
+        }
+        Some(Format::Copilot) => {
+            // Copilot sends from its last successful compaction, whose summary comes after the
+            // user messages before it (its truth is Copilot itself: oracle_copilot.rs).
+            use transcriptd::transcript::formats::copilot;
+            let utf8 = |l: &SourceLine| std::str::from_utf8(&l.bytes).is_ok();
+            match all.iter().rposition(|l| utf8(l) && copilot::is_compaction(&l.bytes)) {
+                Some(c) => {
+                    let prompts: Vec<String> = all[..c].iter().filter(|l| utf8(l)).filter_map(|l| copilot::prompt(&l.bytes)).collect();
+                    let mut kept = all.split_off(c);
+                    kept[0].bytes = LineBytes::copy(&copilot::summarised(&kept[0].bytes, &prompts).unwrap());
+                    kept
+                }
+                None => all,
+            }
         }
         _ => all,
     }

@@ -401,7 +401,9 @@ fn standard_locations_are_used_without_a_root() {
     let out = transcriptd_home(empty.path(), &["sessions", "list"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp exists"),
+        stderr(&out).contains(
+            "none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state exists"
+        ),
         "{}",
         stderr(&out)
     );

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files, directories (searched recursively for *.jsonl) or `-` for stdin, as for `check`.
-    /// Default: the standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp.
+    /// Default: the standard locations, ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state.
     pub paths: Vec<PathBuf>,
     /// Write the report to FILE as one self-contained HTML page (no script, nothing fetched).
     #[arg(long, value_name = "FILE")]
@@ -191,7 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let started = Instant::now();
     let paths = if args.paths.is_empty() { super::default_roots() } else { args.paths.clone() };
     if paths.is_empty() {
-        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects and ~/.gemini/tmp exists");
+        anyhow::bail!("no paths given, and none of ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions, ~/.qwen/projects, ~/.gemini/tmp and ~/.copilot/session-state exists");
     }
     let (report, unreadable) = build(&args, &paths)?;
     if let Some(dest) = &args.html {

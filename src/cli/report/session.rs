@@ -68,6 +68,10 @@ fn session_of(path: &Path) -> Option<(String, PathBuf)> {
         let id = if session.join("transcript.jsonl").is_file() { session_dir_id(session_name) } else { session_name };
         return Some((id.to_owned(), above.to_path_buf()));
     }
+    // Copilot CLI: `<uuid>/events.jsonl`, found under the directory above it.
+    if name == "events.jsonl" && dir.file_name().and_then(|n| n.to_str()).is_some_and(crate::sessions::id::is_uuid) {
+        return Some((dir.file_name()?.to_str()?.to_owned(), dir.parent().unwrap_or(Path::new("")).to_path_buf()));
+    }
     if name == "transcript.jsonl" {
         let session_name = dir.file_name()?.to_str()?;
         return Some((session_dir_id(session_name).to_owned(), dir.parent().unwrap_or(Path::new("")).to_path_buf()));
@@ -194,6 +198,8 @@ mod tests {
         assert_eq!(c, r"transcriptd show s1 --root '/p/it'\''s $(rm -rf ~)'");
         assert_eq!(open_command(Path::new("/p/short.orphan-tool-use.jsonl")).unwrap(), "transcriptd history /p/short.orphan-tool-use.jsonl");
         assert_eq!(open_command(Path::new("/p/s1.jsonl")).unwrap(), "transcriptd show s1 --root /p");
+        let c = show_command(Path::new("/h/.copilot/session-state/72015cae-bdb4-446c-a192-b49eed6e93c5/events.jsonl")).unwrap();
+        assert_eq!(c, "transcriptd show 72015cae-bdb4-446c-a192-b49eed6e93c5 --root /h/.copilot/session-state");
     }
 
     #[test]

@@ -104,6 +104,7 @@ pub fn rebuild(format: Format, records: Vec<Vec<u8>>, pending: Vec<String>) -> V
         Format::Pi => pi(records),
         Format::Qwen => qwen(records),
         Format::Gemini => gemini(records),
+        Format::Copilot => copilot(records),
         Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => records,
     }
 }
@@ -163,6 +164,26 @@ fn gemini(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     crate::transcript::formats::gemini::transform(values)
         .into_iter()
         .map(|v| {
+            let mut b = serde_json::to_vec(&v).unwrap_or_default();
+            b.push(b'\n');
+            b
+        })
+        .collect()
+}
+
+/// Copilot: a call without a recorded result gets the agent's interrupted result
+/// ([`crate::transcript::formats::copilot::transform`]); a record it leaves as it was keeps
+/// its bytes.
+fn copilot(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let originals: Vec<(Value, Vec<u8>)> = records.into_iter().filter_map(|b| serde_json::from_slice::<Value>(&b).ok().map(|v| (v, b))).collect();
+    let out = crate::transcript::formats::copilot::transform(originals.iter().map(|(v, _)| v.clone()).collect());
+    let mut next = 0;
+    out.into_iter()
+        .map(|v| {
+            if let Some(i) = originals[next..].iter().position(|(o, _)| *o == v) {
+                next += i + 1;
+                return originals[next - 1].1.clone();
+            }
             let mut b = serde_json::to_vec(&v).unwrap_or_default();
             b.push(b'\n');
             b

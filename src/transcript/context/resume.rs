@@ -22,7 +22,7 @@ use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
 use crate::transcript::formats::claude_code::ClaudeFields;
 use crate::transcript::formats::codex::ItemKind;
-use crate::transcript::formats::{gemini, pi, qwen, Detector, Format};
+use crate::transcript::formats::{copilot, gemini, pi, qwen, Detector, Format};
 use crate::transcript::progress::Progress;
 use crate::transcript::reverse::{LineBytes, Page, RevItem, SourceLine};
 
@@ -99,6 +99,9 @@ enum Route {
     Qwen(Vec<SourceLine>),
     /// Gemini CLI: the whole file (newest first), for its loader's last-write-wins reading.
     Gemini(Vec<SourceLine>),
+    /// Copilot: the whole file (newest first); the context starts at its last successful
+    /// compaction.
+    Copilot(Vec<SourceLine>),
 }
 
 /// Routes a reverse-paged stream to the compaction cut of its format. See the module docs.
@@ -128,6 +131,7 @@ impl ContextScan {
             Format::Pi => Route::Pi(Vec::new()),
             Format::Qwen => Route::Qwen(Vec::new()),
             Format::Gemini => Route::Gemini(Vec::new()),
+            Format::Copilot => Route::Copilot(Vec::new()),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => Route::Whole(Vec::new()),
         }
     }
@@ -209,7 +213,7 @@ impl ContextScan {
                 let f = if kind == ItemKind::Unreadable { fault(&line.bytes) } else { None };
                 (scan.push(RolloutItem { offset, bytes: line.bytes, kind }), f)
             }
-            Route::Whole(lines) | Route::Pi(lines) | Route::Qwen(lines) | Route::Gemini(lines) => {
+            Route::Whole(lines) | Route::Pi(lines) | Route::Qwen(lines) | Route::Gemini(lines) | Route::Copilot(lines) => {
                 let f = fault(&line.bytes);
                 lines.push(line);
                 (Progress::NeedMore, f)
@@ -316,6 +320,22 @@ impl ContextScan {
                     })
                     .collect();
                 (Cut::Whole, out)
+            }
+            Route::Copilot(mut lines) => {
+                lines.reverse();
+                match lines.iter().rposition(|l| simdutf8::basic::from_utf8(&l.bytes).is_ok() && copilot::is_compaction(&l.bytes)) {
+                    Some(c) => {
+                        // Its summary is sent after the user messages before it (`copilot::summary_text`).
+                        let prompts: Vec<String> =
+                            lines[..c].iter().filter(|l| simdutf8::basic::from_utf8(&l.bytes).is_ok()).filter_map(|l| copilot::prompt(&l.bytes)).collect();
+                        let mut kept = lines.split_off(c);
+                        if let Some(b) = copilot::summarised(&kept[0].bytes, &prompts) {
+                            kept[0].bytes = LineBytes::copy(&b);
+                        }
+                        (Cut::Bounded { offset: kept[0].offset }, kept)
+                    }
+                    None => (Cut::Whole, lines),
+                }
             }
             Route::Codex(scan) => {
                 let bounded = scan.is_bounded();

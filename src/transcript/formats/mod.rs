@@ -15,6 +15,7 @@ pub mod blocks;
 pub mod chat;
 pub mod claude_code;
 pub mod codex;
+pub mod copilot;
 pub mod dataset;
 pub mod edit;
 pub mod gemini;
@@ -53,6 +54,9 @@ pub enum Format {
     /// Gemini CLI sessions (an upsert log).
     #[serde(rename = "gemini")]
     Gemini,
+    /// GitHub Copilot CLI session event logs.
+    #[serde(rename = "copilot")]
+    Copilot,
     /// One OpenAI Chat Completions message per line.
     #[serde(rename = "openai-chat")]
     OpenAiChat,
@@ -78,12 +82,13 @@ impl From<Format> for &'static str {
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 12] = [
+    pub const ALL: [Format; 13] = [
         Format::ClaudeCode,
         Format::Codex,
         Format::Pi,
         Format::Qwen,
         Format::Gemini,
+        Format::Copilot,
         Format::OpenAiChat,
         Format::Anthropic,
         Format::Dataset(Dataset::OpenAi),
@@ -101,6 +106,7 @@ impl Format {
             Format::Pi => "pi",
             Format::Qwen => "qwen",
             Format::Gemini => "gemini",
+            Format::Copilot => "copilot",
             Format::OpenAiChat => "openai-chat",
             Format::Anthropic => "anthropic",
             Format::Dataset(d) => d.as_str(),
@@ -116,6 +122,7 @@ impl Format {
             Format::Pi => pi::parse(line),
             Format::Qwen => qwen::parse(line),
             Format::Gemini => gemini::parse(line),
+            Format::Copilot => copilot::parse(line),
             Format::OpenAiChat | Format::Anthropic => chat::parse(line),
             // A whole conversation is not one entry of the turn model: the checker reads
             // dataset lines with `dataset`; other readers see a record to skip.
@@ -127,7 +134,7 @@ impl Format {
     pub fn dataset(self) -> Option<Dataset> {
         match self {
             Format::Dataset(d) => Some(d),
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::OpenAiChat | Format::Anthropic => None,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Copilot | Format::OpenAiChat | Format::Anthropic => None,
         }
     }
 
@@ -138,12 +145,26 @@ impl Format {
         self.tree_keys().is_some()
     }
 
+    /// Whether the agent's loader takes `id` as a line's parent: a line re-pointed by repair
+    /// under the parent of a removed line never gets one it refuses (Copilot: a UUID).
+    pub fn takes_parent(self, id: &str) -> bool {
+        match self {
+            Format::Copilot => copilot::is_uuid(id),
+            Format::ClaudeCode | Format::Pi | Format::Qwen | Format::Gemini | Format::Codex | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
+                true
+            }
+        }
+    }
+
     /// The members that make the tree, when the format has one ([`Format::uuid_tree`]).
     pub fn tree_keys(self) -> Option<edit::TreeKeys> {
         match self {
             Format::ClaudeCode => Some(claude_code::TREE),
             Format::Pi => Some(pi::TREE),
             Format::Qwen => Some(qwen::TREE),
+            // Copilot: each event names the one before it; a repair's inserted result takes
+            // its place in the chain.
+            Format::Copilot => Some(copilot::TREE),
             Format::Codex | Format::Gemini | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => None,
         }
     }
@@ -176,7 +197,9 @@ impl Format {
     /// call's response must come in the user turn before the next prompt.
     pub fn prompt_ends_turn(self) -> bool {
         match self {
-            Format::Codex | Format::Pi | Format::Gemini => true,
+            // Copilot: an assistant.message per model call; one turn's answers follow one
+            // another, with the results of their calls between them.
+            Format::Codex | Format::Pi | Format::Gemini | Format::Copilot => true,
             // Qwen Code: its provider is OpenAI Chat Completions, whose rule is that the tool
             // messages answer the assistant message right before them.
             Format::ClaudeCode | Format::Qwen | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
@@ -189,7 +212,14 @@ impl Format {
     pub fn compaction_keeps_entries(self) -> bool {
         match self {
             Format::Pi => true,
-            Format::ClaudeCode | Format::Codex | Format::Qwen | Format::Gemini | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode
+            | Format::Codex
+            | Format::Qwen
+            | Format::Gemini
+            | Format::Copilot
+            | Format::OpenAiChat
+            | Format::Anthropic
+            | Format::Dataset(_) => false,
         }
     }
 
@@ -201,7 +231,9 @@ impl Format {
     pub fn upserts(self) -> bool {
         match self {
             Format::Gemini => true,
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Copilot | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
+                false
+            }
         }
     }
 
@@ -210,7 +242,9 @@ impl Format {
     pub fn model_carries_over(self) -> bool {
         match self {
             Format::Codex => true,
-            Format::ClaudeCode | Format::Pi | Format::Qwen | Format::Gemini | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Pi | Format::Qwen | Format::Gemini | Format::Copilot | Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => {
+                false
+            }
         }
     }
 
@@ -223,7 +257,7 @@ impl Format {
             // sent at all, and reads as no turn).
             // Qwen Code: each model turn is a record of its own, sent as its own `Content`.
             // Gemini CLI: consecutive model turns are sent as one.
-            Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => Consecutive::NotRepaired,
+            Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Copilot | Format::Dataset(_) => Consecutive::NotRepaired,
         }
     }
 
@@ -243,6 +277,7 @@ impl Format {
             Format::Pi => pi::envelope(follows),
             Format::Qwen => qwen::envelope(follows),
             Format::Gemini => gemini::envelope(follows),
+            Format::Copilot => copilot::envelope(follows),
             Format::OpenAiChat | Format::Anthropic | Format::Dataset(_) => serde_json::Map::new(),
         })
     }
@@ -255,6 +290,7 @@ impl Format {
             Format::Pi => pi::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::Qwen => qwen::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::Gemini => gemini::synthetic_result_in(&env.0, call, text, uuid),
+            Format::Copilot => copilot::synthetic_result_in(&env.0, call, text, parent, uuid),
             Format::OpenAiChat => chat::openai_result(call, text),
             Format::Anthropic => chat::anthropic_result(call, text),
             // Inside a dataset's conversation a result is a message of the conversation's own
@@ -273,6 +309,7 @@ impl Format {
             Format::Pi => pi::drop_results(keep_first),
             Format::Qwen => qwen::drop_results(line, call_id, keep_first),
             Format::Gemini => gemini::drop_results(),
+            Format::Copilot => copilot::drop_results(keep_first),
             Format::OpenAiChat | Format::Anthropic => chat::drop_results(line, call_id, keep_first),
             // Datasets are repaired line by line by the dataset repair, never by plan edits.
             Format::Dataset(_) => Err(Unable("a dataset line is repaired by the dataset repair")),
@@ -285,7 +322,7 @@ impl Format {
         match self {
             Format::ClaudeCode => edit::drop_result_blocks_many(line, &[b"message", b"content"], drops),
             Format::OpenAiChat | Format::Anthropic if !chat::is_tool_line(line) => edit::drop_result_blocks_many(line, &[b"content"], drops),
-            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => None,
+            Format::OpenAiChat | Format::Anthropic | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Copilot | Format::Dataset(_) => None,
         }
     }
 
@@ -298,6 +335,7 @@ impl Format {
             Format::Pi => pi::drop_call(line, call_id),
             Format::Qwen => qwen::drop_call(line, call_id),
             Format::Gemini => gemini::drop_call(),
+            Format::Copilot => copilot::drop_call(line, call_id),
             Format::OpenAiChat | Format::Anthropic => chat::drop_call(line, call_id),
             // A conversation's messages are laid out as chat messages.
             Format::Dataset(_) => chat::drop_call(line, call_id),
@@ -310,7 +348,7 @@ impl Format {
         match self {
             Format::OpenAiChat => chat::merge_messages(true, into, next),
             Format::Anthropic => chat::merge_messages(false, into, next),
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => {
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Copilot | Format::Dataset(_) => {
                 Err(Unable("messages of this format are not merged"))
             }
         }
@@ -320,7 +358,7 @@ impl Format {
     fn is_chat(self) -> bool {
         match self {
             Format::OpenAiChat | Format::Anthropic => true,
-            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => false,
+            Format::ClaudeCode | Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Copilot | Format::Dataset(_) => false,
         }
     }
 }
@@ -348,7 +386,7 @@ impl FromStr for Format {
     fn from_str(s: &str) -> Result<Self, String> {
         Format::ALL.into_iter().find(|f| f.as_str() == s).ok_or_else(|| {
             format!(
-                "unknown format `{s}` (expected one of: claude-code, codex, pi, qwen, gemini, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
+                "unknown format `{s}` (expected one of: claude-code, codex, pi, qwen, gemini, copilot, openai-chat, anthropic, openai-dataset, openai-batch, anthropic-batch, sharegpt, gemini-tuning)"
             )
         })
     }
@@ -450,6 +488,10 @@ fn classify(v: &serde_json::Value) -> Option<Format> {
     }
     let ty = obj.get("type").and_then(|t| t.as_str());
     if let Some(t) = ty {
+        // Copilot: a dotted event type of its schema with a `data` object and an `id`.
+        if copilot::is_type(t) && t.contains('.') && obj.get("data").is_some_and(|d| d.is_object()) && obj.contains_key("id") {
+            return Some(Format::Copilot);
+        }
         // Pi: the `session` header, or (a file whose header was lost) a tree entry.
         let pi_header = t == "session" && obj.get("id").is_some_and(|i| i.is_string()) && (obj.contains_key("cwd") || obj.contains_key("version"));
         // A version 1 entry has no ids: a `message` entry holds its message as an object (a
@@ -513,6 +555,11 @@ mod tests {
     fn detects_each_format() {
         assert_eq!(detect(&[r#"{"type":"summary","summary":"x","leafUuid":"u"}"#]), Some(Format::ClaudeCode));
         assert_eq!(detect(&[r#"{"timestamp":"t","type":"session_meta","payload":{}}"#]), Some(Format::Codex));
+        assert_eq!(
+            detect(&[r#"{"type":"session.start","data":{"sessionId":"s","version":1},"id":"e","timestamp":"t","parentId":null}"#]),
+            Some(Format::Copilot)
+        );
+        assert_eq!(detect(&[r#"{"type":"user.message","data":{"content":"x"},"id":"e","timestamp":"t","parentId":"d"}"#]), Some(Format::Copilot));
         assert_eq!(detect(&[r#"{"id":"x","timestamp":"t","instructions":null}"#]), Some(Format::Codex));
         assert_eq!(detect(&[r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/w"}"#]), Some(Format::Pi));
         assert_eq!(detect(&[r#"{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}"#]), Some(Format::Pi));

@@ -75,7 +75,10 @@ impl ApiRules {
             // `Content`s (an OpenAI message has none of these blocks).
             // Gemini CLI: the Gemini API's rule on calls and responses is the pairing's own (a
             // second response, a call left without one); its blocks are parts, not these.
-            Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Dataset(_) => None,
+            // Copilot: the agent builds each request from its events in the shape of the
+            // provider it is configured with (the Copilot API, or a BYOK OpenAI, Azure or
+            // Anthropic one); the events hold no provider blocks to judge.
+            Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Copilot | Format::Dataset(_) => None,
         }
     }
 

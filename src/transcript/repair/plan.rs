@@ -650,7 +650,7 @@ impl Planner {
             | Kind::InvalidWeight
             | Kind::DuplicateCustomId => {}
             // Decided by the guards above.
-            Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine => {}
+            Kind::MalformedLine | Kind::InvalidUtf8 | Kind::LineTooLong | Kind::TornLine | Kind::RefusedRecord => {}
             Kind::EmptyText
             | Kind::UnsignedThinking
             | Kind::ThinkingNotFirst

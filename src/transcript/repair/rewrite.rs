@@ -664,7 +664,9 @@ impl Rewriter {
             self.reject(n, Action::Removed, Some(reason), false, raw, out);
             self.log.stats.removed += 1;
             if let (true, Some(u)) = (claude, own_uuid.as_ref()) {
-                self.repoint.insert(id_hash(u), own_parent.clone());
+                // A parent the agent refuses (the reason the line went) is not handed down.
+                let own_parent = own_parent.clone().filter(|p| self.format.takes_parent(p));
+                self.repoint.insert(id_hash(u), own_parent);
                 if reason.is_framing() {
                     self.unread_removed.insert(id_hash(u));
                 }

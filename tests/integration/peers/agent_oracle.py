@@ -448,7 +448,7 @@ def encode_cwd(cwd):
 def agent_bin(agent, given):
     if given:
         return given
-    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX", "pi": "TRANSCRIPTD_PI", "qwen": "TRANSCRIPTD_QWEN", "gemini": "TRANSCRIPTD_GEMINI"}[agent]
+    env = {"claude": "TRANSCRIPTD_CLAUDE", "codex": "TRANSCRIPTD_CODEX", "pi": "TRANSCRIPTD_PI", "qwen": "TRANSCRIPTD_QWEN", "gemini": "TRANSCRIPTD_GEMINI", "copilot": "TRANSCRIPTD_COPILOT"}[agent]
     b = os.environ.get(env)
     if not b:
         sys.exit(f"agent_oracle: no {agent} binary: give --bin or ${env}")
@@ -567,6 +567,45 @@ def pi_cmd(binary, model=True):
     """Pi under Node; a new session with the server's model (a resumed one keeps its own)."""
     node = os.environ.get("TRANSCRIPTD_NODE") or shutil.which("node") or "node"
     return [node, binary] + (["--provider", "oracle", "--model", PI_MODEL] if model else [])
+
+
+COPILOT_MODEL = "claude-sonnet-4.5"
+
+
+def copilot_home(home, port):
+    """A Copilot CLI home whose model provider is the local server (BYOK, `copilot help
+    environment`): COPILOT_OFFLINE skips GitHub authentication, telemetry and updates, and
+    COPILOT_PROVIDER_TYPE=anthropic makes it speak the Anthropic Messages API to
+    COPILOT_PROVIDER_BASE_URL."""
+    home = Path(home)
+    (home / ".copilot").mkdir(parents=True, exist_ok=True)
+    env = base_env(home)
+    env.update({"COPILOT_HOME": str(home / ".copilot"), "COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_TYPE": "anthropic",
+                "COPILOT_PROVIDER_BASE_URL": f"http://127.0.0.1:{port}", "COPILOT_PROVIDER_API_KEY": "sk-ant-oracle-test",
+                "COPILOT_MODEL": COPILOT_MODEL, "COPILOT_AUTO_UPDATE": "false", "NO_COLOR": "1",
+                "COPILOT_PKG_CACHE_HOME": str(home / ".cache" / "copilot")})
+    return env
+
+
+def copilot_cmd(binary):
+    return [binary, "--no-auto-update", "--allow-all", "--no-ask-user", "--no-custom-instructions"]
+
+
+def copilot_session_id(transcript):
+    """The session id: `session.start`'s `data.sessionId`, else the directory's name."""
+    with open(transcript, "rb") as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict) and d.get("type") == "session.start" and isinstance(d.get("data"), dict):
+                return d["data"].get("sessionId")
+    return Path(transcript).parent.name
+
+
+def copilot_sessions(home):
+    return list((Path(home) / ".copilot" / "session-state").glob("*/events.jsonl"))
 
 
 QWEN_MODEL = "qwen-oracle"
@@ -773,8 +812,10 @@ def carries_prompt(body, prompt):
     if not isinstance(items, list):
         return False
     users = [m for m in items if isinstance(m, dict) and m.get("role") == "user"]
-    # Gemini `contents`: a user Content's `parts`.
-    return bool(users) and any(t.strip() == prompt for t in texts_of(users[-1].get("content", users[-1].get("parts"))))
+    # Gemini `contents`: a user Content's `parts`. Copilot sends the prompt after the time:
+    # "<current_datetime>...</current_datetime>\n\ncontinue".
+    return bool(users) and any(t.strip() == prompt or (t.startswith("<current_datetime>") and t.endswith("\n\n" + prompt))
+                               for t in texts_of(users[-1].get("content", users[-1].get("parts"))))
 
 
 def is_main_request(event, prompt="continue"):
@@ -822,6 +863,16 @@ def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()
         name = transcript.name if re.fullmatch(r"session-.*\.jsonl", transcript.name) else "session-2026-01-01T00-00-oracle00.jsonl"
         shutil.copyfile(transcript, d / name)
         return env, gemini_cmd(binary) + ["--resume", "latest", *extra, "-p", prompt]
+    if agent == "copilot":
+        sid = copilot_session_id(transcript)
+        if not re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
+            sys.stderr.write(f"agent_oracle: not resumable: the session id {sid!r} is not a UUID\n")
+            sys.exit(4)
+        env = copilot_home(home, port)
+        d = Path(home) / ".copilot" / "session-state" / sid
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(transcript, d / "events.jsonl")
+        return env, copilot_cmd(binary) + [f"--resume={sid}", *extra, "-p", prompt]
     if agent == "pi":
         env = pi_home(home, port)
         d = Path(home) / ".pi" / "agent" / "sessions" / pi_dir(cwd)
@@ -905,6 +956,9 @@ def cmd_record(args):
         elif args.agent == "qwen":
             env = qwen_home(home, port)
             cmd = qwen_cmd(binary, port) + ["--session-id", str(uuid.uuid4()), prompt]
+        elif args.agent == "copilot":
+            env = copilot_home(home, port)
+            cmd = copilot_cmd(binary) + ["-p", prompt]
         elif args.agent == "gemini":
             env = gemini_home(home, port)
             cmd = gemini_cmd(binary) + ["-p", prompt]
@@ -941,6 +995,8 @@ def cmd_record(args):
             found = list((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
         elif args.agent == "qwen":
             found = list((home / ".qwen" / "projects").glob("*/chats/*.jsonl"))
+        elif args.agent == "copilot":
+            found = copilot_sessions(home)
         elif args.agent == "gemini":
             found = list((home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
         elif args.agent == "claude":
@@ -1316,9 +1372,29 @@ def _drop_new_turn_gemini(contents, prompt):
     return [c for c in out if c["parts"]]
 
 
+def _drop_new_turn_copilot(msgs, prompt):
+    """Copilot's request without the new turn: the last text block of its last user message,
+    "<current_datetime>...</current_datetime>\n\n" and the prompt (after a compaction it shares
+    the message with the summary)."""
+    msgs = [dict(m) for m in msgs]
+    if msgs and msgs[-1]["role"] == "user":
+        blocks = list(msgs[-1]["content"])
+        if blocks and blocks[-1].get("type") == "text" and carries_prompt({"messages": [{"role": "user", "content": [blocks[-1]]}]}, prompt):
+            blocks.pop()
+            if blocks:
+                msgs[-1]["content"] = blocks
+            else:
+                msgs.pop()
+    return msgs
+
+
 def compare(agent, request, records, prompt="continue"):
     body = request.get("body", request)
-    if agent == "qwen":
+    if agent == "copilot":
+        # Both sides as the Anthropic API reads them: consecutive messages of one role are one.
+        a = _drop_new_turn_copilot(_claude_messages(body.get("messages") or []), prompt)
+        t = _claude_messages([r for r in records if r.get("role") in ("user", "assistant")])
+    elif agent == "qwen":
         a = _qwen_norm(body.get("messages") or [], True)
         # The new prompt: the last text of the last user message (Qwen Code joins it to a user
         # message the history ends with).
@@ -1370,7 +1446,7 @@ def _calls(agent, items):
                     calls.append(p["functionCall"].get("id"))
                 elif isinstance(p, dict) and isinstance(p.get("functionResponse"), dict):
                     results[p["functionResponse"].get("id")] = p["functionResponse"].get("response")
-    elif agent in ("claude", "pi", "qwen"):
+    elif agent in ("claude", "pi", "qwen", "copilot"):
         for m in items:
             for b in m.get("content") or []:
                 if isinstance(b, dict) and b.get("type") == "tool_use":
@@ -1512,14 +1588,14 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("resume")
     r.add_argument("transcript")
-    r.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini"], required=True)
+    r.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini", "copilot"], required=True)
     r.add_argument("--bin")
     r.add_argument("--out", required=True)
     r.add_argument("--timeout", type=float, default=90)
     r.add_argument("--keep", action="store_true")
     r.add_argument("--model", help="Claude Code: the model to resume with (default: the transcript's last; 'none': the agent's default)")
     w = sub.add_parser("record")
-    w.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini"], required=True)
+    w.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini", "copilot"], required=True)
     w.add_argument("--bin")
     w.add_argument("--script", required=True)
     w.add_argument("--kill-at", choices=["mid-tool", "mid-stream", "compaction"])
@@ -1530,11 +1606,11 @@ def main():
     w.add_argument("--keep", action="store_true")
     w.add_argument("--before", help="a shell command run in the agent's throwaway HOME before it starts")
     c = sub.add_parser("compare")
-    c.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini"], required=True)
+    c.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini", "copilot"], required=True)
     c.add_argument("request")
     c.add_argument("context")
     t = sub.add_parser("table")
-    t.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini"], required=True)
+    t.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini", "copilot"], required=True)
     t.add_argument("--bin")
     t.add_argument("--transcriptd", required=True)
     t.add_argument("--jobs", type=int, default=3)
