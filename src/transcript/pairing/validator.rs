@@ -225,9 +225,10 @@ pub struct Validator {
 /// replaces it where it stands, so what an earlier version was found to break may be mended.
 #[derive(Debug, Default)]
 struct Upsert {
-    /// `unanswered_call` findings by call id, with their line: a later version of the call's
-    /// record that holds its result answers it.
-    unanswered: Map<String, u64>,
+    /// `unanswered_call` findings by call id, with their lines (a record appended again with
+    /// the call still open is found unanswered again): a later version of the call's record
+    /// that holds its result answers them all.
+    unanswered: Map<String, Vec<u64>>,
     /// Tool messages by record (their turn key): the results they held, and the
     /// `duplicate_result` and `orphan_result` findings about them, each with its line, call id
     /// and kind.
@@ -574,7 +575,7 @@ impl Validator {
             let now: Vec<String> = m.calls.iter().map(|c| c.id.to_string()).collect();
             let gone: Vec<String> = u.calls.insert(k, now.clone()).unwrap_or_default().into_iter().filter(|id| !now.contains(id)).collect();
             for id in gone {
-                if let Some(at) = self.upsert.as_mut().and_then(|u| u.unanswered.remove(&id)) {
+                for at in self.upsert.as_mut().and_then(|u| u.unanswered.remove(&id)).unwrap_or_default() {
                     let reason = format!("taken out by a later version of its record at line {line}, which replaces it in place");
                     out(Output::Demoted { line: at, kind: Kind::UnansweredCall, call_id: Some(id.clone()), reason });
                 }
@@ -593,7 +594,7 @@ impl Validator {
                     self.remove_pending(r.id.as_ref());
                 }
                 self.lane(t).answered.insert(r.id.to_string());
-                if let Some(at) = self.upsert.as_mut().and_then(|u| u.unanswered.remove(r.id.as_ref())) {
+                for at in self.upsert.as_mut().and_then(|u| u.unanswered.remove(r.id.as_ref())).unwrap_or_default() {
                     let reason = format!("answered by a later version of its record at line {line}, which replaces it in place");
                     out(Output::Demoted { line: at, kind: Kind::UnansweredCall, call_id: Some(r.id.to_string()), reason });
                 }
@@ -686,7 +687,7 @@ impl Validator {
         for p in pending {
             self.remove_pending(&p.id);
             if let Some(u) = self.upsert.as_mut() {
-                u.unanswered.insert(p.id.clone(), p.line);
+                u.unanswered.entry(p.id.clone()).or_default().push(p.line);
             }
             self.emit(unanswered_call(p.line, &p.id, &p.name, line).in_thread(t), p.node, out);
         }
