@@ -62,11 +62,8 @@ fn agents_or_skip() -> Option<Vec<Agent>> {
         }
         agents.push(Agent { name, kind, bin });
     }
-    let ns = Command::new("unshare").args(["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]).output();
-    let ns_root = Command::new("unshare").args(["--net", "sh", "-c", "ip link set lo up"]).output();
-    let ok = |o: &std::io::Result<std::process::Output>| o.as_ref().is_ok_and(|o| o.status.success());
-    if !ok(&ns) && !ok(&ns_root) {
-        return skip("cannot make a network namespace with loopback up (unshare --net, ip from iproute2)");
+    if !super::support::netns_works() {
+        return skip(super::support::NO_NETNS);
     }
     Some(agents)
 }
@@ -537,11 +534,8 @@ fn pi_sends_on_resume_what_context_prints() {
 /// network namespaces can be made too; else `None` after saying why the test skips.
 fn pi_agent_or_skip() -> Option<(PathBuf, PathBuf)> {
     let (prefix, node) = pi_or_skip()?;
-    let ns = Command::new("unshare").args(["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]).output();
-    let ns_root = Command::new("unshare").args(["--net", "sh", "-c", "ip link set lo up"]).output();
-    let ok = |o: &std::io::Result<std::process::Output>| o.as_ref().is_ok_and(|o| o.status.success());
-    if !ok(&ns) && !ok(&ns_root) {
-        skip("cannot make a network namespace with loopback up (unshare --net, ip from iproute2)");
+    if !super::support::netns_works() {
+        skip(super::support::NO_NETNS);
         return None;
     }
     Some((prefix.join("node_modules/@mariozechner/pi-coding-agent/dist/cli.js"), node))
@@ -550,22 +544,7 @@ fn pi_agent_or_skip() -> Option<(PathBuf, PathBuf)> {
 /// Pi resumes `file` (`pi --continue -p continue` in the oracle's namespace) and the request it
 /// sends is compared with `transcriptd context` (`compare --agent pi`): the comparison's report.
 fn pi_resume(cli: &Path, node: &Path, file: &Path, work: &Path) -> Value {
-    let name = file.file_name().unwrap().to_string_lossy().into_owned();
-    let (req, ctx) = (work.join(format!("{name}.request.json")), work.join(format!("{name}.context.jsonl")));
-    let o = Command::new("python3")
-        .arg(ORACLE)
-        .args(["resume", file.to_str().unwrap(), "--agent", "pi", "--bin", cli.to_str().unwrap(), "--out", req.to_str().unwrap()])
-        .env("TRANSCRIPTD_NODE", node)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}: Pi sent no request: {}", file.display(), String::from_utf8_lossy(&o.stderr));
-    let c = transcriptd(&["context", file.to_str().unwrap()]);
-    std::fs::write(&ctx, &c.stdout).unwrap();
-    let o = oracle(&["compare", "--agent", "pi", req.to_str().unwrap(), ctx.to_str().unwrap()]);
-    let mut report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
-    report["request"] = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
-    report
+    agent_resume("pi", "Pi", cli, node, file, work, &[])
 }
 
 /// The real Pi (0.73.1, Node 22), against the oracle's server speaking the Anthropic Messages
@@ -648,11 +627,8 @@ fn qwen_or_skip() -> Option<(PathBuf, PathBuf)> {
     if !node.is_file() {
         return skip(format!("no Node 22 at {} ($TRANSCRIPTD_NODE; .ci/run installs it)", node.display()));
     }
-    let ns = Command::new("unshare").args(["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]).output();
-    let ns_root = Command::new("unshare").args(["--net", "sh", "-c", "ip link set lo up"]).output();
-    let ok = |o: &std::io::Result<std::process::Output>| o.as_ref().is_ok_and(|o| o.status.success());
-    if !ok(&ns) && !ok(&ns_root) {
-        return skip("cannot make a network namespace with loopback up (unshare --net, ip from iproute2)".to_owned());
+    if !super::support::netns_works() {
+        return skip(super::support::NO_NETNS.to_owned());
     }
     Some((cli, node))
 }
@@ -661,23 +637,7 @@ fn qwen_or_skip() -> Option<(PathBuf, PathBuf)> {
 /// request it sends is compared with `transcriptd context` (`compare --agent qwen`): the
 /// comparison's report, with the request.
 fn qwen_resume(cli: &Path, node: &Path, file: &Path, work: &Path) -> Value {
-    let name = file.file_name().unwrap().to_string_lossy().into_owned();
-    let (req, ctx) = (work.join(format!("{name}.request.json")), work.join(format!("{name}.context.jsonl")));
-    let o = Command::new("python3")
-        .arg(ORACLE)
-        .args(["resume", file.to_str().unwrap(), "--agent", "qwen", "--bin", cli.to_str().unwrap(), "--out", req.to_str().unwrap()])
-        .env("TRANSCRIPTD_NODE", node)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}: Qwen Code sent no request: {}", file.display(), String::from_utf8_lossy(&o.stderr));
-    let c = transcriptd(&["context", "-o", "json", file.to_str().unwrap()]);
-    assert!(matches!(c.status.code(), Some(0 | 1)), "{}: {}", file.display(), String::from_utf8_lossy(&c.stderr));
-    std::fs::write(&ctx, &c.stdout).unwrap();
-    let o = oracle(&["compare", "--agent", "qwen", req.to_str().unwrap(), ctx.to_str().unwrap()]);
-    let mut report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
-    report["request"] = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
-    report
+    agent_resume("qwen", "Qwen Code", cli, node, file, work, &["-o", "json"])
 }
 
 /// The real Qwen Code (0.24.4, Node 22), against the oracle's server speaking streamed OpenAI
@@ -871,11 +831,8 @@ fn gemini_or_skip() -> Option<(PathBuf, PathBuf)> {
         skip(&format!("no Node 22 at {} ($TRANSCRIPTD_NODE; .ci/run installs it)", node.display()));
         return None;
     }
-    let ns = Command::new("unshare").args(["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]).output();
-    let ns_root = Command::new("unshare").args(["--net", "sh", "-c", "ip link set lo up"]).output();
-    let ok = |o: &std::io::Result<std::process::Output>| o.as_ref().is_ok_and(|o| o.status.success());
-    if !ok(&ns) && !ok(&ns_root) {
-        skip("cannot make a network namespace with loopback up (unshare --net, ip from iproute2)");
+    if !super::support::netns_works() {
+        skip(super::support::NO_NETNS);
         return None;
     }
     Some((bin, node))
@@ -885,19 +842,30 @@ fn gemini_or_skip() -> Option<(PathBuf, PathBuf)> {
 /// against its fake Gemini API) and the request it sends is compared with `transcriptd context`
 /// (`compare --agent gemini`): the comparison's report, with the request.
 fn gemini_resume(bin: &Path, node: &Path, file: &Path, work: &Path) -> Value {
+    agent_resume("gemini", "Gemini CLI", bin, node, file, work, &[])
+}
+
+/// `agent` (named `label` in messages: its CLI `bin`, run by `node`) resumes `file` in the
+/// oracle's namespace, and the request it sends is compared with `transcriptd context
+/// [context_args] file` (`compare --agent AGENT`): the comparison's report, with the request.
+fn agent_resume(agent: &str, label: &str, bin: &Path, node: &Path, file: &Path, work: &Path, context_args: &[&str]) -> Value {
     let name = file.file_name().unwrap().to_string_lossy().into_owned();
     let (req, ctx) = (work.join(format!("{name}.request.json")), work.join(format!("{name}.context.jsonl")));
     let o = Command::new("python3")
         .arg(ORACLE)
-        .args(["resume", file.to_str().unwrap(), "--agent", "gemini", "--bin", bin.to_str().unwrap(), "--out", req.to_str().unwrap()])
+        .args(["resume", file.to_str().unwrap(), "--agent", agent, "--bin", bin.to_str().unwrap(), "--out", req.to_str().unwrap()])
         .env("TRANSCRIPTD_NODE", node)
         .current_dir(root())
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}: Gemini CLI sent no request: {}", file.display(), String::from_utf8_lossy(&o.stderr));
-    let c = transcriptd(&["context", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}: {label} sent no request: {}", file.display(), String::from_utf8_lossy(&o.stderr));
+    let mut args = vec!["context"];
+    args.extend(context_args);
+    args.push(file.to_str().unwrap());
+    let c = transcriptd(&args);
+    assert!(matches!(c.status.code(), Some(0 | 1)), "{}: {}", file.display(), String::from_utf8_lossy(&c.stderr));
     std::fs::write(&ctx, &c.stdout).unwrap();
-    let o = oracle(&["compare", "--agent", "gemini", req.to_str().unwrap(), ctx.to_str().unwrap()]);
+    let o = oracle(&["compare", "--agent", agent, req.to_str().unwrap(), ctx.to_str().unwrap()]);
     let mut report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
     report["request"] = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
     report

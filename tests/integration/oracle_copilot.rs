@@ -36,9 +36,8 @@ fn copilot_or_skip() -> Option<PathBuf> {
         skip(format!("no Copilot CLI 1.0.102 ($TRANSCRIPTD_COPILOT or $TRANSCRIPTD_PEER_DIR/{BIN}; .ci/run installs @github/copilot@1.0.102)"));
         return None;
     }
-    let ns = |args: &[&str]| Command::new("unshare").args(args).output().is_ok_and(|o| o.status.success());
-    if !ns(&["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]) && !ns(&["--net", "sh", "-c", "ip link set lo up"]) {
-        skip("cannot make a network namespace with loopback up (unshare --net, ip from iproute2)".into());
+    if !super::support::netns_works() {
+        skip(super::support::NO_NETNS.into());
         return None;
     }
     Some(bin)

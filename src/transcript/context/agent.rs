@@ -80,11 +80,7 @@ impl Record {
 
     fn into_bytes(self) -> Vec<u8> {
         match (self.changed, self.value) {
-            (true, Some(v)) => {
-                let mut b = serde_json::to_vec(&v).unwrap_or_default();
-                b.push(b'\n');
-                b
-            }
+            (true, Some(v)) => line_of(&v),
             _ => self.bytes,
         }
     }
@@ -110,50 +106,14 @@ pub fn rebuild(format: Format, records: Vec<Vec<u8>>, pending: Vec<String>) -> V
 }
 
 /// Qwen Code: its repair of calls left without results and its OpenAI converter's drop of
-/// results without calls ([`crate::transcript::formats::qwen::transform`]); a record it leaves
-/// as it was keeps its bytes.
+/// results without calls ([`crate::transcript::formats::qwen::transform`]).
 fn qwen(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-    let originals: Vec<(Value, Vec<u8>)> = records.into_iter().filter_map(|b| serde_json::from_slice::<Value>(&b).ok().map(|v| (v, b))).collect();
-    let out = crate::transcript::formats::qwen::transform(originals.iter().map(|(v, _)| v.clone()).collect());
-    let mut next = 0;
-    out.into_iter()
-        .map(|v| {
-            if let Some(i) = originals[next..].iter().position(|(o, _)| *o == v) {
-                next += i + 1;
-                return originals[next - 1].1.clone();
-            }
-            let mut b = serde_json::to_vec(&v).unwrap_or_default();
-            b.push(b'\n');
-            b
-        })
-        .collect()
+    keeping_bytes(records, crate::transcript::formats::qwen::transform)
 }
 
-/// Pi: pi-ai's `transformMessages` ([`crate::transcript::formats::pi::transform`]); a record
-/// it leaves as it was keeps its bytes.
+/// Pi: pi-ai's `transformMessages` ([`crate::transcript::formats::pi::transform`]).
 fn pi(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-    let values: Vec<(Vec<u8>, Option<Value>)> = records
-        .into_iter()
-        .map(|b| {
-            let v = serde_json::from_slice::<Value>(&b).ok();
-            (b, v)
-        })
-        .collect();
-    let originals: Vec<(Value, Vec<u8>)> = values.iter().filter_map(|(b, v)| v.clone().map(|v| (v, b.clone()))).collect();
-    let out = crate::transcript::formats::pi::transform(originals.iter().map(|(v, _)| v.clone()).collect());
-    let mut next = 0;
-    out.into_iter()
-        .map(|v| {
-            // The records transform keeps come in their order; the ones it makes are new.
-            if let Some(i) = originals[next..].iter().position(|(o, _)| *o == v) {
-                next += i + 1;
-                return originals[next - 1].1.clone();
-            }
-            let mut b = serde_json::to_vec(&v).unwrap_or_default();
-            b.push(b'\n');
-            b
-        })
-        .collect()
+    keeping_bytes(records, crate::transcript::formats::pi::transform)
 }
 
 /// Gemini CLI: what it does to the history before it sends it
@@ -161,22 +121,21 @@ fn pi(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
 /// role are joined).
 fn gemini(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     let values: Vec<Value> = records.iter().filter_map(|b| serde_json::from_slice::<Value>(b).ok()).collect();
-    crate::transcript::formats::gemini::transform(values)
-        .into_iter()
-        .map(|v| {
-            let mut b = serde_json::to_vec(&v).unwrap_or_default();
-            b.push(b'\n');
-            b
-        })
-        .collect()
+    crate::transcript::formats::gemini::transform(values).iter().map(line_of).collect()
 }
 
 /// Copilot: a call without a recorded result gets the agent's interrupted result
-/// ([`crate::transcript::formats::copilot::transform`]); a record it leaves as it was keeps
-/// its bytes.
+/// ([`crate::transcript::formats::copilot::transform`]).
 fn copilot(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    keeping_bytes(records, crate::transcript::formats::copilot::transform)
+}
+
+/// The records (those that are JSON) through an agent's `transform` of its history: a record it
+/// leaves as it was keeps its bytes (the records it keeps come in their order); the ones it
+/// makes or changes are encoded anew.
+fn keeping_bytes(records: Vec<Vec<u8>>, transform: fn(Vec<Value>) -> Vec<Value>) -> Vec<Vec<u8>> {
     let originals: Vec<(Value, Vec<u8>)> = records.into_iter().filter_map(|b| serde_json::from_slice::<Value>(&b).ok().map(|v| (v, b))).collect();
-    let out = crate::transcript::formats::copilot::transform(originals.iter().map(|(v, _)| v.clone()).collect());
+    let out = transform(originals.iter().map(|(v, _)| v.clone()).collect());
     let mut next = 0;
     out.into_iter()
         .map(|v| {
@@ -184,11 +143,16 @@ fn copilot(records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
                 next += i + 1;
                 return originals[next - 1].1.clone();
             }
-            let mut b = serde_json::to_vec(&v).unwrap_or_default();
-            b.push(b'\n');
-            b
+            line_of(&v)
         })
         .collect()
+}
+
+/// A record as a line ([`crate::transcript::formats::edit::to_line`] with its newline).
+fn line_of(v: &Value) -> Vec<u8> {
+    let mut b = crate::transcript::formats::edit::to_line(v);
+    b.push(b'\n');
+    b
 }
 
 fn finish(records: Vec<Record>) -> Vec<Vec<u8>> {

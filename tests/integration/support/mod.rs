@@ -162,3 +162,13 @@ pub fn peer_present(what: &str, present: bool) -> bool {
 pub fn python_imports(module: &str) -> bool {
     Command::new("python3").args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success())
 }
+
+/// Why an agent test skips when [`netns_works`] is false.
+pub const NO_NETNS: &str = "cannot make a network namespace with loopback up (unshare --net, ip from iproute2)";
+
+/// Whether a network namespace with loopback up can be made (as an unprivileged user with
+/// `--map-root-user`, or as root): where the real agents run, reaching nothing but 127.0.0.1.
+pub fn netns_works() -> bool {
+    let ns = |args: &[&str]| Command::new("unshare").args(args).output().is_ok_and(|o| o.status.success());
+    ns(&["--net", "--map-root-user", "sh", "-c", "ip link set lo up"]) || ns(&["--net", "sh", "-c", "ip link set lo up"])
+}
