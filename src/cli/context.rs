@@ -7,6 +7,7 @@ use super::rebuilt::{scan, write_as};
 use super::{Exit, OutputFormat};
 use crate::sources::batch::Input;
 use crate::sources::reverse::{self, FileSource};
+use crate::transcript::context::agent::Settings;
 use crate::transcript::context::resume::{Cut, Skipped};
 use anyhow::Context as _;
 use std::io::{Read, Write};
@@ -21,6 +22,10 @@ pub struct Args {
     /// session_meta line, then the lines from the cut to the end).
     #[arg(long)]
     pub raw: bool,
+    /// The model the session is resumed with, where the agent's resume depends on it (Codex:
+    /// how long a tool output it sends may be); by default the model of the session's last turn.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
 }
 
 /// Runs the verb.
@@ -42,7 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     .with_context(|| format!("{name}: read failed"))?;
     let mut out = out_args.stdout();
-    write_as(&scanned.context, args.raw, text, &mut out).with_context(|| name.clone())?;
+    write_as(&scanned.context, args.raw, text, &Settings { model: args.model.clone() }, &mut out).with_context(|| name.clone())?;
     out.flush()?;
     let mut skipped: Vec<&Skipped> = scanned.context.skipped.iter().collect();
     skipped.sort_by_key(|s| s.offset);

@@ -58,12 +58,12 @@ pub fn scan(source: &mut impl PageSource, format: Option<Format>, max_line_bytes
 
 /// Writes the context: canonical records, or the lines verbatim with `raw`.
 pub fn write(context: &Context, raw: bool, out: &mut impl Write) -> anyhow::Result<()> {
-    write_as(context, raw, false, out)
+    write_as(context, raw, false, &agent::Settings::default(), out)
 }
 
 /// Writes the context: canonical records (as text for people with `text`), or the lines
-/// verbatim with `raw`.
-pub fn write_as(context: &Context, raw: bool, text: bool, out: &mut impl Write) -> anyhow::Result<()> {
+/// verbatim with `raw`; `settings`: what the agent's resume depends on that the file does not say.
+pub fn write_as(context: &Context, raw: bool, text: bool, settings: &agent::Settings, out: &mut impl Write) -> anyhow::Result<()> {
     if raw {
         for l in &context.lines {
             out.write_all(&l.bytes)?;
@@ -111,7 +111,7 @@ pub fn write_as(context: &Context, raw: bool, text: bool, out: &mut impl Write) 
     }
     c.finish(&mut collect);
     let mut result = Ok(());
-    for r in agent::rebuild(format, records, pending) {
+    for r in agent::rebuild(format, records, pending, settings) {
         result = if text { super::render::canonical(out, &r, format) } else { out.write_all(&r) };
         if result.is_err() {
             break;

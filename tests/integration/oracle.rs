@@ -327,6 +327,54 @@ fn repaired_break_shapes_resume_in_the_agent_with_every_block_the_break_left() {
 /// `context` prints, every case; and where the walk loses history (`lost_on_resume`), the
 /// repaired file resumes with all of it: the request the unbroken session gives, less only
 /// the blocks of a line the break destroyed.
+/// Codex cuts a long tool output in its middle to the budget of the model it resumes with
+/// (TRUTH.md, difference 18): a real rollout (`localpush/…20-34-25-…`) with one output made
+/// 70,000 bytes long (two-byte characters in it), resumed by the real Codex 0.171.0 with a model
+/// it ships metadata for (10,000 tokens) and with one it does not (10,000 bytes); each time the
+/// request it sends is what `context --model` prints, and the two cuts differ.
+#[test]
+fn codex_cuts_a_long_output_to_the_budget_of_the_model_it_resumes_with() {
+    let Some(agents) = agents_or_skip() else { return };
+    let codex = agents.iter().find(|a| a.kind == "codex").unwrap();
+    let base = root().join("tests/data/real/codex/localpush/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl");
+    let mut long = false;
+    let lines: Vec<String> = std::fs::read_to_string(&base)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if !long && v["payload"]["type"] == "function_call_output" && v["payload"]["output"].is_string() {
+                long = true;
+                let out = format!("{}{}{}", v["payload"]["output"].as_str().unwrap(), "é".repeat(10_000), "x".repeat(50_000));
+                v["payload"]["output"] = Value::String(out);
+                return v.to_string();
+            }
+            l.to_owned()
+        })
+        .collect();
+    assert!(long, "the rollout has a text output");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(base.file_name().unwrap());
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let mut cut = Vec::new();
+    for model in ["gpt-5.5", "gpt-5-codex"] {
+        let req = dir.path().join(format!("{model}.req.json"));
+        let o = oracle(&["resume", file.to_str().unwrap(), "--agent", "codex", "--bin", codex.bin.to_str().unwrap(), "--model", model, "--out", req.to_str().unwrap()]);
+        assert!(o.status.success(), "{model}: resume: {}", String::from_utf8_lossy(&o.stderr));
+        let ctx = dir.path().join(format!("{model}.context.jsonl"));
+        let c = transcriptd(&["context", "--no-summary", "--model", model, file.to_str().unwrap()]);
+        assert_eq!(c.status.code(), Some(0), "{model}: context");
+        std::fs::write(&ctx, &c.stdout).unwrap();
+        let o = oracle(&["compare", "--agent", "codex", req.to_str().unwrap(), ctx.to_str().unwrap()]);
+        assert!(o.status.success(), "{model}: Codex sends other than context prints: {}", String::from_utf8_lossy(&o.stdout));
+        let text = String::from_utf8_lossy(&c.stdout).into_owned();
+        let marker = if model == "gpt-5.5" { " tokens truncated…" } else { " chars truncated…" };
+        assert!(text.contains(marker), "{model}: the output is cut with the marker{marker}");
+        cut.push(text);
+    }
+    assert_ne!(cut[0], cut[1], "the budgets differ");
+}
+
 #[test]
 fn the_chain_walk_cases_resume_as_context_says_and_repaired_with_their_history() {
     let Some(agents) = agents_or_skip() else { return };

@@ -20,7 +20,9 @@
 //!   (the last `replacement_history`, then the response items after its `compacted` item), a
 //!   call without an output is answered with the output `"aborted"` right after the call, an
 //!   output whose call is not in the history is not sent, and `ghost_snapshot` items are not
-//!   sent.
+//!   sent. A tool output of a response item is cut in its middle to the budget of the model
+//!   Codex resumes with ([`CodexTruncation`]; the model is a setting, not in the file:
+//!   [`Settings::model`], by default the model of the session's last turn).
 //! - **Pi** (pi-ai's `transformMessages`, second pass): an assistant message whose
 //!   `stopReason` is `error` or `aborted` is not sent; calls still open when the next
 //!   assistant or user message comes (on resume, the new prompt) get the error result
@@ -60,6 +62,159 @@ pub const CLAUDE_NO_RESPONSE: &str = "No response requested.";
 /// The output Codex sends for a call without one.
 pub const CODEX_ABORTED: &str = "aborted";
 
+/// What the agent's resume depends on that the file does not say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// The model the session is resumed with (Codex: it sets how long a tool output may be);
+    /// `None`: the model of the session's last turn.
+    pub model: Option<String>,
+}
+
+/// How Codex 0.171.0 cuts a tool output it takes into its history (its context manager's
+/// `process_item`: the model's truncation policy with a 20% allowance, the middle of the text
+/// replaced by a marker, the start and the end kept on UTF-8 boundaries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodexTruncation {
+    /// At most this many approximate tokens (4 bytes each); the marker counts tokens.
+    Tokens(usize),
+    /// At most this many bytes; the marker counts the characters taken out.
+    Bytes(usize),
+}
+
+/// The slugs of the models Codex 0.171.0 ships metadata for (its bundled `models.json`); each
+/// has the truncation policy `tokens`, 10,000. A model is matched by the longest of these
+/// that begins its name (a `namespace/` before it is taken off once); any other model gets
+/// Codex's fallback metadata: `bytes`, 10,000.
+const CODEX_MODELS: [&str; 14] = [
+    "codex-auto-review",
+    "gpt-5.5",
+    "gpt-5.6-luna",
+    "gpt-5.6-sol",
+    "gpt-5.6-terra",
+    "gpt-6-astra",
+    "gpt-6-luna",
+    "gpt-6-sol",
+    "gpt-6.1-sol",
+    "gpt-6.1-terra",
+    "gpt-6.2-astra",
+    "gpt-6.2-sol",
+    "gpt-daybreak-blue-latest",
+    "gpt-daybreak-red-latest",
+];
+
+impl CodexTruncation {
+    /// The budget of Codex 0.171.0 for a history resumed with `model`, its allowance included.
+    pub fn for_model(model: &str) -> Self {
+        let known = |m: &str| CODEX_MODELS.iter().any(|slug| m.starts_with(slug));
+        let namespaced = model
+            .split_once('/')
+            .filter(|(ns, rest)| !ns.is_empty() && !rest.contains('/') && ns.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            .is_some_and(|(_, rest)| known(rest));
+        // 10,000 with the 20% allowance for serialization.
+        if known(model) || namespaced {
+            CodexTruncation::Tokens(12_000)
+        } else {
+            CodexTruncation::Bytes(12_000)
+        }
+    }
+
+    fn bytes(self) -> usize {
+        match self {
+            CodexTruncation::Tokens(t) => t.saturating_mul(4),
+            CodexTruncation::Bytes(b) => b,
+        }
+    }
+
+    /// `text` as Codex sends it: whole when it fits, else its start and end around
+    /// `…N chars truncated…` (or `…N tokens truncated…`).
+    pub fn cut(self, text: &str) -> Option<String> {
+        let budget = self.bytes();
+        if text.len() <= budget {
+            return None;
+        }
+        let (head, tail) = (budget / 2, budget - budget / 2);
+        let tail_from = text.len() - tail;
+        let mut prefix_end = 0;
+        let mut suffix_start = text.len();
+        let mut removed = 0u64;
+        for (i, ch) in text.char_indices() {
+            let end = i + ch.len_utf8();
+            if end <= head {
+                prefix_end = end;
+            } else if i >= tail_from {
+                suffix_start = suffix_start.min(i);
+            } else {
+                removed += 1;
+            }
+        }
+        let suffix_start = suffix_start.max(prefix_end);
+        let marker = match self {
+            CodexTruncation::Bytes(_) => format!("…{removed} chars truncated…"),
+            CodexTruncation::Tokens(_) => format!("…{} tokens truncated…", (text.len() - budget).div_ceil(4)),
+        };
+        Some(format!("{}{marker}{}", &text[..prefix_end], &text[suffix_start..]))
+    }
+
+    /// A tool output's `output` as Codex sends it: a text is cut as [`Self::cut`]; a list of
+    /// content items shares the budget among its texts in order (the first that does not fit is
+    /// cut to what is left, later ones are left out and counted in a last text item; empty
+    /// texts are not sent; images stay). `None` when it is sent as it is.
+    fn output(self, output: &Value) -> Option<Value> {
+        match output {
+            Value::String(s) => self.cut(s).map(Value::String),
+            Value::Array(items) => {
+                fn text_of(v: &Value) -> Option<&str> {
+                    (v.get("type").and_then(Value::as_str) == Some("input_text")).then(|| v.get("text").and_then(Value::as_str)).flatten()
+                }
+                let cost = |t: &str| match self {
+                    CodexTruncation::Tokens(_) => t.len().div_ceil(4),
+                    CodexTruncation::Bytes(_) => t.len(),
+                };
+                let mut left = match self {
+                    CodexTruncation::Tokens(t) | CodexTruncation::Bytes(t) => t,
+                };
+                let (mut out, mut omitted, mut changed) = (Vec::with_capacity(items.len()), 0usize, false);
+                for item in items {
+                    let Some(text) = text_of(item) else {
+                        out.push(item.clone());
+                        continue;
+                    };
+                    if text.is_empty() {
+                        changed = true;
+                        continue;
+                    }
+                    if left == 0 {
+                        omitted += 1;
+                        changed = true;
+                        continue;
+                    }
+                    let c = cost(text);
+                    if c <= left {
+                        out.push(item.clone());
+                        left -= c;
+                        continue;
+                    }
+                    let part = match self {
+                        CodexTruncation::Tokens(_) => CodexTruncation::Tokens(left),
+                        CodexTruncation::Bytes(_) => CodexTruncation::Bytes(left),
+                    };
+                    let snippet = part.cut(text).unwrap_or_else(|| text.to_owned());
+                    let mut cut = item.clone();
+                    cut["text"] = Value::String(snippet);
+                    out.push(cut);
+                    left = 0;
+                    changed = true;
+                }
+                if omitted > 0 {
+                    out.push(json!({"type": "input_text", "text": format!("[omitted {omitted} text items ...]")}));
+                }
+                changed.then_some(Value::Array(out))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// One canonical record: the bytes as printed (ending in `\n`), and its value once a rule had to
 /// read it.
 struct Record {
@@ -93,10 +248,12 @@ impl Record {
 /// `pending` (Claude Code): the texts of the `local_command` lines after the last message (see
 /// [`local_command`]); the agent sends them in the new turn's user message, after its "No
 /// response requested.", each ending with a newline (the prompt follows them).
-pub fn rebuild(format: Format, records: Vec<Vec<u8>>, pending: Vec<String>) -> Vec<Vec<u8>> {
+///
+/// `settings`: what the resume depends on that the file does not say.
+pub fn rebuild(format: Format, records: Vec<Vec<u8>>, pending: Vec<String>, settings: &Settings) -> Vec<Vec<u8>> {
     match format {
         Format::ClaudeCode => finish(claude(records.into_iter().map(Record::new).collect(), pending)),
-        Format::Codex => finish(codex(records.into_iter().map(Record::new).collect())),
+        Format::Codex => finish(codex(records.into_iter().map(Record::new).collect(), settings)),
         Format::Pi => pi(records),
         Format::Qwen => qwen(records),
         Format::Gemini => gemini(records),
@@ -472,21 +629,134 @@ fn history_of(r: &Record) -> Option<&Vec<Value>> {
         .and_then(|v| v.get("payload")?.get("replacement_history")?.as_array())
 }
 
-fn codex(mut records: Vec<Record>) -> Vec<Record> {
-    // The model-visible history: the newest replacement history, and the response items after it.
-    let start = records.iter().rposition(|r| history_of(r).is_some());
-    let mut visible: Vec<At> = Vec::new();
-    if let Some(s) = start {
-        visible.extend((0..history_of(&records[s]).map_or(0, Vec::len)).map(|k| At::Replacement(s, k)));
+/// The content item types of a tool output Codex 0.171.0 reads (`FunctionCallOutputContentItem`).
+const CODEX_OUTPUT_ITEMS: [&str; 4] = ["input_text", "input_image", "input_audio", "encrypted_content"];
+
+/// Whether Codex fails to load a tool output item: its `output` is a list holding something that
+/// is not a content item it knows.
+fn codex_unloadable(v: &Value) -> bool {
+    let ty = v.get("type").and_then(Value::as_str).unwrap_or_default();
+    if !matches!(ty, "function_call_output" | "custom_tool_call_output") {
+        return false;
     }
-    visible.extend((start.map_or(0, |s| s + 1)..records.len()).filter(|&i| payload(&records[i]).is_some()).map(At::Record));
+    v.get("output").and_then(Value::as_array).is_some_and(|items| {
+        items.iter().any(|i| !i.get("type").and_then(Value::as_str).is_some_and(|t| CODEX_OUTPUT_ITEMS.contains(&t)))
+    })
+}
+
+/// The summary of a `compacted` record that has no `replacement_history` (rollouts written
+/// before Codex kept one): its `message`.
+fn legacy_compaction(r: &Record) -> Option<&str> {
+    let p = r.value.as_ref().filter(|v| v.get("type").and_then(Value::as_str) == Some("compacted"))?.get("payload")?;
+    (!p.get("replacement_history").is_some_and(Value::is_array)).then(|| p.get("message").and_then(Value::as_str).unwrap_or_default())
+}
+
+/// The history Codex builds for a compaction that kept none (`build_compacted_history`): the
+/// items before the first user turn, the texts of the user turns as user messages (the newest
+/// first within 20,000 tokens, the oldest of them cut to what is left), then the summary as a
+/// user message ("(no summary available)" for an empty one).
+fn compacted_history(items: &[(At, Value)], summary: &str) -> Vec<Value> {
+    let user = |text: &str| json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]});
+    let first = items.iter().position(|(_, v)| user_turn(v)).unwrap_or(items.len());
+    let mut history: Vec<Value> = items[..first].iter().map(|(_, v)| v.clone()).collect();
+    let texts: Vec<String> = items
+        .iter()
+        .filter(|(_, v)| user_turn(v))
+        .map(|(_, v)| v.get("content").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c.get("text").and_then(Value::as_str)).collect())
+        .collect();
+    let (mut kept, mut left) = (Vec::new(), 20_000usize);
+    for t in texts.iter().rev() {
+        if left == 0 {
+            break;
+        }
+        let tokens = t.len().div_ceil(4);
+        if tokens <= left {
+            kept.push(t.clone());
+            left -= tokens;
+        } else {
+            kept.push(CodexTruncation::Tokens(left).cut(t).unwrap_or_else(|| t.clone()));
+            break;
+        }
+    }
+    history.extend(kept.iter().rev().map(|t| user(t)));
+    history.push(user(if summary.is_empty() { "(no summary available)" } else { summary }));
+    history
+}
+
+/// The turns a `thread_rolled_back` event takes back (`num_turns`).
+fn rolled_back(r: &Record) -> Option<usize> {
+    let v = r.value.as_ref().filter(|v| v.get("type").and_then(Value::as_str) == Some("event_msg"))?.get("payload")?;
+    (v.get("type").and_then(Value::as_str) == Some("thread_rolled_back")).then(|| v.get("num_turns").and_then(Value::as_u64).map_or(0, |n| n as usize))
+}
+
+/// Texts that open a user message Codex makes itself (instructions, environment, a shell
+/// command the user ran, an aborted turn's note): such a message does not begin a user turn.
+const CODEX_CONTEXTUAL: [&str; 7] =
+    ["# AGENTS.md instructions", "<environment_context>", "<user_instructions>", "<skill>", "<user_shell_command>", "<turn_aborted>", "<subagent_notification>"];
+
+/// Whether an item begins a user turn for a rollback: a user message that Codex did not make.
+fn user_turn(v: &Value) -> bool {
+    if v.get("type").and_then(Value::as_str) != Some("message") || role(v) != Some("user") {
+        return false;
+    }
+    let texts = v.get("content").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c.get("text").and_then(Value::as_str));
+    !texts.into_iter().any(|t| CODEX_CONTEXTUAL.iter().any(|m| t.trim_start().starts_with(m)))
+}
+
+/// Where a rollback of `n` turns cuts the history (Codex's `drop_last_n_user_turns`): at the
+/// `n`th user turn from the end, at the first when there are fewer; nowhere (the end) when
+/// there is none or `n` is 0.
+fn rollback_cut(items: &[(At, Value)], n: usize) -> usize {
+    let turns: Vec<usize> = items.iter().enumerate().filter(|(_, (_, v))| user_turn(v)).map(|(i, _)| i).collect();
+    match (n, turns.first()) {
+        (0, _) | (_, None) => items.len(),
+        (n, Some(&first)) if n >= turns.len() => first,
+        (n, _) => turns[turns.len() - n],
+    }
+}
+
+fn codex(mut records: Vec<Record>, settings: &Settings) -> Vec<Record> {
+    // The model-visible history: the newest replacement history, then, in the file's order, the
+    // response items after it, each `thread_rolled_back` taking back the last user turns.
+    let start = records.iter().rposition(|r| history_of(r).is_some());
     let item = |records: &[Record], at: At| -> Option<Value> {
         match at {
             At::Replacement(s, k) => history_of(&records[s]).and_then(|h| h.get(k)).cloned(),
             At::Record(i) => payload(&records[i]).cloned(),
         }
     };
-    let items: Vec<(At, Value)> = visible.iter().filter_map(|&at| Some((at, item(&records, at)?))).collect();
+    let mut items: Vec<(At, Value)> = Vec::new();
+    if let Some(s) = start {
+        items.extend(history_of(&records[s]).into_iter().flatten().enumerate().map(|(k, v)| (At::Replacement(s, k), v.clone())));
+    }
+    // What leaves the history: a tool output of a shape Codex cannot load (a content item of a
+    // type it does not have: the line fails to load, and its call is answered "aborted"), and
+    // the turns a rollback takes back.
+    let (mut gone, mut replacement_changed, mut holder) = (Vec::new(), false, start);
+    for i in start.map_or(0, |s| s + 1)..records.len() {
+        if let Some(summary) = legacy_compaction(&records[i]) {
+            // A compaction without its replacement history: Codex builds one, and so the record
+            // is printed holding it.
+            let built = compacted_history(&items, summary);
+            items = built.into_iter().enumerate().map(|(k, v)| (At::Replacement(i, k), v)).collect();
+            (holder, replacement_changed) = (Some(i), true);
+            continue;
+        }
+        if let Some(n) = rolled_back(&records[i]) {
+            for (at, _) in items.drain(rollback_cut(&items, n)..) {
+                match at {
+                    At::Record(j) => gone.push(j),
+                    At::Replacement(..) => replacement_changed = true,
+                }
+            }
+            continue;
+        }
+        match item(&records, At::Record(i)) {
+            Some(v) if codex_unloadable(&v) => gone.push(i),
+            Some(v) => items.push((At::Record(i), v)),
+            None => {}
+        }
+    }
     let ty = |v: &Value| v.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
     let outputs: HashSet<(String, String)> =
         items.iter().filter_map(|(_, v)| Some((ty(v), call_id(v)?.to_owned()))).filter(|(t, _)| t.ends_with("_output")).collect();
@@ -522,9 +792,7 @@ fn codex(mut records: Vec<Record>) -> Vec<Record> {
         })
     };
     let mut replacement: Option<Vec<Value>> = None;
-    let mut replacement_changed = false;
     let mut after: Vec<(usize, Value)> = Vec::new();
-    let mut gone: Vec<usize> = Vec::new();
     for (at, v) in &items {
         let (drop, add) = (dropped(v), aborted(v));
         match *at {
@@ -546,10 +814,30 @@ fn codex(mut records: Vec<Record>) -> Vec<Record> {
             }
         }
     }
-    if let (Some(s), Some(h), true) = (start, replacement, replacement_changed) {
-        if let Some(slot) = records[s].value.as_mut().and_then(|v| v.get_mut("payload")).and_then(|p| p.get_mut("replacement_history")) {
-            *slot = Value::Array(h);
+    if let (Some(s), true) = (holder, replacement_changed) {
+        let h = replacement.unwrap_or_default();
+        if let Some(payload) = records[s].value.as_mut().and_then(|v| v.get_mut("payload")).and_then(Value::as_object_mut) {
+            payload.insert("replacement_history".into(), Value::Array(h));
             records[s].changed = true;
+        }
+    }
+    // Tool outputs cut to the budget of the model the session resumes with.
+    let model = settings.model.clone().or_else(|| {
+        records.iter().rev().find_map(|r| {
+            let v = r.value.as_ref().filter(|v| v.get("type").and_then(Value::as_str) == Some("turn_context"))?;
+            v.get("payload")?.get("model")?.as_str().map(str::to_owned)
+        })
+    });
+    let truncation = CodexTruncation::for_model(model.as_deref().unwrap_or_default());
+    for (at, v) in &items {
+        let (At::Record(i), "function_call_output" | "custom_tool_call_output") = (*at, ty(v).as_str()) else {
+            continue;
+        };
+        if let Some(cut) = v.get("output").and_then(|o| truncation.output(o)) {
+            if let Some(slot) = records[i].value.as_mut().and_then(|r| r.get_mut("payload")).and_then(|p| p.get_mut("output")) {
+                *slot = cut;
+                records[i].changed = true;
+            }
         }
     }
     let mut out = Vec::with_capacity(records.len() + after.len());
@@ -574,7 +862,7 @@ mod tests {
 
     fn run(format: Format, lines: &[&str]) -> Vec<Value> {
         let records = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
-        rebuild(format, records, Vec::new()).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
+        rebuild(format, records, Vec::new(), &Settings::default()).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
     }
 
     #[test]
@@ -621,7 +909,7 @@ mod tests {
     fn claude_answered_history_ending_with_the_assistant_is_unchanged() {
         let lines = [r#"{"role":"user","content":"go"}"#, r#"{"role":"assistant","content":[{"type":"text","text":"done"}]}"#];
         let records: Vec<Vec<u8>> = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
-        assert_eq!(rebuild(Format::ClaudeCode, records.clone(), Vec::new()), records);
+        assert_eq!(rebuild(Format::ClaudeCode, records.clone(), Vec::new(), &Settings::default()), records);
     }
 
     #[test]
@@ -632,7 +920,7 @@ mod tests {
         let got = run(Format::ClaudeCode, &[r#"{"role":"user","content":"go"}"#]);
         assert_eq!(got.len(), 2, "no pending command: the turn is only closed");
         let records = vec![b"{\"role\":\"user\",\"content\":\"go\"}\n".to_vec()];
-        let got = rebuild(Format::ClaudeCode, records, vec!["<command-name>/model</command-name>".into()]);
+        let got = rebuild(Format::ClaudeCode, records, vec!["<command-name>/model</command-name>".into()], &Settings::default());
         let last: Value = serde_json::from_slice(got.last().unwrap()).unwrap();
         assert_eq!(last, json!({"role":"user","content":[{"type":"text","text":"<command-name>/model</command-name>\n"}]}));
         assert_eq!(got.len(), 3, "after the agent's No response requested.");
@@ -653,5 +941,107 @@ mod tests {
         let types: Vec<&str> = got.iter().map(|v| v["payload"]["type"].as_str().unwrap_or("?")).collect();
         assert_eq!(types, ["?", "function_call", "function_call_output", "token_count"]);
         assert_eq!(got[2]["payload"], json!({"type":"function_call_output","call_id":"c1","output":"aborted"}));
+    }
+
+    #[test]
+    fn codex_cuts_a_long_output_in_its_middle_to_its_models_budget() {
+        // Codex 0.171.0 resumed with a model it has no metadata for: 12,000 bytes, the marker
+        // counting characters (as measured: codemie's 15,630-character output sent as 6,000
+        // bytes, the marker, 6,000 bytes).
+        let bytes = CodexTruncation::for_model("gpt-5-codex");
+        assert_eq!(bytes, CodexTruncation::Bytes(12_000));
+        let long = "a".repeat(20_000);
+        let cut = bytes.cut(&long).unwrap();
+        assert_eq!(cut, format!("{}…8000 chars truncated…{}", "a".repeat(6_000), "a".repeat(6_000)));
+        assert_eq!(bytes.cut(&"a".repeat(12_000)), None, "what fits is sent whole");
+        // Cut on character boundaries: two-byte characters, 3,000 kept on each side.
+        let wide = "é".repeat(10_000);
+        assert_eq!(bytes.cut(&wide).unwrap(), format!("{}…4000 chars truncated…{}", "é".repeat(3_000), "é".repeat(3_000)));
+        // A model it ships: 12,000 tokens of 4 bytes; the marker counts the tokens taken out.
+        for m in ["gpt-5.5", "gpt-5.5-mini", "openai/gpt-6-sol"] {
+            assert_eq!(CodexTruncation::for_model(m), CodexTruncation::Tokens(12_000), "{m}");
+        }
+        for m in ["gpt-5-codex", "", "a/b/gpt-5.5", "my-gpt-5.5"] {
+            assert_eq!(CodexTruncation::for_model(m), CodexTruncation::Bytes(12_000), "{m}");
+        }
+        let tokens = CodexTruncation::Tokens(12_000);
+        assert_eq!(tokens.cut(&"b".repeat(48_000)), None);
+        assert_eq!(tokens.cut(&"b".repeat(48_005)).unwrap(), format!("{}…2 tokens truncated…{}", "b".repeat(24_000), "b".repeat(24_000)));
+    }
+
+    #[test]
+    fn codex_shares_the_budget_among_an_outputs_texts() {
+        let items = json!([
+            {"type":"input_text","text":"x".repeat(8_000)},
+            {"type":"input_text","text":""},
+            {"type":"input_image","image_url":"data:image/png;base64,AA"},
+            {"type":"input_text","text":"y".repeat(8_000)},
+            {"type":"input_text","text":"z"},
+        ]);
+        let got = CodexTruncation::Bytes(12_000).output(&items).unwrap();
+        let texts: Vec<String> = got.as_array().unwrap().iter().map(|i| i["text"].as_str().map_or("<image>".into(), |t| t.chars().take(3).collect::<String>() + &t.len().to_string())).collect();
+        // The first fits (4,000 left), the empty one is not sent, the image stays, the second is
+        // cut to 4,000 bytes and a marker, the last is left out and counted.
+        assert_eq!(texts[0], "xxx8000");
+        assert_eq!(texts[1], "<image>");
+        assert!(texts[2].starts_with("yyy") && got[2]["text"].as_str().unwrap().contains("…4000 chars truncated…"), "{texts:?}");
+        assert_eq!(got[3], json!({"type":"input_text","text":"[omitted 1 text items ...]"}));
+        assert_eq!(CodexTruncation::Bytes(12_000).output(&json!([{"type":"input_text","text":"short"}])), None);
+    }
+
+    #[test]
+    fn codex_resumes_with_the_sessions_model_unless_told_and_skips_an_output_it_cannot_load() {
+        let lines = [
+            r#"{"type":"session_meta","payload":{"id":"x"}}"#.to_owned(),
+            r#"{"type":"turn_context","payload":{"model":"gpt-5.5"}}"#.to_owned(),
+            r#"{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"c1"}}"#.to_owned(),
+            json!({"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"o".repeat(20_000)}}).to_string(),
+            r#"{"type":"response_item","payload":{"type":"custom_tool_call","name":"apply_patch","input":"p","call_id":"c2"}}"#.to_owned(),
+            r#"{"type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"c2","output":[{"type":"output_text","text":"Done!"}]}}"#.to_owned(),
+        ];
+        let records = || lines.iter().map(|l| format!("{l}\n").into_bytes()).collect::<Vec<_>>();
+        let out = |settings: &Settings| -> Vec<Value> { rebuild(Format::Codex, records(), Vec::new(), settings).iter().map(|b| serde_json::from_slice(b).unwrap()).collect() };
+        // The session's model is one Codex ships: 48,000 bytes fit, the output is sent whole.
+        let got = out(&Settings::default());
+        assert_eq!(got[3]["payload"]["output"].as_str().unwrap().len(), 20_000);
+        // Resumed with another model, it is cut to 12,000 bytes.
+        let got = out(&Settings { model: Some("gpt-5-codex".into()) });
+        assert!(got[3]["payload"]["output"].as_str().unwrap().contains("…8000 chars truncated…"));
+        // The output list of `output_text` items does not load: its call is answered "aborted".
+        assert_eq!(got.len(), 6);
+        assert_eq!(got[5]["payload"], json!({"type":"custom_tool_call_output","call_id":"c2","output":"aborted"}));
+    }
+
+    #[test]
+    fn codex_takes_back_the_turns_a_rollback_names() {
+        let msg = |role: &str, text: &str| json!({"type":"response_item","payload":{"type":"message","role":role,"content":[{"type":"input_text","text":text}]}}).to_string();
+        let rollback = |n: u64| json!({"type":"event_msg","payload":{"type":"thread_rolled_back","num_turns":n}}).to_string();
+        let compacted = json!({"type":"compacted","payload":{"message":"","replacement_history":[{"type":"message","role":"user","content":[{"type":"input_text","text":"summary"}]}],"window_number":1}}).to_string();
+        let texts = |lines: &[String]| -> Vec<String> {
+            let records = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
+            rebuild(Format::Codex, records, Vec::new(), &Settings::default())
+                .iter()
+                .map(|b| serde_json::from_slice::<Value>(b).unwrap())
+                .flat_map(|v| {
+                    let items = match v["type"].as_str() {
+                        Some("compacted") => v["payload"]["replacement_history"].as_array().cloned().unwrap_or_default(),
+                        Some("response_item") => vec![v["payload"].clone()],
+                        _ => vec![],
+                    };
+                    items.into_iter().map(|i| i["content"][0]["text"].as_str().unwrap_or("?").to_owned()).collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        // One turn back: the last user turn and what followed it go; later turns stay.
+        let lines = [compacted.clone(), msg("assistant", "a2"), msg("user", "t3"), msg("assistant", "a3"), rollback(1), msg("user", "t4")];
+        assert_eq!(texts(&lines), ["summary", "a2", "t4"]);
+        // More turns than there are: back to the first user message (the summary counts as one).
+        let lines = [compacted.clone(), msg("assistant", "a2"), msg("user", "t3"), rollback(5), msg("user", "t4")];
+        assert_eq!(texts(&lines), ["t4"]);
+        // A message Codex makes itself is no turn; 0 turns is nothing.
+        let lines = [msg("user", "t1"), msg("user", "<environment_context>cwd</environment_context>"), msg("assistant", "a1"), rollback(0), rollback(1)];
+        assert_eq!(texts(&lines), Vec::<String>::new());
+        let lines = [msg("user", "t1"), msg("assistant", "a1"), msg("user", "<environment_context>x</environment_context>"), rollback(1)];
+        assert_eq!(texts(&lines), Vec::<String>::new(), "the environment message after the turn goes with it");
     }
 }

@@ -43,6 +43,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ORACLE = Path(__file__).with_name("agent_oracle.py")
+sys.path.insert(0, str(ORACLE.parent))
+from agent_oracle import context_args  # noqa: E402  (what context is told of the resume)
 SHAPES = ["rewind", "dangle", "unreadable", "drop", "dupid", "pause"]
 CODEX_SHAPES = ["unreadable", "drop_output", "drop_call", "dupid", "drop"]
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
@@ -192,7 +194,7 @@ def run_one(job, args):
     if r.returncode != 0:
         row.update({"resumed": False, "match": None, "why": r.stderr.strip().splitlines()[-1:] })
         return row
-    ctx = subprocess.run([args.transcriptd, "context", "--no-summary", str(path)], capture_output=True)
+    ctx = subprocess.run([args.transcriptd, "context", "--no-summary", *context_args(args.agent), str(path)], capture_output=True)
     cpath = path.with_suffix(".context.jsonl")
     cpath.write_bytes(ctx.stdout)
     c = subprocess.run([sys.executable, str(ORACLE), "compare", "--agent", args.agent, str(req), str(cpath)], capture_output=True, text=True)

@@ -500,7 +500,13 @@ def claude_home(home, port):
     return env
 
 
-def codex_home(home, port, provider_id="oracle"):
+# The model Codex resumes with unless --model says otherwise: not one of the models Codex 0.171.0
+# ships metadata for, so it gets the fallback metadata (tool outputs cut to 10,000 bytes, where
+# the bundled models cut to 10,000 tokens). `transcriptd context --model` is told the same.
+CODEX_MODEL = "gpt-5-codex"
+
+
+def codex_home(home, port, provider_id="oracle", model=None):
     """A Codex home whose model provider is the local server. A rollout is resumed with the
     provider it was made with (Codex refuses to change it on resume); the built-in `openai`
     provider is pointed at the server with `openai_base_url`."""
@@ -519,7 +525,7 @@ env_key = "ORACLE_API_KEY"
 request_max_retries = 0
 stream_max_retries = 0
 """
-    (home / ".codex" / "config.toml").write_text(f"""model = "gpt-5-codex"
+    (home / ".codex" / "config.toml").write_text(f"""model = "{model or CODEX_MODEL}"
 model_provider = "{provider_id}"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
@@ -880,18 +886,30 @@ def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()
         shutil.copyfile(transcript, d / transcript.name)
         return env, pi_cmd(binary, model=False) + ["--continue", *extra, "-p", prompt]
     sid, ts = codex_session(transcript)
+    head = None
     if not re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
-        # Codex takes anything else for a thread name, finds none, and starts a new thread.
-        sys.stderr.write(f"agent_oracle: not resumable: the session id {sid!r} is not a UUID (Codex resumes by UUID)\n")
-        sys.exit(4)
+        # Codex takes anything else for a thread name, finds none, and starts a new thread. A
+        # made case (`0199-case`) is given a UUID of its own in the copy the agent resumes: its
+        # session_meta line re-encoded with that id, every other line as it is.
+        first = first_line(transcript)
+        if first.get("type") != "session_meta" or not isinstance(first.get("payload"), dict):
+            sys.stderr.write(f"agent_oracle: not resumable: the session id {sid!r} is not a UUID (Codex resumes by UUID)\n")
+            sys.exit(4)
+        sid = str(uuid.uuid5(uuid.NAMESPACE_URL, str(Path(transcript).resolve())))
+        first["payload"]["id"] = sid
+        head = json.dumps(first, ensure_ascii=False).encode() + b"\n"
     meta = first_line(transcript).get("payload", {})
-    env = codex_home(home, port, meta.get("model_provider") or "openai")
+    env = codex_home(home, port, meta.get("model_provider") or "openai", model)
     day = (ts or "2026-01-01")[:10].split("-")
     d = Path(home) / ".codex" / "sessions" / day[0] / day[1] / day[2]
     d.mkdir(parents=True, exist_ok=True)
     name = transcript.name if transcript.name.startswith("rollout-") and transcript.name.endswith(f"{sid}.jsonl") \
         else f"rollout-{day[0]}-{day[1]}-{day[2]}T00-00-00-{sid}.jsonl"
-    shutil.copyfile(transcript, d / name)
+    if head is None:
+        shutil.copyfile(transcript, d / name)
+    else:
+        data = Path(transcript).read_bytes()
+        (d / name).write_bytes(head + data[data.index(b"\n") + 1:] if b"\n" in data else head)
     return env, [binary, "exec", "--skip-git-repo-check", *extra, "resume", sid, prompt]
 
 
@@ -1049,7 +1067,9 @@ def cmd_record(args):
 #     `replacement_history` replaces the items before it by that history; other records
 #     (session_meta, turn_context, event_msg) are not items.
 #   * both sides: the keys `id` (Codex numbers the items it sends) and
-#     `internal_chat_message_metadata_passthrough` (client metadata) are removed.
+#     `internal_chat_message_metadata_passthrough` (client metadata) are removed, and so is a
+#     key whose value is null, at any depth of an item (the Responses API reads `"content":
+#     null` as no `content`: Codex sends a missing optional field as null).
 #   * agent side: a leading developer message that is not the context's first item is removed:
 #     the agent's instructions (rebuilt from session_meta's `base_instructions`, which 0.171.0
 #     does not send verbatim, or its own when there are none), and so are the trailing developer/user messages after the last item that matches
@@ -1109,8 +1129,16 @@ def _drop_new_turn_claude(msgs, prompt):
 _CODEX_DROP = {"id", "internal_chat_message_metadata_passthrough"}
 
 
+def _no_nulls(v):
+    if isinstance(v, dict):
+        return {k: _no_nulls(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_no_nulls(x) for x in v]
+    return v
+
+
 def _codex_item(item):
-    return {k: v for k, v in item.items() if k not in _CODEX_DROP} if isinstance(item, dict) else item
+    return _no_nulls({k: v for k, v in item.items() if k not in _CODEX_DROP}) if isinstance(item, dict) else item
 
 
 def _codex_context_items(records):
@@ -1540,6 +1568,12 @@ def classify(diff):
     return sorted(set(kinds))
 
 
+def context_args(agent, model=None):
+    """What `transcriptd context` is told of the resume that is not in the file: the model Codex
+    resumes with."""
+    return ["--model", model or CODEX_MODEL] if agent == "codex" else []
+
+
 def cmd_compare(args):
     request = json.loads(Path(args.request).read_text())
     records = [json.loads(l) for l in Path(args.context).read_text().splitlines() if l.strip()]
@@ -1570,7 +1604,7 @@ def cmd_table(args):
             k = subprocess.run([args.transcriptd, "check", "-o", "json", f], capture_output=True, text=True)
             kinds = sorted({json.loads(l).get("kind") for l in k.stdout.splitlines() if l.strip().startswith("{")} - {None})
             row["check"] = kinds
-            c = subprocess.run([args.transcriptd, "context", "-o", "json", f], capture_output=True, text=True)
+            c = subprocess.run([args.transcriptd, "context", "-o", "json", *context_args(args.agent), f], capture_output=True, text=True)
             records = [json.loads(l) for l in c.stdout.splitlines() if l.strip()]
             res = compare(args.agent, json.loads(req.read_text()), records)
             row.update({"resumed": True, **res})
