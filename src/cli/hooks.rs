@@ -78,9 +78,11 @@ impl HookAgent {
             HookAgent::ClaudeCode => &[("PreCompact", None), ("SessionEnd", None), ("SessionStart", Some("resume"))],
             // `matcher` is compared with the trigger of a lifecycle event (`matchesTrigger`).
             HookAgent::GeminiCli => &[("PreCompress", None), ("SessionEnd", None), ("SessionStart", Some("resume"))],
-            // Headless (`-p`), Qwen Code 0.24.4 fires no SessionEnd: Stop ends each turn.
+            // `matcher` is compared with the source (`getHookMatcherTarget`). Headless (`-p`),
+            // Qwen Code 0.24.4 fires no SessionEnd: Stop ends each turn.
             HookAgent::QwenCode => &[("PreCompact", None), ("Stop", None), ("SessionEnd", None), ("SessionStart", Some("resume"))],
-            // Copilot CLI's matchers are tool matchers: the source is looked at by `exec`.
+            // What Copilot CLI compares a matcher with at a session start was not learnt (its
+            // hooks are in its native runtime): the source is looked at by `exec`.
             HookAgent::Copilot => &[("PreCompact", None), ("Stop", None), ("SessionEnd", None), ("SessionStart", None)],
             // The extension's own events (session_before_compact, agent_end,
             // session_shutdown, session_start of a session that has bytes), named as above.
