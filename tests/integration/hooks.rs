@@ -215,7 +215,7 @@ fn copilots_session_end_names_only_the_session_and_its_events_file_is_kept() {
     assert_eq!(o.status.code(), Some(0));
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
     let streams = transcriptd::snapshots::Store::at(&store).streams().unwrap();
-    assert_eq!(streams.iter().map(|s| s.path.clone()).collect::<Vec<_>>(), [events.clone()]);
+    assert_eq!(streams.iter().map(|s| s.path.as_path()).collect::<Vec<_>>(), [events.as_path()]);
     // restore takes the directory's name for the id.
     let back = d.path().join("back.jsonl");
     let o = transcriptd(&["restore", &id[..8], "--store", store.to_str().unwrap(), "--out", back.to_str().unwrap()]);
