@@ -858,20 +858,28 @@ enum Syncing<'a> {
 /// Threads that sync at once, at most.
 const SYNC_THREADS: usize = 16;
 
-/// Syncs them all, on up to [`SYNC_THREADS`] threads; the first error, once every one has
+/// [`SYNC_THREADS`], or `$TRANSCRIPTD_SNAPSHOT_SYNC_THREADS` (1: one after another, as
+/// before; for the benchmark that compares them, BENCHMARKS.md).
+fn sync_threads() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::env::var("TRANSCRIPTD_SNAPSHOT_SYNC_THREADS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(SYNC_THREADS))
+}
+
+/// Syncs them all, on up to [`sync_threads`] threads; the first error, once every one has
 /// ended.
 fn sync_all(syncs: &[Syncing<'_>]) -> io::Result<()> {
     let one = |s: &Syncing<'_>| match s {
         Syncing::Data(f) => f.sync_data(),
         Syncing::Path(p) => sync_path(p),
     };
-    if syncs.len() <= 1 {
+    let threads = sync_threads();
+    if syncs.len() <= 1 || threads == 1 {
         return syncs.iter().try_for_each(one);
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let first_error: std::sync::Mutex<Option<io::Error>> = std::sync::Mutex::new(None);
     std::thread::scope(|scope| {
-        for _ in 0..SYNC_THREADS.min(syncs.len()) {
+        for _ in 0..threads.min(syncs.len()) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(s) = syncs.get(i) else { break };
