@@ -77,6 +77,7 @@ Exit status:
 
 Examples:
   transcriptd hooks install claude-code
+  transcriptd hooks install gemini-cli      # also qwen-code, copilot, pi
   transcriptd hooks uninstall claude-code";
 
 /// `transcriptd hooks install`.
@@ -87,7 +88,8 @@ Exit status:
 
 Examples:
   transcriptd hooks install claude-code
-  transcriptd hooks install claude-code --store /var/lib/transcriptd/snapshots --settings ~/.claude/settings.json";
+  transcriptd hooks install claude-code --store /var/lib/transcriptd/snapshots --settings ~/.claude/settings.json
+  transcriptd hooks install pi              # writes ~/.pi/agent/extensions/transcriptd.ts";
 
 /// `transcriptd hooks uninstall`.
 pub const HOOKS_UNINSTALL: &str = "\
@@ -104,7 +106,8 @@ Exit status:
   0  always: a hook never stops the agent (what went wrong is on stderr)
 
 Examples:
-  transcriptd hooks exec claude-code --store ~/.local/state/transcriptd/snapshots    # Claude Code runs it, the hook's JSON on stdin";
+  transcriptd hooks exec claude-code --store ~/.local/state/transcriptd/snapshots    # Claude Code runs it, the hook's JSON on stdin
+  transcriptd hooks exec gemini-cli --store ~/.local/state/transcriptd/snapshots     # Gemini CLI runs it";
 
 /// `transcriptd check`.
 pub const CHECK: &str = "\

@@ -107,7 +107,7 @@ pub enum Command {
     /// keeps (after the agent deleted, emptied or cut it), and print its resume command.
     #[command(after_long_help = help::RESTORE)]
     Restore(restore::Args),
-    /// transcriptd in the agent's own hooks (Claude Code): a snapshot of the session before a
+    /// transcriptd in the agent's own hooks (Claude Code, Gemini CLI, Qwen Code, Copilot CLI, Pi): a snapshot of the session before a
     /// compaction and at its end, a check when it is resumed.
     #[command(after_long_help = help::HOOKS)]
     Hooks(hooks::Args),

@@ -176,8 +176,12 @@ fn matching_path(all: &[Stream], session: &str) -> anyhow::Result<PathBuf> {
     if session.is_empty() {
         bail!("name a session");
     }
-    let mut paths: Vec<&Path> =
-        all.iter().filter(|s| s.path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains(session))).map(|s| s.path.as_path()).collect();
+    // The file's name holds the id, or, for Copilot CLI's `<id>/events.jsonl`, its directory's.
+    let named = |p: &Path| {
+        let name = |p: Option<&std::ffi::OsStr>| p.and_then(|n| n.to_str()).is_some_and(|n| n.contains(session));
+        name(p.file_name()) || (p.file_name().is_some_and(|n| n == "events.jsonl") && name(p.parent().and_then(Path::file_name)))
+    };
+    let mut paths: Vec<&Path> = all.iter().filter(|s| named(&s.path)).map(|s| s.path.as_path()).collect();
     paths.sort();
     paths.dedup();
     match paths.as_slice() {
@@ -266,6 +270,12 @@ fn resume_command(p: &Path, bytes: &[u8]) -> Option<String> {
             Some(Agent::ClaudeCode.resume_command(Path::new(cwd.as_ref()), stem))
         }
         Format::Codex => Some(Agent::Codex.resume_command(Path::new("."), crate::sessions::id::rollout_id(stem).unwrap_or(crate::sessions::id::file_id(stem)))),
+        Format::Copilot => {
+            // `<id>/events.jsonl`: the id is the directory's name, the directory the session's.
+            let cwd = crate::sessions::project::copilot_cwd(head)?;
+            let id = p.parent()?.file_name()?.to_str()?;
+            crate::sessions::id::is_uuid(id).then(|| Agent::Copilot.resume_command(Path::new(&cwd), id))
+        }
         _ => None,
     }
 }

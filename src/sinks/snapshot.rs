@@ -9,7 +9,7 @@
 //! the reading) until there is space; nothing is lost.
 
 use super::{Batch, Bytes, Sink};
-use crate::snapshots::{Retention, Writer, WriterStats};
+use crate::snapshots::{RetentionDone, Retention, Writer, WriterStats};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,12 +23,36 @@ pub struct SnapshotSink {
     writer: Writer,
     /// What the metrics were last told.
     told: WriterStats,
+    /// The retention pass running on the blocking pool (it reads every manifest and walks
+    /// every object: never on the daemon's loop).
+    pass: Option<tokio::task::JoinHandle<io::Result<RetentionDone>>>,
 }
 
 impl SnapshotSink {
     /// Opens (making) the store at `dir`.
     pub fn open(dir: &Path, retention: Retention) -> io::Result<Self> {
-        Ok(SnapshotSink { dir: dir.to_path_buf(), writer: Writer::open(dir, retention)?, told: WriterStats::default() })
+        Ok(SnapshotSink { dir: dir.to_path_buf(), writer: Writer::open(dir, retention)?, told: WriterStats::default(), pass: None })
+    }
+
+    /// Takes back a retention pass that has ended, and begins one when it is due (after a
+    /// sync that succeeded: see [`Writer::begin_retention`]).
+    async fn retention(&mut self) {
+        if self.pass.as_ref().is_some_and(tokio::task::JoinHandle::is_finished) {
+            let done = match self.pass.take().expect("finished").await {
+                Ok(r) => r,
+                Err(e) => Err(io::Error::other(format!("the retention pass stopped: {e}"))),
+            };
+            if let Err(e) = self.writer.end_retention(done) {
+                // Nothing is lost: the pass removes only what it must, and is tried again.
+                tracing::warn!(store = %self.dir.display(), error = %e, "the snapshot store's retention pass failed; it is tried again at the next");
+            }
+        }
+        if self.pass.is_none() && self.writer.retention_due() {
+            match self.writer.begin_retention() {
+                Ok(pass) => self.pass = Some(tokio::task::spawn_blocking(move || pass.run(std::time::SystemTime::now()))),
+                Err(e) => tracing::warn!(store = %self.dir.display(), error = %e, "the snapshot store's retention pass could not begin"),
+            }
+        }
     }
 
     /// Runs `op` on the writer until it does not fail for want of space (paused meanwhile,
@@ -96,6 +120,7 @@ impl Sink for SnapshotSink {
 
     async fn flush(&mut self) -> anyhow::Result<()> {
         self.waiting(Writer::sync).await?;
+        self.retention().await;
         self.tell_metrics();
         Ok(())
     }

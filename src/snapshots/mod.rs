@@ -26,7 +26,7 @@
 
 mod writer;
 
-pub use writer::{Retention, Retired, Writer, WriterStats};
+pub use writer::{Retention, RetentionDone, RetentionPass, Retired, Writer, WriterStats};
 
 use sha2::Digest as _;
 use std::fs::File;

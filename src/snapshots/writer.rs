@@ -61,9 +61,62 @@ pub struct WriterStats {
     pub retired_by_size: u64,
     /// Whether the last retention pass left the store larger than its limit.
     pub over: bool,
+    /// Streams found damaged outside transcriptd (an open file shorter than its manifest
+    /// says), left as they were: their files' next bytes began another incarnation.
+    pub damaged: u64,
 }
 
 type Key = (PathBuf, u64, u64);
+
+/// What the writer touched while a retention pass runs on another thread: the pass removes
+/// none of it. Taken with the lock held around each removal (the pass) and each link or load
+/// (the writer), so that an object the writer links, or a chunk it finds stored already, is
+/// never removed under it.
+#[derive(Debug, Default)]
+struct Pins {
+    /// A pass is running.
+    active: bool,
+    /// Objects linked, or found stored already, since the pass began.
+    objects: HashSet<String>,
+    /// Streams written, loaded or begun since the pass began (and those in memory then).
+    streams: HashSet<String>,
+}
+
+type Shared = std::sync::Arc<std::sync::Mutex<Pins>>;
+
+fn pins(p: &Shared) -> std::sync::MutexGuard<'_, Pins> {
+    // A pass that panicked leaves the pins as they were: still right.
+    p.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A retention pass, begun by [`Writer::begin_retention`] right after a sync (when every
+/// object linked is in a durable manifest), that runs anywhere (a blocking thread) while the
+/// writer goes on; its outcome goes back with [`Writer::end_retention`].
+#[derive(Debug)]
+pub struct RetentionPass {
+    /// The store's lock, shared with the writer: no other writer opens the store until the
+    /// pass ends, even if this one has gone (its pins would not be seen).
+    _lock: File,
+    store: Store,
+    retention: Retention,
+    pins: Shared,
+    /// Bytes the writer had kept when the pass began.
+    kept_at_start: u64,
+}
+
+/// What a pass found and did.
+#[derive(Debug)]
+pub struct RetentionDone {
+    /// What it removed.
+    pub retired: Retired,
+    /// The store's size when it measured it.
+    size: u64,
+    /// Streams left.
+    streams: u64,
+    kept_at_start: u64,
+    /// The stream names it removed (the writer forgets them).
+    gone: HashSet<String>,
+}
 
 /// A stream being written.
 #[derive(Debug)]
@@ -142,9 +195,14 @@ pub struct Writer {
     made: bool,
     /// Open files left by a crash, by stream name: removed when the stream is loaded.
     strays: HashMap<String, Vec<u64>>,
+    /// Streams found damaged when loaded (as far as they still hold bytes), until their file's
+    /// next incarnation begins.
+    damaged: HashMap<Key, Stream>,
     handles: usize,
     retention: Retention,
     last_retention: Option<std::time::Instant>,
+    /// Shared with a retention pass while one runs.
+    pins: Shared,
     stats: WriterStats,
 }
 
@@ -190,9 +248,11 @@ impl Writer {
             retiring: Vec::new(),
             made: false,
             strays,
+            damaged: HashMap::new(),
             handles: 0,
             retention,
             last_retention: None,
+            pins: Shared::default(),
             stats: WriterStats::default(),
         })
     }
@@ -239,6 +299,11 @@ impl Writer {
         // (a restore needs the file from its start).
         let carry = match self.live.get(&key) {
             Some(l) if restart && !l.gone && at > l.from && at <= l.end() => Some((l.view(), l.from)),
+            // A stream damaged outside transcriptd: what it still holds, when that reaches `at`.
+            None => self.damaged.remove(&key).filter(|s| at > s.from && at <= s.end()).map(|s| {
+                let from = s.from;
+                (s, from)
+            }),
             _ => None,
         };
         if restart {
@@ -277,12 +342,18 @@ impl Writer {
 
     /// The stream of `key` from the store, if it has one and it is not in memory.
     fn load(&mut self, key: &Key) -> io::Result<()> {
-        if self.live.contains_key(key) {
+        if self.live.contains_key(key) || self.damaged.contains_key(key) {
             return Ok(());
         }
         let base = base_name(key);
+        // Held while the stream is read: a retention pass removes it before, or not at all.
+        let shared = self.pins.clone();
+        let mut pinned = pins(&shared);
         let Some(n) = last_incarnation(&self.store, &base) else { return Ok(()) };
         let name = format!("{base}-{n}");
+        if pinned.active {
+            pinned.streams.insert(name.clone());
+        }
         let mpath = self.store.manifest_path(&name);
         let bytes = std::fs::read(&mpath)?;
         let Some(s) = Stream::parse(&name, &bytes) else {
@@ -302,9 +373,27 @@ impl Writer {
         let mut tail = Vec::new();
         if open_len > 0 {
             let p = self.store.open_path(&name, sealed_end);
-            let held = std::fs::read(&p)?;
+            let held = match std::fs::read(&p) {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e),
+            };
             if (held.len() as u64) < open_len {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: holds {} bytes, its manifest says {open_len}", p.display(), held.len())));
+                // Damaged outside transcriptd (the writer never makes an extent past what the
+                // open file holds): the stream is left as it is, and the file's next bytes
+                // begin the next incarnation, with what this one still holds from its start
+                // when that reaches them. Never an error: it would stop the daemon.
+                tracing::warn!(
+                    file = %p.display(),
+                    holds = held.len(),
+                    manifest_says = open_len,
+                    "a snapshot stream was damaged outside transcriptd (its open file is shorter than its manifest says): it is kept as it is, and the transcript's next bytes begin another incarnation"
+                );
+                let mut view = s.clone();
+                view.extents = vec![(sealed_end + held.len() as u64, last_write)];
+                self.damaged.insert(key.clone(), view);
+                self.stats.damaged += 1;
+                return Ok(());
             }
             let f = OpenOptions::new().write(true).open(&p)?;
             f.set_len(open_len)?;
@@ -356,6 +445,12 @@ impl Writer {
             }
         }
         let name = format!("{base}-{n}");
+        {
+            let mut p = pins(&self.pins);
+            if p.active {
+                p.streams.insert(name.clone());
+            }
+        }
         let (path_s, path_hex) = match key.0.to_str() {
             Some(s) => (s.to_owned(), None),
             None => {
@@ -497,20 +592,23 @@ impl Writer {
     ///
     /// Then, when it is time, the retention policy is applied.
     pub fn sync(&mut self) -> io::Result<()> {
-        let Writer { store, live, dirty, retiring, made, handles, stats, .. } = self;
+        let Writer { store, live, dirty, retiring, made, handles, stats, pins: pins_shared, .. } = self;
         let mut ls: Vec<&mut Live> = live.iter_mut().filter(|(k, _)| dirty.contains(*k)).map(|(_, l)| l).chain(retiring.iter_mut()).collect();
-        // 1.
+        // 1. All at once, on a few threads: the filesystem commits concurrent syncs together
+        //    (one journal commit for many files on ext4), where one after another each waits
+        //    for its own. Every one has ended before step 2 begins.
+        let mut syncs: Vec<Syncing<'_>> = Vec::new();
         for l in &ls {
             if l.open_dirty {
-                match l.handle.as_ref() {
-                    Some(f) => f.sync_data()?,
-                    None => sync_path(&store.open_path(&l.name, l.sealed_end()))?,
-                }
+                syncs.push(match l.handle.as_ref() {
+                    Some(f) => Syncing::Data(f),
+                    None => Syncing::Path(store.open_path(&l.name, l.sealed_end())),
+                });
             }
-            for c in &l.sealed {
-                sync_path(&store.open_path(&l.name, c.at))?;
-            }
+            syncs.extend(l.sealed.iter().map(|c| Syncing::Path(store.open_path(&l.name, c.at))));
         }
+        sync_all(&syncs)?;
+        drop(syncs);
         // 2.
         let mut dirs = HashSet::new();
         for l in &mut ls {
@@ -522,6 +620,12 @@ impl Writer {
                     std::fs::create_dir_all(&dir)?;
                     dirs.insert(store.root().join("objects"));
                 }
+                // Linked, or found stored already, with the pins held: a retention pass
+                // removes the object before (and the link makes it again) or not at all.
+                let mut p = pins(pins_shared);
+                if p.active {
+                    p.objects.insert(c.sha256.clone());
+                }
                 match std::fs::hard_link(store.open_path(&l.name, c.at), &obj) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -530,14 +634,13 @@ impl Writer {
                     }
                     Err(e) => return Err(e),
                 }
+                drop(p);
                 dirs.insert(dir);
                 // Linked: a repeated sync does not count it again.
                 l.linked += 1;
             }
         }
-        for d in &dirs {
-            sync_path(d)?;
-        }
+        sync_all(&dirs.into_iter().map(Syncing::Path).collect::<Vec<_>>())?;
         if *made {
             sync_path(&store.streams_dir())?;
         }
@@ -583,17 +686,60 @@ impl Writer {
         // Files gone, and streams not written for a while, leave memory (a stream is loaded
         // again from the store when its file grows).
         live.retain(|_, l| !l.gone && l.last_write.elapsed().is_ok_and(|d| d < ACTIVE));
-        let due = self.last_retention.is_none_or(|t| t.elapsed() >= self.retention.every);
-        if due {
-            self.retain(SystemTime::now())?;
-        }
         Ok(())
     }
 
-    /// Applies the retention policy now (after a sync: nothing is pending), and measures the
-    /// store.
-    pub fn retain(&mut self, now: SystemTime) -> io::Result<Retired> {
+    /// Whether the retention policy is due (never applied yet, or `every` ago) and no pass
+    /// runs.
+    pub fn retention_due(&self) -> bool {
+        !pins(&self.pins).active && self.last_retention.is_none_or(|t| t.elapsed() >= self.retention.every)
+    }
+
+    /// Begins a retention pass, to run anywhere while the writer goes on. Call it right after
+    /// a [`Writer::sync`] that succeeded (nothing linked is missing from a manifest then).
+    pub fn begin_retention(&mut self) -> io::Result<RetentionPass> {
+        let lock = self._lock.try_clone()?;
         self.last_retention = Some(std::time::Instant::now());
+        let mut p = pins(&self.pins);
+        p.active = true;
+        p.objects.clear();
+        p.streams = self.live.values().map(|l| l.name.clone()).chain(self.retiring.iter().map(|l| l.name.clone())).collect();
+        drop(p);
+        Ok(RetentionPass { _lock: lock, store: self.store.clone(), retention: self.retention, pins: self.pins.clone(), kept_at_start: self.stats.kept })
+    }
+
+    /// Takes back a pass's outcome (or its error: the pass ends, nothing else changes).
+    pub fn end_retention(&mut self, done: io::Result<RetentionDone>) -> io::Result<Retired> {
+        {
+            let mut p = pins(&self.pins);
+            p.active = false;
+            p.objects.clear();
+            p.streams.clear();
+        }
+        let done = done?;
+        self.live.retain(|_, l| !done.gone.contains(l.name.as_str()));
+        self.stats.store_bytes = done.size + (self.stats.kept - done.kept_at_start);
+        self.stats.streams = done.streams;
+        self.stats.retired_by_age += done.retired.by_age;
+        self.stats.retired_by_size += done.retired.by_size;
+        self.stats.over = done.retired.over;
+        Ok(done.retired)
+    }
+
+    /// Applies the retention policy now, on this thread (after a sync: nothing is pending),
+    /// and measures the store.
+    pub fn retain(&mut self, now: SystemTime) -> io::Result<Retired> {
+        let pass = self.begin_retention()?;
+        let done = pass.run(now);
+        self.end_retention(done)
+    }
+}
+
+impl RetentionPass {
+    /// Applies the policy as of `now`: streams not written for `max_age`, then the oldest
+    /// while the store is over `max_bytes`, then the objects no stream refers to, skipping
+    /// whatever the writer touched since the pass began.
+    pub fn run(self, now: SystemTime) -> io::Result<RetentionDone> {
         let mut out = Retired::default();
         let streams = self.store.streams()?;
         let mut refs: HashMap<&str, (u64, u64)> = HashMap::new();
@@ -639,14 +785,29 @@ impl Writer {
             }
             out.over = size > max;
         }
+        let mut removed: HashSet<String> = HashSet::new();
         for s in streams.iter().filter(|s| gone.contains(s.name.as_str())) {
+            let p = pins(&self.pins);
+            if p.streams.contains(&s.name) {
+                // Written again since the listing: kept, and what it holds with it.
+                for c in &s.chunks {
+                    let r = refs.entry(c.sha256.as_str()).or_insert((0, c.len));
+                    if r.0 == 0 {
+                        size += r.1;
+                    }
+                    r.0 += 1;
+                }
+                size += open_bytes(s);
+                continue;
+            }
             remove_if_there(&self.store.manifest_path(&s.name))?;
             if open_bytes(s) > 0 {
                 remove_if_there(&self.store.open_path(&s.name, s.sealed_end()))?;
             }
+            drop(p);
+            removed.insert(s.name.clone());
         }
-        self.live.retain(|_, l| !gone.contains(l.name.as_str()));
-        if !gone.is_empty() {
+        if !removed.is_empty() {
             sync_path(&self.store.streams_dir())?;
         }
         // Objects no stream refers to (those of retired streams, or linked by a sync a crash
@@ -662,23 +823,76 @@ impl Writer {
                 let name = f.file_name();
                 let held = name.to_str().and_then(|n| refs.get(n)).is_some_and(|r| r.0 > 0);
                 if !held {
+                    let p = pins(&self.pins);
+                    if name.to_str().is_some_and(|n| p.objects.contains(n)) {
+                        continue;
+                    }
                     remove_if_there(&f.path())?;
+                    drop(p);
                     out.objects += 1;
                 }
             }
         }
-        self.stats.store_bytes = size;
-        self.stats.streams = (streams.len() - gone.len()) as u64;
-        self.stats.retired_by_age += out.by_age;
-        self.stats.retired_by_size += out.by_size;
-        self.stats.over = out.over;
-        Ok(out)
+        let kept_back = gone.len() - removed.len();
+        if kept_back > 0 {
+            // Counted as retired, then written again: neither retired nor measured out.
+            let by_size = out.by_size.min(kept_back as u64);
+            out.by_size -= by_size;
+            out.by_age -= (kept_back as u64 - by_size).min(out.by_age);
+        }
+        Ok(RetentionDone { retired: out, size, streams: (streams.len() - removed.len()) as u64, kept_at_start: self.kept_at_start, gone: removed })
     }
 }
 
 /// Syncs the file or directory at `p`.
 fn sync_path(p: &Path) -> io::Result<()> {
     File::open(p)?.sync_all()
+}
+
+/// A file to sync: open (its data), or by path (all of it).
+enum Syncing<'a> {
+    Data(&'a File),
+    Path(PathBuf),
+}
+
+/// Threads that sync at once, at most.
+const SYNC_THREADS: usize = 16;
+
+/// [`SYNC_THREADS`], or `$TRANSCRIPTD_SNAPSHOT_SYNC_THREADS` (1: one after another, as
+/// before; for the benchmark that compares them, BENCHMARKS.md).
+fn sync_threads() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::env::var("TRANSCRIPTD_SNAPSHOT_SYNC_THREADS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(SYNC_THREADS))
+}
+
+/// Syncs them all, on up to [`sync_threads`] threads; the first error, once every one has
+/// ended.
+fn sync_all(syncs: &[Syncing<'_>]) -> io::Result<()> {
+    let one = |s: &Syncing<'_>| match s {
+        Syncing::Data(f) => f.sync_data(),
+        Syncing::Path(p) => sync_path(p),
+    };
+    let threads = sync_threads();
+    if syncs.len() <= 1 || threads == 1 {
+        return syncs.iter().try_for_each(one);
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let first_error: std::sync::Mutex<Option<io::Error>> = std::sync::Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(syncs.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(s) = syncs.get(i) else { break };
+                if let Err(e) = one(s) {
+                    first_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert(e);
+                }
+            });
+        }
+    });
+    match first_error.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 fn remove_if_there(p: &Path) -> io::Result<()> {
@@ -864,6 +1078,94 @@ mod tests {
     }
 
     #[test]
+    fn a_store_damaged_outside_transcriptd_begins_another_incarnation_instead_of_failing() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Path::new("/t/d.jsonl");
+        // Short lines: all of it stays in the open file (no chunk is sealed under MIN_CHUNK).
+        let bytes: Vec<u8> = (0..200).flat_map(|i| format!("{{\"i\":{i}}}\n").into_bytes()).collect();
+        let half = bytes.len() / 2;
+        let mut w = Writer::open(d.path(), KEEP).unwrap();
+        w.append(p, (1, 1), 0, &bytes[..half]).unwrap();
+        w.sync().unwrap();
+        drop(w);
+        let open = std::fs::read_dir(d.path().join("streams")).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().contains(".open.")).unwrap();
+        // Cut short by someone else: shorter than the manifest's last extent.
+        std::fs::OpenOptions::new().write(true).open(&open).unwrap().set_len(10).unwrap();
+        // The daemon reads on from its checkpoint: no error, another incarnation from there.
+        let mut w = Writer::open(d.path(), KEEP).unwrap();
+        w.append(p, (1, 1), half as u64, &bytes[half..]).unwrap();
+        w.sync().unwrap();
+        assert_eq!(w.stats().damaged, 1);
+        let all = Store::at(d.path()).streams().unwrap();
+        assert_eq!(all.len(), 2, "{all:#?}");
+        let newest = all.iter().max_by_key(|s| s.name.clone()).unwrap();
+        assert_eq!((newest.from, newest.end()), (half as u64, bytes.len() as u64), "what was lost before the checkpoint is not made up");
+        assert_eq!(stored(d.path(), p), &bytes[half..]);
+        drop(w);
+        // Damaged again, and read from the start this time (a hook's snapshot): the next
+        // incarnation holds the file whole, the bytes the damaged one still holds carried over
+        // when they reach the read.
+        let open = std::fs::read_dir(d.path().join("streams")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains(".open.")).max().unwrap();
+        std::fs::OpenOptions::new().write(true).open(&open).unwrap().set_len(20).unwrap();
+        let mut w = Writer::open(d.path(), KEEP).unwrap();
+        w.append(p, (1, 1), half as u64 + 5, &bytes[half + 5..]).unwrap();
+        w.sync().unwrap();
+        assert_eq!(Store::at(d.path()).streams().unwrap().len(), 3);
+        assert_eq!(stored(d.path(), p), &bytes[half..], "the damaged one's first 5 bytes carried, the rest appended");
+        drop(w);
+        std::fs::remove_file(std::fs::read_dir(d.path().join("streams")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains(".open.")).max().unwrap()).unwrap();
+        let mut w = Writer::open(d.path(), KEEP).unwrap();
+        w.append(p, (1, 1), 0, &bytes).unwrap();
+        w.sync().unwrap();
+        assert_eq!(stored(d.path(), p), bytes, "an open file that is gone: the same");
+        assert_eq!(Store::at(d.path()).streams().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn a_retention_pass_off_the_writers_thread_removes_nothing_the_writer_touched_meanwhile() {
+        let d = tempfile::tempdir().unwrap();
+        let a = transcript(400, 5);
+        let b = transcript(300, 6);
+        let mut w = Writer::open(d.path(), KEEP).unwrap();
+        w.append(Path::new("/t/a.jsonl"), (1, 1), 0, &a).unwrap();
+        w.append(Path::new("/t/b.jsonl"), (1, 2), 0, &b).unwrap();
+        w.sync().unwrap();
+        drop(w);
+        let mut w = Writer::open(d.path(), Retention { max_age: Some(Duration::from_secs(3600)), max_bytes: None, every: Duration::from_secs(3600) }).unwrap();
+        assert!(w.retention_due());
+        let pass = w.begin_retention().unwrap();
+        assert!(!w.retention_due(), "one pass at a time");
+        // While it has not run yet: a copy of a.jsonl (every chunk found stored already) and a
+        // file that grew again (b.jsonl, loaded from the store).
+        w.append(Path::new("/t/a-copy.jsonl"), (1, 3), 0, &a).unwrap();
+        let more = transcript(5, 7);
+        w.append(Path::new("/t/b.jsonl"), (1, 2), b.len() as u64, &more).unwrap();
+        w.sync().unwrap();
+        // Two hours on, on another thread: a.jsonl is old and goes; its chunks stay (the copy
+        // holds them), and b.jsonl stays (written since the pass began).
+        let later = SystemTime::now() + Duration::from_secs(7200);
+        let done = std::thread::spawn(move || pass.run(later)).join().unwrap();
+        let r = w.end_retention(done).unwrap();
+        assert_eq!((r.by_age, r.by_size), (1, 0), "{r:?}");
+        assert_eq!(stored(d.path(), Path::new("/t/a-copy.jsonl")), a);
+        let mut whole = b.clone();
+        whole.extend_from_slice(&more);
+        assert_eq!(stored(d.path(), Path::new("/t/b.jsonl")), whole);
+        let names: Vec<PathBuf> = Store::at(d.path()).streams().unwrap().into_iter().map(|s| s.path).collect();
+        assert!(!names.contains(&PathBuf::from("/t/a.jsonl")), "{names:?}");
+        assert_eq!(w.stats().streams, 2);
+        // The next writer's first pass, with nothing touched (the streams a writer holds in
+        // memory were written in the last ten minutes: a pass keeps them): the rest is old too.
+        drop(w);
+        let mut w = Writer::open(d.path(), KEEP).unwrap();
+        w.retention.max_age = Some(Duration::from_secs(3600));
+        let pass = w.begin_retention().unwrap();
+        let r = w.end_retention(pass.run(later)).unwrap();
+        assert_eq!(r.by_age, 2);
+        assert!(Store::at(d.path()).streams().unwrap().is_empty());
+    }
+
+    #[test]
     fn one_writer_at_a_time() {
         let d = tempfile::tempdir().unwrap();
         let w = Writer::open(d.path(), KEEP).unwrap();
@@ -883,6 +1185,10 @@ mod tests {
         w.append(Path::new("/t/b.jsonl"), (1, 2), 0, &b).unwrap();
         w.append(Path::new("/t/a-copy.jsonl"), (1, 3), 0, &a).unwrap();
         w.sync().unwrap();
+        // A writer's pass keeps the streams it holds in memory (written in the last ten
+        // minutes): the next writer's, with the clock moved on, is the one to look at.
+        drop(w);
+        let mut w = Writer::open(d.path(), KEEP).unwrap();
         let objects = |root: &Path| walkdir::WalkDir::new(root.join("objects")).into_iter().filter(|e| e.as_ref().unwrap().file_type().is_file()).count();
         let before = objects(d.path());
         // Nothing is old yet.

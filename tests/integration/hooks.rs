@@ -134,3 +134,91 @@ fn the_hook_keeps_the_session_and_says_on_resume_what_is_wrong() {
     assert!(stderr(&o).is_empty(), "{}", stderr(&o));
     drop(held_by);
 }
+
+#[test]
+fn the_other_agents_hooks_go_where_each_agent_reads_them_and_come_out_again() {
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    // Gemini CLI: its event names, the matcher on the trigger, the timeout in milliseconds.
+    let s = d.path().join("gemini/settings.json");
+    std::fs::create_dir_all(s.parent().unwrap()).unwrap();
+    let user = json!({"model": {"name": "gemini-2.5-flash"}, "hooks": {"SessionEnd": [{"hooks": [{"type": "command", "command": "mine"}]}]}});
+    std::fs::write(&s, serde_json::to_vec(&user).unwrap()).unwrap();
+    for _ in 0..2 {
+        let o = hooks(&["install", "gemini-cli", "--settings", s.to_str().unwrap(), "--store", store.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let v: Value = serde_json::from_slice(&std::fs::read(&s).unwrap()).unwrap();
+    let ours = &v["hooks"]["PreCompress"][0]["hooks"][0];
+    assert!(ours["command"].as_str().unwrap().ends_with(&format!("hooks exec gemini-cli --store {}", store.display())), "{ours}");
+    assert_eq!(ours["timeout"], 60000);
+    assert_eq!(v["hooks"]["SessionEnd"].as_array().unwrap().len(), 2, "the user's and ours, once");
+    assert_eq!(v["hooks"]["SessionStart"][0]["matcher"], "resume");
+    // Another agent's entries are not these: uninstalling claude-code takes none of them out.
+    let o = hooks(&["uninstall", "claude-code", "--settings", s.to_str().unwrap()]);
+    assert!(stdout(&o).contains("nothing to do"), "{}", stdout(&o));
+    let o = hooks(&["uninstall", "gemini-cli", "--settings", s.to_str().unwrap()]);
+    assert!(stdout(&o).contains("3 transcriptd hooks taken out"), "{}", stdout(&o));
+    assert_eq!(serde_json::from_slice::<Value>(&std::fs::read(&s).unwrap()).unwrap(), user);
+    // Qwen Code and Copilot CLI: Stop too (their headless modes), seconds.
+    for (agent, events) in [("qwen-code", 4), ("copilot", 4)] {
+        let s = d.path().join(format!("{agent}/settings.json"));
+        let o = hooks(&["install", agent, "--settings", s.to_str().unwrap(), "--store", store.to_str().unwrap(), "-o", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let said: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        assert_eq!(said["installed"].as_array().unwrap().len(), events, "{said}");
+        let v: Value = serde_json::from_slice(&std::fs::read(&s).unwrap()).unwrap();
+        assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["timeout"], 60);
+    }
+    // Pi: an extension file of transcriptd's own.
+    let ext = d.path().join("pi/extensions/transcriptd.ts");
+    let o = hooks(&["install", "pi", "--settings", ext.to_str().unwrap(), "--store", store.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&ext).unwrap();
+    assert!(text.starts_with("// transcriptd: hooks exec pi") && text.contains(&serde_json::to_string(store.to_str().unwrap()).unwrap()), "{text}");
+    for event in ["session_before_compact", "agent_end", "session_shutdown", "session_start"] {
+        assert!(text.contains(&format!("pi.on(\"{event}\"")), "{event}");
+    }
+    let o = hooks(&["install", "pi", "--settings", ext.to_str().unwrap(), "--store", store.to_str().unwrap(), "-o", "json"]);
+    let said: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert!(said["backup"].is_null(), "the same file again: nothing to keep: {said}");
+    let o = hooks(&["uninstall", "pi", "--settings", ext.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!ext.exists());
+    std::fs::write(&ext, "export default function () {}\n").unwrap();
+    for verb in ["install", "uninstall"] {
+        let o = hooks(&[verb, "pi", "--settings", ext.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{verb}");
+        assert!(stderr(&o).contains("not transcriptd's extension (left as it is)"), "{}", stderr(&o));
+    }
+    assert_eq!(std::fs::read_to_string(&ext).unwrap(), "export default function () {}\n");
+}
+
+#[test]
+fn copilots_session_end_names_only_the_session_and_its_events_file_is_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    let id = "0c6e3f4e-5a1b-4c2d-9e8f-7a6b5c4d3e2f";
+    let events = d.path().join("copilot/session-state").join(id).join("events.jsonl");
+    std::fs::create_dir_all(events.parent().unwrap()).unwrap();
+    std::fs::write(&events, b"{\"type\":\"session.start\",\"data\":{\"sessionId\":\"0c6e3f4e-5a1b-4c2d-9e8f-7a6b5c4d3e2f\"}}\n").unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+        .args(["hooks", "exec", "copilot", "--store", store.to_str().unwrap()])
+        .env("COPILOT_HOME", d.path().join("copilot"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(format!(r#"{{"hook_event_name":"SessionEnd","session_id":"{id}","reason":"complete"}}"#).as_bytes()).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    let streams = transcriptd::snapshots::Store::at(&store).streams().unwrap();
+    assert_eq!(streams.iter().map(|s| s.path.as_path()).collect::<Vec<_>>(), [events.as_path()]);
+    // restore takes the directory's name for the id.
+    let back = d.path().join("back.jsonl");
+    let o = transcriptd(&["restore", &id[..8], "--store", store.to_str().unwrap(), "--out", back.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&events).unwrap());
+}

@@ -35,6 +35,7 @@ mod datasets;
 mod oracle;
 // The real Copilot CLI as the oracle of its format.
 mod oracle_copilot;
+mod oracle_hooks;
 
 // The daemon: tailing, faults of files and machines, exactly-once, sinks and collectors, the
 // listener and its clients.

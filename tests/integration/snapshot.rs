@@ -258,3 +258,42 @@ fn restore_tells_a_file_cut_unobserved_from_one_that_only_grew() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&f).unwrap(), full);
 }
+
+/// A store damaged outside transcriptd (a stream's open file cut shorter than its manifest
+/// says) while the daemon is stopped: the restarted daemon warns, naming the file, keeps running,
+/// and the file's next bytes begin another incarnation; nothing the store holds is taken back.
+#[test]
+fn a_store_damaged_outside_transcriptd_does_not_stop_the_daemon() {
+    let root = tempfile::tempdir().unwrap();
+    let store = root.path().join("snapshots");
+    let mut d = Daemon::with(opts(&store));
+    let f = session_file(&d);
+    let first = lines(0..20, "said");
+    append(&f, &first);
+    assert!(wait(Duration::from_secs(10), || d.metric("transcriptd_snapshot_bytes_total") == Some(first.len() as f64)), "{}", d.log());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(d.stop(), Some(0), "{}", d.log());
+    let open = std::fs::read_dir(store.join("streams")).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().contains(".open.")).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&open).unwrap().set_len(10).unwrap();
+    d.start();
+    let more = lines(20..30, "then");
+    append(&f, &more);
+    let name = open.display().to_string();
+    assert!(
+        wait(Duration::from_secs(10), || d.log().contains("damaged outside transcriptd") && d.log().contains(&name)),
+        "the warning names the file: {}",
+        d.log()
+    );
+    assert!(
+        wait(Duration::from_secs(10), || transcriptd::snapshots::Store::at(&store).streams().unwrap().iter().any(|s| s.end() == (first.len() + more.len()) as u64)),
+        "{}",
+        d.log()
+    );
+    assert_eq!(d.health().map(|h| h.0), Some(200), "still running: {}", d.log());
+    let streams = transcriptd::snapshots::Store::at(&store).streams().unwrap();
+    assert_eq!(streams.len(), 2, "the damaged one kept, another begun: {streams:#?}");
+    let newest = streams.iter().max_by_key(|s| s.started).unwrap();
+    let mut held = Vec::new();
+    transcriptd::snapshots::Store::at(&store).read(newest, newest.from, newest.end(), &mut held).unwrap();
+    assert_eq!(held, more.as_bytes(), "the new incarnation holds what was read after the checkpoint");
+}

@@ -74,11 +74,14 @@ NETNS_MARK = "TRANSCRIPTD_ORACLE_IN_NETNS"
 class Provider:
     """What the server knows: where to record, the script, and what happened."""
 
-    def __init__(self, record_dir, steps=None, stall_on_compaction=False):
+    def __init__(self, record_dir, steps=None, stall_on_compaction=False, fail_compaction=False):
         self.record_dir = Path(record_dir)
         self.record_dir.mkdir(parents=True, exist_ok=True)
         self.steps = list(steps or [])
         self.stall_on_compaction = stall_on_compaction
+        # A compaction's summary request answered with an API error (HTTP 500), as when the
+        # provider fails mid-compaction.
+        self.fail_compaction = fail_compaction
         self.lock = threading.Lock()
         self.count = 0
         self.events = []  # ("request", n, path) / ("stalled", n)
@@ -225,6 +228,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         # 2.0.x warms its subagents up with a "Warmup" prompt, tools and all.
         side = not body.get("tools") or carries_prompt(body, "Warmup")
         compaction = is_compaction_request(body)
+        if compaction and self.provider.fail_compaction:
+            self.provider.note("compaction-failed", n)
+            return self._json(500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}})
         if compaction and self.provider.stall_on_compaction:
             self.provider.note("compaction", n)
             step = {"stall": True, "text": "<analysis>"}
@@ -363,6 +369,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def openai_chat(self, n, body):
         side = not body.get("tools")
         compaction = is_qwen_compression_request(body)
+        if compaction and self.provider.fail_compaction:
+            self.provider.note("compaction-failed", n)
+            return self._json(500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}})
         if compaction and self.provider.stall_on_compaction:
             self.provider.note("compaction", n)
             step = {"stall": True, "text": "<analysis>The user"}
@@ -960,7 +969,8 @@ def cmd_record(args):
         home = work / "home"
         cwd = work / "scratch"
         cwd.mkdir(parents=True)
-        provider = Provider(out_dir / "requests", script.get("steps"), stall_on_compaction=args.kill_at == "compaction")
+        provider = Provider(out_dir / "requests", script.get("steps"), stall_on_compaction=args.kill_at == "compaction",
+                            fail_compaction=args.fail_compaction)
         srv, port = serve(provider)
         prompt = args.prompt or script.get("prompt", "Run the scripted command.")
         if args.resume:
@@ -1633,6 +1643,7 @@ def main():
     w.add_argument("--bin")
     w.add_argument("--script", required=True)
     w.add_argument("--kill-at", choices=["mid-tool", "mid-stream", "compaction"])
+    w.add_argument("--fail-compaction", action="store_true", help="answer a compaction's summary request with an API error (HTTP 500)")
     w.add_argument("--out", required=True)
     w.add_argument("--prompt", help="the prompt (default: the script's)")
     w.add_argument("--resume", help="a session to resume (its file is laid down as for `resume`) instead of a new one")
