@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the repair cases of the Anthropic Messages API's block rules (issue 27 point 5):
-tests/data/repair/0040-0044. Claude Code files in the shape 2.1.x writes (one block per line,
+tests/data/repair/0040-0043. Claude Code files in the shape 2.1.x writes (one block per line,
 lines of one message sharing `message.id`), with the session id of the other salvage cases so
 that the real agent resumes them (tests/integration/oracle.rs,
 `repaired_api_rule_shapes_resume_in_the_agent_and_the_api_takes_them`). The images are PNG
@@ -90,17 +90,6 @@ def main():
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/repair")
     for name, lines in cases():
         (out / f"{name}.jsonl").write_text("".join(json.dumps(l, separators=(",", ":"), ensure_ascii=False) + "\n" for l in lines))
-    # The `anthropic` format: a blank text block, an error there (no agent drops it).
-    # The first line says the file is Anthropic's (a thinking block): blank text is Anthropic's
-    # rule, not OpenAI's, so it is checked only once the flavour is known.
-    rows = [
-        {"role": "assistant", "content": [{"type": "thinking", "thinking": "Greet.", "signature": "c2ln"}, {"type": "text", "text": "What shall I look at?"}]},
-        {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "text", "text": " "}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "At what?"}]},
-        {"role": "user", "content": [{"type": "text", "text": ""}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "Nothing, then."}]},
-    ]
-    (out / "0044_anthropic_blank_text_blocks_go.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 if __name__ == "__main__":

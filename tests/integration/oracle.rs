@@ -374,7 +374,8 @@ enum OnReject {
     /// It takes the 400 and sends the request again, mended its own way (an image replaced by
     /// its "[Image removed: …]" text, every thinking block of the conversation stripped).
     TriesAgain,
-    /// It takes the 400, says "API Error: 400 …" and ends with an error.
+    /// It sends the same request again (a few times), then says "API Error: 400 …" and ends
+    /// with an error.
     GivesUp,
 }
 
@@ -392,11 +393,11 @@ const API_MENDED: &[(&str, OnReject, &[&str])] = &[
         OnReject::TriesAgain,
         &[
             "user text look at this",
-            "user text [image removed by transcriptd repair: PNG 9000×300 px, 72 byt",
+            "user text [image removed by transcriptd repair: PNG 9000×300 px, 68 by",
             "assistant tool_use toolu_shot",
-            "user tool_result toolu_shot text the screen | text [image removed by transcriptd repair: PNG 300×8500 px, 72 byt",
+            "user tool_result toolu_shot text the screen | text [image removed by transcriptd repair: PNG 300×8500 px, 68 by",
             "user text and this",
-            "user text [image removed by transcriptd repair: a PNG image with no data, w",
+            "user text [image removed by transcriptd repair: a PNG image with no da",
             "assistant text A wide picture and a tall one.",
         ],
     ),
@@ -470,10 +471,16 @@ fn repaired_api_rule_shapes_resume_in_the_agent_and_the_api_takes_them() {
         None,
         vec![
             "user text look at this".into(),
-            "user text [image removed by transcriptd repair: PNG, 4.5 MB, over the API's 5".into(),
+            "user text [image removed by transcriptd repair: PNG, 4.5 MB, over the ".into(),
             "assistant text A big one.".into(),
         ],
     ));
+    // More than 20 images, twenty of them over 2000 px: those become placeholders, the small
+    // one stays.
+    let mut want = vec!["user text compare these".to_string()];
+    want.extend((0..20).map(|_| "user text [image removed by transcriptd repair: PNG 2500×300 px, 68 by".to_string()));
+    want.extend(["assistant text Twenty wide ones. Any more?", "user text one more", "user image 92 chars", "assistant text A small one."].map(String::from));
+    cases.push(("0043_api_many_images_over_2000_px".into(), root().join("tests/data/repair/0043_api_many_images_over_2000_px.jsonl"), Some(OnReject::TriesAgain), want));
     for (name, file, on_reject, want) in &cases {
         // The broken file: the request the agent sends is refused by the API's rules.
         let (o, doc) = resume(file, &format!("{name}.broken"), &["--until-exit"]);
@@ -492,7 +499,7 @@ fn repaired_api_rule_shapes_resume_in_the_agent_and_the_api_takes_them() {
                 let first_refused = mains.first().and_then(Value::as_array).is_some_and(|e| !e.is_empty());
                 let did = match (a["exit"].as_i64(), mains.len()) {
                     (Some(0), n) if n >= 2 && mains[n - 1].as_array().is_some_and(Vec::is_empty) => Some(OnReject::TriesAgain),
-                    (Some(c), 1) if c != 0 && a["stdout"].as_str().is_some_and(|s| s.contains("API Error: 400")) => Some(OnReject::GivesUp),
+                    (Some(c), n) if c != 0 && n >= 1 && a["stdout"].as_str().is_some_and(|s| s.contains("API Error: 400")) => Some(OnReject::GivesUp),
                     _ => None,
                 };
                 if !first_refused || did != Some(*on) {

@@ -20,7 +20,7 @@
 //!   blocks, in their order: what the user added beside the results follows them, as the agent
 //!   itself writes it.
 //! - [`Mend::DropBlankText`]: empty and whitespace-only text blocks are removed (what Claude
-//!   Code does itself on resume; in the `anthropic` format no agent does it).
+//!   Code does itself on resume, so its files get no such edit: the finding is a warning there).
 //!
 //! A mend that leaves the content with no block says so ([`Edited::Gone`]): the line goes (to
 //! the rejects file, as every changed line).

@@ -14,7 +14,7 @@
 //! | `image_too_large`, `empty_image` | the image becomes a text placeholder ([`Mend::Images`]; over 2000 px when the request has more than 20 images, found at the end) |
 //! | `unsigned_thinking` | remove the unsigned thinking block ([`Mend::DropUnsignedThinking`]; a line left empty goes) |
 //! | `thinking_not_first`, `result_not_first` | move the thinking (or `tool_result`) blocks before the others of the line ([`Mend::ThinkingFirst`], [`Mend::ResultsFirst`]) |
-//! | `empty_text` (an error: the `anthropic` format) | remove the blank text block ([`Mend::DropBlankText`]); in Claude Code files it is a warning the agent mends itself |
+//! | `empty_text` (where it is an error: no format makes it one today) | remove the blank text block ([`Mend::DropBlankText`]); in Claude Code files it is a warning, and the agent drops the block itself |
 //! | `request_too_large` | not repaired: named, with the largest lines of the request |
 //! | framing findings | remove the line (kept in the rejects file) |
 //!
