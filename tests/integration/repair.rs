@@ -586,3 +586,36 @@ fn check_and_repair_time_grow_linearly_with_each_shape() {
         }
     }
 }
+
+/// A request over the API's 32 MB limit is not cut: the repair is partial, and it names the
+/// line where the history goes over the limit and the largest lines of the request, each
+/// under its own input line (issue 27 point 5).
+#[test]
+fn a_request_over_the_size_limit_is_named_with_its_largest_lines_not_cut() {
+    let sid = "6b0e7a52-2f0c-4f1e-9c53-1d2a3b4c5d6e";
+    let user = |n: u32, parent: Option<String>, text: &str| {
+        serde_json::json!({"parentUuid": parent, "isSidechain": false, "type": "user", "sessionId": sid, "uuid": format!("u{n}"),
+            "timestamp": "2026-11-05T10:00:00.000Z", "message": {"role": "user", "content": [{"type": "text", "text": text}]}})
+    };
+    let answer = |n: u32| {
+        serde_json::json!({"parentUuid": format!("u{n}"), "isSidechain": false, "type": "assistant", "sessionId": sid, "uuid": format!("a{n}"),
+            "timestamp": "2026-11-05T10:00:01.000Z", "message": {"id": format!("msg_{n}"), "role": "assistant", "model": "claude-opus-4-6", "content": [{"type": "text", "text": "Read."}]}})
+    };
+    let mut input = String::new();
+    // Lines 1, 3, 5, 7: 6, 14, 12 and 3 MiB of text; the history goes over 32 MiB at line 5.
+    for (i, mib) in [6usize, 14, 12, 3].iter().enumerate() {
+        let n = i as u32 + 1;
+        let parent = (n > 1).then(|| format!("a{}", n - 1));
+        input.push_str(&format!("{}\n{}\n", user(n, parent, &"x".repeat(mib << 20)), answer(n)));
+    }
+    let opts = Options { max_line_bytes: 64 << 20, ..Options::default() };
+    let r = repair_bytes(input.as_bytes(), &opts, OrphanPolicy::Answer, transcriptd::transcript::repair::MAX_ROUNDS).unwrap();
+    assert!(!r.complete);
+    assert_eq!(r.output, input.as_bytes(), "nothing is cut");
+    let mut named: Vec<(u64, String)> = r.unrepaired.iter().map(|u| (u.line, u.kind.to_string())).collect();
+    named.sort();
+    assert_eq!(named, [1, 3, 5].map(|l| (l, "request_too_large".to_string())), "{:?}", r.unrepaired);
+    let at = |l: u64| r.unrepaired.iter().find(|u| u.line == l).unwrap().why.clone();
+    assert!(at(5).contains("goes over the API's 32 MB limit here"), "{}", at(5));
+    assert!(at(3).contains("14.0 MB of content") && at(1).contains("6.0 MB of content"), "{} / {}", at(3), at(1));
+}
