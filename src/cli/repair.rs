@@ -302,7 +302,7 @@ fn write_plan_text(out: &mut impl Write, r: &Report, paint: super::style::Paint)
 
 /// What an edit will do, in words (the text of an inserted result quoted in full).
 fn describe(e: &Edit) -> String {
-    use crate::transcript::repair::plan::How;
+    use crate::transcript::repair::plan::{How, Mend};
     match e {
         Edit::Remove { .. } => "remove the line (it goes to the rejects file)".into(),
         Edit::Insert { call_id, tool, text, .. } => {
@@ -315,6 +315,15 @@ fn describe(e: &Edit) -> String {
         Edit::JoinTurn { like, .. } => format!("give the line the message.id of line {like}, joining that turn"),
         Edit::MergeInto { into, .. } => format!("merge the line's message into the assistant message of line {into}"),
         Edit::Bridge { under, .. } => format!("hang the line under line {under} (its parentUuid set to that line's uuid)"),
+        Edit::Mend { how, .. } => match how {
+            Mend::Images { max_px, .. } => format!(
+                "replace each image of the line over the API's limits (5 MB of base64, {max_px} px) or without data by a text placeholder saying what it was"
+            ),
+            Mend::DropUnsignedThinking => "remove the thinking blocks without a signature from the line".into(),
+            Mend::ThinkingFirst => "move the line's thinking blocks before its other blocks".into(),
+            Mend::ResultsFirst => "move the line's tool_result blocks before its other blocks".into(),
+            Mend::DropBlankText => "remove the empty and whitespace-only text blocks from the line".into(),
+        },
         Edit::Salvage { how, with, .. } => match (how, with) {
             (How::StripNul, _) => "drop the NUL bytes padding the line".into(),
             (How::SplitGlued, _) => "keep the complete record glued into the line as a line of its own".into(),

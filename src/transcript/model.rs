@@ -168,7 +168,7 @@ pub struct ApiFacts {
     pub images: u16,
     /// An image whose base64 `data` is empty.
     pub empty_image: Option<u16>,
-    /// The largest base64 image: its block, decoded bytes.
+    /// The largest base64 image: its block, bytes of its base64 data.
     pub image_bytes: Option<(u16, u64)>,
     /// The image with the longest side: its block, width, height.
     pub image_px: Option<(u16, u32, u32)>,

@@ -320,6 +320,210 @@ fn repaired_break_shapes_resume_in_the_agent_with_every_block_the_break_left() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Every block of a request before the new turn, as `role type what` (texts and results cut to
+/// 60 characters, an image by its size and data length): what the API-rule cases compare.
+fn api_blocks(req: &Value) -> Vec<String> {
+    let cut = |t: &str| t.chars().take(60).collect::<String>();
+    let image = |b: &Value| format!("image {} chars", b["source"]["data"].as_str().map_or(0, str::len));
+    let mut out = Vec::new();
+    for m in req["body"]["messages"].as_array().unwrap() {
+        let role = m["role"].as_str().unwrap_or("");
+        if role == "system" {
+            continue;
+        }
+        let content = match &m["content"] {
+            Value::String(s) => vec![serde_json::json!({"type": "text", "text": s})],
+            Value::Array(a) => a.clone(),
+            _ => Vec::new(),
+        };
+        for b in &content {
+            let what = match b["type"].as_str() {
+                Some("text") => {
+                    let t = b["text"].as_str().unwrap_or("");
+                    if t.contains("<system-reminder>") || t.trim() == "continue" {
+                        continue;
+                    }
+                    format!("text {}", cut(t))
+                }
+                Some("thinking") => format!("thinking {}", cut(b["thinking"].as_str().unwrap_or(""))),
+                Some("tool_use") => format!("tool_use {}", b["id"].as_str().unwrap_or("")),
+                Some("image") => image(b),
+                Some("tool_result") => {
+                    let inner = match &b["content"] {
+                        Value::String(s) => cut(s),
+                        Value::Array(a) => a
+                            .iter()
+                            .map(|c| if c["type"] == "image" { image(c) } else { format!("{} {}", c["type"].as_str().unwrap_or(""), cut(c["text"].as_str().unwrap_or(""))) })
+                            .collect::<Vec<_>>()
+                            .join(" | "),
+                        _ => String::new(),
+                    };
+                    format!("tool_result {} {inner}", b["tool_use_id"].as_str().unwrap_or(""))
+                }
+                other => format!("{}", other.unwrap_or("?")),
+            };
+            out.push(format!("{role} {what}"));
+        }
+    }
+    out
+}
+
+/// What Claude Code 2.1.332 does with a broken file whose request the API rejects, as measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum OnReject {
+    /// It takes the 400 and sends the request again, mended its own way (an image replaced by
+    /// its "[Image removed: …]" text, every thinking block of the conversation stripped).
+    TriesAgain,
+    /// It sends the same request again (a few times), then says "API Error: 400 …" and ends
+    /// with an error.
+    GivesUp,
+}
+
+/// The API rule shapes repair mends (issue 27 point 5; tests/data/repair 0040–0043, written by
+/// tests/gen/gen_api_repair_cases.py): each broken file, resumed by Claude Code 2.1.332 against
+/// the fake provider with the API's rules enforced, sends a request the rules reject (and the
+/// agent then does what `OnReject` says); repaired, the file checks clean and the request the
+/// agent sends passes the rules and carries every block of the broken one, in order, the mended
+/// ones as repair left them (an image as its placeholder, an unsigned thinking block gone,
+/// blocks moved first). Also an image over 5 MB of base64, generated here: the agent refuses to
+/// send the broken file at all.
+const API_MENDED: &[(&str, OnReject, &[&str])] = &[
+    (
+        "0040_api_images_over_the_limits_become_placeholders",
+        OnReject::TriesAgain,
+        &[
+            "user text look at this",
+            "user text [image removed by transcriptd repair: PNG 9000×300 px, 68 by",
+            "assistant tool_use toolu_shot",
+            "user tool_result toolu_shot text the screen | text [image removed by transcriptd repair: PNG 300×8500 px, 68 by",
+            "user text and this",
+            "user text [image removed by transcriptd repair: a PNG image with no da",
+            "assistant text A wide picture and a tall one.",
+        ],
+    ),
+    (
+        "0041_api_unsigned_thinking_blocks_go",
+        OnReject::TriesAgain,
+        &[
+            "user text run the screenshot",
+            "assistant text Taking it.",
+            "assistant tool_use toolu_shot",
+            "user tool_result toolu_shot saved to shot.png",
+            "assistant text Saved as shot.png.",
+        ],
+    ),
+    (
+        "0042_api_thinking_and_results_move_first",
+        OnReject::GivesUp,
+        &[
+            "user text run the screenshot",
+            "assistant thinking A screenshot, then.",
+            "assistant text Taking it.",
+            "assistant tool_use toolu_shot",
+            "user tool_result toolu_shot saved to shot.png",
+            "user text here you go",
+            "assistant text Saved as shot.png.",
+        ],
+    ),
+];
+
+#[test]
+fn repaired_api_rule_shapes_resume_in_the_agent_and_the_api_takes_them() {
+    let Some(agents) = agents_or_skip() else { return };
+    let agent = agents.iter().find(|a| a.name == "claude-2.1.332").expect("claude-2.1.332");
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = agent.bin.to_str().unwrap();
+    let resume = |file: &Path, name: &str, extra: &[&str]| -> (std::process::Output, Option<Value>) {
+        let req = tmp.path().join(format!("{name}.req.json"));
+        let mut args = vec!["resume", file.to_str().unwrap(), "--agent", "claude", "--bin", bin, "--out", req.to_str().unwrap(), "--enforce-api-rules"];
+        args.extend_from_slice(extra);
+        let o = oracle(&args);
+        let doc = std::fs::read(&req).ok().map(|b| serde_json::from_slice(&b).unwrap());
+        (o, doc)
+    };
+    let repaired = |file: &Path, name: &str| -> PathBuf {
+        let out = tmp.path().join(format!("{name}.out"));
+        let o = transcriptd(&["repair", "--force", "--no-summary", "--min-idle", "0s", "--out", out.to_str().unwrap(), file.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: repair: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        let r = out.join(file.file_name().unwrap());
+        assert_eq!(check_kinds(&r), (Some(0), vec![]), "{name}: the repaired file");
+        r
+    };
+    let mut failures = Vec::new();
+    let mut cases: Vec<(String, PathBuf, Option<OnReject>, Vec<String>)> = API_MENDED
+        .iter()
+        .map(|(name, on, want)| (name.to_string(), root().join(format!("tests/data/repair/{name}.jsonl")), Some(*on), want.iter().map(|s| s.to_string()).collect()))
+        .collect();
+    // An image over 5 MB of base64 (a screenshot a tool returned): too big for the repository.
+    let big = tmp.path().join("big.jsonl");
+    {
+        let mut lines: Vec<Value> =
+            std::fs::read_to_string(root().join("tests/data/repair/0042_api_thinking_and_results_move_first.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        lines.truncate(1);
+        lines[0]["message"]["content"] = serde_json::json!([{"type": "text", "text": "look at this"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A".repeat(6 << 20)}}]);
+        lines.push(serde_json::json!({"parentUuid": "u001", "isSidechain": false, "type": "assistant", "sessionId": lines[0]["sessionId"], "uuid": "a001", "timestamp": "2026-11-05T10:00:01.000Z",
+            "message": {"id": "msg_a", "type": "message", "role": "assistant", "model": "claude-opus-4-6", "content": [{"type": "text", "text": "A big one."}], "stop_reason": "end_turn"}}));
+        std::fs::write(&big, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    }
+    cases.push((
+        "image over 5 MB of base64".into(),
+        big,
+        None,
+        vec![
+            "user text look at this".into(),
+            "user text [image removed by transcriptd repair: PNG, 4.5 MB, over the ".into(),
+            "assistant text A big one.".into(),
+        ],
+    ));
+    // More than 20 images, twenty of them over 2000 px: those become placeholders, the small
+    // one stays.
+    let mut want = vec!["user text compare these".to_string()];
+    want.extend((0..20).map(|_| "user text [image removed by transcriptd repair: PNG 2500×300 px, 68 by".to_string()));
+    want.extend(["assistant text Twenty wide ones. Any more?", "user text one more", "user image 92 chars", "assistant text A small one."].map(String::from));
+    cases.push(("0043_api_many_images_over_2000_px".into(), root().join("tests/data/repair/0043_api_many_images_over_2000_px.jsonl"), Some(OnReject::TriesAgain), want));
+    for (name, file, on_reject, want) in &cases {
+        // The broken file: the request the agent sends is refused by the API's rules.
+        let (o, doc) = resume(file, &format!("{name}.broken"), &["--until-exit"]);
+        match (on_reject, doc) {
+            (None, _) => {
+                // Refused by the agent itself, before any request: "Image base64 size (6MB)
+                // exceeds API limit (5MB). Please resize the image before sending."
+                let said = String::from_utf8_lossy(&o.stderr);
+                if o.status.code() != Some(3) || !said.contains("exceeds API limit") {
+                    failures.push(format!("{name}: the broken file: {said}"));
+                }
+            }
+            (Some(on), Some(doc)) => {
+                let a = &doc["agent"];
+                let mains = a["main_requests"].as_array().cloned().unwrap_or_default();
+                let first_refused = mains.first().and_then(Value::as_array).is_some_and(|e| !e.is_empty());
+                let did = match (a["exit"].as_i64(), mains.len()) {
+                    (Some(0), n) if n >= 2 && mains[n - 1].as_array().is_some_and(Vec::is_empty) => Some(OnReject::TriesAgain),
+                    (Some(c), n) if c != 0 && n >= 1 && a["stdout"].as_str().is_some_and(|s| s.contains("API Error: 400")) => Some(OnReject::GivesUp),
+                    _ => None,
+                };
+                if !first_refused || did != Some(*on) {
+                    failures.push(format!("{name}: the broken file: {:?} (first request refused: {first_refused}, want {on:?}): {a}", did));
+                }
+            }
+            (Some(_), None) => failures.push(format!("{name}: the broken file: no request: {}", String::from_utf8_lossy(&o.stderr))),
+        }
+        // Repaired: the API's rules take the request, and it carries every block.
+        let r = repaired(file, name);
+        let (o, doc) = resume(&r, &format!("{name}.repaired"), &[]);
+        let Some(doc) = doc else {
+            failures.push(format!("{name}: the repaired file: no request: {}", String::from_utf8_lossy(&o.stderr)));
+            continue;
+        };
+        let blocks = api_blocks(&doc);
+        let (_, pairing) = request_blocks(&doc);
+        if doc["api_errors"].as_array().is_none_or(|e| !e.is_empty()) || !pairing.is_empty() || &blocks != want {
+            failures.push(format!("{name}: the repaired file:\n  want   {want:?}\n  agent  {blocks:?}\n  api    {}\n  pairing {pairing:?}", doc["api_errors"]));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Claude Code's chain walk (`src/transcript/context/chain.rs`), on the cases of
 /// `tests/data/resume/claude-code` (a real session, `spotter/tool_heavy.jsonl`, with one break
 /// each: a rewind, a missing parent within and beyond the 5 s the agent bridges, unreadable

@@ -102,7 +102,9 @@ fn image_facts(api: &mut ApiFacts, index: u16, src: &Source<'_>) {
         api.empty_image.get_or_insert(index);
         return;
     }
-    let n = image::decoded_len(data);
+    // The API's 5 MB is of the base64 data as sent (Claude Code's own check before it sends a
+    // request measures `source.data.length`: TRUTH.md, "The API's rules").
+    let n = data.len() as u64;
     if api.image_bytes.is_none_or(|(_, m)| n > m) {
         api.image_bytes = Some((index, n));
     }

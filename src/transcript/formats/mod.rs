@@ -20,6 +20,7 @@ pub mod dataset;
 pub mod edit;
 pub mod gemini;
 pub mod image;
+pub mod mend;
 pub mod pi;
 pub mod qwen;
 
@@ -313,6 +314,19 @@ impl Format {
             Format::OpenAiChat | Format::Anthropic => chat::drop_results(line, call_id, keep_first),
             // Datasets are repaired line by line by the dataset repair, never by plan edits.
             Format::Dataset(_) => Err(Unable("a dataset line is repaired by the dataset repair")),
+        }
+    }
+
+    /// Mends the blocks of a line's message that the provider's API rejects ([`mend::Mend`]),
+    /// editing only its content array: the formats whose provider's rules `pairing::api`
+    /// applies (the Anthropic Messages API's).
+    pub fn mend_blocks(self, line: &[u8], how: &mend::Mend) -> Result<Edited, Unable> {
+        match self {
+            Format::ClaudeCode => mend::blocks(line, &[b"message", b"content"], how),
+            Format::Anthropic | Format::OpenAiChat => mend::blocks(line, &[b"content"], how),
+            Format::Codex | Format::Pi | Format::Qwen | Format::Gemini | Format::Copilot | Format::Dataset(_) => {
+                Err(Unable("the format's provider rules are not checked, so not mended"))
+            }
         }
     }
 

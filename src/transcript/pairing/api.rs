@@ -13,16 +13,18 @@
 //! are made when the stream ends ([`ApiRules::end`]), since a later compaction takes them back.
 //!
 //! Severity follows what the agent does: Claude Code drops empty and whitespace-only text blocks
-//! of assistant messages (TRUTH.md, difference 4), so they are no finding in its files, and
-//! fills in a user message without content (difference 8), so a blank user text block is a
+//! of assistant messages (TRUTH.md, difference 4), so they are no finding in its files, and of
+//! user messages too, filling in "(no content)" for a user message left without content
+//! (measured with 2.1.332: TRUTH.md, "Repair and the agent"), so a blank user text block is a
 //! warning there; every other rule is an error in both formats.
 
 use crate::transcript::finding::{Finding, Kind, Severity};
 use crate::transcript::formats::Format;
 use crate::transcript::model::{ApiFacts, Message, Role};
 
-/// The Messages API's limit on one image's decoded bytes (its error: "image exceeds 5 MB
-/// maximum: N bytes > 5242880 bytes").
+/// The Messages API's limit on one image's base64 data, in bytes (its error: "image exceeds 5
+/// MB maximum: N bytes > 5242880 bytes"; Claude Code 2.1.332 refuses to send a request with
+/// an image whose `source.data` is longer, "Image base64 size (8MB) exceeds API limit (5MB)").
 pub const IMAGE_MAX_BYTES: u64 = 5 * 1024 * 1024;
 /// The longest side of an image the API takes.
 pub const IMAGE_MAX_PX: u32 = 8000;
@@ -109,7 +111,7 @@ impl ApiRules {
             if self.agent {
                 f.severity = Severity::Warning;
                 f.message = format!(
-                    "text block content.{i} of a user message is {what}: the API rejects such a block (\"{api}\"); Claude Code drops them from assistant messages and sends \"(no content)\" for a user message without content, so this one is likely mended on resume (unconfirmed for a user text block)"
+                    "text block content.{i} of a user message is {what}: the API rejects such a block (\"{api}\"), but Claude Code drops blank text blocks of user messages on resume, and sends \"(no content)\" for one left without content (measured with 2.1.332), so the request it sends has none; repair leaves it"
                 );
             }
             out(f);
@@ -149,7 +151,7 @@ impl ApiRules {
             out(Finding::new(
                 line,
                 Kind::ImageTooLarge,
-                format!("image in content.{i} is {n} bytes: {says} (\"messages.N.content.{i}.image.source.base64: image exceeds 5 MB maximum: {n} bytes > {IMAGE_MAX_BYTES} bytes\")"),
+                format!("image in content.{i} is {n} bytes of base64: {says} (\"messages.N.content.{i}.image.source.base64: image exceeds 5 MB maximum: {n} bytes > {IMAGE_MAX_BYTES} bytes\")"),
             ));
         }
         self.images += a.images as u64;

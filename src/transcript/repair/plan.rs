@@ -11,6 +11,11 @@
 //! | `orphan_result`, `duplicate_result` | remove those results (the first result of a call stays) |
 //! | `consecutive_assistant` | Claude Code: the second turn joins the first (it gets the first's `message.id`; not repaired when the first has none); OpenAI/Anthropic: the messages merge. Unless results are inserted for the first turn's calls: they separate the turns. |
 //! | `empty_assistant_turn` | remove the turn's lines |
+//! | `image_too_large`, `empty_image` | the image becomes a text placeholder ([`Mend::Images`]; over 2000 px when the request has more than 20 images, found at the end) |
+//! | `unsigned_thinking` | remove the unsigned thinking block ([`Mend::DropUnsignedThinking`]; a line left empty goes) |
+//! | `thinking_not_first`, `result_not_first` | move the thinking (or `tool_result`) blocks before the others of the line ([`Mend::ThinkingFirst`], [`Mend::ResultsFirst`]) |
+//! | `empty_text` (where it is an error: no format makes it one today) | remove the blank text block ([`Mend::DropBlankText`]); in Claude Code files it is a warning, and the agent drops the block itself |
+//! | `request_too_large` | not repaired: named, with the largest lines of the request |
 //! | framing findings | remove the line (kept in the rejects file) |
 //!
 //! Removing a user line can leave two assistant turns side by side, a join can run on into a
@@ -20,7 +25,9 @@
 
 use super::synth::ResultText;
 use crate::transcript::finding::{Kind, Output, Severity};
+pub use crate::transcript::formats::mend::Mend;
 use crate::transcript::formats::{Consecutive, Format};
+use crate::transcript::pairing::api::{IMAGE_MAX_BYTES, IMAGE_MAX_PX, MANY_IMAGES, MANY_IMAGE_MAX_PX};
 use crate::transcript::model::{Args, Entry, Node, Parsed, Role, MAIN_THREAD};
 use crate::transcript::pairing::branches::{HashKeyed, HORIZON};
 use crate::transcript::{Map, Set};
@@ -126,6 +133,17 @@ pub enum Edit {
         /// The finding it repairs.
         reason: Kind,
     },
+    /// Mend blocks of the line's message that the provider's API rejects ([`Mend`]): only its
+    /// content array changes.
+    Mend {
+        /// The line.
+        line: u64,
+        /// What is mended.
+        #[serde(flatten)]
+        how: Mend,
+        /// The finding it repairs.
+        reason: Kind,
+    },
     /// The salvage round ([`super::salvage`]): the line kept in another shape instead of
     /// removed or emptied. Never handed to a rewriter.
     Salvage {
@@ -153,6 +171,7 @@ impl Edit {
             | Edit::JoinTurn { reason, .. }
             | Edit::MergeInto { reason, .. }
             | Edit::Bridge { reason, .. }
+            | Edit::Mend { reason, .. }
             | Edit::Salvage { reason, .. } => *reason,
         }
     }
@@ -166,6 +185,7 @@ impl Edit {
             | Edit::JoinTurn { line, .. }
             | Edit::MergeInto { line, .. }
             | Edit::Bridge { line, .. }
+            | Edit::Mend { line, .. }
             | Edit::Salvage { line, .. } => *line,
             Edit::Insert { after, .. } => *after,
         }
@@ -428,8 +448,18 @@ pub struct Planner {
     left: Vec<u64>,
     /// Claude Code: (line, tree node) of the lines read, while recording.
     parents: Option<Vec<(u64, Node)>>,
+    /// The stream has ended: the findings now are those about the request as a whole.
+    ended: bool,
+    /// Images in the main conversation since its last compaction (as the API rules count them).
+    images: u64,
+    /// The main conversation's lines with the most content since its last compaction: (bytes,
+    /// line), largest first.
+    largest: Vec<(u64, u64)>,
     plan: Plan,
 }
+
+/// How many of the largest lines a `request_too_large` finding names.
+const LARGEST_NAMED: usize = 3;
 
 impl Planner {
     /// A planner with an orphan policy.
@@ -583,8 +613,7 @@ impl Planner {
         let id = f.call_id.as_deref().unwrap_or("");
         match f.kind {
             k if k.is_framing() => self.edit(Edit::Remove { line: f.line, reason: k }),
-            // The API's own rules on blocks repair does not change (yet): said, not edited.
-            k if k.is_api_rule() => self.unrepaired(f.line, k, None, "not repaired: the block is kept as it is"),
+            k if k.is_api_rule() => self.api_rule(f),
             Kind::UnansweredCall => self.answer(f.kind, f.line, id, None),
             Kind::OrphanCall => match self.policy {
                 OrphanPolicy::Answer => self.answer(f.kind, f.line, id, Some(ResultText::Interrupted)),
@@ -658,6 +687,57 @@ impl Planner {
             | Kind::ImageTooLarge
             | Kind::EmptyImage
             | Kind::RequestTooLarge => {}
+        }
+    }
+
+    /// A block the provider's API rejects (`pairing::api`): mended in its line, but for a
+    /// request too large as a whole, which repair does not cut.
+    fn api_rule(&mut self, f: &crate::transcript::Finding) {
+        let how = match f.kind {
+            // The request's own findings come at the end: an image over 2000 px of a request
+            // with more than 20 images.
+            Kind::ImageTooLarge | Kind::EmptyImage => {
+                let max_px = if self.ended && self.images > MANY_IMAGES { MANY_IMAGE_MAX_PX } else { IMAGE_MAX_PX };
+                Mend::Images { max_px, max_base64: IMAGE_MAX_BYTES }
+            }
+            Kind::UnsignedThinking => Mend::DropUnsignedThinking,
+            Kind::ThinkingNotFirst => Mend::ThinkingFirst,
+            Kind::ResultNotFirst => Mend::ResultsFirst,
+            Kind::EmptyText => Mend::DropBlankText,
+            Kind::RequestTooLarge => return self.too_large(f.line),
+            other => unreachable!("{other} is not an API rule"),
+        };
+        // A mended line may be left without blocks and go, which can put two turns side by
+        // side; a placeholder makes the request smaller: the output is checked again.
+        self.plan.recheck = true;
+        self.edit(Edit::Mend { line: f.line, how, reason: f.kind });
+    }
+
+    /// A request over the API's size limit: left, and the largest lines named beside it (each
+    /// an unrepaired finding of its own line, so that it is reported in the input's lines).
+    fn too_large(&mut self, line: u64) {
+        self.unrepaired(
+            line,
+            Kind::RequestTooLarge,
+            None,
+            "not repaired: the history since the last compaction goes over the API's 32 MB limit here, and repair does not cut the conversation (the largest lines of the request are named beside this; their blocks can be shortened or the session compacted)",
+        );
+        for (bytes, at) in self.largest.clone() {
+            if at != line {
+                let why = format!("not repaired: one of the largest lines of the request over the API's 32 MB limit ({:.1} MB of content)", bytes as f64 / 1048576.0);
+                self.unrepaired(at, Kind::RequestTooLarge, None, &why);
+            }
+        }
+    }
+
+    /// Counts a main conversation message for the request's own rules.
+    fn request(&mut self, line: u64, m: &crate::transcript::model::Message<'_>) {
+        self.images += u64::from(m.api.images);
+        let bytes = m.api.bytes;
+        if self.largest.len() < LARGEST_NAMED || self.largest.last().is_some_and(|&(b, _)| bytes > b) {
+            self.largest.push((bytes, line));
+            self.largest.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            self.largest.truncate(LARGEST_NAMED);
         }
     }
 
@@ -802,8 +882,16 @@ impl Planner {
             self.next_sweep = number + self.horizon.max(4) / 4;
             self.sweep(number);
         }
+        if matches!(parsed.entry, Entry::Compaction { .. }) && thread == MAIN_THREAD {
+            // The request starts again after it (as the API rules count it).
+            self.images = 0;
+            self.largest.clear();
+        }
         match &parsed.entry {
             Entry::Message(m) => {
+                if thread == MAIN_THREAD {
+                    self.request(number, m);
+                }
                 self.lane(thread).last = number;
                 match m.role {
                     Role::Assistant => self.assistant_line(number, thread, m),
@@ -852,6 +940,11 @@ impl Planner {
             Entry::Other | Entry::Unknown => {}
         }
         self.dropped_here.clear();
+    }
+
+    /// The stream has ended: what comes now is about the request as a whole.
+    pub(crate) fn end(&mut self) {
+        self.ended = true;
     }
 
     /// The findings (and demotions) the stages before made, in order.

@@ -18,7 +18,7 @@
 //! each input line it changed ([`Change`]), in [`origins`](super::origins).
 
 use super::origins::{Action, Change, Failed, Origins, Source};
-use super::plan::{Edit, Plan};
+use super::plan::{Edit, Mend, Plan};
 use super::rejects::{long_record_head, write_record, Emit, LongRecord};
 use super::synth;
 use crate::transcript::finding::Kind;
@@ -606,6 +606,7 @@ impl Rewriter {
                     Some(uuid) => self.format.set_parent(&bytes, Some(&uuid)).map(Edited::Line).ok_or(Unable("the line has no parentUuid to set")),
                     None => Err(Unable("the line to hang it under has no uuid")),
                 },
+                Edit::Mend { how, .. } => self.format.mend_blocks(&bytes, how).and_then(|r| self.checked(r, |m| mended(how, m))),
                 Edit::MergeInto { .. } => {
                     merge = Some(e.clone());
                     continue;
@@ -951,6 +952,20 @@ impl Rewriter {
             return;
         }
         write_record(&mut self.reject_buf, line, action, reason, original, self.max, out);
+    }
+}
+
+/// Whether a mended line reads as the mend promises: the API rule it mends holds for it.
+fn mended(how: &Mend, m: &Message<'_>) -> bool {
+    let a = &m.api;
+    match *how {
+        Mend::Images { max_px, max_base64 } => {
+            a.empty_image.is_none() && a.image_bytes.is_none_or(|(_, n)| n <= max_base64) && a.image_px.is_none_or(|(_, w, h)| w.max(h) <= max_px)
+        }
+        Mend::DropUnsignedThinking => a.unsigned_thinking.is_none(),
+        Mend::ThinkingFirst => a.thinking_after.is_none(),
+        Mend::ResultsFirst => a.result_after.is_none(),
+        Mend::DropBlankText => a.empty_text.is_none(),
     }
 }
 

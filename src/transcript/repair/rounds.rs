@@ -77,7 +77,7 @@ impl Rounds {
     fn translate(&self, e: &Edit) -> Edit {
         let mut e = e.clone();
         match &mut e {
-            Edit::Remove { line, .. } | Edit::DropResults { line, .. } | Edit::DropCall { line, .. } => *line = self.input_line(*line),
+            Edit::Remove { line, .. } | Edit::DropResults { line, .. } | Edit::DropCall { line, .. } | Edit::Mend { line, .. } => *line = self.input_line(*line),
             Edit::Insert { after, .. } => *after = self.input_line(*after),
             Edit::JoinTurn { line, like, .. } => {
                 *line = self.input_line(*line);
@@ -261,6 +261,7 @@ pub fn edit_name(e: &Edit) -> &'static str {
         Edit::JoinTurn { .. } => "join_turn",
         Edit::MergeInto { .. } => "merge_into",
         Edit::Bridge { .. } => "bridge",
+        Edit::Mend { .. } => "mend",
         Edit::Salvage { .. } => "salvage",
     }
 }

@@ -39,6 +39,7 @@ impl Stage for Planner {
     /// A plan is made of a complete stream: tail findings (about a live stream as it stands)
     /// are not planned for.
     fn finish(&mut self, _pairing: &Pairing, events: &mut Vec<Event>) {
+        self.end();
         self.outputs(outputs(events));
     }
 }

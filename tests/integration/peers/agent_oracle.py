@@ -19,7 +19,10 @@ Commands:
       / `codex exec resume <id> continue`, and writes the first model request the agent sends
       (the one that carries the prompt "continue") to REQ.json. The agent is killed once it is
       recorded. Exit 0 when a request was captured, 3 when the agent sent none (its stderr is
-      printed).
+      printed). REQ.json also has "api_errors": what the Anthropic Messages API's own rules
+      (api_errors below) say of that request, empty when it would be taken. With
+      --enforce-api-rules such a request is answered with the API's error; with --until-exit the
+      agent is not killed but left to end, and REQ.json's "agent" holds its exit and output.
 
   record --agent claude|codex [--bin PATH] --script S.json [--kill-at MOMENT] --out DIR
       Makes the agent write a real session in a scratch directory: the prompt is the script's
@@ -74,7 +77,10 @@ NETNS_MARK = "TRANSCRIPTD_ORACLE_IN_NETNS"
 class Provider:
     """What the server knows: where to record, the script, and what happened."""
 
-    def __init__(self, record_dir, steps=None, stall_on_compaction=False, fail_compaction=False):
+    def __init__(self, record_dir, steps=None, stall_on_compaction=False, fail_compaction=False, enforce_api_rules=False):
+        self.enforce_api_rules = enforce_api_rules
+        # The API rules' verdict on each Messages request, by request number (see api_errors).
+        self.api_errors = {}
         self.record_dir = Path(record_dir)
         self.record_dir.mkdir(parents=True, exist_ok=True)
         self.steps = list(steps or [])
@@ -125,6 +131,158 @@ class Provider:
                 self.cond.wait(min(left, 0.2))
 
 
+# -- The Anthropic Messages API's own rules --------------------------------------------------
+#
+# What the real API rejects in a request, with the error text it gives (TRUTH.md, "The API's
+# rules", says where each text was seen; "unconfirmed" there is marked here too). The fake
+# provider judges every Messages request by them: the verdict is recorded (`resume` writes it
+# as "api_error"), and with --enforce-api-rules the request is answered as the API would
+# answer it (400 invalid_request_error, 413 request_too_large).
+
+IMAGE_MAX_BASE64 = 5 * 1024 * 1024   # of the base64 data (Claude Code's own check measures it so)
+IMAGE_MAX_PX = 8000
+MANY_IMAGES = 20
+MANY_IMAGE_MAX_PX = 2000
+REQUEST_MAX_BYTES = 32 * 1024 * 1024
+
+
+def image_dims(data):
+    """(width, height) of a base64 PNG, GIF, WebP or JPEG, from its header; None if unknown."""
+    import base64
+    import struct
+    try:
+        b = base64.b64decode(data[:1 << 20] + "=" * (-len(data[:1 << 20]) % 4), validate=False)
+    except ValueError:
+        return None
+    if b[:8] == b"\x89PNG\r\n\x1a\n" and len(b) >= 24:
+        return struct.unpack(">II", b[16:24])
+    if b[:6] in (b"GIF87a", b"GIF89a") and len(b) >= 10:
+        return struct.unpack("<HH", b[6:10])
+    if b[:4] == b"RIFF" and b[8:12] == b"WEBP" and len(b) >= 30:
+        kind = b[12:16]
+        if kind == b"VP8X":
+            return (int.from_bytes(b[24:27], "little") + 1, int.from_bytes(b[27:30], "little") + 1)
+        if kind == b"VP8L":
+            v = int.from_bytes(b[21:25], "little")
+            return ((v & 0x3FFF) + 1, ((v >> 14) & 0x3FFF) + 1)
+        if kind == b"VP8 ":
+            w, h = struct.unpack("<HH", b[26:30])
+            return (w & 0x3FFF, h & 0x3FFF)
+    if b[:2] == b"\xff\xd8":
+        i = 2
+        while i + 9 < len(b):
+            if b[i] != 0xFF:
+                i += 1
+                continue
+            m = b[i + 1]
+            if 0xC0 <= m <= 0xCF and m not in (0xC4, 0xC8, 0xCC):
+                h, w = struct.unpack(">HH", b[i + 5:i + 9])
+                return (w, h)
+            i += 2 + struct.unpack(">H", b[i + 2:i + 4])[0]
+    return None
+
+
+def api_errors(body, size):
+    """What the Messages API says of a request body of `size` bytes: a list of (HTTP status,
+    error type, message), empty when it takes the request."""
+    if size > REQUEST_MAX_BYTES:
+        return [(413, "request_too_large", "Request exceeds the maximum size")]
+    msgs = [m for m in (body.get("messages") or []) if isinstance(m, dict)]
+    errors = []
+    bad = lambda text: errors.append((400, "invalid_request_error", text))
+    images = []  # (where, data)
+    thinking_on = isinstance(body.get("thinking"), dict) and body["thinking"].get("type") in ("enabled", "adaptive")
+    for n, m in enumerate(msgs):
+        content = m.get("content")
+        if not isinstance(content, list):
+            continue
+        seen_other = False
+        for k, b in enumerate(content):
+            if not isinstance(b, dict):
+                continue
+            t = b.get("type")
+            if t == "text":
+                text = b.get("text")
+                if not isinstance(text, str) or text == "":
+                    bad("messages: text content blocks must be non-empty")
+                elif text.strip() == "":
+                    bad("messages: text content blocks must contain non-whitespace text")
+            if t == "thinking":
+                if "signature" not in b:
+                    bad(f"messages.{n}.content.{k}.thinking.signature: Field required")
+                elif not b.get("signature"):
+                    bad(f"messages.{n}.content.{k}: Invalid `signature` in `thinking` block")
+            if t in ("thinking", "redacted_thinking"):
+                # Confirmed for the final assistant message with thinking enabled; for earlier
+                # ones unconfirmed (transcriptd's check applies it to every one).
+                if seen_other and m.get("role") == "assistant" and thinking_on:
+                    bad(f"messages.{n}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`. "
+                        "When `thinking` is enabled, a final `assistant` message must start with a thinking block")
+            elif not (t == "text" and isinstance(b.get("text"), str) and b["text"].strip() == ""):
+                seen_other = True
+            if t == "image":
+                images.append((f"messages.{n}.content.{k}", b))
+            if t == "tool_result" and isinstance(b.get("content"), list):
+                for j, c in enumerate(b["content"]):
+                    if isinstance(c, dict) and c.get("type") == "image":
+                        images.append((f"messages.{n}.content.{k}.content.{j}", c))
+    for where, b in images:
+        src = b.get("source") or {}
+        if src.get("type") != "base64":
+            continue
+        data = src.get("data") or ""
+        if data == "":
+            bad(f"{where}.image.source.base64.data: image data is empty (text unconfirmed)")
+            continue
+        if len(data) > IMAGE_MAX_BASE64:
+            bad(f"{where}.image.source.base64: image exceeds 5 MB maximum: {len(data)} bytes > {IMAGE_MAX_BASE64} bytes")
+            continue
+        wh = image_dims(data)
+        if wh and max(wh) > IMAGE_MAX_PX:
+            bad(f"{where}.image.source.base64.data: At least one of the image dimensions exceed max allowed size: {IMAGE_MAX_PX} pixels")
+        elif wh and len(images) > MANY_IMAGES and max(wh) > MANY_IMAGE_MAX_PX:
+            bad(f"{where}.image.source.base64.data: At least one of the image dimensions exceed max allowed size for many-image requests: {MANY_IMAGE_MAX_PX} pixels")
+    # Pairing, on the messages as the API reads them: consecutive messages of one role combined.
+    merged = []
+    for m in msgs:
+        if m.get("role") not in ("user", "assistant"):
+            continue
+        c = m.get("content")
+        c = [{"type": "text", "text": c}] if isinstance(c, str) else [b for b in (c or []) if isinstance(b, dict)]
+        if merged and merged[-1][0] == m["role"]:
+            merged[-1][1].extend(c)
+        else:
+            merged.append((m["role"], list(c)))
+    for i, (role, c) in enumerate(merged):
+        if role != "assistant":
+            continue
+        calls = [b.get("id") for b in c if b.get("type") == "tool_use"]
+        if not calls:
+            continue
+        nxt = merged[i + 1][1] if i + 1 < len(merged) else []
+        results = [b.get("tool_use_id") for b in nxt if b.get("type") == "tool_result"]
+        missing = [u for u in calls if u not in results]
+        if missing:
+            bad(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(missing)}. "
+                "Each `tool_use` block must have a corresponding `tool_result` block in the next message.")
+            continue
+        lead = 0
+        while lead < len(nxt) and nxt[lead].get("type") == "tool_result":
+            lead += 1
+        if lead < len(calls):
+            bad(f"messages.{i + 1}: Did not find {len(calls) - lead} `tool_result` block(s) at the beginning of this message. "
+                "Messages following `tool_use` blocks must begin with a matching number of `tool_result` blocks.")
+    for i, (role, c) in enumerate(merged):
+        if role != "user":
+            continue
+        prev = [b.get("id") for b in merged[i - 1][1] if b.get("type") == "tool_use"] if i > 0 else []
+        for k, b in enumerate(c):
+            if b.get("type") == "tool_result" and b.get("tool_use_id") not in prev:
+                bad(f"messages.{i}.content.{k}: unexpected `tool_use_id` found in `tool_result` blocks: {b.get('tool_use_id')}. "
+                    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.")
+    return errors
+
+
 def is_compaction_request(body):
     """A Claude Code compaction: the last user message asks for a summary of the conversation."""
     msgs = body.get("messages") or []
@@ -160,6 +318,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _body(self):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n) if n else b""
+        self.body_size = len(raw)
         if self.headers.get("Content-Encoding") == "zstd":
             raise ValueError("zstd request bodies are not supported")
         try:
@@ -225,6 +384,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # -- Anthropic Messages ------------------------------------------------------------------
 
     def anthropic(self, n, body):
+        errors = api_errors(body, getattr(self, "body_size", 0))
+        with self.provider.lock:
+            self.provider.api_errors[n] = [e[2] for e in errors]
+        if errors and self.provider.enforce_api_rules:
+            status, kind, message = errors[0]
+            return self._json(status, {"type": "error", "error": {"type": kind, "message": message}})
         # 2.0.x warms its subagents up with a "Warmup" prompt, tools and all.
         side = not body.get("tools") or carries_prompt(body, "Warmup")
         compaction = is_compaction_request(body)
@@ -932,14 +1097,16 @@ def cmd_resume(args):
         home = work / "home"
         cwd = work / "project"
         cwd.mkdir(parents=True)
-        provider = Provider(work / "requests")
+        provider = Provider(work / "requests", enforce_api_rules=args.enforce_api_rules)
         srv, port = serve(provider)
         env, cmd = lay_down(args.agent, binary, transcript, home, cwd, port, args.model, "continue")
 
         def captured():
             return "captured" if provider.wait_for(is_main_request, 0) else None
 
-        rc, out, err, killed = run_agent(cmd, env, cwd, provider, kill_when=captured, timeout=args.timeout)
+        # --until-exit: the agent is left to take the provider's answer and end on its own.
+        kill = None if args.until_exit else captured
+        rc, out, err, killed = run_agent(cmd, env, cwd, provider, kill_when=kill, timeout=args.timeout)
         ev = provider.wait_for(is_main_request, 0)
         if not ev:
             sys.stderr.write(f"agent_oracle: {args.agent} sent no model request (exit {rc}, {killed or 'not killed'})\n")
@@ -947,7 +1114,14 @@ def cmd_resume(args):
             others = [e[2] for e in provider.events if e[0] == "request"]
             sys.stderr.write(f"other requests: {others}\n")
             return 3
-        Path(args.out).write_text(json.dumps({"path": ev[2], "body": ev[3]}, indent=1))
+        doc = {"path": ev[2], "body": ev[3], "api_errors": provider.api_errors.get(ev[1], [])}
+        if args.until_exit:
+            # Every request that carried the prompt, with what the API rules said of it: an
+            # agent that takes an error and tries again sends more than one.
+            mains = [e for e in provider.events if is_main_request(e)]
+            doc["agent"] = {"exit": rc, "killed": killed, "stdout": out[-4000:], "stderr": err[-2000:],
+                            "main_requests": [provider.api_errors.get(e[1], []) for e in mains]}
+        Path(args.out).write_text(json.dumps(doc, indent=1))
         srv.shutdown()
         return 0
     finally:
@@ -1638,6 +1812,10 @@ def main():
     r.add_argument("--timeout", type=float, default=90)
     r.add_argument("--keep", action="store_true")
     r.add_argument("--model", help="Claude Code: the model to resume with (default: the transcript's last; 'none': the agent's default)")
+    r.add_argument("--enforce-api-rules", action="store_true",
+                   help="answer a Messages request that breaks the API's rules as the API does (400/413 with its error text)")
+    r.add_argument("--until-exit", action="store_true",
+                   help="do not kill the agent once the request is captured: let it take the answer and end; its exit and output go into the out file as \"agent\"")
     w = sub.add_parser("record")
     w.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini", "copilot"], required=True)
     w.add_argument("--bin")
