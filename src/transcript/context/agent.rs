@@ -217,11 +217,14 @@ fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
             records[i - 1].changed = true;
         }
     }
-    // The calls of the last assistant message that nothing after it answers.
+    // The calls of the last assistant message that nothing answers.
     let messages: Vec<usize> =
         (0..records.len()).filter(|&i| records[i].value.as_ref().and_then(role).is_some_and(|r| r == "user" || r == "assistant")).collect();
     if let Some(&last_assistant) = messages.iter().rev().find(|&&i| records[i].value.as_ref().and_then(role) == Some("assistant")) {
-        let answered: HashSet<&str> = records[last_assistant + 1..]
+        // A call whose id has a result anywhere in the history is not open (`Vce` counts the
+        // results of the whole history): a second call with an earlier call's id is dropped
+        // by the pairing pass instead.
+        let answered: HashSet<&str> = records
             .iter()
             .filter_map(|r| r.value.as_ref())
             .filter(|v| role(v) == Some("user"))

@@ -17,18 +17,30 @@
 //!    child's, if that is at most [`BRIDGE_MS`] older; otherwise the walk **stops there** and
 //!    every line before it is silently left out of the resumed conversation. A cycle stops the
 //!    walk too.
-//! 3. **Recovers parallel calls.** Claude Code writes an API message with several `tool_use`
-//!    blocks as one line per block, each under the one before, and each call's result under its
-//!    own call, so the chain through the newest result passes only one sibling. Every line of an
-//!    assistant message on the chain (same `message.id`) is sent, with the results of its calls
-//!    (found by parent, or by `tool_use_id`); not a line whose calls have no result in the file.
-//! 4. **Drops orphaned thinking** (`Ker`): an assistant line of only `thinking` /
-//!    `redacted_thinking` blocks is not sent unless a sent line of the same `message.id` has
-//!    another block.
+//! 3. **Recovers parallel calls** (`RRr`). Claude Code writes an API message with several
+//!    blocks as one line per block, each under the one before, and each call's result under
+//!    its own call, so the chain through the newest result passes only some of them. For each
+//!    assistant message on the chain (same `message.id`), in chain order, every line of it not
+//!    on the chain comes back, with the results that hang under a line of it (by parent; a
+//!    result whose parent does not hold its calls also by `sourceToolAssistantUUID` and by call
+//!    id). They are placed after the message's first line on the chain, merged by file order
+//!    among the chain's lines up to the message's last one and the result, meta, attachment
+//!    and system lines right after it: a break inside a message puts the line the chain
+//!    reached first, and its earlier siblings after it.
+//! 4. **Drops unresolved calls** (`Vce`): an assistant line none of whose calls has a result
+//!    among the lines sent, but in the last assistant message (whose open calls the agent
+//!    answers as interrupted).
+//! 5. **Drops whitespace-only and orphaned-thinking lines** (`Ger`, `Ker`, until nothing
+//!    changes): a line of thinking blocks and then blank texts is dropped unless a line of its
+//!    message has content (a block not thinking nor a blank text); then a line of only
+//!    `thinking` / `redacted_thinking` blocks is dropped unless a line of its message that is
+//!    still sent has another block.
 //!
-//! The sent lines keep the file's order. What is not modelled: the loader's checkpoint leaf
-//! (`leafUuid` records) and its storage-backend paths; lines without a `timestamp` take no
-//! part in bridging (as in the agent, where they parse as NaN).
+//! The sent lines go in that order (`Walk::order`). What is not modelled: the loader's
+//! checkpoint leaf (`leafUuid` records), its storage-backend paths, the trailing runs of meta
+//! and attachment lines the recovery also brings back, the `staysIfReplyIsCut` and
+//! `resumedFromIncompleteThinking` exceptions of the thinking filter; lines without a
+//! `timestamp` take no part in bridging (as in the agent, where they parse as NaN).
 //!
 //! Pure: lines in, a verdict per line out.
 
@@ -969,7 +981,11 @@ mod tests {
             time: Some(secs * 1000),
             sidechain: false,
             message: ty != "progress",
+            user: ty == "user",
+            assistant: ty == "assistant",
             message_id: (ty == "assistant").then(|| id_hash(&format!("msg-{uuid}"))),
+            said: ty == "assistant",
+            real: ty == "assistant",
             ..Node::default()
         })
     }
@@ -1018,10 +1034,23 @@ mod tests {
         let result = |uuid: &str, parent: &str, secs: i64, id: &str| {
             let mut n = line(uuid, Some(parent), secs, "user").unwrap();
             n.results = vec![id_hash(id)];
+            n.follows = true;
             Some(n)
         };
         let nodes = [line("a", None, 0, "user"), c1, c2, result("r2", "c2", 2, "t2"), result("r1", "c1", 3, "t1"), line("z", Some("r1"), 4, "assistant")];
-        assert_eq!(sent(&walk(&nodes, false)), [0, 1, 2, 3, 4, 5]);
+        let w = walk(&nodes, false);
+        assert_eq!(sent(&w), [0, 1, 2, 3, 4, 5]);
+        assert_eq!(w.order, [0, 1, 2, 3, 4, 5], "the sibling and its result by file order, before the result on the chain");
+        // A break at the second call: the chain reaches it first, its earlier sibling comes back after it.
+        let mut broken = nodes.clone();
+        broken[2].as_mut().unwrap().parent = Some(id_hash("gone"));
+        broken[5].as_mut().unwrap().parent = Some(id_hash("r2"));
+        for n in broken.iter_mut().take(2).flatten() {
+            n.time = Some(-60_000);
+        }
+        let w = walk(&broken, false);
+        assert_eq!(w.order, [2, 1, 3, 4, 5], "c2 first, then c1 (recovered), then the results in file order");
+        assert_eq!(w.broken.map(|b| b.lost), Some(vec![0]));
     }
 
     #[test]
@@ -1280,6 +1309,12 @@ mod tests {
                     time: (c % 9 != 0).then(|| i64::from(c % 8) * 2_000 + i as i64 * 500),
                     sidechain: d % 7 == 0,
                     message: d % 4 != 0,
+                    user: d % 4 == 1,
+                    assistant: d % 4 >= 2,
+                    follows: d % 4 == 0 || d % 5 == 2,
+                    source: (c % 4 == 0).then(|| id(c)),
+                    real: d % 6 != 5 && d % 3 == 0 && a % 2 == 0,
+                    blank: d % 6 != 5 && d % 3 == 0 && a % 2 == 1,
                     message_id: (d % 3 == 0).then(|| 100 + u64::from(c % 3)),
                     calls: if d % 5 == 1 { vec![200 + u64::from(b % 4)] } else { Vec::new() },
                     results: if d % 5 == 2 { vec![200 + u64::from(a % 4)] } else { Vec::new() },
