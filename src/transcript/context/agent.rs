@@ -338,6 +338,10 @@ fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
         let before = content.len();
         content.retain(|b| !(is_type(b, "text") && b.get("text").and_then(Value::as_str).is_some_and(|t| t.trim().is_empty())));
         r.changed |= content.len() != before;
+        if let Some(reordered) = tool_uses_last(content) {
+            *content = reordered;
+            r.changed = true;
+        }
         for b in content.iter_mut().filter(|b| is_type(b, "tool_use")) {
             if let Some(name) = b.get_mut("name").filter(|n| n.as_str() == Some("Task")) {
                 *name = Value::String("Agent".to_owned());
@@ -370,11 +374,14 @@ fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
             records[i - 1].changed = true;
         }
     }
-    // The calls of the last assistant message that nothing after it answers.
+    // The calls of the last assistant message that nothing answers.
     let messages: Vec<usize> =
         (0..records.len()).filter(|&i| records[i].value.as_ref().and_then(role).is_some_and(|r| r == "user" || r == "assistant")).collect();
     if let Some(&last_assistant) = messages.iter().rev().find(|&&i| records[i].value.as_ref().and_then(role) == Some("assistant")) {
-        let answered: HashSet<&str> = records[last_assistant + 1..]
+        // A call whose id has a result anywhere in the history is not open (`Vce` counts the
+        // results of the whole history): a second call with an earlier call's id is dropped
+        // by the pairing pass instead.
+        let answered: HashSet<&str> = records
             .iter()
             .filter_map(|r| r.value.as_ref())
             .filter(|v| role(v) == Some("user"))
@@ -406,6 +413,32 @@ fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
         records.push(Record::made(json!({"role": "user", "content": texts})));
     }
     ensure_pairing(records)
+}
+
+/// The blocks of an assistant message as Claude Code 2.1.332 sends the lines of one API message
+/// it merges (`Ter` in its `mergeAssistantMessages`): when a block that is not a `tool_use`
+/// comes after one, the `tool_use` blocks go last, each kind in its order, unless a thinking
+/// block follows a thinking block with calls between them (then nothing moves). `None` when
+/// nothing moves.
+fn tool_uses_last(content: &[Value]) -> Option<Vec<Value>> {
+    let (mut first_use, mut after_use, mut skip, mut prev_thinking, mut use_since) = (None, false, false, false, false);
+    for (i, b) in content.iter().enumerate() {
+        if is_type(b, "tool_use") {
+            first_use.get_or_insert(i);
+            use_since = true;
+        } else {
+            after_use |= first_use.is_some();
+            let thinking = is_type(b, "thinking") || is_type(b, "redacted_thinking");
+            skip |= thinking && prev_thinking && use_since;
+            prev_thinking = thinking;
+            use_since = false;
+        }
+    }
+    if !after_use || skip {
+        return None;
+    }
+    let (uses, rest): (Vec<&Value>, Vec<&Value>) = content.iter().partition(|b| is_type(b, "tool_use"));
+    Some(rest.into_iter().chain(uses).cloned().collect())
 }
 
 /// What Claude Code 2.1.332 does to the messages it sends, last, so that every call has its

@@ -17,18 +17,30 @@
 //!    child's, if that is at most [`BRIDGE_MS`] older; otherwise the walk **stops there** and
 //!    every line before it is silently left out of the resumed conversation. A cycle stops the
 //!    walk too.
-//! 3. **Recovers parallel calls.** Claude Code writes an API message with several `tool_use`
-//!    blocks as one line per block, each under the one before, and each call's result under its
-//!    own call, so the chain through the newest result passes only one sibling. Every line of an
-//!    assistant message on the chain (same `message.id`) is sent, with the results of its calls
-//!    (found by parent, or by `tool_use_id`); not a line whose calls have no result in the file.
-//! 4. **Drops orphaned thinking** (`Ker`): an assistant line of only `thinking` /
-//!    `redacted_thinking` blocks is not sent unless a sent line of the same `message.id` has
-//!    another block.
+//! 3. **Recovers parallel calls** (`RRr`). Claude Code writes an API message with several
+//!    blocks as one line per block, each under the one before, and each call's result under
+//!    its own call, so the chain through the newest result passes only some of them. For each
+//!    assistant message on the chain (same `message.id`), in chain order, every line of it not
+//!    on the chain comes back, with the results that hang under a line of it (by parent; a
+//!    result whose parent does not hold its calls also by `sourceToolAssistantUUID` and by call
+//!    id). They are placed after the message's first line on the chain, merged by file order
+//!    among the chain's lines up to the message's last one and the result, meta, attachment
+//!    and system lines right after it: a break inside a message puts the line the chain
+//!    reached first, and its earlier siblings after it.
+//! 4. **Drops unresolved calls** (`Vce`): an assistant line none of whose calls has a result
+//!    among the lines sent, but in the last assistant message (whose open calls the agent
+//!    answers as interrupted).
+//! 5. **Drops whitespace-only and orphaned-thinking lines** (`Ger`, `Ker`, until nothing
+//!    changes): a line of thinking blocks and then blank texts is dropped unless a line of its
+//!    message has content (a block not thinking nor a blank text); then a line of only
+//!    `thinking` / `redacted_thinking` blocks is dropped unless a line of its message that is
+//!    still sent has another block.
 //!
-//! The sent lines keep the file's order. What is not modelled: the loader's checkpoint leaf
-//! (`leafUuid` records) and its storage-backend paths; lines without a `timestamp` take no
-//! part in bridging (as in the agent, where they parse as NaN).
+//! The sent lines go in that order (`Walk::order`). What is not modelled: the loader's
+//! checkpoint leaf (`leafUuid` records), its storage-backend paths, the trailing runs of meta
+//! and attachment lines the recovery also brings back, the `staysIfReplyIsCut` and
+//! `resumedFromIncompleteThinking` exceptions of the thinking filter; lines without a
+//! `timestamp` take no part in bridging (as in the agent, where they parse as NaN).
 //!
 //! Pure: lines in, a verdict per line out.
 
@@ -55,24 +67,133 @@ pub struct Node {
     pub sidechain: bool,
     /// A `user` or `assistant` line, or a `system` `local_command` one (sent as user text).
     pub message: bool,
+    /// A `user` line.
+    pub user: bool,
+    /// An `assistant` line.
+    pub assistant: bool,
     /// An assistant line's `message.id`.
     pub message_id: Option<u64>,
     /// The ids of its `tool_use` blocks.
     pub calls: Vec<u64>,
     /// The `tool_use_id`s of its `tool_result` blocks.
     pub results: Vec<u64>,
+    /// A user line's `sourceToolAssistantUUID`: the assistant line whose call it answers.
+    pub source: Option<u64>,
     /// A `compact_boundary` record: the resumed conversation starts after the last one.
     pub boundary: bool,
+    /// A line the agent's parallel-call recovery passes over after the lines of an assistant
+    /// message (`WMe` in Claude Code 2.1.332's bundle, but for the message's own lines): a
+    /// user line that is `isMeta` or holds a `tool_result` block, an `attachment`, a `system`
+    /// line but a compact boundary.
+    pub follows: bool,
     /// An assistant line whose content is blocks, at least one, all `thinking` or
     /// `redacted_thinking`.
     pub thinking_only: bool,
     /// An assistant line whose content has a block that is neither.
     pub said: bool,
+    /// An assistant line with a block the agent counts as content (`sRe`): not thinking, and
+    /// not a text that is blank, "(no content)" or "[Empty text removed]".
+    pub real: bool,
+    /// An assistant line of thinking blocks followed by such texts only, at least one (`KJe`,
+    /// a whitespace-only message): the agent drops it unless a line of its message is `real`.
+    pub blank: bool,
 }
 
 /// Whether a block type is a thinking block (`qce` in Claude Code 2.1.332's bundle).
 fn is_thinking(ty: Option<&str>) -> bool {
     matches!(ty, Some("thinking" | "redacted_thinking"))
+}
+
+/// Whether a text block's text says nothing to the agent (`sRe`'s test: blank once trimmed, or
+/// its own placeholders for an empty message).
+fn blank_text(text: Option<&str>) -> bool {
+    text.is_none_or(|t| matches!(t.trim(), "" | "(no content)" | "[Empty text removed]"))
+}
+
+/// A content block, as the walk sees it.
+#[derive(Clone, Copy, PartialEq)]
+enum Block {
+    /// `tool_use`, with the hash of its id.
+    Use(Option<u64>),
+    /// `tool_result`, with the hash of the id of the call it answers.
+    Result(Option<u64>),
+    Thinking,
+    /// `text`: whether it says nothing ([`blank_text`]).
+    Text { blank: bool },
+    Other,
+}
+
+/// The fields of a line the three readers take out of it, each its own way.
+#[derive(Default)]
+struct Fields<'a> {
+    ty: Option<&'a str>,
+    subtype: Option<&'a str>,
+    uuid: Option<u64>,
+    parent: Option<u64>,
+    time: Option<i64>,
+    sidechain: bool,
+    meta: bool,
+    source: Option<u64>,
+    message_id: Option<u64>,
+    blocks: Vec<Block>,
+}
+
+impl Fields<'_> {
+    /// The node: one set of rules for the three readers.
+    fn node(self) -> Node {
+        let ty = self.ty;
+        let system = ty == Some("system");
+        let local = system && self.subtype == Some("local_command");
+        let boundary = system && self.subtype == Some("compact_boundary");
+        let message = matches!(ty, Some("user" | "assistant")) || local;
+        let user = ty == Some("user");
+        let assistant = ty == Some("assistant");
+        let blocks = &self.blocks;
+        let thinking = blocks.iter().filter(|b| **b == Block::Thinking).count();
+        let calls = if message { blocks.iter().filter_map(|b| if let Block::Use(id) = b { *id } else { None }).collect() } else { Vec::new() };
+        let results: Vec<u64> =
+            if message { blocks.iter().filter_map(|b| if let Block::Result(id) = b { *id } else { None }).collect() } else { Vec::new() };
+        let has_result = blocks.iter().any(|b| matches!(b, Block::Result(_)));
+        // `KJe`: thinking blocks, then texts that say nothing, at least one.
+        let blank = {
+            let mut texts = false;
+            let mut ok = true;
+            for b in blocks {
+                match b {
+                    Block::Thinking if !texts => {}
+                    Block::Text { blank: true } => texts = true,
+                    _ => {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            ok && texts
+        };
+        Node {
+            uuid: self.uuid,
+            parent: self.parent,
+            time: self.time,
+            sidechain: self.sidechain,
+            message,
+            user,
+            assistant,
+            message_id: if assistant { self.message_id } else { None },
+            calls,
+            results,
+            source: if user { self.source } else { None },
+            boundary,
+            follows: (user && (self.meta || has_result)) || ty == Some("attachment") || (system && !boundary),
+            thinking_only: assistant && !blocks.is_empty() && thinking == blocks.len(),
+            said: assistant && thinking < blocks.len(),
+            real: assistant && blocks.iter().any(|b| !matches!(b, Block::Thinking | Block::Text { blank: true })),
+            blank: assistant && blank,
+        }
+    }
+}
+
+fn parse_time(t: Option<&str>) -> Option<i64> {
+    t.and_then(crate::transcript::timestamp::Timestamp::parse_rfc3339).map(|t| t.unix_millis())
 }
 
 impl Node {
@@ -102,6 +223,13 @@ impl Node {
                 _ => Err(Invalid { at: sc.position() }),
             }
         }
+        fn opt_bool(sc: &mut Scanner<'_>) -> Result<Option<bool>, Invalid> {
+            match sc.peek() {
+                Some(J::Bool) => sc.boolean().map(Some),
+                Some(J::Null) => sc.skip().map(|_| None),
+                _ => Err(Invalid { at: sc.position() }),
+            }
+        }
         fn once(seen: &mut u32, bit: u32) -> Result<(), Invalid> {
             if *seen & bit != 0 {
                 return Err(Invalid { at: 0 });
@@ -116,18 +244,8 @@ impl Node {
             Ok(())
         }
         let hash = |b: &[u8]| xxhash_rust::xxh3::xxh3_64(b);
-        #[derive(Clone, Copy, PartialEq)]
-        enum B {
-            Use,
-            Result,
-            Thinking,
-            Other,
-        }
-        let (mut ty, mut subtype, mut uuid, mut parent, mut time, mut side) = (None, None, None, None, None, None);
-        // Each block: what it is, and the hash of the id it carries (a call's or the call a
-        // result answers).
-        type Blocks = Vec<(B, Option<u64>)>;
-        let (mut message_id, mut blocks): (Option<&[u8]>, Blocks) = (None, Vec::new());
+        let (mut ty, mut subtype, mut uuid, mut parent, mut time, mut side, mut meta, mut source) = (None, None, None, None, None, None, None, None);
+        let (mut message_id, mut blocks): (Option<&[u8]>, Vec<Block>) = (None, Vec::new());
         let mut seen = 0u32;
         object_line(line, |sc, key| {
             let key = plain(key)?;
@@ -137,13 +255,14 @@ impl Node {
                 b"uuid" => field(sc, &mut seen, 4, &mut uuid)?,
                 b"parentUuid" => field(sc, &mut seen, 8, &mut parent)?,
                 b"timestamp" => field(sc, &mut seen, 16, &mut time)?,
+                b"sourceToolAssistantUUID" => field(sc, &mut seen, 128, &mut source)?,
                 b"isSidechain" => {
                     once(&mut seen, 32)?;
-                    side = match sc.peek() {
-                        Some(J::Bool) => Some(sc.boolean()?),
-                        Some(J::Null) => sc.skip().map(|_| None)?,
-                        _ => return Err(Invalid { at: sc.position() }),
-                    };
+                    side = opt_bool(sc)?;
+                }
+                b"isMeta" => {
+                    once(&mut seen, 256)?;
+                    meta = opt_bool(sc)?;
                 }
                 b"message" => {
                     once(&mut seen, 64)?;
@@ -164,18 +283,34 @@ impl Node {
                                 if sc.peek() != Some(J::Object) {
                                     return Err(Invalid { at: sc.position() });
                                 }
-                                let (mut bseen, mut bty, mut id, mut use_id) = (0u32, None, None, None);
+                                let (mut bseen, mut bty, mut id, mut use_id, mut text_blank) = (0u32, None, None, None, true);
                                 sc.object(|sc, key| match plain(key)? {
                                     b"type" => field(sc, &mut bseen, 1, &mut bty),
                                     b"id" => field(sc, &mut bseen, 2, &mut id),
                                     b"tool_use_id" => field(sc, &mut bseen, 4, &mut use_id),
+                                    b"text" => {
+                                        once(&mut bseen, 8)?;
+                                        match sc.peek() {
+                                            Some(J::String) => {
+                                                let s = sc.string()?;
+                                                let raw = s.raw();
+                                                let placeholder = |p: &[u8]| raw.windows(p.len()).any(|w| w == p);
+                                                text_blank = s.is_blank()
+                                                    || ((placeholder(b"(no content)") || placeholder(b"[Empty text removed]")) && blank_text(Some(&s.decode())));
+                                                Ok(())
+                                            }
+                                            Some(J::Null) => sc.skip(),
+                                            _ => Err(Invalid { at: sc.position() }),
+                                        }
+                                    }
                                     _ => sc.skip(),
                                 })?;
                                 blocks.push(match bty {
-                                    Some(b"tool_use") => (B::Use, id.map(hash)),
-                                    Some(b"tool_result") => (B::Result, use_id.map(hash)),
-                                    Some(b"thinking" | b"redacted_thinking") => (B::Thinking, None),
-                                    _ => (B::Other, None),
+                                    Some(b"tool_use") => Block::Use(id.map(hash)),
+                                    Some(b"tool_result") => Block::Result(use_id.map(hash)),
+                                    Some(b"thinking" | b"redacted_thinking") => Block::Thinking,
+                                    Some(b"text") => Block::Text { blank: text_blank },
+                                    _ => Block::Other,
                                 });
                                 Ok(())
                             })
@@ -188,29 +323,25 @@ impl Node {
             Ok(())
         })
         .ok()?;
-        let message = matches!(ty, Some(b"user" | b"assistant")) || (ty == Some(b"system") && subtype == Some(b"local_command"));
-        let assistant = ty == Some(b"assistant");
-        let thinking = blocks.iter().filter(|b| b.0 == B::Thinking).count();
-        let of = |want: B| -> Vec<u64> {
-            if !message {
-                return Vec::new();
+        // ASCII checked above: the bytes are a str.
+        fn word(b: Option<&[u8]>) -> Option<&str> {
+            b.and_then(|b| std::str::from_utf8(b).ok())
+        }
+        Some(
+            Fields {
+                ty: word(ty),
+                subtype: word(subtype),
+                uuid: uuid.map(hash),
+                parent: parent.map(hash),
+                time: parse_time(word(time)),
+                sidechain: side.unwrap_or(false),
+                meta: meta.unwrap_or(false),
+                source: source.map(hash),
+                message_id: message_id.map(hash),
+                blocks,
             }
-            blocks.iter().filter(|b| b.0 == want).filter_map(|b| b.1).collect()
-        };
-        Some(Node {
-            uuid: uuid.map(hash),
-            parent: parent.map(hash),
-            // ASCII checked above: the bytes are a str.
-            time: time.and_then(|t| std::str::from_utf8(t).ok()).and_then(crate::transcript::timestamp::Timestamp::parse_rfc3339).map(|t| t.unix_millis()),
-            sidechain: side.unwrap_or(false),
-            message,
-            message_id: if assistant { message_id.map(hash) } else { None },
-            calls: of(B::Use),
-            results: of(B::Result),
-            boundary: ty == Some(b"system") && subtype == Some(b"compact_boundary"),
-            thinking_only: assistant && !blocks.is_empty() && thinking == blocks.len(),
-            said: assistant && thinking < blocks.len(),
-        })
+            .node(),
+        )
     }
 
     /// The fast path: only the fields the walk needs, the rest skipped unbuilt. `None` for what
@@ -219,13 +350,15 @@ impl Node {
         use serde::Deserialize;
         use std::borrow::Cow;
         #[derive(Deserialize)]
-        struct Block<'a> {
+        struct RawBlock<'a> {
             #[serde(rename = "type", borrow)]
             ty: Option<Cow<'a, str>>,
             #[serde(borrow)]
             id: Option<Cow<'a, str>>,
             #[serde(borrow)]
             tool_use_id: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            text: Option<Cow<'a, str>>,
         }
         #[derive(Deserialize)]
         struct Message<'a> {
@@ -248,37 +381,42 @@ impl Node {
             #[serde(borrow)]
             timestamp: Option<Cow<'a, str>>,
             is_sidechain: Option<bool>,
+            is_meta: Option<bool>,
+            #[serde(rename = "sourceToolAssistantUUID", borrow)]
+            source: Option<Cow<'a, str>>,
             #[serde(borrow)]
             message: Option<Message<'a>>,
         }
         let l: Line<'_> = serde_json::from_slice(line).ok()?;
-        let ty = l.ty.as_deref();
-        let message = matches!(ty, Some("user" | "assistant")) || (ty == Some("system") && l.subtype.as_deref() == Some("local_command"));
-        let blocks: Vec<Block<'_>> = match l.message.as_ref().and_then(|m| m.content) {
+        let raw: Vec<RawBlock<'_>> = match l.message.as_ref().and_then(|m| m.content) {
             Some(raw) if raw.get().starts_with('[') => serde_json::from_str(raw.get()).ok()?,
             _ => Vec::new(),
         };
-        let assistant = ty == Some("assistant");
-        let thinking = blocks.iter().filter(|b| is_thinking(b.ty.as_deref())).count();
-        let of = |want: &str, pick: for<'b> fn(&'b Block<'b>) -> Option<&'b str>| -> Vec<u64> {
-            if !message {
-                return Vec::new();
+        let blocks = raw
+            .iter()
+            .map(|b| match b.ty.as_deref() {
+                Some("tool_use") => Block::Use(b.id.as_deref().map(id_hash)),
+                Some("tool_result") => Block::Result(b.tool_use_id.as_deref().map(id_hash)),
+                t if is_thinking(t) => Block::Thinking,
+                Some("text") => Block::Text { blank: blank_text(b.text.as_deref()) },
+                _ => Block::Other,
+            })
+            .collect();
+        Some(
+            Fields {
+                ty: l.ty.as_deref(),
+                subtype: l.subtype.as_deref(),
+                uuid: l.uuid.as_deref().map(id_hash),
+                parent: l.parent_uuid.as_deref().map(id_hash),
+                time: parse_time(l.timestamp.as_deref()),
+                sidechain: l.is_sidechain.unwrap_or(false),
+                meta: l.is_meta.unwrap_or(false),
+                source: l.source.as_deref().map(id_hash),
+                message_id: l.message.as_ref().and_then(|m| m.id.as_deref()).map(id_hash),
+                blocks,
             }
-            blocks.iter().filter(|b| b.ty.as_deref() == Some(want)).filter_map(|b| pick(b).map(id_hash)).collect()
-        };
-        Some(Node {
-            uuid: l.uuid.as_deref().map(id_hash),
-            parent: l.parent_uuid.as_deref().map(id_hash),
-            time: l.timestamp.as_deref().and_then(crate::transcript::timestamp::Timestamp::parse_rfc3339).map(|t| t.unix_millis()),
-            sidechain: l.is_sidechain.unwrap_or(false),
-            message,
-            message_id: if ty == Some("assistant") { l.message.as_ref().and_then(|m| m.id.as_deref()).map(id_hash) } else { None },
-            calls: of("tool_use", |b| b.id.as_deref()),
-            results: of("tool_result", |b| b.tool_use_id.as_deref()),
-            boundary: ty == Some("system") && l.subtype.as_deref() == Some("compact_boundary"),
-            thinking_only: assistant && !blocks.is_empty() && thinking == blocks.len(),
-            said: assistant && thinking < blocks.len(),
-        })
+            .node(),
+        )
     }
 
     /// The slow path, for every JSON object: the whole line as a value (a key given twice: the
@@ -287,30 +425,34 @@ impl Node {
         let v: Value = serde_json::from_slice(line).ok()?;
         let o = v.as_object()?;
         let s = |k: &str| o.get(k).and_then(Value::as_str).map(id_hash);
-        let ty = o.get("type").and_then(Value::as_str);
-        // A `local_command` record (a slash command and its output) is a user message to the
-        // loader: in the chain, and a leaf when it is the newest.
-        let message = matches!(ty, Some("user" | "assistant")) || (ty == Some("system") && o.get("subtype").and_then(Value::as_str) == Some("local_command"));
         let msg = o.get("message");
-        let blocks = msg.and_then(|m| m.get("content")).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-        let assistant = ty == Some("assistant");
-        let thinking = blocks.iter().filter(|b| is_thinking(b.get("type").and_then(Value::as_str))).count();
-        let of = |ty: &str, key: &str| -> Vec<u64> {
-            blocks.iter().filter(|b| b.get("type").and_then(Value::as_str) == Some(ty)).filter_map(|b| b.get(key)?.as_str().map(id_hash)).collect()
-        };
-        Some(Node {
-            uuid: s("uuid"),
-            parent: s("parentUuid"),
-            time: o.get("timestamp").and_then(Value::as_str).and_then(crate::transcript::timestamp::Timestamp::parse_rfc3339).map(|t| t.unix_millis()),
-            sidechain: o.get("isSidechain").and_then(Value::as_bool).unwrap_or(false),
-            message,
-            message_id: if ty == Some("assistant") { msg.and_then(|m| m.get("id")).and_then(Value::as_str).map(id_hash) } else { None },
-            calls: if message { of("tool_use", "id") } else { Vec::new() },
-            results: if message { of("tool_result", "tool_use_id") } else { Vec::new() },
-            boundary: ty == Some("system") && o.get("subtype").and_then(Value::as_str) == Some("compact_boundary"),
-            thinking_only: assistant && !blocks.is_empty() && thinking == blocks.len(),
-            said: assistant && thinking < blocks.len(),
-        })
+        let content = msg.and_then(|m| m.get("content")).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        let str_of = |b: &Value, k: &str| b.get(k).and_then(Value::as_str).map(id_hash);
+        let blocks = content
+            .iter()
+            .map(|b| match b.get("type").and_then(Value::as_str) {
+                Some("tool_use") => Block::Use(str_of(b, "id")),
+                Some("tool_result") => Block::Result(str_of(b, "tool_use_id")),
+                t if is_thinking(t) => Block::Thinking,
+                Some("text") => Block::Text { blank: blank_text(b.get("text").and_then(Value::as_str)) },
+                _ => Block::Other,
+            })
+            .collect();
+        Some(
+            Fields {
+                ty: o.get("type").and_then(Value::as_str),
+                subtype: o.get("subtype").and_then(Value::as_str),
+                uuid: s("uuid"),
+                parent: s("parentUuid"),
+                time: parse_time(o.get("timestamp").and_then(Value::as_str)),
+                sidechain: o.get("isSidechain").and_then(Value::as_bool).unwrap_or(false),
+                meta: o.get("isMeta").and_then(Value::as_bool).unwrap_or(false),
+                source: s("sourceToolAssistantUUID"),
+                message_id: msg.and_then(|m| m.get("id")).and_then(Value::as_str).map(id_hash),
+                blocks,
+            }
+            .node(),
+        )
     }
 }
 
@@ -331,6 +473,9 @@ pub struct Break {
 pub struct Walk {
     /// Per input line: whether the agent sends it.
     pub sent: Vec<bool>,
+    /// The lines it sends, in the order it sends them (indices into the walk's input; lines
+    /// that are not messages included).
+    pub order: Vec<usize>,
     /// Where a missing parent cut the history, if one did.
     pub broken: Option<Break>,
     /// Lines whose missing parent was bridged (index of the line, and of the line it was bridged to).
@@ -343,7 +488,7 @@ pub struct Walk {
 /// of it is a sidechain; Claude Code picks its leaf among them).
 pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
     let n = nodes.len();
-    let mut sent = vec![false; n];
+    let sent = vec![false; n];
     let node = |i: usize| nodes[i].as_ref();
     // The map: a uuid names the last line that has it (a later line overwrites), in the order
     // of its first appearance. (Sets of lines are vectors of flags, sets of ids are keyed by
@@ -398,7 +543,7 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
     } else {
         newest(&|x| x.message && x.sidechain == side && x.uuid.is_some_and(|u| leaves[by_uuid[&u]]))
     };
-    let Some(leaf) = leaf else { return Walk { sent, broken: None, bridged: Vec::new() } };
+    let Some(leaf) = leaf else { return Walk { sent, order: Vec::new(), broken: None, bridged: Vec::new() } };
     // 2. The chain.
     let mut on = vec![false; n];
     let mut on_list = Vec::new();
@@ -428,45 +573,268 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
             }
         };
     }
-    // 3. The parallel calls of the messages on the chain, and their results.
-    let ids: Ids = on_list.iter().filter_map(|&i| node(i)?.message_id).collect();
-    // A sibling comes back for its results: one whose calls have none in the file (a call the
-    // session abandoned, which Claude Code 2.0.77 leaves on a side branch) is not sent.
-    let answered: Ids = entries.iter().filter_map(|&i| node(i)).flat_map(|x| x.results.iter().copied()).collect();
-    let group: Vec<usize> = entries
-        .iter()
-        .copied()
-        .filter(|&i| {
-            on[i]
-                || node(i)
-                    .is_some_and(|x| x.message_id.is_some_and(|m| ids.contains(&m)) && (x.calls.is_empty() || x.calls.iter().any(|c| answered.contains(c))))
-        })
-        .collect();
-    let group_uuids: Ids = group.iter().filter_map(|&i| node(i)?.uuid).collect();
-    let calls: Ids = group.iter().filter_map(|&i| node(i)).flat_map(|x| x.calls.iter().copied()).collect();
-    let results = entries.iter().copied().filter(|&i| {
-        node(i).is_some_and(|x| {
-            x.message && !x.results.is_empty() && (x.parent.is_some_and(|p| group_uuids.contains(&p)) || x.results.iter().any(|r| calls.contains(r)))
-        })
-    });
-    for i in on_list.iter().copied().chain(group.iter().copied()).chain(results) {
+    finish(nodes, &entries, &|u| by_uuid.get(&u).copied(), on_list, side, broken, bridged)
+}
+
+/// Steps 3 and 4 of the walk, from the chain (`chain`, leaf first; `broken`, where it stopped
+/// at a missing parent; `bridged`, its bridges): the parallel calls recovered, in the agent's
+/// order, then what its filters leave out.
+fn finish(
+    nodes: &[Option<Node>],
+    entries: &[usize],
+    lookup: &dyn Fn(u64) -> Option<usize>,
+    mut chain: Vec<usize>,
+    side: bool,
+    broken: Option<(usize, u64)>,
+    bridged: Vec<(usize, usize)>,
+) -> Walk {
+    let n = nodes.len();
+    let node = |i: usize| nodes[i].as_ref().expect("entries are read lines");
+    chain.reverse();
+    let mut order = recover(nodes, entries, lookup, &chain);
+    let mut sent = vec![false; n];
+    for &i in &order {
         sent[i] = true;
     }
     let broken = broken.map(|(at, parent)| Break {
         at,
         parent,
-        lost: (0..at).filter(|&i| !sent[i] && node(i).is_some_and(|x| x.message && x.sidechain == side)).collect(),
+        lost: (0..at).filter(|&i| !sent[i] && nodes[i].as_ref().is_some_and(|x| x.message && x.sidechain == side)).collect(),
     });
-    // 4. Orphaned thinking. A line of only thinking blocks is sent only when a line of the same
-    // API message that is sent says something else (its text or calls): one whose siblings the
-    // walk left out is dropped.
-    let said: Ids = (0..n).filter(|&i| sent[i]).filter_map(|i| node(i).filter(|x| x.said)?.message_id).collect();
-    for (s, nd) in sent.iter_mut().zip(nodes) {
-        if *s && nd.as_ref().is_some_and(|x| x.thinking_only && !x.message_id.is_some_and(|m| said.contains(&m))) {
-            *s = false;
+    // Unresolved calls (`Vce`): an assistant line none of whose calls has a result among the
+    // lines sent is not sent (a call the session abandoned, which Claude Code 2.0.77 leaves on
+    // a side branch; one whose result a break left out), but in the last assistant message,
+    // whose open calls get the agent's interrupted result.
+    let answered: Ids = order.iter().map(|&i| node(i)).filter(|x| x.user).flat_map(|x| x.results.iter().copied()).collect();
+    let last = order.iter().rev().map(|&i| node(i)).find(|x| x.assistant).map(|x| x.message_id);
+    order.retain(|&i| {
+        let x = node(i);
+        let keep = !x.assistant || x.calls.iter().any(|c| answered.contains(c)) || x.calls.is_empty() || (x.message_id.is_some() && Some(x.message_id) == last);
+        sent[i] = keep;
+        keep
+    });
+    // 4. Orphaned thinking and whitespace-only messages (`zq`: `Ker` and `Ger` until nothing
+    // changes). A line of thinking blocks then texts that say nothing is dropped unless a sent
+    // line of its API message has content; a line of only thinking blocks is dropped unless a
+    // sent line of its message, once those are gone, has a block that is not thinking.
+    let real: Ids = order.iter().map(|&i| node(i)).filter(|x| x.real).filter_map(|x| x.message_id).collect();
+    for &i in &order {
+        let x = node(i);
+        if x.blank && !x.message_id.is_some_and(|m| real.contains(&m)) {
+            sent[i] = false;
         }
     }
-    Walk { sent, broken, bridged }
+    let said: Ids = order.iter().filter(|&&i| sent[i]).map(|&i| node(i)).filter(|x| x.said).filter_map(|x| x.message_id).collect();
+    for &i in &order {
+        let x = node(i);
+        if x.thinking_only && !x.message_id.is_some_and(|m| said.contains(&m)) {
+            sent[i] = false;
+        }
+    }
+    order.retain(|&i| sent[i]);
+    Walk { sent, order, broken, bridged }
+}
+
+/// The agent's parallel-call recovery (`RRr` in Claude Code 2.1.332's bundle), over `chain`
+/// (root first): for each assistant message on the chain, in chain order, every line of it
+/// that is not on the chain yet, and the results that hang under a line of it (by
+/// `parentUuid`; a result whose parent does not hold its calls also by
+/// `sourceToolAssistantUUID` and by call id) come back. They are placed after the message's
+/// first line on the chain: among the chain's lines up to the last one of the message (and the
+/// results, meta, attachment and system lines right after it) by their order in the file, the
+/// rest after them. Not modelled: the trailing runs of meta, attachment and system lines under
+/// those lines that it brings back too (they hold no conversation but a meta user line's).
+fn recover(nodes: &[Option<Node>], entries: &[usize], lookup: &dyn Fn(u64) -> Option<usize>, chain: &[usize]) -> Vec<usize> {
+    let n = nodes.len();
+    let node = |i: usize| nodes[i].as_ref().expect("entries are read lines");
+    if !chain.iter().any(|&i| node(i).assistant) {
+        return chain.to_vec();
+    }
+    // The file order (the map's: a uuid's first line).
+    let mut rank = vec![usize::MAX; n];
+    for (r, &i) in entries.iter().enumerate() {
+        rank[i] = r;
+    }
+    // The lines of each API message, and the result lines.
+    let mut by_message: HashKeyed<Vec<usize>> = HashKeyed::default();
+    let mut messages: Vec<u64> = Vec::new();
+    let mut result_lines = Vec::new();
+    for &i in entries {
+        let x = node(i);
+        match x.message_id {
+            Some(m) => by_message
+                .entry(m)
+                .or_insert_with(|| {
+                    messages.push(m);
+                    Vec::new()
+                })
+                .push(i),
+            None if x.user && !x.results.is_empty() => result_lines.push(i),
+            None => {}
+        }
+    }
+    // The results that hang under each line.
+    let mut under: HashKeyed<Vec<usize>> = HashKeyed::default();
+    let mut linked: std::collections::HashSet<(u64, usize)> = std::collections::HashSet::new();
+    let mut link = |under: &mut HashKeyed<Vec<usize>>, parent: u64, r: usize| {
+        if linked.insert((parent, r)) {
+            under.entry(parent).or_default().push(r);
+        }
+    };
+    let mut elsewhere = Vec::new();
+    for &r in &result_lines {
+        let x = node(r);
+        if let Some(p) = x.parent {
+            link(&mut under, p, r);
+        }
+        let held = x.parent.and_then(lookup).map(node).filter(|p| p.assistant).map_or(&[][..], |p| &p.calls[..]);
+        if x.results.iter().all(|c| held.contains(c)) {
+            continue;
+        }
+        elsewhere.push(r);
+    }
+    // Each call id's line, when only one message has it.
+    let mut caller: HashKeyed<Option<usize>> = HashKeyed::default();
+    if !elsewhere.is_empty() {
+        for m in &messages {
+            for &i in &by_message[m] {
+                for &c in &node(i).calls {
+                    let v = match caller.get(&c) {
+                        None => Some(i),
+                        Some(Some(j)) if node(*j).message_id == node(i).message_id => Some(i),
+                        Some(_) => None,
+                    };
+                    caller.insert(c, v);
+                }
+            }
+        }
+    }
+    for &r in &elsewhere {
+        let x = node(r);
+        if let Some(s) = x.source.filter(|&s| Some(s) != x.parent) {
+            if lookup(s).is_some_and(|j| node(j).sidechain == x.sidechain) {
+                link(&mut under, s, r);
+            }
+        }
+        for c in &x.results {
+            if let Some(&Some(j)) = caller.get(c) {
+                let u = node(j).uuid.expect("entries have a uuid");
+                if Some(u) != x.parent && node(j).sidechain == x.sidechain {
+                    link(&mut under, u, r);
+                }
+            }
+        }
+    }
+    let chain_results: Ids = chain.iter().map(|&i| node(i)).filter(|x| x.user).flat_map(|x| x.results.iter().copied()).collect();
+    let mut pos = vec![usize::MAX; n];
+    for (k, &i) in chain.iter().enumerate() {
+        pos[i] = k;
+    }
+    let mut seen = vec![false; n];
+    for &i in chain {
+        seen[i] = true;
+    }
+    // Where a result recovered by call id goes: after the message's lines.
+    let mut placed: std::collections::HashMap<usize, f64> = std::collections::HashMap::new();
+    let at = |placed: &std::collections::HashMap<usize, f64>, i: usize| placed.get(&i).copied().unwrap_or(rank[i] as f64);
+    let by_place = |placed: &std::collections::HashMap<usize, f64>, a: &usize, b: &usize| {
+        at(placed, *a).total_cmp(&at(placed, *b)).then(rank[*a].cmp(&rank[*b]))
+    };
+    let mut done: Ids = Ids::default();
+    let mut groups: Vec<(usize, usize, Vec<usize>)> = Vec::new();
+    for &xt in chain {
+        let Some(m) = node(xt).message_id.filter(|_| node(xt).assistant) else { continue };
+        if !done.insert(m) {
+            continue;
+        }
+        let own = [xt];
+        let en: &[usize] = by_message.get(&m).map_or(&own[..], Vec::as_slice);
+        let sibling = |u: Option<u64>| u.is_some_and(|u| en.iter().any(|&j| node(j).uuid == Some(u)));
+        let mut dn: Vec<usize> = en.iter().copied().filter(|&j| !seen[j]).collect();
+        let (mut ln, mut hn) = (Vec::new(), Vec::new());
+        let mut taken = std::collections::HashSet::new();
+        for &un in en {
+            let Some(u) = node(un).uuid else { continue };
+            for &r in under.get(&u).into_iter().flatten() {
+                if seen[r] || !taken.insert(r) {
+                    continue;
+                }
+                if sibling(node(r).parent) {
+                    ln.push(r);
+                } else {
+                    hn.push(r);
+                }
+            }
+        }
+        if !hn.is_empty() {
+            let mut have = chain_results.clone();
+            for &l in &ln {
+                have.extend(node(l).results.iter().copied());
+            }
+            hn.sort_by(|a, b| by_place(&placed, a, b));
+            let last = en.iter().map(|&j| rank[j]).max().unwrap_or(0) as f64;
+            for r in hn {
+                let ids = &node(r).results;
+                if !ids.iter().any(|c| !have.contains(c) && matches!(caller.get(c), Some(&Some(j)) if sibling(node(j).uuid))) {
+                    continue;
+                }
+                have.extend(ids.iter().copied());
+                placed.insert(r, (rank[r] as f64).max(last + 0.5));
+                ln.push(r);
+            }
+        }
+        dn.extend(ln);
+        for &d in &dn {
+            seen[d] = true;
+        }
+        let start = pos[xt];
+        let mut end = start + 1;
+        for &un in en {
+            if pos[un] != usize::MAX && pos[un] >= end {
+                end = pos[un] + 1;
+            }
+        }
+        while end < chain.len() && (node(chain[end]).follows || (node(chain[end]).assistant && node(chain[end]).message_id == Some(m))) {
+            end += 1;
+        }
+        if dn.is_empty() {
+            continue;
+        }
+        dn.sort_by(|a, b| by_place(&placed, a, b));
+        groups.push((start, end, dn));
+    }
+    if groups.is_empty() {
+        return chain.to_vec();
+    }
+    groups.sort_by_key(|g| g.0);
+    let mut merged: Vec<(usize, usize, Vec<usize>)> = Vec::new();
+    for g in groups {
+        match merged.last_mut() {
+            Some(last) if g.0 < last.1 => {
+                last.1 = last.1.max(g.1);
+                last.2.extend(g.2);
+                last.2.sort_by(|a, b| by_place(&placed, a, b));
+            }
+            _ => merged.push(g),
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    let mut from = 0;
+    for (start, end, recovered) in merged {
+        out.extend_from_slice(&chain[from..=start]);
+        let mut k = 0;
+        for &c in &chain[start + 1..end] {
+            while k < recovered.len() && at(&placed, recovered[k]) < rank[c] as f64 {
+                out.push(recovered[k]);
+                k += 1;
+            }
+            out.push(c);
+        }
+        out.extend_from_slice(&recovered[k..]);
+        from = end;
+    }
+    out.extend_from_slice(&chain[from..]);
+    out
 }
 
 /// A set of ids ([`id_hash`]es, used as their own hash).
@@ -613,7 +981,11 @@ mod tests {
             time: Some(secs * 1000),
             sidechain: false,
             message: ty != "progress",
+            user: ty == "user",
+            assistant: ty == "assistant",
             message_id: (ty == "assistant").then(|| id_hash(&format!("msg-{uuid}"))),
+            said: ty == "assistant",
+            real: ty == "assistant",
             ..Node::default()
         })
     }
@@ -662,10 +1034,23 @@ mod tests {
         let result = |uuid: &str, parent: &str, secs: i64, id: &str| {
             let mut n = line(uuid, Some(parent), secs, "user").unwrap();
             n.results = vec![id_hash(id)];
+            n.follows = true;
             Some(n)
         };
         let nodes = [line("a", None, 0, "user"), c1, c2, result("r2", "c2", 2, "t2"), result("r1", "c1", 3, "t1"), line("z", Some("r1"), 4, "assistant")];
-        assert_eq!(sent(&walk(&nodes, false)), [0, 1, 2, 3, 4, 5]);
+        let w = walk(&nodes, false);
+        assert_eq!(sent(&w), [0, 1, 2, 3, 4, 5]);
+        assert_eq!(w.order, [0, 1, 2, 3, 4, 5], "the sibling and its result by file order, before the result on the chain");
+        // A break at the second call: the chain reaches it first, its earlier sibling comes back after it.
+        let mut broken = nodes.clone();
+        broken[2].as_mut().unwrap().parent = Some(id_hash("gone"));
+        broken[5].as_mut().unwrap().parent = Some(id_hash("r2"));
+        for n in broken.iter_mut().take(2).flatten() {
+            n.time = Some(-60_000);
+        }
+        let w = walk(&broken, false);
+        assert_eq!(w.order, [2, 1, 3, 4, 5], "c2 first, then c1 (recovered), then the results in file order");
+        assert_eq!(w.broken.map(|b| b.lost), Some(vec![0]));
     }
 
     #[test]
@@ -860,9 +1245,10 @@ mod tests {
             } else {
                 newest(&|x| x.message && x.sidechain == side && x.uuid.is_some_and(|u| leaves.contains(&by_uuid[&u])))
             };
-            let Some(leaf) = leaf else { return Walk { sent, broken: None, bridged: Vec::new() } };
+            let Some(leaf) = leaf else { return Walk { sent, order: Vec::new(), broken: None, bridged: Vec::new() } };
             // 2. The chain.
             let mut on: HashSet<usize> = HashSet::new();
+            let mut chain: Vec<usize> = Vec::new();
             let mut bridged = Vec::new();
             let mut broken = None;
             let mut at = Some(leaf);
@@ -870,6 +1256,7 @@ mod tests {
                 if !on.insert(i) {
                     break;
                 }
+                chain.push(i);
                 let x = node(i).expect("entries are read lines");
                 let Some(p) = x.parent else { break };
                 at = match by_uuid.get(&p).copied().filter(|j| !on.contains(j)) {
@@ -885,53 +1272,8 @@ mod tests {
                     }
                 };
             }
-            // 3. The parallel calls of the messages on the chain, and their results.
-            let ids: HashSet<u64> = on.iter().filter_map(|&i| node(i)?.message_id).collect();
-            // A sibling comes back for its results: one whose calls have none in the file (a call the
-            // session abandoned, which Claude Code 2.0.77 leaves on a side branch) is not sent.
-            let answered: HashSet<u64> = entries.iter().filter_map(|&i| node(i)).flat_map(|x| x.results.iter().copied()).collect();
-            let mut group: HashSet<usize> = entries
-                .iter()
-                .copied()
-                .filter(|&i| {
-                    on.contains(&i)
-                        || node(i).is_some_and(|x| {
-                            x.message_id.is_some_and(|m| ids.contains(&m)) && (x.calls.is_empty() || x.calls.iter().any(|c| answered.contains(c)))
-                        })
-                })
-                .collect();
-            let group_uuids: HashSet<u64> = group.iter().filter_map(|&i| node(i)?.uuid).collect();
-            let calls: HashSet<u64> = group.iter().filter_map(|&i| node(i)).flat_map(|x| x.calls.iter().copied()).collect();
-            let results: Vec<usize> = entries
-                .iter()
-                .copied()
-                .filter(|&i| {
-                    node(i).is_some_and(|x| {
-                        x.message
-                            && !x.results.is_empty()
-                            && (x.parent.is_some_and(|p| group_uuids.contains(&p)) || x.results.iter().any(|r| calls.contains(r)))
-                    })
-                })
-                .collect();
-            group.extend(results);
-            for i in on.into_iter().chain(group) {
-                sent[i] = true;
-            }
-            let broken = broken.map(|(at, parent)| Break {
-                at,
-                parent,
-                lost: (0..at).filter(|&i| !sent[i] && node(i).is_some_and(|x| x.message && x.sidechain == side)).collect(),
-            });
-            // 4. Orphaned thinking. A line of only thinking blocks is sent only when a line of the same
-            // API message that is sent says something else (its text or calls): one whose siblings the
-            // walk left out is dropped.
-            let said: HashSet<u64> = (0..n).filter(|&i| sent[i]).filter_map(|i| node(i).filter(|x| x.said)?.message_id).collect();
-            for (s, nd) in sent.iter_mut().zip(nodes) {
-                if *s && nd.as_ref().is_some_and(|x| x.thinking_only && !x.message_id.is_some_and(|m| said.contains(&m))) {
-                    *s = false;
-                }
-            }
-            Walk { sent, broken, bridged }
+            // 3. and 4.: the recovery of parallel calls and the filters, as the walk has them.
+            super::super::finish(nodes, &entries, &|u| by_uuid.get(&u).copied(), chain, side, broken, bridged)
         }
 
         fn bridge_reference(nodes: &[Option<Node>], entries: &[usize], on: &HashSet<usize>, child: &Node) -> Option<usize> {
@@ -967,6 +1309,12 @@ mod tests {
                     time: (c % 9 != 0).then(|| i64::from(c % 8) * 2_000 + i as i64 * 500),
                     sidechain: d % 7 == 0,
                     message: d % 4 != 0,
+                    user: d % 4 == 1,
+                    assistant: d % 4 >= 2,
+                    follows: d % 4 == 0 || d % 5 == 2,
+                    source: (c % 4 == 0).then(|| id(c)),
+                    real: d % 6 != 5 && d % 3 == 0 && a % 2 == 0,
+                    blank: d % 6 != 5 && d % 3 == 0 && a % 2 == 1,
                     message_id: (d % 3 == 0).then(|| 100 + u64::from(c % 3)),
                     calls: if d % 5 == 1 { vec![200 + u64::from(b % 4)] } else { Vec::new() },
                     results: if d % 5 == 2 { vec![200 + u64::from(a % 4)] } else { Vec::new() },

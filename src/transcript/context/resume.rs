@@ -266,6 +266,10 @@ impl ContextScan {
                 // `write`).
                 // A subagent's own file (every line a sidechain) is not resumed by
                 // `claude --resume`: its lines are kept as they are.
+                // The message lines go in the order the agent sends them (its parallel-call
+                // recovery puts lines of a message after the one on the chain); the others keep
+                // their places.
+                let mut order: Option<Vec<usize>> = None;
                 let sent: Vec<bool> = if main == Some(true) {
                     vec![true; c.lines.len()]
                 } else {
@@ -278,11 +282,29 @@ impl ContextScan {
                         .as_ref()
                         .filter(|b| !b.lost.is_empty())
                         .map(|b| Lost { at: offset(b.at), lines: b.lost.iter().map(|&i| offset(i)).collect() });
+                    order = Some(walk.order.iter().filter(|&&i| i >= skip && nodes[i].as_ref().is_some_and(|n| n.message)).map(|&i| i - skip).collect());
                     (0..c.lines.len()).map(|i| walk.sent[i + skip] || !nodes[i + skip].as_ref().is_some_and(|n| n.message)).collect()
                 };
                 let cut = c.boundary.map_or(Cut::Whole, |(b, _)| Cut::Bounded { offset: b.offset });
-                let (lines, fields) =
-                    c.lines.into_iter().zip(sent).filter(|((_, f), sent)| *sent && main.is_none_or(|m| f.sidechain() == m)).map(|(l, _)| l).unzip();
+                let keep: Vec<bool> = c.lines.iter().zip(&sent).map(|((_, f), sent)| *sent && main.is_none_or(|m| f.sidechain() == m)).collect();
+                let mut at: Vec<usize> = (0..c.lines.len()).filter(|&i| keep[i]).collect();
+                if let Some(order) = order {
+                    // The kept message lines' places, filled in the walk's order.
+                    let mut ordered = vec![false; keep.len()];
+                    for &i in &order {
+                        ordered[i] = true;
+                    }
+                    let slots = at.iter().filter(|&&i| ordered[i]).count();
+                    let fill: Vec<usize> = order.into_iter().filter(|&i| keep[i]).collect();
+                    if slots == fill.len() {
+                        let mut fill = fill.into_iter();
+                        for a in at.iter_mut().filter(|a| ordered[**a]) {
+                            *a = fill.next().expect("as many as the slots");
+                        }
+                    }
+                }
+                let mut source: Vec<Option<(SourceLine, ClaudeFields)>> = c.lines.into_iter().map(Some).collect();
+                let (lines, fields) = at.into_iter().filter_map(|i| source[i].take()).unzip();
                 claude_fields = fields;
                 (cut, lines)
             }

@@ -1236,6 +1236,10 @@ def cmd_record(args):
 #   * both sides: `cache_control` is removed from every block (the agent marks cache points);
 #     then consecutive messages of the same role are merged into one (the Messages API combines
 #     consecutive same-role turns).
+#   * both sides, anywhere in the request (first): `role: system` messages and text blocks
+#     wrapped in `<system-reminder>…</system-reminder>` are removed: what the agent injects
+#     itself (its environment, `# Environment update`, its reminders, and those of the turns it
+#     rebuilds from its `api-request-blob` lines). Nothing else it adds is left out.
 #   * both sides: a message with no content blocks is removed (2.1.332 sends an empty
 #     `{"role":"system","content":[]}` after the first user message).
 #   * agent side: the new turn is removed: the trailing system messages (the environment, which
@@ -1293,6 +1297,29 @@ def _claude_messages(msgs):
             out.append({"role": m.get("role"), "content": blocks})
     # A message with no content says nothing (the agent sends an empty system message).
     return [m for m in out if m["content"]]
+
+
+def _is_reminder(b):
+    return isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) and \
+        b["text"].startswith("<system-reminder>") and b["text"].rstrip().endswith("</system-reminder>")
+
+
+def _drop_injections_claude(msgs):
+    """What Claude Code injects itself, anywhere in the request, left out on both sides:
+    `role: system` messages (its environment, `# Environment update`) and text blocks wrapped in
+    `<system-reminder>` (its reminders, and those of the turns it rebuilds from its
+    `api-request-blob` lines). Nothing else."""
+    out = []
+    for m in msgs:
+        if m.get("role") == "system":
+            continue
+        content = m.get("content")
+        if isinstance(content, list):
+            m = {**m, "content": [b for b in content if not _is_reminder(b)]}
+        elif isinstance(content, str) and _is_reminder({"type": "text", "text": content}):
+            m = {**m, "content": []}
+        out.append(m)
+    return out
 
 
 def _drop_new_turn_claude(msgs, prompt):
@@ -1623,8 +1650,8 @@ def compare(agent, request, records, prompt="continue"):
                                for m in body.get("messages") or []], prompt)
         t = _pi_anthropic(records)
     elif agent == "claude":
-        a = _drop_new_turn_claude(_claude_messages(body.get("messages") or []), prompt)
-        t = _claude_messages([r for r in records if r.get("role") in ("user", "assistant")])
+        a = _drop_new_turn_claude(_claude_messages(_drop_injections_claude(body.get("messages") or [])), prompt)
+        t = _claude_messages(_drop_injections_claude([r for r in records if r.get("role") in ("user", "assistant")]))
     else:
         t, meta = _codex_context_items(records)
         a = [_codex_item(i) for i in body.get("input") or []]
