@@ -274,24 +274,55 @@ fn a_long_directory_is_found_under_the_cut_name_and_under_the_whole_one_older_ve
 #[test]
 fn fix_says_so_when_no_edit_mends_what_the_api_refuses() {
     let p = project();
-    // An image over the API's limits and an unsigned thinking block: repair keeps such blocks.
+    // A request over the API's 32 MB: repair has no edit for it (it names the largest lines).
     let refused = p.broken.with_file_name("44444444-4444-4444-8444-444444444444.jsonl");
-    put(&refused, std::fs::read(data("check/claude-code/0024_api_rules_on_the_resumed_request.jsonl")).unwrap());
+    let big = "x".repeat(33 << 20);
+    let line = |uuid: &str, parent: serde_json::Value, ty: &str, content: serde_json::Value, t: &str| {
+        serde_json::json!({"parentUuid": parent, "isSidechain": false, "type": ty, "uuid": uuid, "sessionId": "44444444-4444-4444-8444-444444444444",
+            "timestamp": t, "message": {"role": ty, "content": content}})
+        .to_string()
+    };
+    let text = format!(
+        "{}\n{}\n",
+        line("a1", serde_json::Value::Null, "user", serde_json::json!(big), "2026-01-01T00:00:00.000Z"),
+        line("a2", serde_json::json!("a1"), "assistant", serde_json::json!([{"type": "text", "text": "ok"}]), "2026-01-01T00:00:01.000Z")
+    );
+    put(&refused, text.into_bytes());
     let before = std::fs::read(&refused).unwrap();
     let o = p.doctor(&["--fix"]);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
     let at = out.find("44444444-4444-4444-8444-444444444444").expect("listed");
     let block: Vec<&str> = out[at..].lines().take_while(|l| l.starts_with("  ") || l.starts_with("44444444")).collect();
-    assert!(block[0].contains("will be refused: line 6: image_too_large: "), "{out}");
+    assert!(block[0].contains("will be refused: line 1: request_too_large: "), "{out}");
     assert_eq!(block[1], "  not fixed: repair has no edit that mends it; the file is as it was", "{out}");
-    assert!(block[2].starts_with("  not repaired: line 6: image_too_large: "), "{out}");
+    assert!(block[2].starts_with("  not repaired: line 1: request_too_large: "), "{out}");
     assert!(!block.iter().any(|l| l.starts_with("  resume: ")), "{out}");
     assert_eq!(std::fs::read(&refused).unwrap(), before);
     assert!(!backup(&refused).exists());
     // The others were fixed all the same.
     assert_eq!(check_exit(&p.broken), Some(0));
     assert!(stderr(&o).contains("fixed 2 of 3, 1 still will not resume whole"), "{}", stderr(&o));
+}
+
+/// An image over the API's limits and an unsigned thinking block, which the API refuses, are
+/// mended by `doctor --fix` (the image becomes a placeholder, the block goes; the originals are
+/// in the rejects), and the session then resumes.
+#[test]
+fn fix_mends_an_image_over_the_limits_and_an_unsigned_thinking_block() {
+    let p = project();
+    let refused = p.broken.with_file_name("44444444-4444-4444-8444-444444444444.jsonl");
+    put(&refused, std::fs::read(data("check/claude-code/0024_api_rules_on_the_resumed_request.jsonl")).unwrap());
+    let o = p.doctor(&["--fix"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let at = out.find("44444444-4444-4444-8444-444444444444").expect("listed");
+    let block: Vec<&str> = out[at..].lines().take_while(|l| l.starts_with("  ") || l.starts_with("44444444")).collect();
+    assert!(block[0].contains("will be refused: line 6: image_too_large: "), "{out}");
+    assert!(block.iter().any(|l| *l == "  now: resumes"), "{out}");
+    assert!(block.iter().any(|l| l.starts_with("  resume: ")), "{out}");
+    assert!(backup(&refused).exists());
+    assert_eq!(check_exit(&refused), Some(0));
 }
 
 /// The real Claude Code (2.1.332, the pinned peer) started in a working directory whose

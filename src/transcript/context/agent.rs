@@ -401,7 +401,13 @@ fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
             .map(|id| json!({"type": "tool_result", "tool_use_id": id, "is_error": true, "content": CLAUDE_INTERRUPTED}))
             .collect();
         if !open.is_empty() {
-            records.insert(last_assistant + 1, Record::made(json!({"role": "user", "content": open})));
+            // After the results of its other calls (measured with 2.1.332: context case 0006,
+            // a parallel call answered and one open, is sent with the open one's result last).
+            let results_only = |r: &Record| {
+                r.value.as_ref().is_some_and(|v| role(v) == Some("user") && !blocks(v).is_empty() && blocks(v).iter().all(|b| is_type(b, "tool_result")))
+            };
+            let at = (last_assistant + 1..records.len()).find(|&i| !results_only(&records[i])).unwrap_or(records.len());
+            records.insert(at, Record::made(json!({"role": "user", "content": open})));
         }
     }
     let last = records.iter().rev().filter_map(|r| r.value.as_ref()).find_map(|v| role(v).filter(|r| *r == "user" || *r == "assistant"));

@@ -28,8 +28,8 @@
 //!    and system lines right after it: a break inside a message puts the line the chain
 //!    reached first, and its earlier siblings after it.
 //! 4. **Drops unresolved calls** (`Vce`): an assistant line none of whose calls has a result
-//!    among the lines sent, but in the last assistant message (whose open calls the agent
-//!    answers as interrupted).
+//!    among the lines sent, but in the last assistant message when no user line but results
+//!    follows it (whose open calls the agent answers as interrupted).
 //! 5. **Drops whitespace-only and orphaned-thinking lines** (`Ger`, `Ker`, until nothing
 //!    changes): a line of thinking blocks and then blank texts is dropped unless a line of its
 //!    message has content (a block not thinking nor a blank text); then a line of only
@@ -606,7 +606,12 @@ fn finish(
     // a side branch; one whose result a break left out), but in the last assistant message,
     // whose open calls get the agent's interrupted result.
     let answered: Ids = order.iter().map(|&i| node(i)).filter(|x| x.user).flat_map(|x| x.results.iter().copied()).collect();
-    let last = order.iter().rev().map(|&i| node(i)).find(|x| x.assistant).map(|x| x.message_id);
+    // The last assistant message, unless a user line that is no result follows it (measured
+    // with 2.1.332: the unanswered call of the last assistant message is dropped when the
+    // "[Request interrupted by user for tool use]" text follows it, `short.orphan-tool-use.jsonl`,
+    // and answered as interrupted when only results of its other calls do, context case 0006).
+    let p = order.iter().rposition(|&i| node(i).assistant);
+    let last = p.filter(|&p| !order[p + 1..].iter().any(|&i| node(i).user && node(i).results.is_empty())).map(|p| node(order[p]).message_id);
     order.retain(|&i| {
         let x = node(i);
         let keep = !x.assistant || x.calls.iter().any(|c| answered.contains(c)) || x.calls.is_empty() || (x.message_id.is_some() && Some(x.message_id) == last);
@@ -1194,7 +1199,7 @@ mod tests {
         use std::collections::{HashMap, HashSet};
         pub(super) fn walk_reference(nodes: &[Option<Node>], side: bool) -> Walk {
             let n = nodes.len();
-            let mut sent = vec![false; n];
+            let sent = vec![false; n];
             let node = |i: usize| nodes[i].as_ref();
             // The map: a uuid names the last line that has it (a later line overwrites), in the order
             // of its first appearance.
