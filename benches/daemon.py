@@ -134,11 +134,11 @@ TAP_CLIENTS = 0
 TAPS = []
 
 
-def start(root, port, stdout, every=0.05, **kw):
+def start(root, port, stdout, every=0.05, env=None, **kw):
     os.makedirs(f"{root}/watch", exist_ok=True)
     with open(f"{root}/t.toml", "w") as f:
         f.write(config(root, port, **kw))
-    p = subprocess.Popen([BIN, "run", "--config", f"{root}/t.toml"], stdout=stdout, stderr=open(f"{root}/err.log", "w"))
+    p = subprocess.Popen([BIN, "run", "--config", f"{root}/t.toml"], stdout=stdout, stderr=open(f"{root}/err.log", "w"), env=env)
     wait_health(port, every=every)
     for i in range(TAP_CLIENTS):
         out = f"{root}/tap-{i}.txt"
@@ -410,20 +410,25 @@ def snapshot(args):
         while f.read(1 << 24):
             pass
     rows = []
+    stores = []
+    # "snapshot-serial": the store syncing one file after another
+    # (TRANSCRIPTD_SNAPSHOT_SYNC_THREADS=1, as before the syncs ran at once).
+    kinds = ["plain", "snapshot"] + (["snapshot-serial"] if args.serial else [])
     for r in range(args.rounds):
-        for kind in (["plain", "snapshot"] if r % 2 == 0 else ["snapshot", "plain"]):
+        for kind in (kinds if r % 2 == 0 else kinds[::-1]):
             root = workdir("td-snap-")
             port = free_port()
             os.makedirs(f"{root}/watch", exist_ok=True)
             os.link(corpus, f"{root}/watch/s.jsonl")
             old = time.time() - 3600
             os.utime(f"{root}/watch/s.jsonl", (old, old))
-            extra = f'[[sinks]]\ntype = "snapshot"\ndir = "{root}/snapshots"\n' if kind == "snapshot" else ""
+            extra = f'[[sinks]]\ntype = "snapshot"\ndir = "{root}/snapshots"\n' if kind != "plain" else ""
+            env = dict(os.environ, TRANSCRIPTD_SNAPSHOT_SYNC_THREADS="1") if kind == "snapshot-serial" else None
             t0 = time.time()
-            p = start(root, port, subprocess.DEVNULL, every=0.005, extra_sinks=extra)
+            p = start(root, port, subprocess.DEVNULL, every=0.005, env=env, extra_sinks=extra)
             health = time.time() - t0
             durable = health
-            if kind == "snapshot":
+            if kind != "plain":
                 # Durable: the last checkpoint written once the store took every byte (a
                 # checkpoint follows the store's sync; none is written without progress).
                 key = 'transcriptd_checkpoint_writes_total{result="ok"}'
@@ -439,10 +444,15 @@ def snapshot(args):
             row = {"round": r, "kind": kind, "health_s": round(health, 3), "durable_s": round(durable, 3), "cpu_s": round(proc_stat(p.pid), 2), "peak_rss_mib": round(rss_kib(p.pid, "VmHWM") / 1024, 1)}
             p.send_signal(signal.SIGTERM)
             p.wait()
-            if kind == "snapshot":
+            if kind != "plain":
                 row["store_disk_bytes"], row["store_apparent_bytes"] = du(f"{root}/snapshots")
             rows.append(row)
-            shutil.rmtree(root, ignore_errors=True)
+            # Removed at the end: ext4 passes over inodes freed in the last 1–5 minutes when
+            # it creates a file (`recently_deleted`), so a store removed here made the next
+            # rounds' ~2,000 creates 2–3× slower (perf: 40% of the CPU in ext4_create).
+            stores.append(root)
+    for root in stores:
+        shutil.rmtree(root, ignore_errors=True)
     # A copy beside the file (another inode, the same bytes): what the store adds for it.
     root = workdir("td-snap-copy-")
     port = free_port()
@@ -463,11 +473,17 @@ def snapshot(args):
         xs = sorted(xs)
         return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
-    ratios = []
-    for r in range(args.rounds):
-        pl = next(x for x in rows if x["round"] == r and x["kind"] == "plain")
-        sn = next(x for x in rows if x["round"] == r and x["kind"] == "snapshot")
-        ratios.append((round(sn["health_s"] / pl["health_s"], 3), round(sn["durable_s"] / pl["health_s"], 3)))
+    def per_round(kind):
+        """Each round's (until health, until durable) time of `kind` over the plain daemon's."""
+        out = []
+        for r in range(args.rounds):
+            pl = next(x for x in rows if x["round"] == r and x["kind"] == "plain")
+            k = next(x for x in rows if x["round"] == r and x["kind"] == kind)
+            out.append((round(k["health_s"] / pl["health_s"], 3), round(k["durable_s"] / pl["health_s"], 3)))
+        return out
+
+    ratios = per_round("snapshot")
+    serial = per_round("snapshot-serial") if args.serial else []
     snaps = [x for x in rows if x["kind"] == "snapshot"]
     return {
         "benchmark": "cold start with and without a snapshot sink (one file already there; interleaved rounds), and the store's cost",
@@ -477,6 +493,8 @@ def snapshot(args):
         "ratio_durable_per_round": [b for _, b in ratios],
         "median_ratio_health": med([a for a, _ in ratios]),
         "median_ratio_durable": med([b for _, b in ratios]),
+        "serial_median_ratio_health": med([a for a, _ in serial]) if serial else None,
+        "serial_median_ratio_durable": med([b for _, b in serial]) if serial else None,
         "store_disk_per_byte": round(med([x["store_disk_bytes"] for x in snaps]) / size, 4),
         "with_a_copy": {"transcript_bytes": 2 * size, "store_disk_bytes": copy_disk, "store_apparent_bytes": copy_apparent, "store_disk_per_transcript_byte": round(copy_disk / (2 * size), 4), "deduplicated_bytes": m.get("transcriptd_snapshot_deduplicated_bytes_total")},
     }
@@ -505,6 +523,7 @@ def main():
     a = sub.add_parser("snapshot")
     a.add_argument("--mib", type=int, default=512)
     a.add_argument("--rounds", type=int, default=6)
+    a.add_argument("--serial", action="store_true", help="also the store with one sync thread (TRANSCRIPTD_SNAPSHOT_SYNC_THREADS=1), interleaved")
     args = ap.parse_args()
     global TAP_CLIENTS
     TAP_CLIENTS = args.tap_clients

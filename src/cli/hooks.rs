@@ -298,7 +298,11 @@ fn install(args: InstallArgs) -> anyhow::Result<Exit> {
         &json!({"agent": agent.name(), "settings": p.display().to_string(), "installed": events, "store": store.display().to_string(), "backup": backup.as_ref().map(|b| b.display().to_string())}),
         || {
             let mut s = if agent == HookAgent::Pi {
-                format!("{}: transcriptd's extension for Pi written (before compaction, at each turn's and the session's end, on resume); snapshots go to {}", p.display(), store.display())
+                format!(
+                    "{}: transcriptd's extension for Pi written (before compaction, at each turn's and the session's end, on resume); snapshots go to {}",
+                    p.display(),
+                    store.display()
+                )
             } else {
                 format!("{}: transcriptd added to {}'s {} hooks; snapshots go to {}", p.display(), agent.title(), events.join(", "), store.display())
             };
@@ -442,12 +446,14 @@ fn uninstall(args: UninstallArgs) -> anyhow::Result<Exit> {
         let removed = strip(&mut v, &mark(agent));
         (removed, if removed > 0 { write_settings(&p, &v, old.as_deref())? } else { None })
     };
-    say(&args.out, &json!({"agent": agent.name(), "settings": p.display().to_string(), "removed": removed, "backup": backup.as_ref().map(|b| b.display().to_string())}), || {
-        match removed {
+    say(
+        &args.out,
+        &json!({"agent": agent.name(), "settings": p.display().to_string(), "removed": removed, "backup": backup.as_ref().map(|b| b.display().to_string())}),
+        || match removed {
             0 => format!("{}: holds no transcriptd hook: nothing to do", p.display()),
             n => format!("{}: {n} transcriptd hook{} taken out", p.display(), if n == 1 { "" } else { "s" }),
-        }
-    })?;
+        },
+    )?;
     Ok(Exit::Clean)
 }
 
@@ -505,8 +511,6 @@ fn hook_inner(args: &RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let Some(transcript) = transcript_of(args.agent, &v) else { return Ok(()) };
-    let kept = snapshot(&args.store, &transcript)?;
-    tracing::debug!(event, file = %transcript.display(), kept, "snapshot taken");
     let lags = match args.agent {
         // Copilot CLI 1.0.102 runs sessionEnd hooks before it writes the session's last
         // records out (the last turn, `session.shutdown`).
@@ -516,10 +520,16 @@ fn hook_inner(args: &RunArgs) -> anyhow::Result<()> {
         HookAgent::QwenCode => event == "Stop" || event == "SessionEnd",
         _ => false,
     };
+    // Copilot CLI 1.0.102 may not have created the file at all yet when its sessionEnd hook
+    // runs (it writes the session out at its exit, measured: the file appeared 40 ms after the
+    // hook): then only the later snapshot can keep it.
+    let now = if lags && !transcript.exists() { Ok(0) } else { snapshot(&args.store, &transcript) };
     if lags {
         // A process of its own, detached, keeps the file again once it is whole.
         settle_later(args, &transcript)?;
     }
+    let kept = now?;
+    tracing::debug!(event, file = %transcript.display(), kept, "snapshot taken");
     if resumed {
         if let Some(m) = resume_warning(&transcript)? {
             let mut o = args.out.stdout();

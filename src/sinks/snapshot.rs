@@ -9,7 +9,7 @@
 //! the reading) until there is space; nothing is lost.
 
 use super::{Batch, Bytes, Sink};
-use crate::snapshots::{RetentionDone, Retention, Writer, WriterStats};
+use crate::snapshots::{Retention, RetentionDone, Writer, WriterStats};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1105,7 +1105,8 @@ mod tests {
         // Damaged again, and read from the start this time (a hook's snapshot): the next
         // incarnation holds the file whole, the bytes the damaged one still holds carried over
         // when they reach the read.
-        let open = std::fs::read_dir(d.path().join("streams")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains(".open.")).max().unwrap();
+        let open =
+            std::fs::read_dir(d.path().join("streams")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains(".open.")).max().unwrap();
         std::fs::OpenOptions::new().write(true).open(&open).unwrap().set_len(20).unwrap();
         let mut w = Writer::open(d.path(), KEEP).unwrap();
         w.append(p, (1, 1), half as u64 + 5, &bytes[half + 5..]).unwrap();
@@ -1113,7 +1114,10 @@ mod tests {
         assert_eq!(Store::at(d.path()).streams().unwrap().len(), 3);
         assert_eq!(stored(d.path(), p), &bytes[half..], "the damaged one's first 5 bytes carried, the rest appended");
         drop(w);
-        std::fs::remove_file(std::fs::read_dir(d.path().join("streams")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains(".open.")).max().unwrap()).unwrap();
+        std::fs::remove_file(
+            std::fs::read_dir(d.path().join("streams")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains(".open.")).max().unwrap(),
+        )
+        .unwrap();
         let mut w = Writer::open(d.path(), KEEP).unwrap();
         w.append(p, (1, 1), 0, &bytes).unwrap();
         w.sync().unwrap();

@@ -111,6 +111,9 @@ pub enum Kind {
     /// A run of conversation lines whose content was wiped (Claude Code's compaction clears the
     /// messages before its summary call; when the call fails, no summary replaces them).
     ContentWiped,
+    /// Claude Code: a compaction boundary whose next message is not its summary: resume sends
+    /// nothing of the history before it.
+    CompactionUnsummarized,
     /// The daemon saw the transcript deleted.
     TranscriptDeleted,
     /// The daemon saw the transcript truncated or rewritten in place: what it had read is no
@@ -120,7 +123,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 36] = [
+    pub const ALL: [Kind; 37] = [
         Kind::MalformedLine,
         Kind::InvalidUtf8,
         Kind::LineTooLong,
@@ -155,6 +158,7 @@ impl Kind {
         Kind::RequestTooLarge,
         Kind::LostOnResume,
         Kind::ContentWiped,
+        Kind::CompactionUnsummarized,
         Kind::TranscriptDeleted,
         Kind::TranscriptRewritten,
     ];
@@ -196,6 +200,7 @@ impl Kind {
             Kind::RequestTooLarge => "request_too_large",
             Kind::LostOnResume => "lost_on_resume",
             Kind::ContentWiped => "content_wiped",
+            Kind::CompactionUnsummarized => "compaction_unsummarized",
             Kind::TranscriptDeleted => "transcript_deleted",
             Kind::TranscriptRewritten => "transcript_rewritten",
         }

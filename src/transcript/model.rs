@@ -197,6 +197,9 @@ pub enum Entry<'a> {
         /// Pi: the hash of `firstKeptEntryId`. The history before it is replaced; the entries
         /// from it to the compaction stay in the context, and so do the calls they leave open.
         keeps: Option<u64>,
+        /// Claude Code: the summary is not in this record but the user message written right
+        /// after it (`isCompactSummary`); without it, resume sends nothing of the history.
+        summary_follows: bool,
     },
     /// A record of a known type that is not conversation (progress, events, snapshots, meta).
     Other,

@@ -57,7 +57,7 @@ pub fn agent_mends(format: Option<Format>, kind: Kind) -> bool {
     // A record Copilot's loader refuses is framing (repair removes it), but the agent refuses the
     // session with it.
     (kind.is_framing() && kind != Kind::RefusedRecord)
-        || matches!(kind, Kind::LostOnResume | Kind::ContentWiped)
+        || matches!(kind, Kind::LostOnResume | Kind::ContentWiped | Kind::CompactionUnsummarized)
         || matches!(format.and_then(|f| on_resume(f, kind)), Some(OnResume::Agent(_)))
 }
 
@@ -197,6 +197,7 @@ pub fn dropped(f: &Finding) -> String {
         Kind::DuplicateResult => format!("the second result{call} at line {} ({})", f.line, f.kind),
         Kind::LostOnResume => format!("the history before line {} ({})", f.line, f.kind),
         Kind::ContentWiped => format!("what the lines from {} on said ({})", f.line, f.kind),
+        Kind::CompactionUnsummarized => format!("the history before line {} ({})", f.line, f.kind),
         _ => format!("line {} ({})", f.line, f.kind),
     }
 }

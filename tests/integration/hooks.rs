@@ -194,6 +194,20 @@ fn the_other_agents_hooks_go_where_each_agent_reads_them_and_come_out_again() {
     assert_eq!(std::fs::read_to_string(&ext).unwrap(), "export default function () {}\n");
 }
 
+/// Runs Copilot CLI's sessionEnd hook for session `id` under `copilot_home`.
+fn copilot_session_end(copilot_home: &Path, store: &Path, id: &str) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
+        .args(["hooks", "exec", "copilot", "--store", store.to_str().unwrap()])
+        .env("COPILOT_HOME", copilot_home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(format!(r#"{{"hook_event_name":"SessionEnd","session_id":"{id}","reason":"complete"}}"#).as_bytes()).unwrap();
+    c.wait_with_output().unwrap()
+}
+
 #[test]
 fn copilots_session_end_names_only_the_session_and_its_events_file_is_kept() {
     let d = tempfile::tempdir().unwrap();
@@ -202,16 +216,7 @@ fn copilots_session_end_names_only_the_session_and_its_events_file_is_kept() {
     let events = d.path().join("copilot/session-state").join(id).join("events.jsonl");
     std::fs::create_dir_all(events.parent().unwrap()).unwrap();
     std::fs::write(&events, b"{\"type\":\"session.start\",\"data\":{\"sessionId\":\"0c6e3f4e-5a1b-4c2d-9e8f-7a6b5c4d3e2f\"}}\n").unwrap();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_transcriptd"))
-        .args(["hooks", "exec", "copilot", "--store", store.to_str().unwrap()])
-        .env("COPILOT_HOME", d.path().join("copilot"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(format!(r#"{{"hook_event_name":"SessionEnd","session_id":"{id}","reason":"complete"}}"#).as_bytes()).unwrap();
-    let o = c.wait_with_output().unwrap();
+    let o = copilot_session_end(&d.path().join("copilot"), &store, id);
     assert_eq!(o.status.code(), Some(0));
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
     let streams = transcriptd::snapshots::Store::at(&store).streams().unwrap();
@@ -221,4 +226,34 @@ fn copilots_session_end_names_only_the_session_and_its_events_file_is_kept() {
     let o = transcriptd(&["restore", &id[..8], "--store", store.to_str().unwrap(), "--out", back.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&events).unwrap());
+}
+
+/// Copilot CLI 1.0.102 can run its sessionEnd hook before it has created the session's file
+/// at all (it writes the session out at its exit; seen with the real agent on a quiet machine:
+/// the file appeared 40 ms after the hook). The hook says nothing is wrong, and its detached
+/// snapshot keeps the file once it is there and ends with `session.shutdown`.
+#[test]
+fn copilots_session_end_before_its_events_file_exists_keeps_the_file_once_it_is_written() {
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    let id = "1d7f4a5b-6b2c-4d3e-8f9a-8b7c6d5e4f3a";
+    let events = d.path().join("copilot/session-state").join(id).join("events.jsonl");
+    let o = copilot_session_end(&d.path().join("copilot"), &store, id);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stderr.is_empty(), "no error: {}", String::from_utf8_lossy(&o.stderr));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::create_dir_all(events.parent().unwrap()).unwrap();
+    let body = format!(
+        "{{\"type\":\"session.start\",\"data\":{{\"sessionId\":\"{id}\"}}}}\n{{\"type\":\"session.shutdown\",\"data\":{{\"shutdownType\":\"routine\"}}}}\n"
+    );
+    std::fs::write(&events, &body).unwrap();
+    let s = transcriptd::snapshots::Store::at(&store);
+    super::support::harness::wait(std::time::Duration::from_secs(20), || {
+        s.streams().ok().and_then(|v| v.first().map(|x| x.end())).unwrap_or(0) >= body.len() as u64
+    });
+    let streams = s.streams().unwrap();
+    assert_eq!(streams.iter().map(|s| s.path.as_path()).collect::<Vec<_>>(), [events.as_path()], "the detached snapshot kept the file");
+    let mut got = Vec::new();
+    s.read(&streams[0], 0, streams[0].end(), &mut got).unwrap();
+    assert_eq!(got, body.as_bytes());
 }

@@ -122,3 +122,28 @@ fn check_reports_a_wiped_session_and_repair_says_it_cannot_bring_it_back() {
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("partly repaired") && stdout.contains("content_wiped") && stdout.contains("restore it from a backup"), "{stdout}");
 }
+
+/// A compaction whose summary line is missing (a kill between the boundary and the summary, an
+/// older version, an edit): Claude Code 2.1.332 resumes from the boundary and sends nothing of
+/// the history before it (measured). `check` says so at the boundary's line, and `repair`
+/// leaves it unrepaired, saying why, instead of calling the file clean.
+#[test]
+fn a_compaction_without_its_summary_is_an_error_check_names_and_repair_cannot_mend() {
+    use super::support::{stdout, transcriptd};
+    let f = "tests/data/loss/compaction-without-its-summary.jsonl";
+    let o = transcriptd(&["check", "-o", "json", f]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let found: Vec<serde_json::Value> =
+        stdout(&o).lines().filter_map(|l| serde_json::from_str(l).ok()).filter(|v: &serde_json::Value| v["kind"].is_string()).collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        (found[0]["kind"].as_str(), found[0]["line"].as_u64(), found[0]["severity"].as_str()),
+        (Some("compaction_unsummarized"), Some(3), Some("error"))
+    );
+    assert!(found[0]["message"].as_str().unwrap().contains("the 2 messages before it are not sent"), "{}", found[0]["message"]);
+    let d = tempfile::tempdir().unwrap();
+    let o = transcriptd(&["repair", "--out", d.path().to_str().unwrap(), f]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let said = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("partly repaired") && said.contains("compaction_unsummarized: not repaired"), "{said}");
+}

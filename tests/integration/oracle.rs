@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const ORACLE: &str = "tests/integration/peers/agent_oracle.py";
+/// The script of a healthy Claude Code session: one Bash call and its answer.
+const ECHO: &str = "tests/data/agents/scripts/echo.json";
 
 /// The agents under test: name (as in agreement.json), oracle `--agent`, binary.
 struct Agent {
@@ -73,10 +75,16 @@ fn oracle(args: &[&str]) -> std::process::Output {
 }
 
 fn record(agent: &Agent, script: &str, kill_at: Option<&str>, out: &Path) -> Value {
-    let mut args = vec!["record", "--agent", agent.kind, "--bin", agent.bin.to_str().unwrap(), "--script", script, "--out", out.to_str().unwrap()];
-    if let Some(k) = kill_at {
-        args.extend(["--kill-at", k]);
+    match kill_at {
+        Some(k) => record_with(agent, script, out, &["--kill-at", k]),
+        None => record_with(agent, script, out, &[]),
     }
+}
+
+/// [`record`] with `extra` arguments to the oracle's `record`.
+fn record_with(agent: &Agent, script: &str, out: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["record", "--agent", agent.kind, "--bin", agent.bin.to_str().unwrap(), "--script", script, "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
     let o = oracle(&args);
     assert!(o.status.success(), "{}: record {script}: {}", agent.name, String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap()
@@ -353,7 +361,13 @@ fn api_blocks(req: &Value) -> Vec<String> {
                         Value::String(s) => cut(s),
                         Value::Array(a) => a
                             .iter()
-                            .map(|c| if c["type"] == "image" { image(c) } else { format!("{} {}", c["type"].as_str().unwrap_or(""), cut(c["text"].as_str().unwrap_or(""))) })
+                            .map(|c| {
+                                if c["type"] == "image" {
+                                    image(c)
+                                } else {
+                                    format!("{} {}", c["type"].as_str().unwrap_or(""), cut(c["text"].as_str().unwrap_or("")))
+                                }
+                            })
                             .collect::<Vec<_>>()
                             .join(" | "),
                         _ => String::new(),
@@ -452,13 +466,18 @@ fn repaired_api_rule_shapes_resume_in_the_agent_and_the_api_takes_them() {
     let mut failures = Vec::new();
     let mut cases: Vec<(String, PathBuf, Option<OnReject>, Vec<String>)> = API_MENDED
         .iter()
-        .map(|(name, on, want)| (name.to_string(), root().join(format!("tests/data/repair/{name}.jsonl")), Some(*on), want.iter().map(|s| s.to_string()).collect()))
+        .map(|(name, on, want)| {
+            (name.to_string(), root().join(format!("tests/data/repair/{name}.jsonl")), Some(*on), want.iter().map(|s| s.to_string()).collect())
+        })
         .collect();
     // An image over 5 MB of base64 (a screenshot a tool returned): too big for the repository.
     let big = tmp.path().join("big.jsonl");
     {
-        let mut lines: Vec<Value> =
-            std::fs::read_to_string(root().join("tests/data/repair/0042_api_thinking_and_results_move_first.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let mut lines: Vec<Value> = std::fs::read_to_string(root().join("tests/data/repair/0042_api_thinking_and_results_move_first.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         lines.truncate(1);
         lines[0]["message"]["content"] = serde_json::json!([{"type": "text", "text": "look at this"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A".repeat(6 << 20)}}]);
         lines.push(serde_json::json!({"parentUuid": "u001", "isSidechain": false, "type": "assistant", "sessionId": lines[0]["sessionId"], "uuid": "a001", "timestamp": "2026-11-05T10:00:01.000Z",
@@ -480,7 +499,12 @@ fn repaired_api_rule_shapes_resume_in_the_agent_and_the_api_takes_them() {
     let mut want = vec!["user text compare these".to_string()];
     want.extend((0..20).map(|_| "user text [image removed by transcriptd repair: PNG 2500×300 px, 68 by".to_string()));
     want.extend(["assistant text Twenty wide ones. Any more?", "user text one more", "user image 92 chars", "assistant text A small one."].map(String::from));
-    cases.push(("0043_api_many_images_over_2000_px".into(), root().join("tests/data/repair/0043_api_many_images_over_2000_px.jsonl"), Some(OnReject::TriesAgain), want));
+    cases.push((
+        "0043_api_many_images_over_2000_px".into(),
+        root().join("tests/data/repair/0043_api_many_images_over_2000_px.jsonl"),
+        Some(OnReject::TriesAgain),
+        want,
+    ));
     for (name, file, on_reject, want) in &cases {
         // The broken file: the request the agent sends is refused by the API's rules.
         let (o, doc) = resume(file, &format!("{name}.broken"), &["--until-exit"]);
@@ -563,7 +587,18 @@ fn codex_cuts_a_long_output_to_the_budget_of_the_model_it_resumes_with() {
     let mut cut = Vec::new();
     for model in ["gpt-5.5", "gpt-5-codex"] {
         let req = dir.path().join(format!("{model}.req.json"));
-        let o = oracle(&["resume", file.to_str().unwrap(), "--agent", "codex", "--bin", codex.bin.to_str().unwrap(), "--model", model, "--out", req.to_str().unwrap()]);
+        let o = oracle(&[
+            "resume",
+            file.to_str().unwrap(),
+            "--agent",
+            "codex",
+            "--bin",
+            codex.bin.to_str().unwrap(),
+            "--model",
+            model,
+            "--out",
+            req.to_str().unwrap(),
+        ]);
         assert!(o.status.success(), "{model}: resume: {}", String::from_utf8_lossy(&o.stderr));
         let ctx = dir.path().join(format!("{model}.context.jsonl"));
         let c = transcriptd(&["context", "--no-summary", "--model", model, file.to_str().unwrap()]);
@@ -968,6 +1003,19 @@ fn qwen_writes_sessions_check_reads_and_resumes_what_context_prints() {
     assert!(sent.contains("(Result inserted by transcriptd repair.)") && !sent.contains("Tool execution result was not recorded"), "{sent}");
 }
 
+/// The agent resumes `session` (an echo script's) and sends its history.
+fn assert_resumes_with_echo_history(agent: &Agent, session: &Path, dir: &Path) {
+    let req = dir.join("req.json");
+    let o = oracle(&["resume", session.to_str().unwrap(), "--agent", agent.kind, "--bin", agent.bin.to_str().unwrap(), "--out", req.to_str().unwrap()]);
+    assert!(o.status.success(), "the restored session resumes: {}", String::from_utf8_lossy(&o.stderr));
+    let req: Value = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
+    let sent = req["body"]["messages"].to_string();
+    assert!(
+        sent.contains("Run the scripted command.") && sent.contains("oracle-was-here") && sent.contains("The command ran."),
+        "resumed with its history: {sent}"
+    );
+}
+
 /// Issue 32.5 with the real Claude Code: `transcriptd hooks install` in the agent's throwaway
 /// HOME; the agent writes a session and its SessionEnd hook keeps it in the store; the session
 /// is gone (the HOME is removed, as a cleanup would); `restore` puts it back byte for byte, and
@@ -980,20 +1028,7 @@ fn the_real_claude_codes_hooks_keep_a_session_that_is_restored_and_resumes() {
     let store = d.path().join("store");
     let out = d.path().join("rec");
     let install = format!("{} hooks install claude-code --store {}", env!("CARGO_BIN_EXE_transcriptd"), store.display());
-    let o = oracle(&[
-        "record",
-        "--agent",
-        agent.kind,
-        "--bin",
-        agent.bin.to_str().unwrap(),
-        "--script",
-        "tests/data/agents/scripts/echo.json",
-        "--out",
-        out.to_str().unwrap(),
-        "--before",
-        &install,
-    ]);
-    assert!(o.status.success(), "record: {}", String::from_utf8_lossy(&o.stderr));
+    record_with(agent, ECHO, &out, &["--before", &install]);
     let written = std::fs::read(out.join("session.jsonl")).unwrap();
     let s = transcriptd::snapshots::Store::at(&store);
     let streams = s.streams().unwrap();
@@ -1009,15 +1044,99 @@ fn the_real_claude_codes_hooks_keep_a_session_that_is_restored_and_resumes() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(std::fs::read(&back).unwrap() == written, "restored byte for byte");
     assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("claude --resume {id}")), "{}", String::from_utf8_lossy(&o.stdout));
-    let req = d.path().join("req.json");
-    let o = oracle(&["resume", back.to_str().unwrap(), "--agent", agent.kind, "--bin", agent.bin.to_str().unwrap(), "--out", req.to_str().unwrap()]);
-    assert!(o.status.success(), "the restored session resumes: {}", String::from_utf8_lossy(&o.stderr));
-    let req: Value = serde_json::from_slice(&std::fs::read(&req).unwrap()).unwrap();
-    let sent = req["body"]["messages"].to_string();
+    assert_resumes_with_echo_history(agent, &back, d.path());
+}
+
+/// Issue 32's first case with the agent's own cleanup: Claude Code 2.0.77 deletes, at every
+/// start, transcripts whose mtime is older than `cleanupPeriodDays` (30 by default; its setup
+/// runs the sweep in the background, `-p` too). The daemon watches the agent's HOME with a
+/// snapshot sink; the session is aged 40 days and the agent started again; its cleanup removes
+/// the session, the daemon reports `transcript_deleted` within a second of the unlink, `restore`
+/// puts it back into its place byte for byte, and the agent resumes it with its history.
+/// (2.1.332 sweeps only from an interactive session, ten minutes after its first prompt.)
+#[test]
+fn a_session_the_real_claude_codes_cleanup_deletes_is_found_within_a_second_and_restored() {
+    use super::support::harness::{wait, Daemon, Opts, DEFAULT_STAGES};
+    use std::time::{Duration, Instant};
+    let Some(agents) = agents_or_skip() else { return };
+    let agent = agents.iter().find(|a| a.name == "claude-2.0.77").expect("Claude Code 2.0.77");
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("home");
+    let projects = home.join(".claude/projects");
+    std::fs::create_dir_all(&projects).unwrap();
+    let store = d.path().join("store");
+    let record = |out: &str| {
+        let r = record_with(agent, ECHO, &d.path().join(out), &["--home", home.to_str().unwrap()]);
+        home.join(r["sessions"][0].as_str().unwrap())
+    };
+    let daemon = Daemon::with(Opts {
+        stages: Some(format!("{DEFAULT_STAGES}[[stages]]\ntype = \"loss\"\n")),
+        extra: format!("[[sources]]\ninclude = [\"{}/**/*.jsonl\"]\n[[sinks]]\ntype = \"snapshot\"\ndir = \"{}\"\n", projects.display(), store.display()),
+        ..Opts::default()
+    });
+    let session = record("first");
+    let written = std::fs::read(&session).unwrap();
     assert!(
-        sent.contains("Run the scripted command.") && sent.contains("oracle-was-here") && sent.contains("The command ran."),
-        "resumed with its history: {sent}"
+        wait(Duration::from_secs(20), || daemon.metric("transcriptd_snapshot_bytes_total").unwrap_or(0.0) >= written.len() as f64),
+        "the store took the session: {:?}\n{}",
+        daemon.metric("transcriptd_snapshot_bytes_total"),
+        daemon.log()
     );
+    std::thread::sleep(Duration::from_millis(500)); // a checkpoint covers it
+    let forty_days_ago = std::time::SystemTime::now() - Duration::from_secs(40 * 86_400);
+    // The whole session ages: its file and its subagents' files beside it.
+    for e in std::fs::read_dir(session.parent().unwrap()).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            std::fs::File::options().write(true).open(&p).unwrap().set_modified(forty_days_ago).unwrap();
+        }
+    }
+
+    // The agent starts again (a new session); a watcher notes when the old file goes and when
+    // the daemon's finding names it.
+    let file = session.to_str().unwrap().to_owned();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (gone, found) = std::thread::scope(|s| {
+        // One thread looks for the file only (every 0.2 ms), another reads the daemon's output.
+        let gone = s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if !session.exists() {
+                    return Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            None
+        });
+        let found = s.spawn(|| {
+            let deadline = Instant::now() + Duration::from_secs(240);
+            while Instant::now() < deadline {
+                if daemon.records().iter().any(|r| r["type"] == "finding" && r["kind"] == "transcript_deleted" && r["file"] == file.as_str()) {
+                    return Some(Instant::now());
+                }
+                if done.load(std::sync::atomic::Ordering::Relaxed) && session.exists() {
+                    return None;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            None
+        });
+        let _second = record("second");
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (gone.join().unwrap(), found.join().unwrap())
+    });
+    let gone = gone.expect("the agent's cleanup deleted the 40-day-old session");
+    let found = found.unwrap_or_else(|| panic!("no transcript_deleted for {file}: {:#?}", daemon.records()));
+    let took = found - gone;
+    eprintln!("transcript_deleted {took:?} after Claude Code's cleanup removed the file");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(!session.parent().unwrap().exists(), "the cleanup removed the emptied project folder too");
+
+    let id = session.file_stem().unwrap().to_str().unwrap().to_owned();
+    let o = transcriptd(&["restore", &id, "--store", store.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&session).unwrap() == written, "restored into its place byte for byte");
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("claude --resume {id}")), "{}", String::from_utf8_lossy(&o.stdout));
+    assert_resumes_with_echo_history(agent, &session, d.path());
 }
 
 /// Issue 32.4 with the real Codex 0.171.0: its state database (SQLite, WAL) names the rollout

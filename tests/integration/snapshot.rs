@@ -285,7 +285,11 @@ fn a_store_damaged_outside_transcriptd_does_not_stop_the_daemon() {
         d.log()
     );
     assert!(
-        wait(Duration::from_secs(10), || transcriptd::snapshots::Store::at(&store).streams().unwrap().iter().any(|s| s.end() == (first.len() + more.len()) as u64)),
+        wait(Duration::from_secs(10), || transcriptd::snapshots::Store::at(&store)
+            .streams()
+            .unwrap()
+            .iter()
+            .any(|s| s.end() == (first.len() + more.len()) as u64)),
         "{}",
         d.log()
     );

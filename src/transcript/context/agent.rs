@@ -678,9 +678,9 @@ fn codex_unloadable(v: &Value) -> bool {
     if !matches!(ty, "function_call_output" | "custom_tool_call_output") {
         return false;
     }
-    v.get("output").and_then(Value::as_array).is_some_and(|items| {
-        items.iter().any(|i| !i.get("type").and_then(Value::as_str).is_some_and(|t| CODEX_OUTPUT_ITEMS.contains(&t)))
-    })
+    v.get("output")
+        .and_then(Value::as_array)
+        .is_some_and(|items| items.iter().any(|i| !i.get("type").and_then(Value::as_str).is_some_and(|t| CODEX_OUTPUT_ITEMS.contains(&t))))
 }
 
 /// The summary of a `compacted` record that has no `replacement_history` (rollouts written
@@ -730,8 +730,15 @@ fn rolled_back(r: &Record) -> Option<usize> {
 
 /// Texts that open a user message Codex makes itself (instructions, environment, a shell
 /// command the user ran, an aborted turn's note): such a message does not begin a user turn.
-const CODEX_CONTEXTUAL: [&str; 7] =
-    ["# AGENTS.md instructions", "<environment_context>", "<user_instructions>", "<skill>", "<user_shell_command>", "<turn_aborted>", "<subagent_notification>"];
+const CODEX_CONTEXTUAL: [&str; 7] = [
+    "# AGENTS.md instructions",
+    "<environment_context>",
+    "<user_instructions>",
+    "<skill>",
+    "<user_shell_command>",
+    "<turn_aborted>",
+    "<subagent_notification>",
+];
 
 /// Whether an item begins a user turn for a rollback: a user message that Codex did not make.
 fn user_turn(v: &Value) -> bool {
@@ -1018,7 +1025,12 @@ mod tests {
             {"type":"input_text","text":"z"},
         ]);
         let got = CodexTruncation::Bytes(12_000).output(&items).unwrap();
-        let texts: Vec<String> = got.as_array().unwrap().iter().map(|i| i["text"].as_str().map_or("<image>".into(), |t| t.chars().take(3).collect::<String>() + &t.len().to_string())).collect();
+        let texts: Vec<String> = got
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["text"].as_str().map_or("<image>".into(), |t| t.chars().take(3).collect::<String>() + &t.len().to_string()))
+            .collect();
         // The first fits (4,000 left), the empty one is not sent, the image stays, the second is
         // cut to 4,000 bytes and a marker, the last is left out and counted.
         assert_eq!(texts[0], "xxx8000");
@@ -1036,10 +1048,13 @@ mod tests {
             r#"{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"c1"}}"#.to_owned(),
             json!({"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"o".repeat(20_000)}}).to_string(),
             r#"{"type":"response_item","payload":{"type":"custom_tool_call","name":"apply_patch","input":"p","call_id":"c2"}}"#.to_owned(),
-            r#"{"type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"c2","output":[{"type":"output_text","text":"Done!"}]}}"#.to_owned(),
+            r#"{"type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"c2","output":[{"type":"output_text","text":"Done!"}]}}"#
+                .to_owned(),
         ];
         let records = || lines.iter().map(|l| format!("{l}\n").into_bytes()).collect::<Vec<_>>();
-        let out = |settings: &Settings| -> Vec<Value> { rebuild(Format::Codex, records(), Vec::new(), settings).iter().map(|b| serde_json::from_slice(b).unwrap()).collect() };
+        let out = |settings: &Settings| -> Vec<Value> {
+            rebuild(Format::Codex, records(), Vec::new(), settings).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
+        };
         // The session's model is one Codex ships: 48,000 bytes fit, the output is sent whole.
         let got = out(&Settings::default());
         assert_eq!(got[3]["payload"]["output"].as_str().unwrap().len(), 20_000);
@@ -1053,7 +1068,9 @@ mod tests {
 
     #[test]
     fn codex_takes_back_the_turns_a_rollback_names() {
-        let msg = |role: &str, text: &str| json!({"type":"response_item","payload":{"type":"message","role":role,"content":[{"type":"input_text","text":text}]}}).to_string();
+        let msg = |role: &str, text: &str| {
+            json!({"type":"response_item","payload":{"type":"message","role":role,"content":[{"type":"input_text","text":text}]}}).to_string()
+        };
         let rollback = |n: u64| json!({"type":"event_msg","payload":{"type":"thread_rolled_back","num_turns":n}}).to_string();
         let compacted = json!({"type":"compacted","payload":{"message":"","replacement_history":[{"type":"message","role":"user","content":[{"type":"input_text","text":"summary"}]}],"window_number":1}}).to_string();
         let texts = |lines: &[String]| -> Vec<String> {

@@ -119,7 +119,9 @@ enum Block {
     Result(Option<u64>),
     Thinking,
     /// `text`: whether it says nothing ([`blank_text`]).
-    Text { blank: bool },
+    Text {
+        blank: bool,
+    },
     Other,
 }
 
@@ -151,8 +153,7 @@ impl Fields<'_> {
         let blocks = &self.blocks;
         let thinking = blocks.iter().filter(|b| **b == Block::Thinking).count();
         let calls = if message { blocks.iter().filter_map(|b| if let Block::Use(id) = b { *id } else { None }).collect() } else { Vec::new() };
-        let results: Vec<u64> =
-            if message { blocks.iter().filter_map(|b| if let Block::Result(id) = b { *id } else { None }).collect() } else { Vec::new() };
+        let results: Vec<u64> = if message { blocks.iter().filter_map(|b| if let Block::Result(id) = b { *id } else { None }).collect() } else { Vec::new() };
         let has_result = blocks.iter().any(|b| matches!(b, Block::Result(_)));
         // `KJe`: thinking blocks, then texts that say nothing, at least one.
         let blank = {
@@ -296,7 +297,8 @@ impl Node {
                                                 let raw = s.raw();
                                                 let placeholder = |p: &[u8]| raw.windows(p.len()).any(|w| w == p);
                                                 text_blank = s.is_blank()
-                                                    || ((placeholder(b"(no content)") || placeholder(b"[Empty text removed]")) && blank_text(Some(&s.decode())));
+                                                    || ((placeholder(b"(no content)") || placeholder(b"[Empty text removed]"))
+                                                        && blank_text(Some(&s.decode())));
                                                 Ok(())
                                             }
                                             Some(J::Null) => sc.skip(),
@@ -742,9 +744,8 @@ fn recover(nodes: &[Option<Node>], entries: &[usize], lookup: &dyn Fn(u64) -> Op
     // Where a result recovered by call id goes: after the message's lines.
     let mut placed: std::collections::HashMap<usize, f64> = std::collections::HashMap::new();
     let at = |placed: &std::collections::HashMap<usize, f64>, i: usize| placed.get(&i).copied().unwrap_or(rank[i] as f64);
-    let by_place = |placed: &std::collections::HashMap<usize, f64>, a: &usize, b: &usize| {
-        at(placed, *a).total_cmp(&at(placed, *b)).then(rank[*a].cmp(&rank[*b]))
-    };
+    let by_place =
+        |placed: &std::collections::HashMap<usize, f64>, a: &usize, b: &usize| at(placed, *a).total_cmp(&at(placed, *b)).then(rank[*a].cmp(&rank[*b]));
     let mut done: Ids = Ids::default();
     let mut groups: Vec<(usize, usize, Vec<usize>)> = Vec::new();
     for &xt in chain {

@@ -64,7 +64,9 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     let role = match &*ty {
         b"user" => Role::User,
         b"assistant" => Role::Assistant,
-        b"system" if subtype.is_some_and(|s| s.is("compact_boundary")) => return Ok(of(Entry::Compaction { carried: Vec::new(), keeps: None })),
+        b"system" if subtype.is_some_and(|s| s.is("compact_boundary")) => {
+            return Ok(of(Entry::Compaction { carried: Vec::new(), keeps: None, summary_follows: true }))
+        }
         // Claude Code's own `system` records (local commands, hook summaries, API errors, turn
         // durations) are never sent to the model.
         b"system" => return Ok(of(Entry::Other)),

@@ -148,7 +148,7 @@ fn interpret(item: Item<'_>) -> Parsed<'_> {
         },
         Some("compacted") => {
             let history = item.payload.map(|p| p.replacement_history).unwrap_or_default();
-            Parsed::of(Entry::Compaction { carried: pending_calls(history), keeps: None })
+            Parsed::of(Entry::Compaction { carried: pending_calls(history), keeps: None, summary_follows: false })
         }
         Some("event_msg") => {
             let usage = item.payload.filter(|p| p.ty.is_some_and(|t| t.is("token_count"))).and_then(|p| p.usage).map(|(u, _)| u);

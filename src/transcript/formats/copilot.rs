@@ -273,7 +273,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
             Entry::Message(m)
         }
         // A compaction that failed replaced nothing.
-        "session.compaction_complete" if data.success == Some(true) => Entry::Compaction { carried: Vec::new(), keeps: None },
+        "session.compaction_complete" if data.success == Some(true) => Entry::Compaction { carried: Vec::new(), keeps: None, summary_follows: false },
         "session.usage_record" => {
             let (usage, model) = data.usage.map_or((None, None), |(u, m)| (Some(u), m));
             let key = id.map_or_else(|| crate::transcript::model::id_hash(&String::from_utf8_lossy(line)), |i| i.hash());

@@ -141,7 +141,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     let _ = content_string;
     // The loader's order: a rewind, a message record (a string `id`), a `$set`, metadata.
     if rewind {
-        return Ok(Parsed::of(Entry::Compaction { carried: Vec::new(), keeps: None }));
+        return Ok(Parsed::of(Entry::Compaction { carried: Vec::new(), keeps: None, summary_follows: false }));
     }
     let Some(id) = id else {
         if set && snapshot {
@@ -149,7 +149,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
             // user messages only (the first lines of every file: the agent's own context) starts
             // nothing over.
             return Ok(Parsed::of(match snapshot_open_calls(line) {
-                Some(carried) => Entry::Compaction { carried, keeps: None },
+                Some(carried) => Entry::Compaction { carried, keeps: None, summary_follows: false },
                 None => Entry::Other,
             }));
         }

@@ -264,7 +264,10 @@ mod tests {
         assert!(got.ends_with(&format!(r#",{small}]}},"uuid":"u"}}"#)), "{got}");
         // In a tool result's content, the image is mended inside the result.
         let got = mended(&format!(r#"[{{"type":"tool_result","tool_use_id":"t","content":[{{"type":"text","text":"shot"}},{big}]}}]"#), IMAGES).unwrap();
-        assert!(got.contains(r#"{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"shot"},{"type":"text","text":"[image removed"#), "{got}");
+        assert!(
+            got.contains(r#"{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"shot"},{"type":"text","text":"[image removed"#),
+            "{got}"
+        );
         // Empty data; nothing to mend.
         let empty = r#"[{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":""}}]"#;
         assert!(mended(empty, IMAGES).unwrap().contains("a JPEG image with no data"));

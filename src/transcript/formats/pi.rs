@@ -85,7 +85,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     };
     match &*ty {
         b"message" => {}
-        b"compaction" => return Ok(of(Entry::Compaction { carried: Vec::new(), keeps: first_kept.map(|k| k.hash()) })),
+        b"compaction" => return Ok(of(Entry::Compaction { carried: Vec::new(), keeps: first_kept.map(|k| k.hash()), summary_follows: false })),
         // `buildSessionContext` sends a branch summary only when its summary is not empty.
         b"branch_summary" => return Ok(of(if summary.is_some_and(|s| !s.raw().is_empty()) { user(true) } else { Entry::Other })),
         b"custom_message" => return Ok(of(user(content.has_content))),

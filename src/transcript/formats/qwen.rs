@@ -107,7 +107,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     let entry = match &*ty {
         b"system" => {
             return Ok(of(match (sub.as_deref(), compressed) {
-                (Some(b"chat_compression"), Some(history)) => Entry::Compaction { carried: open_calls(history), keeps: None },
+                (Some(b"chat_compression"), Some(history)) => Entry::Compaction { carried: open_calls(history), keeps: None, summary_follows: false },
                 _ => Entry::Other,
             }))
         }
@@ -740,7 +740,7 @@ mod tests {
             r#"{{"uuid":"k","parentUuid":"r",{BASE},"type":"system","subtype":"chat_compression","systemPayload":{{"info":{{}},"compressedHistory":[{{"role":"user","parts":[{{"text":"sum"}}]}},{{"role":"model","parts":[{{"functionCall":{{"id":"c9","name":"n","args":{{}}}}}}]}}]}}}}"#
         );
         match parse(c.as_bytes()).unwrap().entry {
-            Entry::Compaction { carried, keeps: None } => assert_eq!(carried.iter().map(|c| c.id.as_ref()).collect::<Vec<_>>(), ["c9"]),
+            Entry::Compaction { carried, keeps: None, .. } => assert_eq!(carried.iter().map(|c| c.id.as_ref()).collect::<Vec<_>>(), ["c9"]),
             e => panic!("{e:?}"),
         }
         let t = format!(r#"{{"uuid":"t","parentUuid":"r",{BASE},"type":"system","subtype":"ui_telemetry","systemPayload":{{}}}}"#);

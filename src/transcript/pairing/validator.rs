@@ -433,7 +433,7 @@ impl Validator {
                     }
                 }
             }
-            Entry::Compaction { carried, keeps } => {
+            Entry::Compaction { carried, keeps, .. } => {
                 if t == MAIN_THREAD {
                     if let Some(api) = self.api.as_mut() {
                         api.compaction();

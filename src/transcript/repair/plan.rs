@@ -27,8 +27,8 @@ use super::synth::ResultText;
 use crate::transcript::finding::{Kind, Output, Severity};
 pub use crate::transcript::formats::mend::Mend;
 use crate::transcript::formats::{Consecutive, Format};
-use crate::transcript::pairing::api::{IMAGE_MAX_BYTES, IMAGE_MAX_PX, MANY_IMAGES, MANY_IMAGE_MAX_PX};
 use crate::transcript::model::{Args, Entry, Node, Parsed, Role, MAIN_THREAD};
+use crate::transcript::pairing::api::{IMAGE_MAX_BYTES, IMAGE_MAX_PX, MANY_IMAGES, MANY_IMAGE_MAX_PX};
 use crate::transcript::pairing::branches::{HashKeyed, HORIZON};
 use crate::transcript::{Map, Set};
 use serde::Serialize;
@@ -658,6 +658,15 @@ impl Planner {
             Kind::DuplicateCallId => self.plan.recheck = true,
             // What the lines said is not in the file: nothing to edit it back from.
             Kind::ContentWiped => self.unrepaired(f.line, f.kind, None, "what the lines said is gone from the file (restore it from a backup)"),
+            // The history is in the file, but no summary of it was written: none can be made
+            // here, and without the boundary the agent would send all of it again, maybe more
+            // than its context window (not measured).
+            Kind::CompactionUnsummarized => self.unrepaired(
+                f.line,
+                f.kind,
+                None,
+                "no summary of the history before the compaction was written, and none can be made here (the lines are still in the file)",
+            ),
             // Missing transcripts are not lines; argument warnings and what a file's going
             // says need no edit; the chain walk's loss is bridged after the other edits; the
             // datasets' rules are the dataset repair's. Every kind is named: a new one is
@@ -724,7 +733,8 @@ impl Planner {
         );
         for (bytes, at) in self.largest.clone() {
             if at != line {
-                let why = format!("not repaired: one of the largest lines of the request over the API's 32 MB limit ({:.1} MB of content)", bytes as f64 / 1048576.0);
+                let why =
+                    format!("not repaired: one of the largest lines of the request over the API's 32 MB limit ({:.1} MB of content)", bytes as f64 / 1048576.0);
                 self.unrepaired(at, Kind::RequestTooLarge, None, &why);
             }
         }
@@ -903,7 +913,7 @@ impl Planner {
             // and calls: the plan goes on as if there were no compaction (what the compaction
             // took out, the validator judges).
             Entry::Compaction { keeps: Some(_), .. } => {}
-            Entry::Compaction { carried, keeps: None } => {
+            Entry::Compaction { carried, keeps: None, .. } => {
                 // The thread starts afresh; other threads go on.
                 self.calls.forget_thread(thread);
                 if self.turns_of.remove(&thread).is_some() {

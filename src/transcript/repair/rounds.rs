@@ -77,7 +77,9 @@ impl Rounds {
     fn translate(&self, e: &Edit) -> Edit {
         let mut e = e.clone();
         match &mut e {
-            Edit::Remove { line, .. } | Edit::DropResults { line, .. } | Edit::DropCall { line, .. } | Edit::Mend { line, .. } => *line = self.input_line(*line),
+            Edit::Remove { line, .. } | Edit::DropResults { line, .. } | Edit::DropCall { line, .. } | Edit::Mend { line, .. } => {
+                *line = self.input_line(*line)
+            }
             Edit::Insert { after, .. } => *after = self.input_line(*after),
             Edit::JoinTurn { line, like, .. } => {
                 *line = self.input_line(*line);

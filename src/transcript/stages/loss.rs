@@ -6,13 +6,18 @@
 //!   them, and the session resumes with nothing of them (anthropics/claude-code#40352: 4,252
 //!   of 4,319 messages left as empty strings). Healthy sessions hold no such run: the agents
 //!   write no empty conversation line but the odd blank text block.
+//! - In the stream: a Claude Code `compact_boundary` whose next message is not its summary
+//!   (`compaction_unsummarized`): the agent resumes from the boundary, so the history before it is not
+//!   sent and no summary stands for it (measured with Claude Code 2.1.332: a compacted session
+//!   without its summary line resumed with the four local-command lines after the boundary
+//!   only). The lines are still in the file.
 //! - From the shell ([`Stage::left`]): the file deleted (`transcript_deleted`: an agent's
 //!   cleanup, a user's `rm`) or truncated or rewritten in place so that what was read is no
 //!   longer there (`transcript_rewritten`). Warnings: a deletion may be meant; the agents only
 //!   append, so a rewrite is not theirs.
 
 use crate::transcript::finding::{Finding, Kind, Output};
-use crate::transcript::model::Entry;
+use crate::transcript::model::{Entry, Role, MAIN_THREAD};
 use crate::transcript::pipeline::{Event, Gone, Input, Inputs, Left, Pairing, Quiet, Stage};
 use std::time::Duration;
 
@@ -27,6 +32,39 @@ pub struct Loss {
     run: Option<Run>,
     /// The snapshot store that holds what the file had (the daemon's `snapshot` sink).
     store: Option<String>,
+    /// Conversation lines of the main thread since the start or the last compaction.
+    messages: u64,
+    /// A compaction whose summary comes on a line of its own, not seen yet.
+    boundary: Option<Boundary>,
+}
+
+/// A compaction whose summary is still to come: its line and the messages before it.
+#[derive(Debug, Clone, Copy)]
+struct Boundary {
+    line: u64,
+    before: u64,
+}
+
+impl Boundary {
+    fn finding(self, next: Option<u64>) -> Finding {
+        let Boundary { line, before } = self;
+        let next = match next {
+            Some(n) => format!("the next message, line {n}, is not its summary"),
+            None => "the file ends before its summary".into(),
+        };
+        let mut f = Finding::new(
+            line,
+            Kind::CompactionUnsummarized,
+            format!(
+                "a compaction with no summary after it ({next}): Claude Code resumes the conversation from this line, so the {before} message{} before it {} not sent and no summary stands for {} (nothing says so); the lines are still in the file",
+                if before == 1 { "" } else { "s" },
+                if before == 1 { "is" } else { "are" },
+                if before == 1 { "it" } else { "them" },
+            ),
+        );
+        f.on_resume = Some(format!("resume sends nothing of the {before} messages before line {line}"));
+        f
+    }
 }
 
 /// Conversation lines in a row without content.
@@ -56,7 +94,7 @@ impl Run {
 impl Loss {
     /// The stage; on a live stream its tail is due after `quiet` without growth.
     pub fn new(quiet: Duration) -> Self {
-        Loss { quiet: Quiet::new(quiet), run: None, store: None }
+        Loss { quiet: Quiet::new(quiet), run: None, store: None, messages: 0, boundary: None }
     }
 
     /// Its findings say that `store` (a snapshot store) holds what was lost, and how to put it
@@ -98,7 +136,26 @@ impl Stage for Loss {
     }
 
     fn input(&mut self, input: &Input<'_, '_>, _pairing: &Pairing, events: &mut Vec<Event>) {
-        let Input::Entry { number, parsed, .. } = input else { return };
+        let Input::Entry { number, parsed, thread } = input else { return };
+        if *thread == MAIN_THREAD {
+            match &parsed.entry {
+                Entry::Message(m) => {
+                    // Claude Code's summary: a user message of text that starts no turn.
+                    let summary = m.role == Role::User && !m.prompt && m.results.is_empty() && m.has_content;
+                    if let Some(b) = self.boundary.take() {
+                        if !summary && b.before > 0 {
+                            events.push(Event::Output(Output::Finding(b.finding(Some(*number)))));
+                        }
+                    }
+                    self.messages += 1;
+                }
+                Entry::Compaction { summary_follows, .. } => {
+                    self.boundary = summary_follows.then_some(Boundary { line: *number, before: self.messages });
+                    self.messages = 0;
+                }
+                Entry::Other | Entry::Unknown => {}
+            }
+        }
         match &parsed.entry {
             Entry::Message(m) if !m.has_content => {
                 let r = self.run.get_or_insert(Run { first: *number, last: *number, lines: 0 });
@@ -134,6 +191,8 @@ impl Stage for Loss {
 
     fn left(&mut self, gone: &Gone, _pairing: &Pairing, events: &mut Vec<Event>) {
         self.run = None;
+        self.boundary = None;
+        self.messages = 0;
         let Gone { how, bytes, lines, messages } = *gone;
         // After a restart the shell knows the bytes read, not yet the lines.
         let read = match lines {
@@ -157,6 +216,9 @@ impl Stage for Loss {
 
     fn finish(&mut self, _pairing: &Pairing, events: &mut Vec<Event>) {
         self.close(events);
+        if let Some(b) = self.boundary.take().filter(|b| b.before > 0) {
+            events.push(Event::Output(Output::Finding(b.finding(None))));
+        }
     }
 }
 
@@ -204,6 +266,39 @@ mod tests {
         let f = check(&s);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].line, 5);
+    }
+
+    fn boundary(i: usize) -> String {
+        format!("{{\"type\":\"system\",\"subtype\":\"compact_boundary\",\"uuid\":\"u{i}\",\"parentUuid\":null,\"logicalParentUuid\":\"u{}\",\"sessionId\":\"s\"}}\n", i - 1)
+    }
+
+    fn summary(i: usize) -> String {
+        format!(
+            "{{\"type\":\"user\",\"isCompactSummary\":true,\"uuid\":\"u{i}\",\"parentUuid\":\"u{}\",\"sessionId\":\"s\",\"message\":{{\"role\":\"user\",\"content\":\"This session is being continued\"}}}}\n",
+            i - 1
+        )
+    }
+
+    #[test]
+    fn a_compaction_without_its_summary_loses_the_history_before_it() {
+        let before = line(0, "user", "\"hello\"") + &line(1, "assistant", "\"hi\"");
+        // With its summary: nothing.
+        assert!(check(&(before.clone() + &boundary(2) + &summary(3) + &line(4, "user", "\"go on\""))).is_empty());
+        // Without: the boundary's line, the two messages before it.
+        let f = check(&(before.clone() + &boundary(2) + &line(3, "user", "\"go on\"")));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!((f[0].kind, f[0].line), (Kind::CompactionUnsummarized, 3));
+        assert!(
+            f[0].message.contains("the next message, line 4, is not its summary") && f[0].message.contains("the 2 messages before it are not sent"),
+            "{}",
+            f[0].message
+        );
+        // The file ends at the boundary.
+        let f = check(&(before + &boundary(2)));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].message.contains("the file ends before its summary"), "{}", f[0].message);
+        // Nothing before it: nothing lost.
+        assert!(check(&(boundary(1) + &line(2, "user", "\"go on\""))).is_empty());
     }
 
     #[test]

@@ -1140,7 +1140,9 @@ def cmd_record(args):
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="oracle-record-"))
     try:
-        home = work / "home"
+        # --home: a HOME the caller keeps (a second run sees the first one's sessions, and a
+        # daemon outside the namespace can watch it); else a throwaway one.
+        home = Path(args.home).resolve() if args.home else work / "home"
         cwd = work / "scratch"
         cwd.mkdir(parents=True)
         provider = Provider(out_dir / "requests", script.get("steps"), stall_on_compaction=args.kill_at == "compaction",
@@ -1855,6 +1857,7 @@ def main():
     w.add_argument("--timeout", type=float, default=90)
     w.add_argument("--keep", action="store_true")
     w.add_argument("--before", help="a shell command run in the agent's throwaway HOME before it starts")
+    w.add_argument("--home", help="the agent's HOME: a directory the caller keeps (default: a throwaway one)")
     c = sub.add_parser("compare")
     c.add_argument("--agent", choices=["claude", "codex", "pi", "qwen", "gemini", "copilot"], required=True)
     c.add_argument("request")
