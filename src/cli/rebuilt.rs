@@ -90,8 +90,11 @@ pub fn write_as(context: &Context, raw: bool, text: bool, settings: &agent::Sett
             records.push(std::mem::take(&mut record));
         }
     };
-    let mut pending = Vec::new();
+    let mut tail = agent::ClaudeTail::default();
+    let pending = &mut tail.pending;
     if context.claude_fields.len() == context.lines.len() && format == Format::ClaudeCode {
+        // Read back from the last line only as far as the rule needs.
+        tail.local_command = agent::ends_with_local_command(context.lines.iter().rev().filter_map(|l| serde_json::from_slice(&l.bytes).ok()));
         // The scan read each line once already: its fields say where the content is. A
         // local_command line is a user text: in place, or in the new turn after the last message.
         let last_message = context.claude_fields.iter().rposition(ClaudeFields::is_message);
@@ -111,7 +114,7 @@ pub fn write_as(context: &Context, raw: bool, text: bool, settings: &agent::Sett
     }
     c.finish(&mut collect);
     let mut result = Ok(());
-    for r in agent::rebuild(format, records, pending, settings) {
+    for r in agent::rebuild(format, records, tail, settings) {
         result = if text { super::render::canonical(out, &r, format) } else { out.write_all(&r) };
         if result.is_err() {
             break;

@@ -13,7 +13,7 @@
 //!   then ends with a user message gets the assistant turn "No response requested." the agent
 //!   closes it with before the new prompt. Consecutive user messages are sent as one message,
 //!   and a text that ends one of them and is followed by a text of the next gets a newline at
-//!   its end (when it has none). A `system` `local_command` line (a slash command and its
+//!   its end (even when it ends with one). A `system` `local_command` line (a slash command and its
 //!   output) is a user text: in place, or, after the last message, in the new turn after "No
 //!   response requested." ([`local_command`]).
 //! - **Codex** (0.171.0, `normalize.rs` of its context manager): over the model-visible history
@@ -241,18 +241,124 @@ impl Record {
     }
 }
 
+/// What Claude Code's resume reads off the end of the file besides the records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaudeTail {
+    /// The texts of the `local_command` lines after the last message (see [`local_command`]);
+    /// the agent sends them in the new turn's user message, after its "No response
+    /// requested.", each ending with a newline (the prompt follows them).
+    pub pending: Vec<String>,
+    /// The history ends with a local command's lines ([`ends_with_local_command`]): the agent
+    /// does not close it with "No response requested.", and sends them in one user message
+    /// with the new prompt.
+    pub local_command: bool,
+}
+
+/// The text that ends a message: its string content, or its last block when that is a text.
+fn last_text(v: &mut Value) -> Option<&mut String> {
+    match v.get_mut("content") {
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Array(a)) => match a.last_mut() {
+            Some(b) if is_type(b, "text") => match b.get_mut("text") {
+                Some(Value::String(s)) => Some(s),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// How Claude Code 2.1.332 tells the lines of a slash command from a user message (`Hmt` and
+/// `vYn` in its bundle), by the start of the line's last text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Local {
+    /// `<command-name>…`
+    Record,
+    /// A user text that starts with `/` (not `isMeta`).
+    BareRecord,
+    /// `<local-command-stdout>…`, `<local-command-stderr>…`
+    Output,
+    /// `<local-command-caveat>…`, in an `isMeta` line.
+    Caveat,
+}
+
+fn local_class(v: &Value) -> Option<Local> {
+    if v.get("type").and_then(Value::as_str) != Some("user") || v.get("promptSource").is_some_and(|p| !p.is_null()) {
+        return None;
+    }
+    let meta = v.get("isMeta").and_then(Value::as_bool) == Some(true);
+    let content = v.get("message").and_then(|m| m.get("content"));
+    let last_text = match content {
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(Value::Array(a)) => a.iter().rev().find(|b| is_type(b, "text")).and_then(|b| b.get("text")).and_then(Value::as_str),
+        _ => None,
+    };
+    let tagged = last_text.and_then(|t| {
+        if t.starts_with("<command-name>") {
+            Some(Local::Record)
+        } else if t.starts_with("<local-command-stdout>") || t.starts_with("<local-command-stderr>") {
+            Some(Local::Output)
+        } else if t.starts_with("<local-command-caveat>") {
+            meta.then_some(Local::Caveat)
+        } else {
+            None
+        }
+    });
+    // `b_`: a string content, or the last block a text, that starts with `/` once trimmed.
+    let bare = || match content {
+        Some(Value::String(s)) => s.trim().starts_with('/'),
+        Some(Value::Array(a)) => a.last().is_some_and(|b| is_type(b, "text") && b.get("text").and_then(Value::as_str).is_some_and(|t| t.trim().starts_with('/'))),
+        _ => false,
+    };
+    tagged.or_else(|| (!meta && bare()).then_some(Local::BareRecord))
+}
+
+/// Whether the last message line of a Claude Code history, given with the lines before it newest
+/// first (the lines sent, in the order sent), ends a local command (`E6` in Claude Code
+/// 2.1.332's bundle): going back over its outputs to its command line, that is preceded by the
+/// caveat (`isMeta`; not older than a bare `/command` text), or every line passed is `isMeta`.
+/// Such a history is not closed with "No response requested." (measured with the agent on a
+/// caveat, command and output after the last answer, and after an interrupt; an output alone or
+/// a meta text alone is closed).
+pub fn ends_with_local_command(newest_first: impl IntoIterator<Item = Value>) -> bool {
+    let ty = |v: &Value| v.get("type").and_then(Value::as_str).map(str::to_owned);
+    let time = |v: &Value| v.get("timestamp").and_then(Value::as_str).and_then(crate::transcript::timestamp::Timestamp::parse_rfc3339).map(|t| t.unix_millis());
+    let mut lines = newest_first.into_iter().filter(|v| !matches!(ty(v).as_deref(), Some("system" | "progress" | "attachment")));
+    let Some(last) = lines.next() else { return false };
+    if ty(&last).as_deref() != Some("user") || local_class(&last).is_none() {
+        return false;
+    }
+    let (mut command, mut bare_at, mut all_meta) = (false, None::<Option<i64>>, true);
+    for v in std::iter::once(last).chain(lines) {
+        let class = local_class(&v);
+        if class == Some(Local::Caveat) {
+            // `Date.parse` of a missing or bad timestamp is NaN: no comparison holds.
+            return match bare_at {
+                None => true,
+                Some(at) => matches!((time(&v), at), (Some(c), Some(b)) if c >= b),
+            };
+        }
+        let Some(class) = class.filter(|_| !command) else { break };
+        command = matches!(class, Local::Record | Local::BareRecord);
+        if class == Local::BareRecord {
+            bare_at = Some(time(&v));
+        }
+        all_meta &= v.get("isMeta").and_then(Value::as_bool) == Some(true);
+    }
+    all_meta
+}
+
 /// The history the agent of `format` sends on resume, from the canonical context `records`
 /// (each a JSON object ending in `\n`, oldest first). Formats without a resume model are
 /// returned as they are.
 ///
-/// `pending` (Claude Code): the texts of the `local_command` lines after the last message (see
-/// [`local_command`]); the agent sends them in the new turn's user message, after its "No
-/// response requested.", each ending with a newline (the prompt follows them).
+/// `tail` (Claude Code): what the end of the file says besides the records ([`ClaudeTail`]).
 ///
 /// `settings`: what the resume depends on that the file does not say.
-pub fn rebuild(format: Format, records: Vec<Vec<u8>>, pending: Vec<String>, settings: &Settings) -> Vec<Vec<u8>> {
+pub fn rebuild(format: Format, records: Vec<Vec<u8>>, tail: ClaudeTail, settings: &Settings) -> Vec<Vec<u8>> {
     match format {
-        Format::ClaudeCode => finish(claude(records.into_iter().map(Record::new).collect(), pending)),
+        Format::ClaudeCode => finish(claude(records.into_iter().map(Record::new).collect(), tail)),
         Format::Codex => finish(codex(records.into_iter().map(Record::new).collect(), settings)),
         Format::Pi => pi(records),
         Format::Qwen => qwen(records),
@@ -328,7 +434,8 @@ fn is_type(b: &Value, ty: &str) -> bool {
     b.get("type").and_then(Value::as_str) == Some(ty)
 }
 
-fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
+fn claude(mut records: Vec<Record>, tail: ClaudeTail) -> Vec<Record> {
+    let ClaudeTail { pending, local_command } = tail;
     for r in &mut records {
         let Some(v) = r.value.as_mut() else { continue };
         if role(v) != Some("assistant") {
@@ -358,18 +465,10 @@ fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
             _ => false,
         });
         let Some(prev) = records[i - 1].value.as_mut().filter(|v| role(v) == Some("user") && next_starts_with_text) else { continue };
-        let text = match prev.get_mut("content") {
-            Some(Value::String(s)) => Some(s),
-            Some(Value::Array(a)) => match a.last_mut() {
-                Some(b) if is_type(b, "text") => match b.get_mut("text") {
-                    Some(Value::String(s)) => Some(s),
-                    _ => None,
-                },
-                _ => None,
-            },
-            _ => None,
-        };
-        if let Some(t) = text.filter(|t| !t.ends_with('\n')) {
+        let text = last_text(prev);
+        // Even when it ends with one already (measured: context case 0010, "already ends\n"
+        // is sent as "already ends\n\n").
+        if let Some(t) = text {
             t.push('\n');
             records[i - 1].changed = true;
         }
@@ -411,8 +510,17 @@ fn claude(mut records: Vec<Record>, pending: Vec<String>) -> Vec<Record> {
         }
     }
     let last = records.iter().rev().filter_map(|r| r.value.as_ref()).find_map(|v| role(v).filter(|r| *r == "user" || *r == "assistant"));
-    if last == Some("user") {
+    if last == Some("user") && !local_command {
         records.push(Record::made(json!({"role": "assistant", "content": [{"type": "text", "text": CLAUDE_NO_RESPONSE}]})));
+    } else if last == Some("user") && pending.is_empty() {
+        // The new prompt follows in the same user message: the text that ends the history
+        // gets its newline, as between any two user messages.
+        if let Some(r) = records.iter_mut().rev().find(|r| r.value.as_ref().and_then(role).is_some_and(|x| x == "user" || x == "assistant")) {
+            if let Some(t) = r.value.as_mut().and_then(last_text) {
+                t.push('\n');
+                r.changed = true;
+            }
+        }
     }
     if !pending.is_empty() {
         let texts: Vec<Value> = pending.into_iter().map(|t| json!({"type": "text", "text": if t.ends_with('\n') { t } else { t + "\n" }})).collect();
@@ -908,7 +1016,7 @@ mod tests {
 
     fn run(format: Format, lines: &[&str]) -> Vec<Value> {
         let records = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
-        rebuild(format, records, Vec::new(), &Settings::default()).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
+        rebuild(format, records, ClaudeTail::default(), &Settings::default()).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
     }
 
     #[test]
@@ -955,7 +1063,7 @@ mod tests {
     fn claude_answered_history_ending_with_the_assistant_is_unchanged() {
         let lines = [r#"{"role":"user","content":"go"}"#, r#"{"role":"assistant","content":[{"type":"text","text":"done"}]}"#];
         let records: Vec<Vec<u8>> = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
-        assert_eq!(rebuild(Format::ClaudeCode, records.clone(), Vec::new(), &Settings::default()), records);
+        assert_eq!(rebuild(Format::ClaudeCode, records.clone(), ClaudeTail::default(), &Settings::default()), records);
     }
 
     #[test]
@@ -966,7 +1074,7 @@ mod tests {
         let got = run(Format::ClaudeCode, &[r#"{"role":"user","content":"go"}"#]);
         assert_eq!(got.len(), 2, "no pending command: the turn is only closed");
         let records = vec![b"{\"role\":\"user\",\"content\":\"go\"}\n".to_vec()];
-        let got = rebuild(Format::ClaudeCode, records, vec!["<command-name>/model</command-name>".into()], &Settings::default());
+        let got = rebuild(Format::ClaudeCode, records, ClaudeTail { pending: vec!["<command-name>/model</command-name>".into()], ..ClaudeTail::default() }, &Settings::default());
         let last: Value = serde_json::from_slice(got.last().unwrap()).unwrap();
         assert_eq!(last, json!({"role":"user","content":[{"type":"text","text":"<command-name>/model</command-name>\n"}]}));
         assert_eq!(got.len(), 3, "after the agent's No response requested.");
@@ -1053,7 +1161,7 @@ mod tests {
         ];
         let records = || lines.iter().map(|l| format!("{l}\n").into_bytes()).collect::<Vec<_>>();
         let out = |settings: &Settings| -> Vec<Value> {
-            rebuild(Format::Codex, records(), Vec::new(), settings).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
+            rebuild(Format::Codex, records(), ClaudeTail::default(), settings).iter().map(|b| serde_json::from_slice(b).unwrap()).collect()
         };
         // The session's model is one Codex ships: 48,000 bytes fit, the output is sent whole.
         let got = out(&Settings::default());
@@ -1075,7 +1183,7 @@ mod tests {
         let compacted = json!({"type":"compacted","payload":{"message":"","replacement_history":[{"type":"message","role":"user","content":[{"type":"input_text","text":"summary"}]}],"window_number":1}}).to_string();
         let texts = |lines: &[String]| -> Vec<String> {
             let records = lines.iter().map(|l| format!("{l}\n").into_bytes()).collect();
-            rebuild(Format::Codex, records, Vec::new(), &Settings::default())
+            rebuild(Format::Codex, records, ClaudeTail::default(), &Settings::default())
                 .iter()
                 .map(|b| serde_json::from_slice::<Value>(b).unwrap())
                 .flat_map(|v| {

@@ -4,12 +4,16 @@
 //! checked against the real agent with `tests/integration/peers/agent_oracle.py`) does not send
 //! the file's lines in order. It loads every line that has a `uuid` into a map and then:
 //!
-//! 1. **Chooses a leaf.** A *terminal* line is one that no line names as its parent; from each,
+//! 1. **Chooses a leaf.** First the file's last line in its map (of the main conversation,
+//!    not a `file_snapshot`), climbed up its parents to the first `user` or `assistant` line —
+//!    the timestamps do not matter ([`last_line_leaf`]). Only when that climb fails (a missing
+//!    parent, a cycle) or `file_snapshot` lines end the file: a *terminal* line is one that no line names as its parent; from each,
 //!    it climbs through non-message lines (progress, attachments, system records) to the first
 //!    `user` or `assistant` line, which is a leaf when no message line hangs under it. Of the
 //!    leaves that are messages of the main conversation (not `isSidechain`), the one with the
 //!    newest `timestamp` wins (the first in the file on a tie). A rewind appends a prompt under
-//!    an earlier line, so the abandoned branch ends in an older leaf and is not sent.
+//!    an earlier line, so the abandoned branch is not sent. The map holds the lines of the
+//!    loader's five types only (user, assistant, attachment, system, progress).
 //! 2. **Walks the `parentUuid` chain** from the leaf back to a line whose parent is null (the
 //!    first line, or a `compact_boundary`). A parent that is not in the map — a line that could
 //!    not be read, or one that was never written — is **bridged** to the line of the same side
@@ -81,6 +85,9 @@ pub struct Node {
     pub source: Option<u64>,
     /// A `compact_boundary` record: the resumed conversation starts after the last one.
     pub boundary: bool,
+    /// A `system` `file_snapshot` line (`fH` in Claude Code 2.1.332's bundle): never the
+    /// loader's last line, and never the line a missing parent is bridged to.
+    pub file_snapshot: bool,
     /// A line the agent's parallel-call recovery passes over after the lines of an assistant
     /// message (`WMe` in Claude Code 2.1.332's bundle, but for the message's own lines): a
     /// user line that is `isMeta` or holds a `tool_result` block, an `attachment`, a `system`
@@ -172,7 +179,13 @@ impl Fields<'_> {
             ok && texts
         };
         Node {
-            uuid: self.uuid,
+            // The loader's map holds the lines of its five transcript types only (`C3` in
+            // Claude Code 2.1.332's bundle: user, assistant, attachment, system, progress):
+            // a line of another type that has a `uuid` (a record of a later version, a
+            // `summary`, a `queue-operation`) is not in it, so a line under it has a missing
+            // parent (measured: context case 0004, and the same file with that line's type
+            // each of the others).
+            uuid: self.uuid.filter(|_| matches!(ty, Some("user" | "assistant" | "attachment" | "system" | "progress"))),
             parent: self.parent,
             time: self.time,
             sidechain: self.sidechain,
@@ -184,6 +197,7 @@ impl Fields<'_> {
             results,
             source: if user { self.source } else { None },
             boundary,
+            file_snapshot: system && self.subtype == Some("file_snapshot"),
             follows: (user && (self.meta || has_result)) || ty == Some("attachment") || (system && !boundary),
             thinking_only: assistant && !blocks.is_empty() && thinking == blocks.len(),
             said: assistant && thinking < blocks.len(),
@@ -529,6 +543,7 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
         }
     }
     drop(climbed);
+    let last = last_line_leaf(nodes, &|u| by_uuid.get(&u).copied(), side);
     let newest = |pick: &dyn Fn(&Node) -> bool| -> Option<usize> {
         let mut best: Option<(usize, i64)> = None;
         for &i in &entries {
@@ -540,7 +555,9 @@ pub fn walk(nodes: &[Option<Node>], side: bool) -> Walk {
         }
         best.map(|(i, _)| i)
     };
-    let leaf = if !leaves.contains(&true) {
+    let leaf = if last.is_some() {
+        last
+    } else if !leaves.contains(&true) {
         newest(&|x| x.sidechain == side)
     } else {
         newest(&|x| x.message && x.sidechain == side && x.uuid.is_some_and(|u| leaves[by_uuid[&u]]))
@@ -846,6 +863,46 @@ fn recover(nodes: &[Option<Node>], entries: &[usize], lookup: &dyn Fn(u64) -> Op
 /// A set of ids ([`id_hash`]es, used as their own hash).
 type Ids = std::collections::HashSet<u64, std::hash::BuildHasherDefault<crate::transcript::pairing::branches::Identity>>;
 
+/// The leaf Claude Code 2.1.332's loader takes first: from the last line of the file that is in
+/// its map, of the conversation's side and not a `file_snapshot` (its `uo`), up the parents to
+/// the first message line (`user`, `assistant`, or a `local_command` one) — whatever the timestamps say, and whether or not a
+/// message hangs under it (measured: a later branch with an older timestamp is the one sent,
+/// reached through a `progress` line too). `None` when the climb meets a missing parent or a
+/// cycle, or `file_snapshot` lines come after that last line: the loader then takes the newest
+/// of the leaves ([`walk`]'s step 1).
+fn last_line_leaf(nodes: &[Option<Node>], lookup: &dyn Fn(u64) -> Option<usize>, side: bool) -> Option<usize> {
+    let mut snapshot_after = false;
+    let mut last = None;
+    for (i, x) in nodes.iter().enumerate().rev() {
+        let Some(x) = x.as_ref().filter(|x| x.uuid.is_some()) else { continue };
+        if x.file_snapshot {
+            snapshot_after = true;
+        } else if x.sidechain == side {
+            last = Some(i);
+            break;
+        }
+    }
+    if snapshot_after {
+        return None;
+    }
+    let mut at = lookup(nodes[last?].as_ref()?.uuid?);
+    let mut seen = 0usize;
+    while let Some(i) = at {
+        let x = nodes[i].as_ref()?;
+        // A `local_command` line is loaded as a user message (measured: the `/model` lines
+        // that end `spotter/short.jsonl` are sent).
+        if x.message {
+            return Some(i);
+        }
+        seen += 1;
+        if seen > nodes.len() {
+            return None;
+        }
+        at = lookup(x.parent?);
+    }
+    None
+}
+
 /// The lines of one side that have a timestamp, oldest first (on a tie, in the walk's order of
 /// entries), for finding the line a missing parent is bridged to without a pass over them all.
 struct ByTime {
@@ -860,7 +917,7 @@ impl ByTime {
             .enumerate()
             .filter_map(|(rank, &i)| {
                 let x = nodes[i].as_ref()?;
-                (x.sidechain == side).then_some((x.time?, rank, i))
+                (x.sidechain == side && !x.file_snapshot).then_some((x.time?, rank, i))
             })
             .collect();
         lines.sort_unstable();
@@ -1246,7 +1303,9 @@ mod tests {
                 }
                 best.map(|(i, _)| i)
             };
-            let leaf = if leaves.is_empty() {
+            let leaf = if let Some(l) = last_line_leaf(nodes, &|u| by_uuid.get(&u).copied(), side) {
+                Some(l)
+            } else if leaves.is_empty() {
                 newest(&|x| x.sidechain == side)
             } else {
                 newest(&|x| x.message && x.sidechain == side && x.uuid.is_some_and(|u| leaves.contains(&by_uuid[&u])))
@@ -1288,7 +1347,7 @@ mod tests {
             for &i in entries {
                 let Some(x) = nodes[i].as_ref() else { continue };
                 let Some(ti) = x.time else { continue };
-                if x.sidechain != child.sidechain || on.contains(&i) || ti > t {
+                if x.sidechain != child.sidechain || x.file_snapshot || on.contains(&i) || ti > t {
                     continue;
                 }
                 if best.is_none_or(|(_, b)| ti > b) {
@@ -1325,6 +1384,7 @@ mod tests {
                     calls: if d % 5 == 1 { vec![200 + u64::from(b % 4)] } else { Vec::new() },
                     results: if d % 5 == 2 { vec![200 + u64::from(a % 4)] } else { Vec::new() },
                     boundary: false,
+                    file_snapshot: a % 13 == 7,
                     thinking_only: d % 6 == 5,
                     said: d % 6 != 5 && d % 3 == 0,
                 })

@@ -236,12 +236,13 @@ def main():
             jobs.append((p, f, shape, line))
             made += 1
     rows = []
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+    # Each row is written as it comes (in the mutations' order), so that a run cut short keeps
+    # what it measured.
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex, open(out / "results.jsonl", "w") as w:
         for row in ex.map(lambda j: run_one(j, args), jobs):
             rows.append(row)
-    with open(out / "results.jsonl", "w") as w:
-        for row in rows:
             w.write(json.dumps(row) + "\n")
+            w.flush()
     by = defaultdict(Counter)
     for row in rows:
         by[row["shape"]]["mutations"] += 1

@@ -1007,13 +1007,30 @@ def lay_down(agent, binary, transcript, home, cwd, port, model, prompt, extra=()
     environment and the command that resumes it with `prompt`."""
     if agent == "claude":
         sid = claude_session_id(transcript)
-        if not re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
-            sys.stderr.write(f"agent_oracle: not resumable: the session id {sid!r} is not a UUID (Claude Code resumes by UUID)\n")
-            sys.exit(4)
         env = claude_home(home, port)
         proj = Path(home) / ".claude" / "projects" / encode_cwd(cwd)
         proj.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(transcript, proj / f"{sid}.jsonl")
+        if re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", sid or ""):
+            shutil.copyfile(transcript, proj / f"{sid}.jsonl")
+        elif sid:
+            # `claude --resume` takes a UUID (or a session title) only. A made case (`s1`) is
+            # given a UUID of its own in the copy the agent resumes, as for Codex below: every
+            # line that names the old id re-encoded with the new one, every other line (an
+            # unreadable one too) byte for byte.
+            old, sid = sid, str(uuid.uuid5(uuid.NAMESPACE_URL, str(Path(transcript).resolve())))
+            with open(transcript, "rb") as src, open(proj / f"{sid}.jsonl", "wb") as dst:
+                for line in src:
+                    try:
+                        d = json.loads(line)
+                    except ValueError:
+                        d = None
+                    if isinstance(d, dict) and d.get("sessionId") == old:
+                        d["sessionId"] = sid
+                        line = json.dumps(d, ensure_ascii=False).encode() + (b"\n" if line.endswith(b"\n") else b"")
+                    dst.write(line)
+        else:
+            sys.stderr.write("agent_oracle: not resumable: no line names a session id (Claude Code resumes by UUID)\n")
+            sys.exit(4)
         cmd = claude_cmd(binary) + ["-p", "--resume", sid, "--output-format", "json", *extra]
         model = model or last_claude_model(transcript)
         if model and model != "none":
