@@ -308,7 +308,9 @@ fn local_class(v: &Value) -> Option<Local> {
     // `b_`: a string content, or the last block a text, that starts with `/` once trimmed.
     let bare = || match content {
         Some(Value::String(s)) => s.trim().starts_with('/'),
-        Some(Value::Array(a)) => a.last().is_some_and(|b| is_type(b, "text") && b.get("text").and_then(Value::as_str).is_some_and(|t| t.trim().starts_with('/'))),
+        Some(Value::Array(a)) => {
+            a.last().is_some_and(|b| is_type(b, "text") && b.get("text").and_then(Value::as_str).is_some_and(|t| t.trim().starts_with('/')))
+        }
         _ => false,
     };
     tagged.or_else(|| (!meta && bare()).then_some(Local::BareRecord))
@@ -1074,7 +1076,12 @@ mod tests {
         let got = run(Format::ClaudeCode, &[r#"{"role":"user","content":"go"}"#]);
         assert_eq!(got.len(), 2, "no pending command: the turn is only closed");
         let records = vec![b"{\"role\":\"user\",\"content\":\"go\"}\n".to_vec()];
-        let got = rebuild(Format::ClaudeCode, records, ClaudeTail { pending: vec!["<command-name>/model</command-name>".into()], ..ClaudeTail::default() }, &Settings::default());
+        let got = rebuild(
+            Format::ClaudeCode,
+            records,
+            ClaudeTail { pending: vec!["<command-name>/model</command-name>".into()], ..ClaudeTail::default() },
+            &Settings::default(),
+        );
         let last: Value = serde_json::from_slice(got.last().unwrap()).unwrap();
         assert_eq!(last, json!({"role":"user","content":[{"type":"text","text":"<command-name>/model</command-name>\n"}]}));
         assert_eq!(got.len(), 3, "after the agent's No response requested.");
