@@ -9,7 +9,10 @@ use proptest::prelude::*;
 use transcriptd::cli::rebuilt::scan;
 use transcriptd::transcript::checker::{read_line, Outcome};
 use transcriptd::transcript::context::chain::{walk, Node};
+use transcriptd::transcript::context::compaction::{Cut, Preserved};
 use transcriptd::transcript::context::model_context::{ModelContextScan, RolloutItem};
+use transcriptd::transcript::context::resume::preserved_relink;
+use transcriptd::transcript::formats::claude_code::ClaudeFields;
 use transcriptd::transcript::lines::{lines, Block, LineSplitter};
 use transcriptd::transcript::model::Entry;
 use transcriptd::transcript::reverse::{LineBytes, SourceLine};
@@ -42,17 +45,35 @@ fn forward_context(input: &[u8], max: usize) -> Vec<SourceLine> {
                 None => all.iter().find(|l| message(l)).map(side),
             };
             let from = last.map_or(0, |i| i + 1);
-            // The agent sends the chain of the newest leaf (`context::chain`), walked from the
+            // A boundary that preserves messages brings them back from before it, relinked
+            // (`resume::preserved_relink`, given every line before the boundary at once).
+            let mut kept = all.split_off(from);
+            let mut relink = None;
+            if let Some(b) = last {
+                if let Some(p) = Preserved::of(&all[b].bytes) {
+                    let fields = |l: SourceLine| {
+                        let f = ClaudeFields::read(&l.bytes).unwrap_or(ClaudeFields::Other { sidechain: false });
+                        (l, f)
+                    };
+                    let older = all[..b].to_vec().into_iter().map(fields).collect();
+                    let mut cut = Cut { boundary: Some(fields(all[b].clone())), lines: kept.into_iter().map(fields).collect(), preserved: Some((p, older)) };
+                    relink = preserved_relink(&mut cut);
+                    kept = cut.lines.into_iter().map(|(l, _)| l).collect();
+                }
+            }
+            // The agent sends the chain of the leaf (`context::chain`), walked from the
             // boundary on; a subagent's own file is kept whole.
             let sent = if main == Some(true) {
-                vec![true; all.len() - from]
+                vec![true; kept.len()]
             } else {
-                let nodes: Vec<Option<Node>> = all[last.unwrap_or(from)..].iter().map(|l| Node::read(&l.bytes)).collect();
+                let mut nodes: Vec<Option<Node>> = last.map(|b| &all[b]).into_iter().chain(&kept).map(|l| Node::read(&l.bytes)).collect();
+                if let Some(r) = &relink {
+                    r.apply(&mut nodes);
+                }
                 let skip = usize::from(last.is_some());
                 let w = walk(&nodes, false);
-                (0..all.len() - from).map(|i| w.sent[i + skip] || !nodes[i + skip].as_ref().is_some_and(|n| n.message)).collect()
+                (0..kept.len()).map(|i| w.sent[i + skip] || !nodes[i + skip].as_ref().is_some_and(|n| n.message)).collect()
             };
-            let kept = all.split_off(from);
             kept.into_iter().zip(sent).filter(|(l, sent)| *sent && main.is_none_or(|m| side(l) == m)).map(|(l, _)| l).collect()
         }
         Some(Format::Codex) => {

@@ -326,7 +326,9 @@ fn local_class(v: &Value) -> Option<Local> {
 pub fn ends_with_local_command(newest_first: impl IntoIterator<Item = Value>) -> bool {
     let ty = |v: &Value| v.get("type").and_then(Value::as_str).map(str::to_owned);
     let time = |v: &Value| v.get("timestamp").and_then(Value::as_str).and_then(crate::transcript::timestamp::Timestamp::parse_rfc3339).map(|t| t.unix_millis());
-    let mut lines = newest_first.into_iter().filter(|v| !matches!(ty(v).as_deref(), Some("system" | "progress" | "attachment")));
+    // It goes over the loaded messages, passing system, progress and attachment lines; the
+    // lines of other types are not loaded at all.
+    let mut lines = newest_first.into_iter().filter(|v| matches!(ty(v).as_deref(), Some("user" | "assistant")));
     let Some(last) = lines.next() else { return false };
     if ty(&last).as_deref() != Some("user") || local_class(&last).is_none() {
         return false;

@@ -16,7 +16,7 @@
 //! [`ReverseSplitter`]: crate::transcript::reverse::ReverseSplitter
 
 use super::chain::{self, Node};
-use super::compaction::CompactionCut;
+use super::compaction::{CompactionCut, Preserved};
 use super::model_context::{ModelContextScan, RolloutItem};
 use crate::transcript::checker::{read_line, Outcome};
 use crate::transcript::finding::Kind;
@@ -203,10 +203,24 @@ impl ContextScan {
             Route::Claude(cut) => {
                 // One parse serves both the cut (is it the boundary?) and the canonical records.
                 let read = simdutf8::basic::from_utf8(&line.bytes).ok().and_then(|_| ClaudeFields::read(&line.bytes).ok());
-                let f = if read.is_none() { fault(&line.bytes) } else { None };
+                let unread = read.is_none();
                 let fields = read.unwrap_or(ClaudeFields::Other { sidechain: false });
-                let boundary = fields.is_boundary();
-                (cut.push((line, fields), boundary), f)
+                if cut.wants_older() {
+                    // Before the boundary, for the messages it preserves: not context otherwise,
+                    // so an unreadable line here is not reported.
+                    let uuid = Node::read(&line.bytes).and_then(|n| n.uuid);
+                    (cut.push_older((line, fields), uuid), None)
+                } else {
+                    let f = if unread { fault(&line.bytes) } else { None };
+                    let boundary = fields.is_boundary();
+                    let preserved = if boundary && !cut.is_bounded() { Preserved::of(&line.bytes) } else { None };
+                    let mut progress = cut.push((line, fields), boundary);
+                    if let Some(p) = preserved {
+                        cut.want(p);
+                        progress = Progress::NeedMore;
+                    }
+                    (progress, f)
+                }
             }
             Route::Codex(scan) => {
                 let kind = ItemKind::of(&line.bytes);
@@ -255,7 +269,8 @@ impl ContextScan {
                 (Cut::Whole, lines)
             }
             Route::Claude(c) => {
-                let c = c.finish();
+                let mut c = c.finish();
+                let relink = preserved_relink(&mut c);
                 // The main conversation's `isSidechain`: the boundary's, or the oldest message's
                 // (in a subagent's own file every line is a sidechain). Records of other threads,
                 // subagents that Claude Code 1.0.x wrote into the main file, are not context.
@@ -273,7 +288,10 @@ impl ContextScan {
                 let sent: Vec<bool> = if main == Some(true) {
                     vec![true; c.lines.len()]
                 } else {
-                    let nodes: Vec<Option<Node>> = c.boundary.iter().chain(&c.lines).map(|(l, _)| Node::read(&l.bytes)).collect();
+                    let mut nodes: Vec<Option<Node>> = c.boundary.iter().chain(&c.lines).map(|(l, _)| Node::read(&l.bytes)).collect();
+                    if let Some(r) = &relink {
+                        r.apply(&mut nodes);
+                    }
                     let skip = usize::from(c.boundary.is_some());
                     let walk = chain::walk(&nodes, false);
                     let offset = |i: usize| if i < skip { c.boundary.as_ref().map_or(0, |(b, _)| b.offset) } else { c.lines[i - skip].0.offset };
@@ -374,4 +392,96 @@ impl ContextScan {
         };
         Context { format, cut, lines, claude_fields, skipped: self.skipped, head_missing, lost }
     }
+}
+
+/// How Claude Code 2.1.332 relinks the messages a boundary preserves (`kRr` in its bundle): the
+/// first hangs under the anchor (the summary), each next one under the one before, a line that
+/// hung under the anchor hangs under the last of them, and a message whose parent was a line
+/// before the boundary that is not kept hangs there too.
+#[derive(Debug)]
+pub struct Relink {
+    anchor: u64,
+    uuids: Vec<u64>,
+    /// The uuids of the lines before the boundary that are not preserved.
+    dropped: std::collections::HashSet<u64>,
+}
+
+impl Relink {
+    /// Relinks the walk's nodes (of the boundary and the cut's lines) as the agent does.
+    pub fn apply(&self, nodes: &mut [Option<Node>]) {
+        let Some(&last) = self.uuids.last() else { return };
+        let place: std::collections::HashMap<u64, usize> = self.uuids.iter().enumerate().map(|(i, &u)| (u, i)).collect();
+        for n in nodes.iter_mut().flatten() {
+            let Some(u) = n.uuid else { continue };
+            if let Some(&i) = place.get(&u) {
+                n.parent = Some(if i == 0 { self.anchor } else { self.uuids[i - 1] });
+            } else if n.parent == Some(self.anchor) || ((n.user || n.assistant) && n.parent.is_some_and(|p| self.dropped.contains(&p))) {
+                n.parent = Some(last);
+            }
+        }
+    }
+}
+
+/// When the cut's boundary preserves messages the agent has (every one of them, in its map of
+/// the lines before and after the boundary), puts their lines before the boundary among the
+/// cut's lines, in their order, after the anchor (first when the anchor is not among them), and
+/// says how the walk is to relink them. Otherwise (nothing
+/// preserved, a message missing, a segment whose walk does not reach its first message) the cut
+/// is left as it is: the agent does not relink then either.
+pub fn preserved_relink(c: &mut super::compaction::Cut<(SourceLine, ClaudeFields)>) -> Option<Relink> {
+    let (p, older) = c.preserved.take()?;
+    let older_nodes: Vec<Option<Node>> = older.iter().map(|(l, _)| Node::read(&l.bytes)).collect();
+    let after: Vec<Option<Node>> = c.lines.iter().map(|(l, _)| Node::read(&l.bytes)).collect();
+    // The map: a uuid names the last line that has it.
+    let mut map: std::collections::HashMap<u64, (bool, usize)> = std::collections::HashMap::new();
+    for (i, n) in older_nodes.iter().enumerate() {
+        if let Some(u) = n.as_ref().and_then(|n| n.uuid) {
+            map.insert(u, (false, i));
+        }
+    }
+    for (i, n) in after.iter().enumerate() {
+        if let Some(u) = n.as_ref().and_then(|n| n.uuid) {
+            map.insert(u, (true, i));
+        }
+    }
+    let node = |(after_boundary, i): (bool, usize)| if after_boundary { after[i].as_ref() } else { older_nodes[i].as_ref() };
+    let uuids = match &p {
+        Preserved::List { uuids, .. } => uuids.clone(),
+        Preserved::Segment { head, tail, .. } => {
+            let mut walked = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            let mut at = map.get(tail).copied();
+            loop {
+                let n = node(at?)?;
+                let u = n.uuid?;
+                if !seen.insert(u) {
+                    return None;
+                }
+                walked.push(u);
+                if u == *head {
+                    break;
+                }
+                at = map.get(&n.parent?).copied();
+            }
+            walked.reverse();
+            walked
+        }
+    };
+    if !uuids.iter().all(|u| map.contains_key(u)) {
+        return None;
+    }
+    let kept: std::collections::HashSet<u64> = uuids.iter().copied().collect();
+    let dropped = older_nodes.iter().filter_map(|n| n.as_ref()?.uuid).filter(|u| !kept.contains(u) && map.get(u).is_some_and(|(a, _)| !a)).collect();
+    // The preserved lines before the boundary, in the list's order, after the anchor.
+    let mut older: Vec<Option<(SourceLine, ClaudeFields)>> = older.into_iter().map(Some).collect();
+    let pre: Vec<(SourceLine, ClaudeFields)> = uuids
+        .iter()
+        .filter_map(|u| match map.get(u) {
+            Some(&(false, i)) => older[i].take(),
+            _ => None,
+        })
+        .collect();
+    let at = after.iter().position(|n| n.as_ref().and_then(|n| n.uuid) == Some(p.anchor())).map_or(0, |i| i + 1);
+    c.lines.splice(at..at, pre);
+    Some(Relink { anchor: p.anchor(), uuids, dropped })
 }

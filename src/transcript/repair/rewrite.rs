@@ -374,9 +374,13 @@ impl Rewriter {
         let line = self.next_line;
         let removing = self.removes(line);
         if splitter.pending_bytes() > 0 && splitter.pending_is_blank() {
-            // A last line of whitespace without a newline: not a torn line, kept as it is.
+            // A last line of whitespace without a newline: not a torn line, kept as it is —
+            // ended with one when records are appended after it, which would glue onto it.
             let bytes = splitter.pending().to_vec();
             self.put(&[&bytes], Source::Same(line), out);
+            if !self.appends.is_empty() {
+                out(Emit::Out(b"\n"));
+            }
         }
         match splitter.finish() {
             Some(t) if removing => match t.bytes {
