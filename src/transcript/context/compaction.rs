@@ -133,9 +133,15 @@ impl<L> CompactionCut<L> {
         self.boundary.is_some()
     }
 
-    /// The boundary just pushed preserves messages: the cut reads on ([`CompactionCut::push_older`]).
-    pub fn want(&mut self, preserved: Preserved) {
-        let needs = preserved.needs();
+    /// The boundary just pushed preserves messages: the cut reads on ([`CompactionCut::push_older`])
+    /// for those of them not among the lines after the boundary (`uuid` reads a line's).
+    pub fn want(&mut self, preserved: Preserved, uuid: impl Fn(&L) -> Option<u64>) {
+        let mut needs = preserved.needs();
+        for l in &self.newest_first {
+            if let Some(u) = uuid(l) {
+                needs.remove(&u);
+            }
+        }
         self.preserved = Some((preserved, needs, Vec::new()));
     }
 
@@ -200,7 +206,7 @@ mod tests {
         let l = |o: u64| SourceLine::new(o, format!("line at {o}").as_bytes());
         assert_eq!(c.push(l(40), false), Progress::NeedMore);
         assert_eq!(c.push(l(30), true), Progress::Complete);
-        c.want(p);
+        c.want(p, |_| None);
         assert!(c.wants_older());
         assert_eq!(c.push_older(l(20), Some(id_hash("m2"))), Progress::NeedMore);
         assert_eq!(c.push_older(l(15), Some(id_hash("x"))), Progress::NeedMore);
@@ -210,6 +216,15 @@ mod tests {
         assert_eq!(cut.lines.iter().map(|l| l.offset).collect::<Vec<_>>(), vec![40]);
         let (_, older) = cut.preserved.expect("preserved");
         assert_eq!(older.iter().map(|l| l.offset).collect::<Vec<_>>(), vec![10, 15, 20], "oldest first");
+    }
+
+    #[test]
+    fn a_preserved_message_after_the_boundary_is_not_looked_for_before_it() {
+        let mut c: CompactionCut<(SourceLine, u64)> = CompactionCut::new();
+        assert_eq!(c.push((SourceLine::new(40, b"m2"), id_hash("m2")), false), Progress::NeedMore);
+        assert_eq!(c.push((SourceLine::new(30, b"b"), 0), true), Progress::Complete);
+        c.want(Preserved::List { anchor: id_hash("s"), uuids: vec![id_hash("m2")] }, |(_, u)| Some(*u));
+        assert!(!c.wants_older(), "m2 follows the boundary: nothing older is read");
     }
 
     #[test]

@@ -216,8 +216,10 @@ impl ContextScan {
                     let preserved = if boundary && !cut.is_bounded() { Preserved::of(&line.bytes) } else { None };
                     let mut progress = cut.push((line, fields), boundary);
                     if let Some(p) = preserved {
-                        cut.want(p);
-                        progress = Progress::NeedMore;
+                        cut.want(p, |(l, _)| Node::read(&l.bytes).and_then(|n| n.uuid));
+                        if cut.wants_older() {
+                            progress = Progress::NeedMore;
+                        }
                     }
                     (progress, f)
                 }
@@ -402,7 +404,9 @@ impl ContextScan {
 pub struct Relink {
     anchor: u64,
     uuids: Vec<u64>,
-    /// The uuids of the lines before the boundary that are not preserved.
+    /// The uuids of the lines before the boundary that are not preserved, of those the cut read
+    /// (it reads back only as far as the preserved ones: a message whose parent is a line older
+    /// than them is not relinked, where the agent would hang it under the last one).
     dropped: std::collections::HashSet<u64>,
 }
 
