@@ -199,6 +199,26 @@ impl Counts {
     }
 }
 
+/// A finding's words as text output shows them, after its kind.
+struct Said<'a>(&'a Finding);
+
+impl std::fmt::Display for Said<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let f = self.0;
+        if let Some(m) = f.message_index {
+            write!(out, "message {m}: ")?;
+        }
+        out.write_str(&f.message)?;
+        if let Some(r) = &f.on_resume {
+            write!(out, "; {r}")?;
+        }
+        if let Some(c) = &f.call_id {
+            write!(out, " [{c}]")?;
+        }
+        Ok(())
+    }
+}
+
 /// Writes one finding: a JSON record, or `path:line: severity: kind: message [call_id]` (a
 /// dataset finding's message starts with the message it is about: `message 2: ...`).
 pub fn write_finding(out: &mut impl Write, format: OutputFormat, paint: Paint, file: &str, fmt: Option<Format>, f: &Finding) -> anyhow::Result<()> {
@@ -207,10 +227,19 @@ pub fn write_finding(out: &mut impl Write, format: OutputFormat, paint: Paint, f
             serde_json::to_writer(&mut *out, &FindingRecord::new(file, fmt, f)).context("writing output")?;
             out.write_all(b"\n")?;
         }
+        // What `Paint::at` makes of `[message M: ]MESSAGE[; ON_RESUME][ [CALL]]`, written as it
+        // goes (a file can have tens of thousands of findings).
         OutputFormat::Text => {
-            let call = f.call_id.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
-            let at = f.message_index.map(|m| format!("message {m}: ")).unwrap_or_default();
-            writeln!(out, "{}", paint.at(file, f.line, f.severity.as_str(), f.kind.as_str(), &format!("{at}{}{call}", f.says())))?;
+            let said = Said(f);
+            if paint.on {
+                let place = if f.line == 0 { format!("{file}:") } else { format!("{file}:{}:", f.line) };
+                write!(out, "{} {}: ", paint.location(&place), paint.severity(f.severity.as_str()))?;
+            } else if f.line == 0 {
+                write!(out, "{}: {}: ", super::safe::Safe(file), f.severity.as_str())?;
+            } else {
+                write!(out, "{}:{}: {}: ", super::safe::Safe(file), f.line, f.severity.as_str())?;
+            }
+            writeln!(out, "{}: {}", f.kind.as_str(), super::safe::Safe(said))?;
         }
     }
     Ok(())

@@ -27,8 +27,15 @@ fn escape_into(out: &mut impl Write, c: char) -> fmt::Result {
     }
 }
 
+/// Whether `s` may hold a control character: a C0 control or DEL byte, or the first byte of a
+/// C1 control's encoding (`0xc2 0x80`–`0xc2 0x9f`), judged byte by byte.
+fn may_have_control(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| c < 0x20 || c == 0x7f || (c == 0xc2 && b.get(i + 1).is_some_and(|&d| d < 0xa0)))
+}
+
 fn escaped(s: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
-    if !s.chars().any(|c| is_control(c) && !keep(c)) {
+    if !may_have_control(s) || !s.chars().any(|c| is_control(c) && !keep(c)) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -102,5 +109,9 @@ mod tests {
         assert_eq!(message("x\ny\n  z"), "x\n  y\n  z");
         assert_eq!(Safe("p\nq").to_string(), "p\\nq");
         assert!(matches!(line("plain ✓"), Cow::Borrowed(_)));
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            let s = format!("a{c}b");
+            assert_eq!(may_have_control(&s) && s.chars().any(is_control), c.is_control(), "{c:?}");
+        }
     }
 }

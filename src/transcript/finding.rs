@@ -288,7 +288,7 @@ pub struct Finding {
     /// (Claude Code, Codex, as measured: TRUTH.md) or the provider API's error text
     /// ([`crate::transcript::verdict::on_resume`]). Text output appends it to the message.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub on_resume: Option<String>,
+    pub on_resume: Option<std::borrow::Cow<'static, str>>,
     /// The conversation thread it is about (Claude Code; [`MAIN_THREAD`] otherwise): what the
     /// repair planner needs to act within that thread. Not part of the output.
     #[serde(skip)]

@@ -132,6 +132,41 @@ impl<'a> RawStr<'a> {
         }
     }
 
+    /// The string's start: at least `bytes` raw bytes of it (all of it when shorter), cut where
+    /// a character and an escape end (a surrogate pair whole).
+    pub fn prefix(&self, bytes: usize) -> RawStr<'a> {
+        let raw = self.raw;
+        if raw.len() <= bytes {
+            return *self;
+        }
+        let mut i = 0;
+        while i < bytes && i < raw.len() {
+            if raw[i] != b'\\' {
+                i += 1;
+                continue;
+            }
+            if raw.get(i + 1) != Some(&b'u') {
+                i += 2;
+                continue;
+            }
+            let high = raw.get(i + 2..i + 6).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u16::from_str_radix(h, 16).ok());
+            i += 6;
+            if high.is_some_and(|h| (0xd800..0xdc00).contains(&h)) && raw[i.min(raw.len())..].starts_with(b"\\u") {
+                i += 6;
+            }
+        }
+        let mut i = i.min(raw.len());
+        while raw.get(i).is_some_and(|b| b & 0xc0 == 0x80) {
+            i += 1;
+        }
+        RawStr { raw: &raw[..i], escaped: self.escaped && raw[..i].contains(&b'\\') }
+    }
+
+    /// The string after its first `n` raw bytes (`n` from [`RawStr::prefix`]).
+    pub fn after(&self, n: usize) -> RawStr<'a> {
+        RawStr { raw: &self.raw[n.min(self.raw.len())..], escaped: self.escaped }
+    }
+
     /// The raw bytes between the quotes.
     pub fn raw(&self) -> &'a [u8] {
         self.raw

@@ -153,7 +153,7 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
 /// duplicate call id (a warning whose later call Claude Code silently does not send).
 pub fn tell(format: Format, f: &mut Finding) {
     if f.thread == MAIN_THREAD && (f.severity == Severity::Error || f.kind == Kind::DuplicateCallId) {
-        f.on_resume = on_resume(format, f.kind).map(|r| r.text().to_owned());
+        f.on_resume = on_resume(format, f.kind).map(|r| r.text().into());
     }
 }
 

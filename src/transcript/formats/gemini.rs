@@ -61,6 +61,57 @@ pub fn ignored_user_text(trimmed: &str) -> bool {
         || trimmed.starts_with("<hook_context>")
 }
 
+/// The start of `partListUnionToString`'s text (verbose), as far as [`ignored_user_text`] reads
+/// it (the loader's test for a user message it leaves out, and whether there is any): after the
+/// leading whitespace, [`Lead::ENOUGH`] bytes, more than its longest prefix (`<session_context>`)
+/// has. A part that text shows in brackets (`[Function Call: …]`) is `[`: nothing after a
+/// bracket can change the test.
+#[derive(Default)]
+struct Lead {
+    text: String,
+    /// Where the text after the leading whitespace starts, once there is some.
+    from: Option<usize>,
+}
+
+impl Lead {
+    const ENOUGH: usize = 32;
+
+    fn full(&self) -> bool {
+        self.from.is_some_and(|f| self.text.len() - f >= Self::ENOUGH)
+    }
+
+    fn push(&mut self, s: &str) {
+        for c in s.chars() {
+            if self.full() {
+                return;
+            }
+            if self.from.is_none() && !c.is_whitespace() {
+                self.from = Some(self.text.len());
+            }
+            self.text.push(c);
+        }
+    }
+
+    /// A string's start, decoded window by window (a long text is not decoded whole).
+    fn push_raw(&mut self, t: RawStr<'_>) {
+        let mut rest = t;
+        while !self.full() && !rest.raw().is_empty() {
+            let head = rest.prefix(256);
+            self.push(&head.decode());
+            rest = rest.after(head.raw().len());
+        }
+    }
+
+    /// The text without its leading and trailing whitespace (the loader's `trim()`).
+    fn trimmed(&self) -> &str {
+        self.text.trim()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}
+
 /// What one part holds, for pairing.
 #[derive(Default)]
 struct Parts<'a> {
@@ -68,8 +119,8 @@ struct Parts<'a> {
     calls: Vec<(Option<RawStr<'a>>, Option<RawStr<'a>>, Args)>,
     /// `functionResponse` ids.
     responses: Vec<RawStr<'a>>,
-    /// The text `partListUnionToString` makes of them (verbose), up to what is needed.
-    text: String,
+    /// The start of the text `partListUnionToString` makes of them (verbose).
+    text: Lead,
     /// A part that is sent as something (not an empty text).
     some: bool,
     /// A `thought` part.
@@ -93,7 +144,9 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
     let mut tool_calls: Vec<ToolCall<'_>> = Vec::new();
     let mut thoughts = false;
     let mut usage = None;
-    let (mut set, mut rewind, mut snapshot) = (false, false, false);
+    let (mut set, mut rewind) = (false, false);
+    // A `$set` of `messages`: the calls it leaves open, `None` inside when it has no model turn.
+    let mut snapshot: Option<Option<Vec<Call<'static>>>> = None;
     object_line(line, |s, k| {
         match &*k.key() {
             b"id" => id = s.opt_string()?,
@@ -103,7 +156,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
                 Some(Kind::String) => {
                     let t = s.string()?;
                     content_string = Some(!t.raw().is_empty());
-                    content.text.push_str(&t.decode());
+                    content.text.push_raw(t);
                     content.some |= !t.raw().is_empty();
                 }
                 Some(Kind::Array) => s.array(|s| read_part(s, &mut content))?,
@@ -126,11 +179,19 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
             }
             b"tokens" => usage = read_tokens(s)?,
             b"$set" => {
+                // The last `$set`, and in it the last `messages`, is the one the loader reads.
+                snapshot = None;
                 set = s.opt_object(|s, k| {
-                    if k.is("messages") && s.peek() == Some(Kind::Array) {
-                        snapshot = true;
+                    if !k.is("messages") {
+                        return s.skip();
                     }
-                    s.skip()
+                    snapshot = None;
+                    if s.peek() == Some(Kind::Array) {
+                        snapshot = Some(snapshot_open_calls(s)?);
+                    } else {
+                        s.skip()?;
+                    }
+                    Ok(())
                 })?;
             }
             b"$rewindTo" => rewind = s.opt_string()?.is_some(),
@@ -144,11 +205,11 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
         return Ok(Parsed::of(Entry::Compaction { carried: Vec::new(), keeps: None, summary_follows: false }));
     }
     let Some(id) = id else {
-        if set && snapshot {
+        if let (true, Some(open)) = (set, snapshot) {
             // A snapshot with a model turn replaces a conversation (a resume writes one); one of
             // user messages only (the first lines of every file: the agent's own context) starts
             // nothing over.
-            return Ok(Parsed::of(match snapshot_open_calls(line) {
+            return Ok(Parsed::of(match open {
                 Some(carried) => Entry::Compaction { carried, keeps: None, summary_follows: false },
                 None => Entry::Other,
             }));
@@ -172,7 +233,7 @@ pub fn parse(line: &[u8]) -> scan::Result<Parsed<'_>> {
             m.turn = Some(id.hash());
             Entry::Message(m)
         }
-        b"user" if ignored_user_text(content.text.trim()) => Entry::Other,
+        b"user" if ignored_user_text(content.text.trimmed()) => Entry::Other,
         b"user" => {
             let mut m = Message::new(Role::User);
             m.has_content = true;
@@ -241,7 +302,7 @@ fn read_part<'a>(s: &mut Scanner<'a>, p: &mut Parts<'a>) -> scan::Result<()> {
         // `ensurePartArray` makes a string element a text part.
         let t = s.string()?;
         p.some |= !t.raw().is_empty();
-        p.text.push_str(&t.decode());
+        p.text.push_raw(t);
         return Ok(());
     }
     let (mut text, mut thought, mut call, mut response, mut other) = (None, false, None, None, false);
@@ -267,16 +328,16 @@ fn read_part<'a>(s: &mut Scanner<'a>, p: &mut Parts<'a>) -> scan::Result<()> {
                 }
             }
             b"functionResponse" => {
-                let (mut id, mut name) = (None, None);
+                let mut id = None;
                 if s.opt_object(|s, k| {
-                    match &*k.key() {
-                        b"id" => id = s.opt_string()?,
-                        b"name" => name = s.opt_string()?,
-                        _ => s.skip()?,
+                    if k.is("id") {
+                        id = s.opt_string()?;
+                    } else {
+                        s.skip()?;
                     }
                     Ok(())
                 })? {
-                    response = Some((id, name));
+                    response = Some(id);
                 }
             }
             b"thoughtSignature" => s.skip()?,
@@ -293,23 +354,23 @@ fn read_part<'a>(s: &mut Scanner<'a>, p: &mut Parts<'a>) -> scan::Result<()> {
     if thought {
         p.thought = true;
         p.some = true;
-        p.text.push_str("[Thought: ]");
+        p.text.push("[");
     } else if let Some((id, name, args)) = call {
         p.some = true;
-        p.text.push_str(&format!("[Function Call: {}]", name.map(|n| n.decode()).unwrap_or_default()));
+        p.text.push("[");
         p.calls.push((id, name, args));
-    } else if let Some((id, name)) = response {
+    } else if let Some(id) = response {
         p.some = true;
-        p.text.push_str(&format!("[Function Response: {}]", name.map(|n| n.decode()).unwrap_or_default()));
+        p.text.push("[");
         if let Some(id) = id {
             p.responses.push(id);
         }
     } else if let Some(t) = text {
         p.some |= !t.raw().is_empty() || other;
-        p.text.push_str(&t.decode());
+        p.text.push_raw(t);
     } else if other {
         p.some = true;
-        p.text.push_str("[Media]");
+        p.text.push("[");
     }
     Ok(())
 }
@@ -381,29 +442,260 @@ fn read_tokens(s: &mut Scanner<'_>) -> scan::Result<Option<Usage>> {
     Ok(is_object.then(|| Usage { input: input.saturating_sub(cached), output: output.saturating_add(thoughts), cache_read: cached, ..Usage::default() }))
 }
 
-/// The calls a `$set` of `messages` leaves without a response: a snapshot starts the
-/// conversation over with them open.
-fn snapshot_open_calls(line: &[u8]) -> Option<Vec<Call<'static>>> {
-    let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(line) else { return None };
-    let Some(Value::Array(messages)) = v.get("$set").and_then(|s| s.get("messages")) else { return None };
-    let contents = client_history(messages.iter().filter_map(Value::as_object));
-    if !contents.iter().any(|c| c.get("role").and_then(Value::as_str) == Some("model")) {
-        return None;
-    }
+/// The calls a `$set` of `messages` (the scanner at the array) leaves without a response in the
+/// history [`client_history`] makes of it, in order (a response takes back every open call of
+/// its id); `None` when that history has no model turn. Read with the scanner as
+/// [`message_contents`] reads a record (the property test below holds the two equal): every
+/// `functionCall` part with a string `id` opens a call, every `functionResponse` part with one
+/// answers it, in the order of the parts the records become.
+fn snapshot_open_calls<'a>(s: &mut Scanner<'a>) -> scan::Result<Option<Vec<Call<'static>>>> {
     let mut open: Vec<(String, String)> = Vec::new();
-    for c in &contents {
-        for p in parts_of(c) {
-            if let Some(fc) = p.get("functionCall") {
-                if let Some(id) = fc.get("id").and_then(Value::as_str) {
-                    open.push((id.to_owned(), fc.get("name").and_then(Value::as_str).unwrap_or("").to_owned()));
+    let mut model = false;
+    s.array(|s| {
+        if s.peek() != Some(Kind::Object) {
+            return s.skip();
+        }
+        let mut m = SnapRecord::default();
+        s.object(|s, k| {
+            match &*k.key() {
+                b"type" => m.ty = s.opt_string()?.map(|t| t.key().into_owned()),
+                b"content" => m.content = snap_content(s)?,
+                b"toolCalls" => {
+                    m.tool_calls.clear();
+                    s.opt_array(|s| {
+                        let tc = snap_tool_call(s)?;
+                        m.tool_calls.push(tc);
+                        Ok(())
+                    })?;
+                }
+                b"thoughts" => {
+                    m.thoughts = 0;
+                    s.opt_array(|s| {
+                        m.thoughts += 1;
+                        s.skip()
+                    })?;
+                }
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        let content = m.content.unwrap_or_default();
+        let mut apply = |parts: &[SnapPart]| {
+            for p in parts {
+                if let Some((id, name)) = &p.call_id {
+                    open.push((id.clone(), name.clone()));
+                }
+                if let Some(id) = &p.response_id {
+                    open.retain(|(c, _)| c != id);
                 }
             }
-            if let Some(id) = p.get("functionResponse").and_then(|r| r.get("id")).and_then(Value::as_str) {
-                open.retain(|(c, _)| c != id);
+        };
+        match m.ty.as_deref() {
+            Some(b"user") if !ignored_user_text(content.text.trimmed()) => apply(&content.parts),
+            Some(b"gemini") => {
+                let parts: &[SnapPart] = if content.truthy { &content.parts } else { &[] };
+                let in_content = parts.iter().any(|p| p.call_truthy || p.thought_truthy);
+                let calls: Vec<SnapPart> = if in_content {
+                    Vec::new()
+                } else {
+                    m.tool_calls.iter().map(|tc| SnapPart { call_id: tc.id.clone().map(|id| (id, tc.name.clone())), ..SnapPart::default() }).collect()
+                };
+                if parts.is_empty() && (in_content || m.thoughts == 0) && calls.is_empty() {
+                    return Ok(());
+                }
+                model = true;
+                apply(parts);
+                apply(&calls);
+                for tc in &m.tool_calls {
+                    apply(&tc.responses);
+                }
             }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(model.then(|| open.into_iter().map(|(id, name)| Call { id: id.into(), name: name.into(), args: Args::Object, item: None }).collect()))
+}
+
+/// One message record of a snapshot, as far as [`snapshot_open_calls`] needs it.
+#[derive(Default)]
+struct SnapRecord {
+    ty: Option<Vec<u8>>,
+    content: Option<SnapContent>,
+    tool_calls: Vec<SnapToolCall>,
+    thoughts: usize,
+}
+
+/// A record's `content`: its parts (`ensurePartArray`), whether it is truthy (not `null`,
+/// `false` or `""`), and `partListUnionToString` of it for [`ignored_user_text`] (a part that
+/// string shows in brackets is `[`: only the start and emptiness matter).
+#[derive(Default)]
+struct SnapContent {
+    parts: Vec<SnapPart>,
+    truthy: bool,
+    text: Lead,
+}
+
+#[derive(Default, Clone)]
+struct SnapPart {
+    /// A `functionCall` object's string `id`, with its `name` (`""` if none).
+    call_id: Option<(String, String)>,
+    /// A `functionCall` that is truthy; a `thought` that is.
+    call_truthy: bool,
+    thought_truthy: bool,
+    /// A `functionResponse` object's string `id`.
+    response_id: Option<String>,
+}
+
+struct SnapToolCall {
+    id: Option<String>,
+    name: String,
+    /// The response parts its `result` becomes (when truthy).
+    responses: Vec<SnapPart>,
+}
+
+/// Whether the next value is truthy as `message_contents` judges (not `null`, `false`, `""`),
+/// consuming it.
+fn snap_truthy(s: &mut Scanner<'_>) -> scan::Result<bool> {
+    Ok(match s.peek() {
+        Some(Kind::Null) => s.skip().map(|_| false)?,
+        Some(Kind::Bool) => s.boolean()?,
+        Some(Kind::String) => !s.string()?.raw().is_empty(),
+        _ => s.skip().map(|_| true)?,
+    })
+}
+
+fn snap_content(s: &mut Scanner<'_>) -> scan::Result<Option<SnapContent>> {
+    let mut c = SnapContent::default();
+    match s.peek() {
+        Some(Kind::String) => {
+            let t = s.string()?;
+            c.truthy = !t.raw().is_empty();
+            c.text.push_raw(t);
+            c.parts.push(SnapPart::default());
+        }
+        Some(Kind::Array) => {
+            c.truthy = true;
+            s.array(|s| {
+                let p = snap_part(s, &mut c.text)?;
+                c.parts.push(p);
+                Ok(())
+            })?;
+        }
+        Some(Kind::Object) => {
+            c.truthy = true;
+            let p = snap_part(s, &mut c.text)?;
+            c.parts.push(p);
+        }
+        _ => {
+            c.truthy = snap_truthy(s)?;
+            c.parts.push(SnapPart::default());
         }
     }
-    Some(open.into_iter().map(|(id, name)| Call { id: id.into(), name: name.into(), args: Args::Object, item: None }).collect())
+    Ok(Some(c))
+}
+
+/// One part (any value: only an object is more than a part), adding its
+/// `partListUnionToString` to `text`.
+fn snap_part(s: &mut Scanner<'_>, text: &mut Lead) -> scan::Result<SnapPart> {
+    let mut p = SnapPart::default();
+    match s.peek() {
+        Some(Kind::String) => text.push_raw(s.string()?),
+        Some(Kind::Array) => s.array(|s| snap_part(s, text).map(|_| ()))?,
+        Some(Kind::Object) => {
+            let (mut bracketed, mut part_text) = (false, None::<RawStr<'_>>);
+            s.object(|s, k| {
+                match &*k.key() {
+                    b"functionCall" => {
+                        bracketed = true;
+                        p.call_id = None;
+                        if s.peek() == Some(Kind::Object) {
+                            p.call_truthy = true;
+                            let (mut id, mut name) = (None, String::new());
+                            s.object(|s, k| {
+                                match &*k.key() {
+                                    b"id" => id = s.opt_string()?.map(|i| i.decode().into_owned()),
+                                    b"name" => name = s.opt_string()?.map(|n| n.decode().into_owned()).unwrap_or_default(),
+                                    _ => s.skip()?,
+                                }
+                                Ok(())
+                            })?;
+                            p.call_id = id.map(|id| (id, name));
+                        } else {
+                            p.call_truthy = snap_truthy(s)?;
+                        }
+                    }
+                    b"functionResponse" => {
+                        bracketed = true;
+                        p.response_id = None;
+                        s.opt_object(|s, k| {
+                            if k.is("id") {
+                                p.response_id = s.opt_string()?.map(|i| i.decode().into_owned());
+                            } else {
+                                s.skip()?;
+                            }
+                            Ok(())
+                        })?;
+                    }
+                    b"thought" => {
+                        bracketed = true;
+                        p.thought_truthy = snap_truthy(s)?;
+                    }
+                    b"text" => part_text = s.opt_string()?,
+                    b"videoMetadata" | b"codeExecutionResult" | b"executableCode" | b"fileData" | b"inlineData" => {
+                        bracketed = true;
+                        s.skip()?;
+                    }
+                    _ => s.skip()?,
+                }
+                Ok(())
+            })?;
+            if bracketed {
+                text.push("[");
+            } else if let Some(t) = part_text {
+                text.push_raw(t);
+            }
+        }
+        _ => s.skip()?,
+    }
+    Ok(p)
+}
+
+fn snap_tool_call(s: &mut Scanner<'_>) -> scan::Result<SnapToolCall> {
+    let mut tc = SnapToolCall { id: None, name: String::new(), responses: Vec::new() };
+    // The result's kind and parts, resolved once the entry's `id` is known.
+    let mut result: Option<(bool, Vec<SnapPart>)> = None;
+    s.opt_object(|s, k| {
+        match &*k.key() {
+            b"id" => tc.id = s.opt_string()?.map(|i| i.decode().into_owned()),
+            b"name" => tc.name = s.opt_string()?.map(|n| n.decode().into_owned()).unwrap_or_default(),
+            b"result" => {
+                let mut ignored = Lead::default();
+                result = match s.peek() {
+                    Some(Kind::String) => (!s.string()?.raw().is_empty()).then(|| (true, Vec::new())),
+                    Some(Kind::Array) => {
+                        let mut parts = Vec::new();
+                        s.array(|s| {
+                            parts.push(snap_part(s, &mut ignored)?);
+                            Ok(())
+                        })?;
+                        Some((false, parts))
+                    }
+                    Some(Kind::Object) => Some((false, vec![snap_part(s, &mut ignored)?])),
+                    _ => snap_truthy(s)?.then(|| (false, Vec::new())),
+                };
+            }
+            _ => s.skip()?,
+        }
+        Ok(())
+    })?;
+    tc.responses = match result {
+        // A string result is a response to the entry's own id.
+        Some((true, _)) => vec![SnapPart { response_id: tc.id.clone(), ..SnapPart::default() }],
+        Some((false, parts)) => parts,
+        None => Vec::new(),
+    };
+    Ok(tc)
 }
 
 // Writing: what a repair appends.
@@ -871,6 +1163,31 @@ pub fn transform(history: Vec<Value>) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The calls a `$set` of `messages` leaves without a response: a snapshot starts the
+    /// conversation over with them open.
+    fn snapshot_open_calls_reference(line: &[u8]) -> Option<Vec<Call<'static>>> {
+        let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(line) else { return None };
+        let Some(Value::Array(messages)) = v.get("$set").and_then(|s| s.get("messages")) else { return None };
+        let contents = client_history(messages.iter().filter_map(Value::as_object));
+        if !contents.iter().any(|c| c.get("role").and_then(Value::as_str) == Some("model")) {
+            return None;
+        }
+        let mut open: Vec<(String, String)> = Vec::new();
+        for c in &contents {
+            for p in parts_of(c) {
+                if let Some(fc) = p.get("functionCall") {
+                    if let Some(id) = fc.get("id").and_then(Value::as_str) {
+                        open.push((id.to_owned(), fc.get("name").and_then(Value::as_str).unwrap_or("").to_owned()));
+                    }
+                }
+                if let Some(id) = p.get("functionResponse").and_then(|r| r.get("id")).and_then(Value::as_str) {
+                    open.retain(|(c, _)| c != id);
+                }
+            }
+        }
+        Some(open.into_iter().map(|(id, name)| Call { id: id.into(), name: name.into(), args: Args::Object, item: None }).collect())
+    }
     use crate::transcript::model::id_hash;
 
     fn entry(line: &str) -> Entry<'_> {
@@ -912,6 +1229,147 @@ mod tests {
             panic!()
         };
         assert_eq!(carried[0].id, "c9");
+    }
+
+    /// Values in the shapes of a snapshot's records, and the odd ones around them.
+    fn snapshot_line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let id = || prop_oneof![Just(json!("a")), Just(json!("b")), Just(json!("c")), Just(json!(7))];
+        let scalar = || {
+            prop_oneof![
+                Just(json!("")),
+                Just(json!(" ")),
+                Just(json!("hi")),
+                Just(json!(" /cmd")),
+                Just(json!("?")),
+                Just(json!("<session_context>x")),
+                Just(json!("<hook_context>")),
+                Just(Value::Null),
+                Just(json!(true)),
+                Just(json!(false)),
+                Just(json!(0)),
+            ]
+        };
+        let call = prop_oneof![
+            (proptest::option::of(id()), proptest::option::of(Just(json!("n")))).prop_map(|(id, name)| {
+                let mut m = Map::new();
+                id.map(|i| m.insert("id".into(), i));
+                name.map(|n| m.insert("name".into(), n));
+                Value::Object(m)
+            }),
+            scalar(),
+        ];
+        let response = prop_oneof![id().prop_map(|i| json!({"id": i, "response": {}})), Just(json!({})), scalar()];
+        let object_part = (
+            proptest::option::of(call),
+            proptest::option::of(response),
+            proptest::option::of(scalar()),
+            proptest::option::of(scalar()),
+            proptest::option::of(Just(json!({"mimeType": "image/png"}))),
+        )
+            .prop_map(|(c, r, thought, text, media)| {
+                let mut m = Map::new();
+                c.map(|v| m.insert("functionCall".into(), v));
+                r.map(|v| m.insert("functionResponse".into(), v));
+                thought.map(|v| m.insert("thought".into(), v));
+                text.map(|v| m.insert("text".into(), v));
+                media.map(|v| m.insert("inlineData".into(), v));
+                Value::Object(m)
+            });
+        let part = prop_oneof![3 => object_part.clone(), 1 => scalar()];
+        let parts = prop_oneof![
+            proptest::collection::vec(part.clone(), 0..4).prop_map(Value::Array),
+            part.clone(),
+            proptest::collection::vec(proptest::collection::vec(part.clone(), 0..2).prop_map(Value::Array), 1..2).prop_map(Value::Array),
+        ];
+        let result = prop_oneof![parts.clone(), scalar()];
+        let tool_call = prop_oneof![
+            4 => (proptest::option::of(id()), proptest::option::of(result)).prop_map(|(id, result)| {
+                let mut m = Map::new();
+                id.map(|i| m.insert("id".into(), i));
+                m.insert("name".into(), json!("run"));
+                result.map(|r| m.insert("result".into(), r));
+                Value::Object(m)
+            }),
+            1 => scalar(),
+        ];
+        let ty = prop_oneof![Just(json!("user")), Just(json!("gemini")), Just(json!("info")), Just(json!(3))];
+        let record = (
+            proptest::option::of(ty),
+            proptest::option::of(prop_oneof![parts, scalar()]),
+            proptest::option::of(prop_oneof![proptest::collection::vec(tool_call, 0..3).prop_map(Value::Array), scalar()]),
+            proptest::option::of(prop_oneof![
+                proptest::collection::vec(Just(json!({"subject": "s", "description": "d"})), 0..2).prop_map(Value::Array),
+                scalar()
+            ]),
+        )
+            .prop_map(|(ty, content, tool_calls, thoughts)| {
+                let mut m = Map::new();
+                m.insert("id".into(), json!("r"));
+                ty.map(|v| m.insert("type".into(), v));
+                content.map(|v| m.insert("content".into(), v));
+                tool_calls.map(|v| m.insert("toolCalls".into(), v));
+                thoughts.map(|v| m.insert("thoughts".into(), v));
+                Value::Object(m)
+            });
+        // A user record whose text before a call or a response decides whether it is sent.
+        let prefixed = (prop_oneof![Just(""), Just(" /x"), Just("\n<session_context>"), Just(" ? "), Just(" hi")], object_part.clone())
+            .prop_map(|(text, part)| json!({"id": "u", "type": "user", "content": [text, part]}));
+        proptest::collection::vec(prop_oneof![8 => record, 2 => prefixed, 1 => scalar()], 0..6)
+            .prop_map(|records| json!({"$set": {"messages": records, "lastUpdated": "t"}}).to_string())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        /// The scanner's reading of a snapshot is the history `client_history` makes of it.
+        #[test]
+        fn a_snapshot_leaves_open_what_its_history_does(line in snapshot_line()) {
+            let ids = |c: &[Call<'_>]| c.iter().map(|c| (c.id.to_string(), c.name.to_string())).collect::<Vec<_>>();
+            let expected = snapshot_open_calls_reference(line.as_bytes()).map(|c| ids(&c));
+            let got = match parse(line.as_bytes()).unwrap().entry {
+                Entry::Compaction { carried, .. } => Some(ids(&carried)),
+                Entry::Other => None,
+                e => panic!("{e:?}"),
+            };
+            proptest::prop_assert_eq!(got, expected, "{}", line);
+        }
+    }
+
+    #[test]
+    fn the_last_messages_of_the_last_set_count() {
+        let open = |l: &str| match parse(l.as_bytes()).unwrap().entry {
+            Entry::Compaction { carried, .. } => Some(carried.iter().map(|c| c.id.to_string()).collect::<Vec<_>>()),
+            _ => None,
+        };
+        let model = r#"[{"id":"g","type":"gemini","content":"","toolCalls":[{"id":"c9","name":"n"}]}]"#;
+        assert_eq!(open(&format!(r#"{{"$set":{{"messages":{model},"messages":[]}}}}"#)), None);
+        assert_eq!(open(&format!(r#"{{"$set":{{"messages":[],"messages":{model},"lastUpdated":"t"}}}}"#)), Some(vec!["c9".into()]));
+        assert_eq!(open(&format!(r#"{{"$set":{{"messages":{model}}},"$set":{{"lastUpdated":"t"}}}}"#)), None);
+        assert_eq!(open(&format!(r#"{{"$set":{{"messages":{model},"messages":7}}}}"#)), None);
+        assert_eq!(
+            open(r#"{"$set":{"messages":[{"type":"gemini","toolCalls":[{"id":"c1","result":"x","id":"c2"}]}]}}"#),
+            Some(vec![]),
+            "the call and its string result take the entry's last id"
+        );
+    }
+
+    #[test]
+    fn a_long_text_is_read_as_far_as_the_loader_looks() {
+        let user = |content: &str| matches!(parse(format!(r#"{{"id":"u","type":"user","content":{content}}}"#).as_bytes()).unwrap().entry, Entry::Message(_));
+        let blank = "\\n".repeat(400);
+        assert!(!user(&format!(r#""{blank}<session_context>{}""#, "x".repeat(5000))), "after 800 escaped bytes of blank");
+        assert!(user(&format!(r#""{blank}\u00e9{}""#, "x".repeat(5000))));
+        assert!(!user(&format!(r#"[" \t", "{blank}", "/compress {}"]"#, "y".repeat(300))));
+        assert!(user(&format!(r#"[" ", {{"inlineData":{{}}}}, "/compress"]"#)), "a bracket first");
+        assert!(!user(&format!(r#""{}""#, " ".repeat(3000))));
+        // A surrogate pair across the first window's end is decoded whole.
+        let pair = format!(r#""{}\ud83d\ude00 /x""#, " ".repeat(253));
+        assert!(user(&pair));
+        let raw = crate::transcript::scan::Scanner::new(pair.as_bytes()).string().unwrap();
+        assert_eq!(raw.prefix(256).decode(), format!("{}\u{1f600}", " ".repeat(253)));
+        assert_eq!(raw.after(raw.prefix(256).raw().len()).decode(), " /x");
+        let multi = crate::transcript::scan::Scanner::new("\"ééé\"".as_bytes()).string().unwrap();
+        assert_eq!(multi.prefix(1).decode(), "é", "a character whole");
     }
 
     #[test]

@@ -62,7 +62,7 @@ impl Boundary {
                 if before == 1 { "it" } else { "them" },
             ),
         );
-        f.on_resume = Some(format!("resume sends nothing of the {before} messages before line {line}"));
+        f.on_resume = Some(format!("resume sends nothing of the {before} messages before line {line}").into());
         f
     }
 }
@@ -86,7 +86,7 @@ impl Run {
                  and no repair can bring it back; {held}"
             ),
         );
-        f.on_resume = Some(format!("resume sends nothing of these {lines} lines"));
+        f.on_resume = Some(format!("resume sends nothing of these {lines} lines").into());
         f
     }
 }
