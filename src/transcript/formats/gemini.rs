@@ -1360,7 +1360,7 @@ mod tests {
         assert!(!user(&format!(r#""{blank}<session_context>{}""#, "x".repeat(5000))), "after 800 escaped bytes of blank");
         assert!(user(&format!(r#""{blank}\u00e9{}""#, "x".repeat(5000))));
         assert!(!user(&format!(r#"[" \t", "{blank}", "/compress {}"]"#, "y".repeat(300))));
-        assert!(user(&format!(r#"[" ", {{"inlineData":{{}}}}, "/compress"]"#)), "a bracket first");
+        assert!(user(r#"[" ", {"inlineData":{}}, "/compress"]"#), "a bracket first");
         assert!(!user(&format!(r#""{}""#, " ".repeat(3000))));
         // A surrogate pair across the first window's end is decoded whole.
         let pair = format!(r#""{}\ud83d\ude00 /x""#, " ".repeat(253));
