@@ -6,7 +6,7 @@ use super::{checkpoint, tail};
 use crate::config::{ReadFrom, RepairRequest, Resolved, SourceKind};
 use crate::sinks::record::{now, Record};
 use crate::sinks::{Batch, Sink};
-use crate::sources::batch::is_repair_by_product;
+use crate::sources::batch::is_no_transcript;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -156,9 +156,9 @@ pub(super) struct Source {
 impl Source {
     /// Whether `p` is one of this source's files: its patterns say so, and it is no by-product
     /// of a repair (a rejects file, a backup named `*.jsonl`), by the one rule `check` and
-    /// `sessions` follow too ([`is_repair_by_product`]).
+    /// `sessions` follow too ([`is_no_transcript`]).
     pub(super) fn matches(&self, p: &Path) -> bool {
-        self.include.is_match(p) && !self.exclude.is_match(p) && !p.file_name().and_then(|n| n.to_str()).is_some_and(is_repair_by_product)
+        self.include.is_match(p) && !self.exclude.is_match(p) && !p.file_name().and_then(|n| n.to_str()).is_some_and(is_no_transcript)
     }
 
     pub(super) fn rel(&self, p: &Path) -> PathBuf {

@@ -277,7 +277,7 @@ fn classify_file(dir: &Path, name: &str, has_file: &dyn Fn(&str) -> bool, has_di
         return;
     }
     let Some(stem) = name.strip_suffix(".jsonl").filter(|s| !s.is_empty()) else { return };
-    if crate::sources::batch::is_repair_by_product(name) {
+    if crate::sources::batch::is_no_transcript(name) {
         return; // a rejects file or a backup beside a transcript: not a session
     }
     let sidecar = format!("{stem}.meta.json");

@@ -169,8 +169,8 @@ fn walk(root: &Path, out: &mut Expanded) {
         }
         let path = entry.path();
         let name = entry.file_name().to_string_lossy();
-        if is_repair_by_product(&name) {
-            // What `repair` removed, or a backup it kept: kept for people, not a transcript.
+        if is_no_transcript(&name) {
+            // What `repair` removed, a backup it kept, or an agent's sidecar: not a transcript.
             continue;
         }
         if !ty.is_file() {
@@ -231,6 +231,14 @@ fn skip_walk(root: &Path, e: &walkdir::Error) -> Skipped {
 /// any temporary file of an atomic write). Walks leave them out; named as paths, they are read.
 pub fn is_repair_by_product(name: &str) -> bool {
     name.ends_with(".rejects.jsonl") || name.strip_suffix(".jsonl").is_some_and(|stem| stem.contains(".jsonl"))
+}
+
+/// Whether a walk leaves a `.jsonl` file out as no transcript: a by-product of `repair`
+/// ([`is_repair_by_product`]), or an agent's own sidecar beside its sessions — Qwen Code's
+/// prompt ledger `<sessionId>.ledger.jsonl` (`qwen serve`'s `getPromptLedgerPath`; its own
+/// session lists leave it out by that suffix). Named as paths, they are read.
+pub fn is_no_transcript(name: &str) -> bool {
+    is_repair_by_product(name) || name.ends_with(".ledger.jsonl")
 }
 
 /// The transcript a meta sidecar describes: `<dir>/.meta.json` → `<dir>/transcript.jsonl`
@@ -424,9 +432,13 @@ mod tests {
         std::fs::write(d.path().join("a.jsonl"), "").unwrap();
         std::fs::write(d.path().join("notes.txt"), "").unwrap();
         std::fs::write(d.path().join("gone.meta.json"), "{}").unwrap();
+        // Qwen Code's prompt ledger beside a session, and repair's by-products: no transcripts.
+        std::fs::write(d.path().join("b/s1.ledger.jsonl"), "{}\n").unwrap();
+        std::fs::write(d.path().join("b/z.rejects.jsonl"), "{}\n").unwrap();
         let found = expand(&[d.path().to_path_buf()]);
         assert_eq!(found.inputs, vec![Input::File(d.path().join("a.jsonl")), Input::File(d.path().join("b/z.jsonl"))]);
         assert_eq!(found.missing[0].transcript, d.path().join("gone.jsonl"));
         assert!(found.skipped.is_empty());
+        assert_eq!(expand(&[d.path().join("b/s1.ledger.jsonl")]).inputs.len(), 1, "named, it is read");
     }
 }
