@@ -276,3 +276,20 @@ fn the_chain_walk_cases_check_as_expected_and_repair_keeps_their_history() {
         assert!(rejects.lines().any(|l| l.contains("\"reason\":\"lost_on_resume\"") && l.contains("\"action\":\"modified\"")), "{rejects}");
     }
 }
+
+/// Gemini CLI's upsert log: `history` shows a record appended again once, where it first stood,
+/// as its last version left it; `--raw` prints every version as written.
+#[test]
+fn history_shows_a_gemini_record_once_as_its_last_version() {
+    let file = data("agents/sessions/gemini-cli-0.61.0/resumed-after-kill-mid-tool.jsonl");
+    let out = transcriptd(&["history", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<u64> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["line"].as_u64().unwrap()).collect();
+    // Line 11 is the first version of the model record line 13 appends again with its call.
+    assert_eq!(lines, [3, 5, 9, 13, 13, 14, 16], "the record of lines 11 and 13 once, as line 13");
+    let text = String::from_utf8(transcriptd(&["history", "-o", "text", file.to_str().unwrap()]).stdout).unwrap();
+    assert_eq!(text.matches("I will run it.").count(), 2, "the first session's and the resumed one's, once each: {text}");
+    let raw = String::from_utf8(transcriptd(&["history", "--raw", file.to_str().unwrap()]).stdout).unwrap();
+    assert_eq!(raw.matches("7e2de407-682b-44af-932b-c4067beee7f9").count(), 2, "both versions, as written");
+}
