@@ -922,7 +922,10 @@ fn attempt_repair(job: &Job, path: &Path, output: &Path, s: &Settings, policy: D
     let scratch = if s.dry_run { Some(tempfile::tempdir().context("creating a scratch directory for --dry-run")?) } else { None };
     let scratch_out = scratch.as_ref().map(|d| d.path().join("dry-run.jsonl"));
     let output = scratch_out.as_deref().unwrap_or(output);
-    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+    // Only --out makes the directories of its output. In place the file's own directory is
+    // there (the file was just opened in it); made again, a directory moved away meanwhile would
+    // come back, empty, under the old name.
+    if let Some(dir) = output.parent().filter(|d| !s.in_place && !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let keep = if s.dry_run { Keep::of(&meta, false) } else { Keep::of(&meta, s.in_place) };

@@ -14,6 +14,7 @@
 //! - dangling links, link loops, FIFOs, sockets and devices named `*.jsonl`, for every verb;
 //! - the rejects record of a long line of control bytes.
 
+use super::support::harness::{all_stopped, wait};
 use super::support::{data, generate, json_lines, put, set_mtime, stderr, stdout, transcriptd, transcriptd_home};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -215,6 +216,9 @@ fn stop_when_open(pid: u32, file: &Path) {
         if open.unwrap_or(false) {
             // SAFETY: signalling a child process.
             assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+            // The signal is only queued: every thread must have stopped before the test goes on
+            // (a thread still running could do its next step after the test's change).
+            assert!(wait(Duration::from_secs(5), || all_stopped(pid)), "the repair did not stop");
             return;
         }
         assert!(start.elapsed() < Duration::from_secs(30), "the repair never opened {}", file.display());

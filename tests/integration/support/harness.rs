@@ -238,17 +238,8 @@ address = "{address}"
     /// (an inode-reuse test saw the rewrite before the rename: 1 run in 30).
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP);
-        let pid = self.pid();
-        let stopped = || {
-            std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| {
-                tasks.filter_map(Result::ok).all(|t| {
-                    let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-                    // The state follows the command name, which is in parentheses.
-                    stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_some_and(|st| st == "T")
-                })
-            })
-        };
-        assert!(wait(Duration::from_secs(5), stopped), "the daemon did not stop");
+        let pid = self.pid() as u32;
+        assert!(wait(Duration::from_secs(5), || all_stopped(pid)), "the daemon did not stop");
     }
 
     /// Lets a paused daemon run on (SIGCONT).
@@ -416,6 +407,18 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
 }
 
 /// Polls `cond` every 20 ms until it holds or `timeout` passes.
+/// Whether every thread of process `pid` is stopped: SIGSTOP takes effect a moment after it is
+/// sent, and a thread still running sees what a test does next.
+pub fn all_stopped(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| {
+        tasks.filter_map(Result::ok).all(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            // The state follows the command name, which is in parentheses.
+            stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_some_and(|st| st == "T")
+        })
+    })
+}
+
 pub fn wait(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
     while Instant::now() < end {
