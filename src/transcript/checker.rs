@@ -224,8 +224,26 @@ pub fn read_line(number: u64, bytes: &[u8], max: usize, format: Option<Format>) 
         Err(_) if too_deep(bytes) => {
             Outcome::Fault(Finding::new(number, Kind::NestedTooDeep, format!("{TOO_DEEP}: the line was not read, and is kept as it is")))
         }
+        Err(_) if format == Some(Format::ClaudeCode) && is_padding(bytes) => Outcome::Fault(padding(number)),
         Err(_) => Outcome::Fault(malformed(number, bytes)),
     }
+}
+
+/// Whether a line holds only NUL bytes (and blanks): what a crash leaves where a write the
+/// filesystem had sized was lost.
+fn is_padding(bytes: &[u8]) -> bool {
+    bytes.contains(&0) && bytes.iter().all(|&b| b == 0 || b.is_ascii_whitespace())
+}
+
+/// A line of NUL padding in a Claude Code transcript: `malformed_line`, but a warning — Claude
+/// Code skips the line on resume, and it held nothing (issue 27's measurement with 2.1.332).
+/// Repair still removes it ([`Finding::mended`]).
+fn padding(number: u64) -> Finding {
+    let mut f = Finding::new(number, Kind::MalformedLine, "a line of only NUL bytes (what a crash leaves where a write was lost): not JSON");
+    f.severity = crate::transcript::Severity::Warning;
+    f.mended = true;
+    f.on_resume = Some("on resume Claude Code skips it: it held nothing".into());
+    f
 }
 
 const TOO_DEEP: &str = "a JSON object nested deeper than 128 levels (the depth limit)";

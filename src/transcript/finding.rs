@@ -293,6 +293,11 @@ pub struct Finding {
     /// repair planner needs to act within that thread. Not part of the output.
     #[serde(skip)]
     pub thread: u64,
+    /// A break the agent mends on resume without leaving anything of the file out, reported
+    /// as a warning ([`crate::transcript::verdict::tell`]): `repair` still mends it in the file.
+    /// Not part of the output (its severity and `on_resume` say it).
+    #[serde(skip)]
+    pub mended: bool,
 }
 
 /// Whether a finding's line says it is about the whole file (line 0: there is no line 0).
@@ -323,6 +328,7 @@ impl Finding {
             message: message.into(),
             on_resume: None,
             thread: MAIN_THREAD,
+            mended: false,
         }
     }
 

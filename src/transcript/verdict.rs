@@ -4,15 +4,20 @@
 //! `tests/integration/peers/agent_oracle.py` resumed each fixture in Claude Code 2.1.332 and
 //! 2.0.77 and in Codex 0.171.0):
 //!
+//! - What the agent **mends leaving nothing of the file out** is a warning, not an error
+//!   ([`OnResume::Mended`], [`tell`]): a call without its result (`orphan_call`,
+//!   `unanswered_call`) is answered with the agent's own "interrupted" / "missing" / `"aborted"`
+//!   result (Claude Code 2.1.332, Codex, Pi, Qwen Code, Copilot CLI); Qwen Code joins two model
+//!   turns in a row (`consecutive_assistant`); Claude Code skips a line of NUL padding. The
+//!   session resumes with its whole history; `repair` still mends the file
+//!   ([`Finding::mended`]).
 //! - Some errors the agent **mends and resumes past, losing something**: a line it cannot read
 //!   (`malformed_line`, `invalid_utf8`, `line_too_long`, `torn_line`) is left out of the history
 //!   it sends (and, in Claude Code, the lines whose chain led through it); a result without its
 //!   call (`orphan_result`) is not sent, nor (Claude Code) a second result for one call
-//!   (`duplicate_result`); a call without its result (`orphan_call`, `unanswered_call`) is
-//!   answered with the agent's own "interrupted" / "missing" / `"aborted"` result, or dropped
-//!   (Claude Code 2.0.77), so its real outcome is lost; the history before a line whose parent
-//!   is missing (`lost_on_resume`: Claude Code's chain walk stops there). [`on_resume`] says it
-//!   per format and kind, and the findings carry it. [`Verdict::Drops`].
+//!   (`duplicate_result`); the history before a line whose parent is missing (`lost_on_resume`:
+//!   Claude Code's chain walk stops there). [`on_resume`] says it per format and kind, and the
+//!   findings carry it. [`Verdict::Drops`].
 //! - Every other error is taken as the provider **refusing** the history the agent sends: the
 //!   Anthropic Messages API's own rules (`empty_text`, `unsigned_thinking`, …: the API's error
 //!   texts are quoted in TRUTH.md), and the kinds no agent was measured to mend
@@ -58,12 +63,16 @@ pub fn agent_mends(format: Option<Format>, kind: Kind) -> bool {
     // session with it.
     (kind.is_framing() && kind != Kind::RefusedRecord)
         || matches!(kind, Kind::LostOnResume | Kind::ContentWiped | Kind::CompactionUnsummarized)
-        || matches!(format.and_then(|f| on_resume(f, kind)), Some(OnResume::Agent(_)))
+        || matches!(format.and_then(|f| on_resume(f, kind)), Some(OnResume::Agent(_) | OnResume::Mended(_)))
 }
 
 /// What resuming a session does about a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnResume {
+    /// The agent mends it and resumes past it, leaving nothing of the file out: it answers a
+    /// call the file holds no result for, or joins what it would otherwise refuse. The finding
+    /// is a warning ([`tell`]): the session resumes with its whole history.
+    Mended(&'static str),
     /// The agent mends it and resumes past it, leaving out or replacing what it is about.
     Agent(&'static str),
     /// The provider refuses the request, with this error.
@@ -74,7 +83,7 @@ impl OnResume {
     /// In words, for the finding's message.
     pub fn text(self) -> &'static str {
         match self {
-            OnResume::Agent(t) | OnResume::Refused(t) => t,
+            OnResume::Mended(t) | OnResume::Agent(t) | OnResume::Refused(t) => t,
         }
     }
 }
@@ -86,18 +95,18 @@ impl OnResume {
 /// where nothing was measured or found.
 pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
     match (format, kind) {
-        (Format::ClaudeCode, Kind::OrphanCall) => Some(OnResume::Agent("on resume Claude Code answers it as interrupted: its real result is lost")),
+        (Format::ClaudeCode, Kind::OrphanCall) => Some(OnResume::Mended("on resume Claude Code answers it as interrupted: its real result is lost")),
         (Format::ClaudeCode, Kind::UnansweredCall) => {
-            Some(OnResume::Agent("on resume Claude Code answers it with \"[Tool result missing due to internal error]\""))
+            Some(OnResume::Mended("on resume Claude Code answers it with \"[Tool result missing due to internal error]\""))
         }
         (Format::ClaudeCode, Kind::OrphanResult) => Some(OnResume::Agent("on resume Claude Code does not send it")),
         (Format::ClaudeCode, Kind::DuplicateCallId) => Some(OnResume::Agent("on resume Claude Code does not send this call, nor a result for its id after it")),
         (Format::ClaudeCode, Kind::DuplicateResult) => Some(OnResume::Agent("on resume Claude Code does not send it")),
-        (Format::Codex, Kind::OrphanCall | Kind::UnansweredCall) => Some(OnResume::Agent("on resume Codex answers it \"aborted\": its real result is lost")),
+        (Format::Codex, Kind::OrphanCall | Kind::UnansweredCall) => Some(OnResume::Mended("on resume Codex answers it \"aborted\": its real result is lost")),
         (Format::Codex, Kind::OrphanResult) => Some(OnResume::Agent("on resume Codex does not send it")),
         // pi-ai's `transformMessages` (modelled from its source, not measured).
         (Format::Pi, Kind::OrphanCall | Kind::UnansweredCall) => {
-            Some(OnResume::Agent("on resume Pi answers it \"No result provided\" (an error): its real result is lost"))
+            Some(OnResume::Mended("on resume Pi answers it \"No result provided\" (an error): its real result is lost"))
         }
         (Format::Pi, Kind::OrphanResult) => Some(OnResume::Refused(
             "on resume Pi sends it as it is, and the provider refuses it (Anthropic: \"unexpected `tool_use_id` found in `tool_result` blocks\")",
@@ -105,12 +114,12 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
         // Qwen Code's `repairOrphanedToolUseTurns` and its OpenAI converter's
         // `cleanOrphanedToolCalls` (modelled from its source, `context` checked against the agent).
         (Format::Qwen, Kind::OrphanCall | Kind::UnansweredCall) => {
-            Some(OnResume::Agent("on resume Qwen Code answers it with an error (\"Tool execution result was not recorded\"): its real result is lost"))
+            Some(OnResume::Mended("on resume Qwen Code answers it with an error (\"Tool execution result was not recorded\"): its real result is lost"))
         }
         // Its OpenAI converter's `mergeConsecutiveAssistantMessages` (measured: the real 0.24.4
         // resumed two model records in a row and sent one assistant message).
         (Format::Qwen, Kind::ConsecutiveAssistant) => {
-            Some(OnResume::Agent("on resume Qwen Code sends the two as one assistant message (its OpenAI converter merges consecutive ones)"))
+            Some(OnResume::Mended("on resume Qwen Code sends the two as one assistant message (its OpenAI converter merges consecutive ones)"))
         }
         (Format::Qwen, Kind::OrphanResult) => {
             Some(OnResume::Agent("on resume Qwen Code does not send it (its OpenAI converter drops a tool message without its call)"))
@@ -123,10 +132,10 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
         // Copilot CLI 1.0.102, measured (tests/integration/oracle_copilot.rs): a call without a
         // recorded result gets one on resume; a result for no open call is not sent.
         (Format::Copilot, Kind::OrphanCall) => {
-            Some(OnResume::Agent("on resume Copilot answers it \"Tool execution was interrupted before a result was recorded...\": its real result is lost"))
+            Some(OnResume::Mended("on resume Copilot answers it \"Tool execution was interrupted before a result was recorded...\": its real result is lost"))
         }
         (Format::Copilot, Kind::UnansweredCall) => {
-            Some(OnResume::Agent("on resume Copilot answers it \"The execution of this tool, or a previous tool was interrupted.\": its real result is lost"))
+            Some(OnResume::Mended("on resume Copilot answers it \"The execution of this tool, or a previous tool was interrupted.\": its real result is lost"))
         }
         (Format::Copilot, Kind::OrphanResult) => Some(OnResume::Agent("on resume Copilot does not send it")),
         // Copilot CLI 1.0.102, measured: its loader stops at the line and loads nothing.
@@ -153,7 +162,14 @@ pub fn on_resume(format: Format, kind: Kind) -> Option<OnResume> {
 /// duplicate call id (a warning whose later call Claude Code silently does not send).
 pub fn tell(format: Format, f: &mut Finding) {
     if f.thread == MAIN_THREAD && (f.severity == Severity::Error || f.kind == Kind::DuplicateCallId) {
-        f.on_resume = on_resume(format, f.kind).map(|r| r.text().into());
+        let r = on_resume(format, f.kind);
+        f.on_resume = r.map(|r| r.text().into());
+        // What the agent mends leaving nothing of the file out does not stop the session from
+        // resuming with its history: a warning, which repair still mends ([`Finding::mended`]).
+        if matches!(r, Some(OnResume::Mended(_))) && f.severity == Severity::Error {
+            f.severity = Severity::Warning;
+            f.mended = true;
+        }
     }
 }
 
@@ -210,6 +226,32 @@ mod tests {
 
     fn f(line: u64, kind: Kind) -> Finding {
         Finding::new(line, kind, "m")
+    }
+
+    #[test]
+    fn what_the_agent_mends_leaving_nothing_out_is_a_warning() {
+        let told = |format: Format, kind: Kind| {
+            let mut g = f(3, kind);
+            tell(format, &mut g);
+            (g.severity, g.mended)
+        };
+        for format in [Format::ClaudeCode, Format::Codex, Format::Pi, Format::Qwen, Format::Copilot] {
+            for kind in [Kind::OrphanCall, Kind::UnansweredCall] {
+                assert_eq!(told(format, kind), (Severity::Warning, true), "{format:?} {kind:?}: the agent answers it");
+            }
+            assert_eq!(told(format, Kind::OrphanResult), (Severity::Error, false), "{format:?}: the agent leaves the result out");
+        }
+        assert_eq!(told(Format::Qwen, Kind::ConsecutiveAssistant), (Severity::Warning, true), "Qwen Code joins them");
+        assert_eq!(told(Format::ClaudeCode, Kind::ConsecutiveAssistant), (Severity::Error, false));
+        assert_eq!(told(Format::Gemini, Kind::OrphanCall), (Severity::Error, false), "the Gemini API refuses it");
+        assert_eq!(told(Format::Anthropic, Kind::OrphanCall), (Severity::Error, false), "the API refuses it");
+        // A finding of a sidechain, which resume does not send, is left as it is.
+        let mut side = f(3, Kind::OrphanCall).in_thread(7);
+        tell(Format::ClaudeCode, &mut side);
+        assert_eq!((side.severity, side.on_resume), (Severity::Error, None));
+        let mut g = f(3, Kind::OrphanCall);
+        tell(Format::ClaudeCode, &mut g);
+        assert_eq!(Verdict::of(CC, &[g]), Verdict::Resumes, "a warning: it resumes with its history");
     }
 
     #[test]

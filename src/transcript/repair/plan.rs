@@ -975,7 +975,9 @@ impl Planner {
                 }
             }
             if let Output::Finding(f) = o {
-                if f.severity == Severity::Error || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
+                // An error, a break the agent mends on resume (a warning: the file is mended all the
+                // same), or a warning of a kind repair mends.
+                if f.severity == Severity::Error || f.mended || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
                     self.finding(f);
                 } else if f.kind == Kind::UnansweredCall {
                     // The checker let the call go (its branch was abandoned, or compacted away):
