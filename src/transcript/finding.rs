@@ -356,9 +356,10 @@ impl Finding {
     /// Lowers the severity to a warning, saying why (what resume does no longer applies: the
     /// agent never sends what a demoted finding is about).
     pub fn demote(&mut self, why: &str) {
-        if self.severity == Severity::Error {
+        if self.severity == Severity::Error || self.mended {
             self.severity = Severity::Warning;
             self.on_resume = None;
+            self.mended = false;
             self.message.push_str(" (");
             self.message.push_str(why);
             self.message.push(')');
@@ -391,7 +392,7 @@ pub fn apply(findings: &mut Vec<Finding>, out: Output) {
     match out {
         Output::Finding(f) => findings.push(f),
         Output::Demoted { line, kind, call_id, reason } => {
-            if let Some(f) = findings.iter_mut().rev().find(|f| f.line == line && f.kind == kind && f.call_id == call_id && f.severity == Severity::Error) {
+            if let Some(f) = findings.iter_mut().rev().find(|f| f.line == line && f.kind == kind && f.call_id == call_id && (f.severity == Severity::Error || f.mended)) {
                 f.demote(&reason);
             }
         }

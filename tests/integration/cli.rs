@@ -12,7 +12,9 @@ fn case(rel: &str) -> String {
 #[test]
 fn exit_codes() {
     assert_eq!(transcriptd(&["check", &case("claude-code/0001_split_message_clean.jsonl")]).status.code(), Some(0));
-    assert_eq!(transcriptd(&["check", &case("claude-code/0002_orphan_call_at_end.jsonl")]).status.code(), Some(1));
+    assert_eq!(transcriptd(&["check", &case("claude-code/0004_orphan_result.jsonl")]).status.code(), Some(1));
+    // A call the agent answers on resume (a kill mid-tool) is a warning: the session resumes.
+    assert_eq!(transcriptd(&["check", &case("claude-code/0002_orphan_call_at_end.jsonl")]).status.code(), Some(0));
     // Warnings only: clean.
     assert_eq!(transcriptd(&["check", &case("claude-code/0016_invalid_arguments.jsonl")]).status.code(), Some(0));
     let missing = transcriptd(&["check", "/nonexistent/x.jsonl"]);

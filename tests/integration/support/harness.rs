@@ -485,10 +485,13 @@ pub fn fold_records(records: &[Value]) -> Folded {
         match r["type"].as_str().unwrap_or_default() {
             "finding" => *f.live.entry(key(r, r["severity"].as_str().unwrap())).or_default() += 1,
             "finding_retracted" if f.live.remove(&key(r, "error")).is_none() && f.live.remove(&key(r, "warning")).is_none() => f.unknown.push(r.to_string()),
+            // An error turned warning, or a warning of a break the agent mends (now on an
+            // abandoned branch) that stays one.
             "finding_demoted" => match f.live.remove(&key(r, "error")) {
                 Some(n) => {
                     f.live.insert(key(r, "warning"), n);
                 }
+                None if f.live.contains_key(&key(r, "warning")) => {}
                 None => f.unknown.push(r.to_string()),
             },
             "compaction" => *f.compactions.entry((file, r["line"].as_u64().unwrap())).or_default() += 1,
