@@ -18,8 +18,8 @@ use crate::sessions::project::{sessions_of, Found};
 use crate::sources::batch::Input;
 use crate::sources::holders::{self, Holder};
 use crate::transcript::repair::OrphanPolicy;
-use crate::transcript::verdict::{dropped, Verdict};
-use crate::transcript::Options;
+use crate::transcript::verdict::{dropped, mended, Verdict};
+use crate::transcript::{Finding, Options};
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::io::Write;
@@ -186,11 +186,20 @@ fn age(d: Duration) -> String {
     }
 }
 
-/// The verdict in words: `resumes`, `will be refused: line N: kind: message`, `resumes but
-/// drops: …`.
-fn verdict_text(v: &Verdict) -> String {
+/// The verdict in words: `resumes` (`resumes, mending: …` when the agent mends breaks of the
+/// file, `findings`, leaving nothing out), `will be refused: line N: kind: message`, `resumes
+/// but drops: …`.
+fn verdict_text(v: &Verdict, findings: &[Finding]) -> String {
     match v {
-        Verdict::Resumes => "resumes".to_owned(),
+        Verdict::Resumes => {
+            let mends: Vec<&Finding> = findings.iter().filter(|f| f.mended).collect();
+            if mends.is_empty() {
+                return "resumes".to_owned();
+            }
+            let shown: Vec<String> = mends.iter().take(DROPS_SHOWN).map(|f| mended(f)).collect();
+            let more = if mends.len() > DROPS_SHOWN { format!(" and {} more", mends.len() - DROPS_SHOWN) } else { String::new() };
+            format!("resumes, mending: {}{more}", shown.join(", "))
+        }
         Verdict::Refused(f) => {
             let call = f.call_id.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
             let at = if f.is_whole_file() { String::new() } else { format!("line {}: ", f.line) };
@@ -214,7 +223,7 @@ fn write_text(out: &mut impl Write, r: &Row<'_>, dir: &Path, now: SystemTime, pa
     let ago = now.duration_since(f.modified).map(age).unwrap_or_else(|_| "0s".to_owned());
     let verdict = match &r.check.error {
         Some(e) => format!("could not be checked: {e}"),
-        None => verdict_text(&r.verdict),
+        None => verdict_text(&r.verdict, &r.check.findings),
     };
     let word = |s: &str| if r.verdict.resumes() && r.check.error.is_none() { s.to_owned() } else { paint.severity(s) };
     let (head, rest) = verdict.split_once(':').map_or((verdict.as_str(), ""), |(h, t)| (h, t));
@@ -257,7 +266,7 @@ fn write_text(out: &mut impl Write, r: &Row<'_>, dir: &Path, now: SystemTime, pa
             }
             let now = match &after.error {
                 Some(e) => format!("could not be checked again: {e}"),
-                None => verdict_text(&Verdict::of(after.format, &after.findings)),
+                None => verdict_text(&Verdict::of(after.format, &after.findings), &after.findings),
             };
             if changed {
                 writeln!(out, "  now: {}", Safe(&now))?;
@@ -275,10 +284,15 @@ fn record(r: &Row<'_>, dir: &Path, now: SystemTime) -> Value {
     let f = r.found;
     let file = f.session.transcript.display().to_string();
     let finding = |x: &crate::transcript::Finding| serde_json::to_value(FindingRecord::new(&file, r.check.format, x)).unwrap_or(Value::Null);
-    let verdict = |v: &Verdict| -> Value {
+    let verdict = |v: &Verdict, findings: &[Finding]| -> Value {
         let mut o = json!({ "verdict": v.word() });
         match v {
-            Verdict::Resumes => {}
+            Verdict::Resumes => {
+                let mends: Vec<Value> = findings.iter().filter(|f| f.mended).map(&finding).collect();
+                if !mends.is_empty() {
+                    o["mends"] = mends.into();
+                }
+            }
             Verdict::Refused(x) => o["refused_for"] = finding(x),
             Verdict::Drops(xs) => o["drops"] = xs.iter().map(&finding).collect(),
         }
@@ -297,7 +311,7 @@ fn record(r: &Row<'_>, dir: &Path, now: SystemTime) -> Value {
     match &r.check.error {
         Some(e) => o["error"] = e.clone().into(),
         None => {
-            let v = verdict(&r.verdict);
+            let v = verdict(&r.verdict, &r.check.findings);
             for (k, x) in v.as_object().into_iter().flatten() {
                 o[k] = x.clone();
             }
@@ -318,7 +332,7 @@ fn record(r: &Row<'_>, dir: &Path, now: SystemTime) -> Value {
                 });
                 match &after.error {
                     Some(e) => x["error"] = e.clone().into(),
-                    None => x["after"] = verdict(&Verdict::of(after.format, &after.findings)),
+                    None => x["after"] = verdict(&Verdict::of(after.format, &after.findings), &after.findings),
                 }
                 x
             }
@@ -381,7 +395,7 @@ fn summary(rows: &[Row<'_>], dir: &Path, looked_in: &[PathBuf], fixed: bool) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::{Finding, Kind};
+    use crate::transcript::Kind;
 
     #[test]
     fn ages_and_verdicts_read_as_one_line() {
@@ -389,10 +403,13 @@ mod tests {
         assert_eq!(age(Duration::from_secs(125)), "2m");
         assert_eq!(age(Duration::from_secs(3 * 3600 + 5)), "3h");
         assert_eq!(age(Duration::from_secs(9 * 86_400)), "9d");
-        assert_eq!(verdict_text(&Verdict::Resumes), "resumes");
+        assert_eq!(verdict_text(&Verdict::Resumes, &[]), "resumes");
+        let mut open = Finding::new(9, Kind::OrphanCall, "no result").with_call("toolu_1", None);
+        crate::transcript::verdict::tell(crate::transcript::Format::ClaudeCode, &mut open);
+        assert_eq!(verdict_text(&Verdict::Resumes, &[open]), "resumes, mending: the call toolu_1 left without a result at line 9 (orphan_call)");
         let blank = Finding::new(7, Kind::EmptyText, "blank text");
-        assert_eq!(verdict_text(&Verdict::Refused(blank)), "will be refused: line 7: empty_text: blank text");
+        assert_eq!(verdict_text(&Verdict::Refused(blank), &[]), "will be refused: line 7: empty_text: blank text");
         let drops: Vec<Finding> = (1..=5).map(|l| Finding::new(l, Kind::TornLine, "t")).collect();
-        assert_eq!(verdict_text(&Verdict::Drops(drops)), "resumes but drops: line 1 (torn_line), line 2 (torn_line), line 3 (torn_line) and 2 more");
+        assert_eq!(verdict_text(&Verdict::Drops(drops), &[]), "resumes but drops: line 1 (torn_line), line 2 (torn_line), line 3 (torn_line) and 2 more");
     }
 }

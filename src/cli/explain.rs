@@ -159,8 +159,11 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
     }
     let errors = report.findings.iter().filter(|f| f.severity == Severity::Error).count();
+    // What repair mends: the errors, and the breaks the agent mends on resume (warnings, which
+    // an older agent, or another program reading the file, may still send as they are).
+    let to_mend = report.findings.iter().filter(|f| f.wants_repair()).count();
     let resume = resume_command(&file, &lines, scanned.context.format);
-    let fix = (errors > 0).then(|| format!("transcriptd repair --in-place {}", shell_word(&name)));
+    let fix = (to_mend > 0).then(|| format!("transcriptd repair --in-place {}", shell_word(&name)));
 
     let mut out = args.out.stdout();
     match args.out.format() {
@@ -209,7 +212,14 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                     out,
                     "  check finds no error in the file as it is now: it resumes (it may have been repaired or changed since the error, or the error is another session's)"
                 )?,
-                (Some(_), true) => writeln!(out, "  no finding at those lines; check finds {errors} error{} elsewhere in the file", super::output::plural(errors as u64))?,
+                (Some(_), true) if errors > 0 => {
+                    writeln!(out, "  no finding at those lines; check finds {errors} error{} elsewhere in the file", super::output::plural(errors as u64))?
+                }
+                (Some(_), true) => writeln!(
+                    out,
+                    "  no finding at those lines; check finds {to_mend} break{} elsewhere in the file that the agent mends on resume and repair mends in the file",
+                    super::output::plural(to_mend as u64)
+                )?,
                 (Some(_), false) => {}
             }
             if let Some(fix) = &fix {
@@ -221,7 +231,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
     }
     out.flush()?;
-    Ok(if errors > 0 { Exit::Findings } else { Exit::Clean })
+    Ok(if to_mend > 0 { Exit::Findings } else { Exit::Clean })
 }
 
 /// The transcript `args.session` names: a file, or a session found by id prefix.

@@ -438,7 +438,7 @@ fn error_kinds(r: &mut impl Read, s: &Settings, buf: &mut Vec<u8>) -> anyhow::Re
     let (events, _, _) = c.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut kinds = std::collections::BTreeMap::new();
     for f in crate::transcript::check::findings(events) {
-        if f.severity == crate::transcript::Severity::Error {
+        if f.wants_repair() {
             *kinds.entry(f.kind).or_default() += 1;
         }
     }

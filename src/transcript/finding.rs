@@ -353,10 +353,16 @@ impl Finding {
         }
     }
 
+    /// Whether `repair` mends what it is about: an error, or a break the agent would mend on
+    /// resume ([`Finding::mended`], a warning).
+    pub fn wants_repair(&self) -> bool {
+        self.severity == Severity::Error || self.mended
+    }
+
     /// Lowers the severity to a warning, saying why (what resume does no longer applies: the
     /// agent never sends what a demoted finding is about).
     pub fn demote(&mut self, why: &str) {
-        if self.severity == Severity::Error || self.mended {
+        if self.wants_repair() {
             self.severity = Severity::Warning;
             self.on_resume = None;
             self.mended = false;
@@ -392,7 +398,7 @@ pub fn apply(findings: &mut Vec<Finding>, out: Output) {
     match out {
         Output::Finding(f) => findings.push(f),
         Output::Demoted { line, kind, call_id, reason } => {
-            if let Some(f) = findings.iter_mut().rev().find(|f| f.line == line && f.kind == kind && f.call_id == call_id && (f.severity == Severity::Error || f.mended)) {
+            if let Some(f) = findings.iter_mut().rev().find(|f| f.line == line && f.kind == kind && f.call_id == call_id && f.wants_repair()) {
                 f.demote(&reason);
             }
         }

@@ -203,6 +203,16 @@ impl Verdict {
     }
 }
 
+/// What the agent mends on resume leaving nothing out, for one finding, for people: "the call
+/// toolu_1 left without a result at line 9 (orphan_call)", "line 4 (malformed_line)".
+pub fn mended(f: &Finding) -> String {
+    let call = f.call_id.as_deref().map(|c| format!(" {c}")).unwrap_or_default();
+    match f.kind {
+        Kind::OrphanCall | Kind::UnansweredCall => format!("the call{call} left without a result at line {} ({})", f.line, f.kind),
+        _ => format!("line {} ({})", f.line, f.kind),
+    }
+}
+
 /// What the agent leaves out or replaces for one finding it mends, for people: "line 7 (torn_line)",
 /// "the result of call toolu_1 at line 9 (orphan_call)".
 pub fn dropped(f: &Finding) -> String {

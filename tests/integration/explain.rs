@@ -33,7 +33,7 @@ fn an_api_error_is_traced_to_its_line_the_finding_there_and_the_commands_that_re
         "(a tool call whose result is not in the message after it)".to_owned(),
         "messages.13: an assistant message of 2 blocks, from lines 24, 25".to_owned(),
         format!("{CALL}: called at line 25, answered nowhere in the file"),
-        format!("{}:25: error: orphan_call:", file.display()),
+        format!("{}:25: warning: orphan_call:", file.display()),
         format!("to fix: quit the agent, then `transcriptd repair --in-place {}`", file.display()),
         format!("then resume: cd /Users/User/repo/codemie-ai/codemie-code && claude --resume {ID}"),
     ] {
@@ -104,7 +104,7 @@ fn codex_errors_are_traced_by_call_id() {
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("call_K2v9Qa: called at line 3, answered nowhere in the file"), "{out}");
-    assert!(out.contains(":3: error: orphan_call:"), "{out}");
+    assert!(out.contains(":3: warning: orphan_call:"), "{out}");
     assert!(out.contains("then resume: codex resume 019c8a70-dda7-7f33-98ea-f30553347322"), "{out}");
 }
 

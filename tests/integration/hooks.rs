@@ -111,12 +111,24 @@ fn the_hook_keeps_the_session_and_says_on_resume_what_is_wrong() {
     let mut held = Vec::new();
     s.read(&streams[0], 0, streams[0].end(), &mut held).unwrap();
     assert_eq!(held, std::fs::read(&t).unwrap());
-    // Resumed: the orphan call is said to the user (not to the model), as a systemMessage.
+    // Resumed with a call left open: Claude Code answers it itself and nothing is lost, so the
+    // hook says nothing.
+    let o = run_hook(&store, &input("SessionStart", Some("resume")));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "a break the agent mends is not said: {}", stdout(&o));
+    // A result without its call, which Claude Code leaves out: said to the user (not to the
+    // model), as a systemMessage.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&t)
+        .unwrap()
+        .write_all(concat!(r#"{"type":"user","uuid":"u3","parentUuid":"u2","sessionId":"s","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","content":"x"}]}}"#, "\n").as_bytes())
+        .unwrap();
     let o = run_hook(&store, &input("SessionStart", Some("resume")));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
     let m = v["systemMessage"].as_str().unwrap();
-    assert!(m.contains("orphan_call") && m.contains("transcriptd doctor --fix"), "{m}");
+    assert!(m.contains("orphan_result") && m.contains("transcriptd doctor --fix"), "{m}");
     // A new session: nothing said.
     let o = run_hook(&store, &input("SessionStart", Some("startup")));
     assert!(stdout(&o).is_empty());

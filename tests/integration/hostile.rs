@@ -33,7 +33,8 @@ fn s(p: &Path) -> &str {
 
 /// A Claude Code projects root with one session named [`EVIL_NAME`]: a prompt, an assistant
 /// turn of a hostile model with a hostile text and a call to a hostile tool with a hostile id,
-/// left without its result (an orphan call: `check` and `orphans` name the tool and the id).
+/// left without its result (an orphan call: `check` and `orphans` name the tool and the id), and
+/// a torn last line (an error, so that `report` lists the file among those with errors).
 fn hostile_root(dir: &Path) -> (PathBuf, PathBuf) {
     let root = dir.join("projects");
     let file = root.join("-work-proj").join(format!("{EVIL_NAME}.jsonl"));
@@ -52,7 +53,7 @@ fn hostile_root(dir: &Path) -> (PathBuf, PathBuf) {
         ],
         "usage": {"input_tokens": 10, "output_tokens": 5}
     });
-    put(&file, format!("{user}\n{asst}\n"));
+    put(&file, format!("{user}\n{asst}\n{{\"type\":\"user\""));
     (root, file)
 }
 

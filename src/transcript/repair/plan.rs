@@ -24,7 +24,7 @@
 //! checked again ([`super::rounds`]).
 
 use super::synth::ResultText;
-use crate::transcript::finding::{Kind, Output, Severity};
+use crate::transcript::finding::{Kind, Output};
 pub use crate::transcript::formats::mend::Mend;
 use crate::transcript::formats::{Consecutive, Format};
 use crate::transcript::model::{Args, Entry, Node, Parsed, Role, MAIN_THREAD};
@@ -977,7 +977,7 @@ impl Planner {
             if let Output::Finding(f) = o {
                 // An error, a break the agent mends on resume (a warning: the file is mended all the
                 // same), or a warning of a kind repair mends.
-                if f.severity == Severity::Error || f.mended || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
+                if f.wants_repair() || matches!(f.kind, Kind::EmptyAssistantTurn | Kind::DuplicateCallId) {
                     self.finding(f);
                 } else if f.kind == Kind::UnansweredCall {
                     // The checker let the call go (its branch was abandoned, or compacted away):

@@ -14,7 +14,7 @@ use crate::transcript::formats::Format;
 use crate::transcript::pipeline::{Pipeline, Stage};
 use crate::transcript::repair::{salvage, Emit, OrphanPolicy, Plan, Planner, RewriteLog, RewriteStats, Rewriter, RoundEdit, Rounds, Unrepaired};
 use crate::transcript::stages::{loss::Loss, validate::Validate};
-use crate::transcript::{Event, Kind, Options, Output, Severity, StrictStop};
+use crate::transcript::{Event, Kind, Options, Output, StrictStop};
 
 /// The repair's preset stage list, as a pipeline: `validate`, then the planner (`policy` for
 /// calls left open at the end). Feed it the stream (draining its events as you go: the plan is
@@ -72,7 +72,7 @@ impl ErrorTally {
     /// demotion lowers the latest error of its line, kind and call id.
     pub fn apply(&mut self, out: Output) {
         match out {
-            Output::Finding(f) if f.severity == Severity::Error => self.errors.push((f.line, f.kind, f.call_id)),
+            Output::Finding(f) if f.wants_repair() => self.errors.push((f.line, f.kind, f.call_id)),
             Output::Finding(_) => {}
             Output::Demoted { line, kind, call_id, .. } => {
                 if let Some(i) = self.errors.iter().rposition(|e| e.0 == line && e.1 == kind && e.2 == call_id) {

@@ -3,7 +3,8 @@
 use crate::transcript::pipeline::{Event, Input, Inputs, Pairing, Quiet, Stage};
 use std::time::Duration;
 
-/// The repair trigger: a stream that had error findings from the stages before it, and has
+/// The repair trigger: a stream that had error findings (or breaks the agent mends, which
+/// repair mends too) from the stages before it, and has
 /// been idle for `min_idle`, is due for repair ([`Event::RepairDue`], once per batch of
 /// errors). The repair itself is IO: the shell runs it.
 #[derive(Debug)]
@@ -19,7 +20,7 @@ impl RepairTrigger {
     }
 
     fn see(&mut self, events: &[Event]) {
-        self.errors |= events.iter().filter_map(Event::finding).any(|f| f.severity == crate::transcript::Severity::Error);
+        self.errors |= events.iter().filter_map(Event::finding).any(crate::transcript::Finding::wants_repair);
     }
 }
 
