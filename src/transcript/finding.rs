@@ -295,9 +295,13 @@ pub struct Finding {
     pub thread: u64,
     /// A break the agent mends on resume without leaving anything of the file out, reported
     /// as a warning ([`crate::transcript::verdict::tell`]): `repair` still mends it in the file.
-    /// Not part of the output (its severity and `on_resume` say it).
-    #[serde(skip)]
+    /// In JSON `"agent_mends": true` (absent when false).
+    #[serde(rename = "agent_mends", skip_serializing_if = "is_false", default)]
     pub mended: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 /// Whether a finding's line says it is about the whole file (line 0: there is no line 0).

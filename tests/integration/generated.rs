@@ -4,7 +4,7 @@
 
 use super::support::generate;
 use std::collections::BTreeSet;
-use transcriptd::transcript::{check_bytes, Kind, Options, Severity};
+use transcriptd::transcript::{check_bytes, Finding, Kind, Options};
 
 /// A fault, normalised so that manifest entries and findings compare: (line, class, call id).
 type Fault = (u64, &'static str, Option<String>);
@@ -36,7 +36,8 @@ fn from_findings(input: &[u8], jobs: usize) -> BTreeSet<Fault> {
     let (findings, _, _) = check_bytes(input, Options { jobs, ..Options::default() }).unwrap();
     findings
         .into_iter()
-        .filter(|f| f.severity == Severity::Error)
+        // The errors, and the breaks the agent mends on resume (warnings repair mends too).
+        .filter(Finding::wants_repair)
         .map(|f| {
             let class = match f.kind {
                 Kind::UnansweredCall | Kind::OrphanCall => "missing",

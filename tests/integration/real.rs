@@ -31,9 +31,9 @@ fn reported_errors(dir: &Path) -> BTreeSet<Key> {
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        // The errors, and the calls without results the agent answers on resume (warnings: the
-        // session resumes with its history, and repair still answers them).
-        .filter(|v| v["severity"] == "error" || matches!(v["kind"].as_str(), Some("orphan_call" | "unanswered_call")))
+        // The errors, and the breaks the agent mends on resume (warnings marked `agent_mends`: the
+        // session resumes with its history, and repair still mends them).
+        .filter(|v| v["severity"] == "error" || v["agent_mends"] == true)
         .map(|v| {
             (
                 v["file"].as_str().unwrap().trim_start_matches("./").to_owned(),
