@@ -121,7 +121,8 @@ fn a_session_the_real_agent_writes_checks_clean_and_one_killed_mid_tool_has_an_o
         let r = record(agent, sleep, Some("mid-tool"), &out);
         assert_eq!(r["killed"], "mid-tool", "{}: {r}", agent.name);
         let (code, kinds) = check_kinds(&out.join("session.jsonl"));
-        assert_eq!((code, kinds), (Some(1), vec!["orphan_call".to_owned()]), "{}: the session the killed agent left", agent.name);
+        // A warning: the agent answers the open call itself on resume, and nothing is lost.
+        assert_eq!((code, kinds), (Some(0), vec!["orphan_call".to_owned()]), "{}: the session the killed agent left", agent.name);
     }
 }
 
@@ -862,7 +863,7 @@ fn pi_writes_sessions_check_reads_and_resumes_what_context_prints() {
     let killed = tmp.path().join("killed");
     let r = record("tests/data/agents/scripts/pi-sleep.json", Some("mid-tool"), &killed);
     assert_eq!(r["killed"], "mid-tool", "{r}");
-    assert_eq!(check_kinds(&killed.join("session.jsonl")), (Some(1), vec!["orphan_call".to_owned()]), "the session the killed Pi left");
+    assert_eq!(check_kinds(&killed.join("session.jsonl")), (Some(0), vec!["orphan_call".to_owned()]), "the session the killed Pi left: Pi answers the call");
 
     let mut files = vec![echo.join("session.jsonl"), killed.join("session.jsonl")];
     for dir in ["real/pi", "check/pi", "context/pi", "agents/sessions/pi-0.73.1"] {
@@ -958,7 +959,11 @@ fn qwen_writes_sessions_check_reads_and_resumes_what_context_prints() {
     let killed = tmp.path().join("killed");
     let r = record("tests/data/agents/scripts/qwen-sleep.json", Some("mid-tool"), &killed);
     assert_eq!(r["killed"], "mid-tool", "{r}");
-    assert_eq!(check_kinds(&killed.join("session.jsonl")), (Some(1), vec!["orphan_call".to_owned()]), "the session the killed Qwen Code left");
+    assert_eq!(
+        check_kinds(&killed.join("session.jsonl")),
+        (Some(0), vec!["orphan_call".to_owned()]),
+        "the session the killed Qwen Code left: Qwen Code answers the call"
+    );
 
     let mut files = vec![echo.join("session.jsonl"), killed.join("session.jsonl")];
     for dir in ["check/qwen", "context/qwen", "agents/sessions/qwen-code-0.24.4"] {
