@@ -156,6 +156,25 @@ fn findings_say_what_resume_does_about_them() {
         on_resume("check/openai-chat/0003_orphan_tool_message.jsonl")[0].1,
         said("the API refuses it: \"messages with role 'tool' must be a response to a preceeding message with 'tool_calls'\"")
     );
+    // A call the agent answers on resume is a warning; one on a line Claude Code's chain walk
+    // does not reach (the line after it names a parent that is not in the file, and the walk
+    // bridges it past the call) is left out, its line with it: an error.
+    let severity = |fixture: &str| -> Vec<(String, String, Option<String>)> {
+        let o = transcriptd(&["check", "--no-summary", "-o", "json", data(fixture).to_str().unwrap()]);
+        super::support::json_lines(&o)
+            .iter()
+            .map(|v| (v["kind"].as_str().unwrap().to_owned(), v["severity"].as_str().unwrap().to_owned(), v["on_resume"].as_str().map(str::to_owned)))
+            .collect()
+    };
+    assert_eq!(severity("check/claude-code/0002_orphan_call_at_end.jsonl")[0].1, "warning");
+    assert_eq!(
+        severity("real/derived/claude-code/short.orphan-tool-use.jsonl"),
+        [(
+            "orphan_call".to_owned(),
+            "error".to_owned(),
+            said("on resume Claude Code does not send this call, nor the rest of its line: the chain it resumes from the newest line does not reach it")
+        )]
+    );
     // A subagent's thread is not what resume sends; an abandoned branch is never sent.
     assert!(on_resume("check/claude-code/0020_inline_subagent_break_stays_in_its_thread.jsonl").iter().all(|(_, r)| r.is_none()));
     assert_eq!(on_resume("check/claude-code/0011_rewind_demotes_findings_on_abandoned_branch.jsonl"), [("unanswered_call".to_owned(), None)]);
