@@ -4,7 +4,7 @@
 
 use crate::sources::batch::{self, Input};
 use crate::transcript::context::chain::Session;
-use crate::transcript::{checker, Event, Finding, Format, Kind, Options, Stats, StrictStop};
+use crate::transcript::{checker, Event, Finding, Format, Options, Stats, StrictStop};
 use rayon::prelude::*;
 
 /// What checking one input produced.
@@ -92,7 +92,7 @@ pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, h
             if let Some(f @ (Format::OpenAiChat | Format::Anthropic)) = format {
                 findings.iter_mut().for_each(|g| crate::transcript::verdict::tell(f, g));
             }
-            if let Some(f) = lost_on_resume(input, format, &stats, &mut findings) {
+            if let Some(f) = lost_on_resume(input, format, &stats, &findings) {
                 let at = findings.partition_point(|g| g.line <= f.line);
                 findings.insert(at, f);
             }
@@ -106,15 +106,8 @@ pub fn check_input_with_head(input: &Input, opts: &Options, buf: &mut Vec<u8>, h
 /// (`context::chain`). Only a file where a line could not be read or named a parent not seen
 /// before it can lose anything that way: those are read a second time, in file order, to walk
 /// the chain as the agent does; every other file costs nothing more.
-///
-/// A call the agent would answer (a warning, [`Finding::mended`]) on a line the chain walk does
-/// not reach is not answered but left out, with whatever else its line said: an error again
-/// ([`unreached`]). The walk is only made when the file gives it something to find.
-fn lost_on_resume(input: &Input, format: Option<Format>, stats: &Stats, findings: &mut [Finding]) -> Option<Finding> {
-    let open_calls = findings.iter().any(|f| f.mended && matches!(f.kind, Kind::OrphanCall | Kind::UnansweredCall));
-    if format != Some(Format::ClaudeCode)
-        || (stats.dangling_parents == 0 && stats.bad_lines == 0 && !open_calls && !findings.iter().any(|f| f.kind.is_framing()))
-    {
+fn lost_on_resume(input: &Input, format: Option<Format>, stats: &Stats, findings: &[Finding]) -> Option<Finding> {
+    if format != Some(Format::ClaudeCode) || (stats.dangling_parents == 0 && stats.bad_lines == 0 && !findings.iter().any(|f| f.kind.is_framing())) {
         return None;
     }
     input.path()?;
@@ -126,19 +119,7 @@ fn lost_on_resume(input: &Input, format: Option<Format>, stats: &Stats, findings
     })
     .ok()?;
     session.end();
-    if open_calls {
-        let unsent = session.unsent_lines();
-        findings.iter_mut().filter(|f| f.mended && matches!(f.kind, Kind::OrphanCall | Kind::UnansweredCall) && unsent.contains(&f.line)).for_each(unreached);
-    }
     session.lost()
-}
-
-/// A call left without its result on a line Claude Code's chain walk does not reach: resume
-/// leaves the call out (and what else its line said) instead of answering it, so it is an error.
-fn unreached(f: &mut Finding) {
-    f.severity = crate::transcript::Severity::Error;
-    f.mended = false;
-    f.on_resume = Some("on resume Claude Code does not send this call, nor the rest of its line: the chain it resumes from the newest line does not reach it".into());
 }
 
 /// Checks every input, `jobs` at a time, in path order.

@@ -156,9 +156,9 @@ fn findings_say_what_resume_does_about_them() {
         on_resume("check/openai-chat/0003_orphan_tool_message.jsonl")[0].1,
         said("the API refuses it: \"messages with role 'tool' must be a response to a preceeding message with 'tool_calls'\"")
     );
-    // A call the agent answers on resume is a warning; one on a line Claude Code's chain walk
-    // does not reach (the line after it names a parent that is not in the file, and the walk
-    // bridges it past the call) is left out, its line with it: an error.
+    // A call the agent answers on resume is a warning; one in a file whose chain is cut (a line
+    // names a parent not in the file: here the walk bridges it past the call, and Claude Code
+    // 2.1.332 left the call out, TRUTH.md) stays an error.
     let severity = |fixture: &str| -> Vec<(String, String, Option<String>)> {
         let o = transcriptd(&["check", "--no-summary", "-o", "json", data(fixture).to_str().unwrap()]);
         super::support::json_lines(&o)
@@ -172,7 +172,7 @@ fn findings_say_what_resume_does_about_them() {
         [(
             "orphan_call".to_owned(),
             "error".to_owned(),
-            said("on resume Claude Code does not send this call, nor the rest of its line: the chain it resumes from the newest line does not reach it")
+            said("on resume Claude Code answers it as interrupted if its chain walk reaches it; a line of this file names a parent that is not in it, and where the walk bridges that past the call, the call is left out")
         )]
     );
     // A subagent's thread is not what resume sends; an abandoned branch is never sent.

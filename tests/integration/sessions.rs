@@ -284,7 +284,7 @@ fn show_reports_findings_by_kind_and_exits_1_on_errors_only() {
     let json = transcriptd(&["show", "5560", "--root", d.path().to_str().unwrap(), "-o", "json"]);
     assert_eq!(json_lines(&json)[0]["findings"]["orphan_result"]["errors"], 1);
     // A call left open, which Claude Code answers on resume: a warning, and exit 0.
-    put_fixture("real/derived/claude-code/short.orphan-tool-use.jsonl", &d.path().join(format!("-home-marco/{id}.jsonl")));
+    put_fixture("check/claude-code/0002_orphan_call_at_end.jsonl", &d.path().join(format!("-home-marco/{id}.jsonl")));
     let out = transcriptd(&["show", "5560", "--root", d.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("findings     0 errors, 1 warning"), "{}", stdout(&out));

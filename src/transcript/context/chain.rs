@@ -1013,14 +1013,6 @@ impl Session {
         Some((self.lines[b.at], self.lines[under]))
     }
 
-    /// Of the file lines since the last compaction boundary, those (their numbers) that resume
-    /// does not send: the chain walk from the newest leaf does not reach them. Lines before the
-    /// boundary are not among them (the boundary's summary stands for them).
-    pub fn unsent_lines(&self) -> std::collections::BTreeSet<u64> {
-        let w = walk(&self.nodes, false);
-        (0..w.sent.len()).filter(|&i| !w.sent[i]).map(|i| self.lines[i]).collect()
-    }
-
     /// The finding for the history that resume leaves out after a missing parent, if any.
     pub fn lost(&self) -> Option<Finding> {
         let b = self.broken()?;

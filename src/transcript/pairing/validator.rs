@@ -32,6 +32,9 @@ use crate::transcript::finding::{Finding, Kind, Output, Severity};
 use crate::transcript::formats::Format;
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, MAIN_THREAD};
 use crate::transcript::verdict::tell;
+
+/// What resume does with a call left open in a Claude Code file whose chain is cut.
+const UNREACHED: &str = "on resume Claude Code answers it as interrupted if its chain walk reaches it; a line of this file names a parent that is not in it, and where the walk bridges that past the call, the call is left out";
 use crate::transcript::{Map, Set};
 use smallvec::SmallVec;
 
@@ -286,9 +289,18 @@ impl Validator {
     /// `f` with what resuming the file does about it ([`tell`]). Not for a file read as OpenAI
     /// chat: the chat reader takes a file for OpenAI's until a line says it is Anthropic's, and
     /// the two APIs answer with different errors; `check` says it once the file is read.
+    ///
+    /// A Claude Code file with a line whose parent is not in it: its chain walk may not reach a
+    /// call left open (the walk bridges the missing parent to another line, past the call), and
+    /// a call it does not reach is left out, not answered. Such a call stays an error.
     pub fn with_resume(&self, mut f: Finding) -> Finding {
         if self.format != Format::OpenAiChat {
             tell(self.format, &mut f);
+        }
+        if f.mended && self.format == Format::ClaudeCode && self.dangling_parents() > 0 && matches!(f.kind, Kind::OrphanCall | Kind::UnansweredCall) {
+            f.severity = Severity::Error;
+            f.mended = false;
+            f.on_resume = Some(UNREACHED.into());
         }
         f
     }
