@@ -196,21 +196,23 @@ fn verdict_text(v: &Verdict, findings: &[Finding]) -> String {
             if mends.is_empty() {
                 return "resumes".to_owned();
             }
-            let shown: Vec<String> = mends.iter().take(DROPS_SHOWN).map(|f| mended(f)).collect();
-            let more = if mends.len() > DROPS_SHOWN { format!(" and {} more", mends.len() - DROPS_SHOWN) } else { String::new() };
-            format!("resumes, mending: {}{more}", shown.join(", "))
+            format!("resumes, mending: {}", first_few(mends.into_iter(), mended))
         }
         Verdict::Refused(f) => {
             let call = f.call_id.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
             let at = if f.is_whole_file() { String::new() } else { format!("line {}: ", f.line) };
             format!("will be refused: {at}{}: {}{call}", f.kind, f.says())
         }
-        Verdict::Drops(fs) => {
-            let shown: Vec<String> = fs.iter().take(DROPS_SHOWN).map(dropped).collect();
-            let more = if fs.len() > DROPS_SHOWN { format!(" and {} more", fs.len() - DROPS_SHOWN) } else { String::new() };
-            format!("resumes but drops: {}{more}", shown.join(", "))
-        }
+        Verdict::Drops(fs) => format!("resumes but drops: {}", first_few(fs.iter(), dropped)),
     }
+}
+
+/// The first [`DROPS_SHOWN`] findings in words, and how many more there are.
+fn first_few<'a>(fs: impl ExactSizeIterator<Item = &'a Finding>, said: fn(&Finding) -> String) -> String {
+    let n = fs.len();
+    let shown: Vec<String> = fs.take(DROPS_SHOWN).map(said).collect();
+    let more = if n > DROPS_SHOWN { format!(" and {} more", n - DROPS_SHOWN) } else { String::new() };
+    format!("{}{more}", shown.join(", "))
 }
 
 fn holders_text(w: &[Holder]) -> String {

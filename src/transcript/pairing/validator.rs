@@ -32,11 +32,11 @@ use crate::transcript::finding::{Finding, Kind, Output, Severity};
 use crate::transcript::formats::Format;
 use crate::transcript::model::{Args, Call, Entry, Message, Parsed, Role, MAIN_THREAD};
 use crate::transcript::verdict::tell;
+use crate::transcript::{Map, Set};
+use smallvec::SmallVec;
 
 /// What resume does with a call left open in a Claude Code file whose chain is cut.
 const UNREACHED: &str = "on resume Claude Code answers it as interrupted if its chain walk reaches it; a line of this file names a parent that is not in it, and where the walk bridges that past the call, the call is left out";
-use crate::transcript::{Map, Set};
-use smallvec::SmallVec;
 
 /// A call waiting for its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
